@@ -1,0 +1,47 @@
+"""ductline: a durable pipeline engine.
+
+Declare a pipeline of steps in a few lines of Python; run it on worker processes
+with all state in SQLite (embedded default) or PostgreSQL. Steps run in killable
+child processes, so a step past its time limit is killed even when it is stuck in
+C code or a syscall.
+"""
+
+from ductline.step_context import StepContext, context, cross_boundary
+from ductline.dsl.pipeline import Pipeline
+from ductline.dsl.steps import Step
+from ductline.errors import (
+    ConfigurationError,
+    DefinitionError,
+    DuctlineError,
+    ExecutionError,
+    InvalidStateError,
+    PipelineNotFound,
+    RunNotFound,
+    SchemaError,
+    StoreError,
+    StoreUnavailable,
+    TargetError,
+)
+from ductline.handle import RunHandle
+
+__all__ = [
+    "ConfigurationError",
+    "DefinitionError",
+    "DuctlineError",
+    "ExecutionError",
+    "InvalidStateError",
+    "Pipeline",
+    "PipelineNotFound",
+    "RunHandle",
+    "RunNotFound",
+    "SchemaError",
+    "Step",
+    "StepContext",
+    "StoreError",
+    "StoreUnavailable",
+    "TargetError",
+    "context",
+    "cross_boundary",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from ductline.cli import main
+
+main()

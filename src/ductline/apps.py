@@ -1,0 +1,72 @@
+"""Loading user code: ``module``, ``module:attr``, ``path/to/file.py`` or
+``path/to/file.py:attr``.
+
+A file is imported as a module named after its stem with its folder put first on
+``sys.path``, so that worker children can import it again by the same name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from types import ModuleType
+
+from ductline.dsl.pipeline import Pipeline
+from ductline.errors import TargetError
+
+
+def split(target: str) -> tuple[str, str | None]:
+    if not isinstance(target, str) or not target.strip():
+        raise TargetError(f"target must be 'module:attr' or 'path/to/file.py:attr', got {target!r}")
+    module, sep, attr = target.rpartition(":")
+    if not sep or "/" in attr or attr.endswith(".py"):
+        return target, None
+    if not attr.isidentifier():
+        raise TargetError(f"{target!r}: {attr!r} is not a Python name")
+    return module, attr
+
+
+def import_app(spec: str) -> tuple[ModuleType, str | None]:
+    """Import the module part of a target; returns ``(module, folder_added_to_path)``.
+
+    Raises:
+        TargetError: the file or module does not exist or fails to import.
+    """
+    module_part, _ = split(spec)
+    folder = None
+    name = module_part
+    if module_part.endswith(".py") or os.sep in module_part:
+        path = os.path.abspath(module_part)
+        if not os.path.isfile(path):
+            raise TargetError(f"{spec!r}: no such file {path}")
+        folder = os.path.dirname(path)
+        name = os.path.splitext(os.path.basename(path))[0]
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    try:
+        return importlib.import_module(name), folder
+    except ImportError as exc:
+        raise TargetError(f"{spec!r}: cannot import {name!r}: {exc}") from exc
+    except Exception as exc:  # the user's module raised while importing
+        raise TargetError(f"{spec!r}: importing {name!r} raised {type(exc).__name__}: {exc}") from exc
+
+
+def load_pipeline(target: str) -> tuple[Pipeline, str | None]:
+    """Load the `Pipeline` a target names; returns ``(pipeline, folder_added_to_path)``.
+
+    Raises:
+        TargetError: no attribute of that name, or it is not a Pipeline.
+    """
+    module, folder = import_app(target)
+    _, attr = split(target)
+    if attr is None:
+        found = [v for v in vars(module).values() if isinstance(v, Pipeline)]
+        if len(found) != 1:
+            raise TargetError(f"{target!r}: name the pipeline as {target}:ATTR "
+                              f"({len(found)} pipelines found in the module)")
+        return found[0], folder
+    value = getattr(module, attr, None)
+    if not isinstance(value, Pipeline):
+        raise TargetError(f"{target!r}: {attr!r} is {type(value).__name__}, not a ductline Pipeline")
+    return value, folder

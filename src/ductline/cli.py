@@ -1,0 +1,243 @@
+"""The ``ductline`` command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import datetime
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ductline import views
+from ductline.config import load_settings
+from ductline.durations import parse_cli_duration
+from ductline.errors import DuctlineError
+from ductline.handle import SETTLED
+from ductline.logs import configure
+from ductline.store import Store, open_store
+from ductline.stores import ensure_schema
+
+console = Console(stderr=True)
+out = Console()
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    console.print(f"[red]error:[/red] {message}", highlight=False)
+    sys.exit(code)
+
+
+def _store(database: str | None, *, migrate: bool = False) -> Store:
+    settings = load_settings(database_url=database)
+    store = open_store(settings.database_url)
+    if migrate:
+        store.migrate()
+    else:
+        ensure_schema(store)
+    return store
+
+
+def _json_list(text: str | None) -> list[Any]:
+    if text is None:
+        return []
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(f"--args is not valid JSON: {exc}")
+    if not isinstance(value, list):
+        fail(f"--args must be a JSON list of arguments, got {type(value).__name__}")
+    return value
+
+
+def _duration(text: str | None, field: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        return parse_cli_duration(text, field=field)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def _when(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        fail(f"--delay-until must be ISO 8601 with an offset (e.g. 2030-01-01T09:00:00+00:00), got {text!r}")
+
+
+database_option = click.option("--database", "database", metavar="URL", default=None,
+                               help="Database URL (default: DUCTLINE_DATABASE_URL or sqlite:///ductline.db).")
+
+
+@click.group()
+@click.option("--log-level", default="INFO", show_default=True, help="Logging level.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def cli(log_level: str, log_format: str) -> None:
+    """ductline: durable pipelines with killable steps."""
+    configure(log_level, log_format)
+
+
+@cli.command()
+@database_option
+def migrate(database: str | None) -> None:
+    """Create or upgrade the schema."""
+    store = open_store(load_settings(database_url=database).database_url)
+    applied = store.migrate()
+    out.print(f"schema at version {store.schema_version()}" + (f" (applied {applied})" if applied else ""))
+
+
+@cli.command()
+@click.argument("target")
+@click.option("--args", "args_json", metavar="JSON_LIST", help="Arguments of the first step, as a JSON list.")
+@click.option("--delay", metavar="D", help="Start delay: 30s, 5m, 2h, 1d or seconds.")
+@click.option("--delay-until", metavar="ISO", help="Start time, ISO 8601 with offset.")
+@click.option("--timeout", metavar="D", help="Whole-run deadline: 30s, 5m, 2h, 1d or seconds.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
+@database_option
+def trigger(target: str, args_json: str | None, delay: str | None, delay_until: str | None,
+            timeout: str | None, as_json: bool, database: str | None) -> None:
+    """Trigger a run of TARGET (module:attr or path/to/file.py:attr); prints the run id."""
+    from ductline.apps import load_pipeline
+
+    pipeline, _ = load_pipeline(target)
+    store = _store(database)
+    handle = pipeline.trigger(*_json_list(args_json), delay=_duration(delay, "--delay"),
+                              delay_until=_when(delay_until), timeout=_duration(timeout, "--timeout"),
+                              database=store)
+    out.print_json(json.dumps({"run_id": handle.id})) if as_json else out.print(handle.id)
+
+
+@cli.command()
+@click.argument("target")
+@click.option("--args", "args_json", metavar="JSON_LIST", help="Arguments of the first step, as a JSON list.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Child slots (default: CPUs).")
+@click.option("--timeout", metavar="D", help="Whole-run deadline: 30s, 5m, 2h, 1d or seconds.")
+@click.option("--json", "as_json", is_flag=True, help="End with one JSON line describing the run.")
+@database_option
+def run(target: str, args_json: str | None, concurrency: int | None, timeout: str | None, as_json: bool,
+        database: str | None) -> None:
+    """Trigger TARGET and run an embedded worker until that run ends."""
+    from ductline.apps import split
+    from ductline.progress import RunProgress
+    from ductline.runtime.launch import build_worker
+
+    settings = load_settings(database_url=database)
+    store = _store(database, migrate=True)
+    module_part, _ = split(target)
+    worker = build_worker(store, [module_part], concurrency or os.cpu_count() or 2, settings)
+    from ductline.apps import load_pipeline
+
+    pipeline, _ = load_pipeline(target)
+    handle = pipeline.trigger(*_json_list(args_json), timeout=_duration(timeout, "--timeout"), database=store)
+    console.print(f"run [bold]{handle.id}[/bold] of pipeline [bold]{pipeline.name}[/bold]", highlight=False)
+    worker.install_signal_handlers()
+    with RunProgress(store, handle.id, console):
+        worker.run(stop_when=lambda: handle.status() in SETTLED)
+    view = views.run_view(store, handle.id)
+    status = view["status"]
+    colour = "green" if status == "completed" else "red"
+    console.print(f"run {handle.id}: [{colour}]{status}[/{colour}]"
+                  + (f" ({view['halt_reason']})" if view["halt_reason"] else ""), highlight=False)
+    if view["output"] is not None and not as_json:
+        out.print_json(json.dumps(view["output"]))
+    if as_json:
+        print(json.dumps({k: view[k] for k in ("run_id", "pipeline", "status", "output", "halt_reason",
+                                                "metadata")}))
+    sys.exit(0 if status == "completed" else 1)
+
+
+@cli.command()
+@click.option("--app", "apps", multiple=True, required=True, help="Module or file defining pipelines.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Child slots per process.")
+@click.option("--processes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes, supervised and restarted when they die.")
+@database_option
+def worker(apps: tuple[str, ...], concurrency: int | None, processes: int, database: str | None) -> None:
+    """Run a worker: claim jobs of the apps' pipelines and run them."""
+    from ductline.runtime.launch import build_worker, supervise, worker_argv
+
+    slots = concurrency or os.cpu_count() or 2
+    if processes > 1:
+        sys.exit(supervise(worker_argv(list(apps), slots, database), processes))
+    settings = load_settings(database_url=database)
+    store = _store(database)
+    w = build_worker(store, list(apps), slots, settings)
+    w.install_signal_handlers()
+    w.run()
+
+
+@cli.command()
+@click.option("--status", help="Only runs with this status.")
+@click.option("--pipeline", help="Only runs of this pipeline.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@database_option
+def runs(status: str | None, pipeline: str | None, limit: int, as_json: bool, database: str | None) -> None:
+    """List runs, newest first."""
+    rows = [views.run_summary(r) for r in _store(database).list_runs(status, pipeline, limit)]
+    if as_json:
+        print(json.dumps(rows))
+        return
+    table = Table("run", "pipeline", "status", "halt reason", "created", "finished")
+    for r in rows:
+        table.add_row(r["run_id"], r["pipeline"], r["status"], r["halt_reason"] or "", r["created_at"] or "",
+                      r["finished_at"] or "")
+    out.print(table)
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True)
+@database_option
+def show(run_id: str, as_json: bool, database: str | None) -> None:
+    """Show one run: its steps and their attempts."""
+    view = views.run_view(_store(database), run_id)
+    if as_json:
+        print(json.dumps(view))
+        return
+    out.print(f"[bold]{view['run_id']}[/bold] {view['pipeline']}: {view['status']}"
+              + (f" ({view['halt_reason']})" if view["halt_reason"] else ""), highlight=False)
+    table = Table("step", "index", "status", "not before", "attempts", "last result", "error")
+    for s in view["steps"]:
+        last = s["attempts"][-1] if s["attempts"] else {}
+        error = f"{last.get('error_type')}: {last.get('error')}" if last.get("error_type") else ""
+        table.add_row(s["step"], "" if s["index"] is None else str(s["index"]), s["status"],
+                      s["not_before"] or "", str(len(s["attempts"])), last.get("result") or "", error[:120])
+    out.print(table)
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--force", is_flag=True, help="Also re-run steps that crossed a boundary (unsafe_to_retry).")
+@database_option
+def retry(run_id: str, force: bool, database: str | None) -> None:
+    """Revive a halted run from its failed step(s) with fresh budgets."""
+    store = _store(database)
+    run = store.get_run(run_id)
+    if run is None:
+        fail(f"run {run_id!r} not found")
+    if run["status"] != "halted":
+        fail(f"run {run_id} is {run['status']}; only a halted run can be retried")
+    if run["halt_reason"] == "unsafe_to_retry" and not force:
+        fail(f"run {run_id} halted after a step crossed a boundary; re-run it on purpose with --force")
+    store.revive_run(run_id, force=force)
+    out.print(f"run {run_id} revived")
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except (DuctlineError, TypeError, ValueError) as exc:
+        fail(f"{type(exc).__name__}: {exc}")
+    except SystemExit:
+        raise

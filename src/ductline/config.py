@@ -1,0 +1,101 @@
+"""Settings, loaded in one place: arguments > environment > TOML file > defaults.
+
+Environment variables: ``DUCTLINE_DATABASE_URL``, ``DUCTLINE_LEASE_SECONDS``,
+``DUCTLINE_RETRY_DELAY``, ``DUCTLINE_HEALTH_CHECK_INTERVAL``,
+``DUCTLINE_KILL_GRACE_SECONDS``, ``DUCTLINE_POLL_INTERVAL``,
+``DUCTLINE_SHUTDOWN_GRACE_SECONDS``. The TOML file is ``ductline.toml`` in the
+working directory (or the path in ``DUCTLINE_CONFIG``), with the same names in
+lower case without the prefix, e.g. ``database_url = "postgresql://..."``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from ductline.errors import ConfigurationError
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Engine settings.
+
+    Attributes:
+        database_url: where state lives (default: ``ductline.db`` in the working directory).
+        lease_seconds: how long a claim stays valid without a heartbeat; heartbeats
+            are sent every third of it.
+        retry_delay: default seconds between a failed attempt and the next.
+        health_check_interval: seconds between health checks (dead children,
+            expired leases of dead workers).
+        kill_grace_seconds: between SIGTERM and SIGKILL when an attempt is killed.
+        poll_interval: the longest a worker sleeps without looking for work.
+        shutdown_grace_seconds: how long SIGTERM lets running attempts finish.
+    """
+
+    database_url: str = "sqlite:///ductline.db"
+    lease_seconds: float = 30.0
+    retry_delay: int = 10
+    health_check_interval: float = 5.0
+    kill_grace_seconds: float = 1.0
+    poll_interval: float = 1.0
+    shutdown_grace_seconds: float = 30.0
+
+    @property
+    def lease_ms(self) -> int:
+        return int(self.lease_seconds * 1000)
+
+
+def _coerce(name: str, kind: type, raw: Any, source: str) -> Any:
+    try:
+        if kind is str:
+            if not isinstance(raw, str):
+                raise TypeError
+            return raw
+        if kind is int:
+            if isinstance(raw, bool):
+                raise TypeError
+            value = int(raw)
+            if isinstance(raw, float) or (isinstance(raw, str) and not raw.strip().isdigit()):
+                raise ValueError
+        else:
+            value = float(raw)
+        if value < 0 or (name == "lease_seconds" and value <= 0):
+            raise ValueError
+        return value
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"{source}: invalid value {raw!r} for {name}") from None
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build settings from the TOML file, the environment and ``overrides``
+    (``None`` values are ignored).
+
+    Raises:
+        ConfigurationError: an unreadable file or an invalid value.
+    """
+    types = {f.name: (str if f.name == "database_url" else int if f.name == "retry_delay" else float)
+             for f in fields(Settings)}
+    values: dict[str, Any] = {}
+    path = os.environ.get("DUCTLINE_CONFIG", "ductline.toml")
+    if os.path.exists(path):
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigurationError(f"{path}: {exc}") from exc
+        for key, raw in data.items():
+            if key not in types:
+                raise ConfigurationError(f"{path}: unknown setting {key!r}")
+            values[key] = _coerce(key, types[key], raw, path)
+    for key, kind in types.items():
+        env = f"DUCTLINE_{key.upper()}"
+        if env in os.environ:
+            values[key] = _coerce(key, kind, os.environ[env], env)
+    for key, raw in overrides.items():
+        if raw is not None:
+            if key not in types:
+                raise ConfigurationError(f"unknown setting {key!r}")
+            values[key] = _coerce(key, types[key], raw, "argument")
+    return replace(Settings(), **values)

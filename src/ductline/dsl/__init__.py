@@ -1,0 +1,1 @@
+"""The pipeline DSL: a builder that produces an immutable, validated `Definition`."""

@@ -1,0 +1,236 @@
+"""The mutable half of the DSL: cursors that add steps and transitions.
+
+A cursor has a tail (the step the next transition starts from) and a stack of open
+fan-outs (``divide``, ``expand``, ``divert``) that a matching fan-in closes. The
+pipeline itself is the root cursor; ``branch(name)`` returns the cursor of one
+branch of the innermost open ``divide``/``divert``, so each branch can be extended
+on its own before it is combined.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Self
+
+from ductline.dsl.graph import TransitionKind, Transition
+from ductline.dsl.options import DEFAULT_MAX_FANOUT, StepOptions, build_options
+from ductline.dsl.steps import reference, step_kind
+from ductline.errors import DefinitionError
+
+
+@dataclass(slots=True)
+class _Draft:
+    name: str
+    ref: str
+    kind: str
+    options: StepOptions
+    depth: int
+    func: Callable[..., Any]
+    next: Transition | None = None
+
+
+@dataclass(slots=True)
+class _Frame:
+    kind: TransitionKind  # DIVIDE, DIVERT or EXPAND
+    source: str
+    branches: list["Cursor"] = field(default_factory=list)
+    routes: tuple[str, ...] = ()
+
+
+class _Graph:
+    """Drafts shared by every cursor of one pipeline."""
+
+    def __init__(self, pipeline: str) -> None:
+        self.pipeline = pipeline
+        self.drafts: dict[str, _Draft] = {}
+
+    def add(self, step: Any, depth: int, name: str | None, opts: dict[str, Any]) -> str:
+        kind = step_kind(step)
+        ref = reference(step)
+        step_name = getattr(step, "__name__", None) if name is None else name
+        if not isinstance(step_name, str) or not step_name:
+            raise DefinitionError(f"step name must be a non-empty str, got {step_name!r}")
+        if step_name in self.drafts or step_name == "__on_halt__":
+            raise DefinitionError(
+                f"pipeline {self.pipeline!r} already has a step named {step_name!r}; give one name="
+            )
+        options = build_options(**opts)
+        self.drafts[step_name] = _Draft(step_name, ref, kind, options, depth, step)
+        return step_name
+
+    def link(self, source: str, transition: Transition) -> None:
+        draft = self.drafts[source]
+        if draft.next is not None:  # pragma: no cover - guarded by cursor state
+            raise DefinitionError(f"step {source!r} already has a transition")
+        draft.next = transition
+
+
+class Cursor:
+    """Adds transitions after a tail step. Every method returns the cursor, so
+    calls chain; the pipeline is the root cursor."""
+
+    def __init__(self, graph: _Graph, tail: str | None, depth: int, owner: str) -> None:
+        self._graph = graph
+        self._tail = tail
+        self._depth = depth
+        self._frames: list[_Frame] = []
+        self._owner = owner  # for messages: "pipeline 'x'" or "branch 'b'"
+        self._closed = False
+
+    # -- helpers ---------------------------------------------------------------
+    def _require_tail(self, verb: str) -> str:
+        if self._closed:
+            raise DefinitionError(f"{self._owner} was already combined; it cannot be extended")
+        if self._tail is None:
+            if self._frames and self._frames[-1].kind is not TransitionKind.EXPAND:
+                raise DefinitionError(
+                    f"{verb} after {self._frames[-1].kind}: extend a branch with .branch(name) "
+                    f"or close it with {'combine' if self._frames[-1].kind is TransitionKind.DIVIDE else 'converge'}"
+                )
+            raise DefinitionError(f"{verb} before start: call start(step) first")
+        return self._tail
+
+    def _step_list(self, to: Any, verb: str) -> list[Any]:
+        if not isinstance(to, (list, tuple)) or not to:
+            raise DefinitionError(f"{verb}(to=...) needs a non-empty list of steps, got {to!r}")
+        return list(to)
+
+    # -- transitions -----------------------------------------------------------
+    def chain(self, to: Any, *, name: str | None = None, **opts: Any) -> Self:
+        """Run ``to`` after the tail, with the tail's output as its input."""
+        tail = self._require_tail("chain")
+        target = self._graph.add(to, self._depth, name, opts)
+        self._graph.link(tail, Transition(TransitionKind.CHAIN, (target,)))
+        self._tail = target
+        return self
+
+    def divide(self, to: Any, **opts: Any) -> Self:
+        """Static fan-out: every step in ``to`` receives the tail's output.
+
+        Options apply to every branch head. Extend a branch with
+        ``.branch(step_or_name)``; close the fan-out with ``combine``.
+        """
+        tail = self._require_tail("divide")
+        heads = [self._graph.add(step, self._depth, None, opts) for step in self._step_list(to, "divide")]
+        self._graph.link(tail, Transition(TransitionKind.DIVIDE, tuple(heads)))
+        frame = _Frame(TransitionKind.DIVIDE, tail)
+        frame.branches = [Cursor(self._graph, h, self._depth, f"branch {h!r}") for h in heads]
+        self._frames.append(frame)
+        self._tail = None
+        return self
+
+    def divert(self, to: Any, **opts: Any) -> Self:
+        """Conditional routing on ``str(output)``: ``to`` maps keys to steps and
+        must contain ``"otherwise"``. Close with ``converge``."""
+        tail = self._require_tail("divert")
+        if not isinstance(to, dict) or not to:
+            raise DefinitionError(f"divert(to=...) needs a dict of key -> step, got {to!r}")
+        if "otherwise" not in to:
+            raise DefinitionError("divert(to=...) needs an 'otherwise' route")
+        for key in to:
+            if not isinstance(key, str):
+                raise DefinitionError(f"divert keys are compared with str(output); {key!r} is not a str")
+        routes = tuple(to)
+        heads = [self._graph.add(to[key], self._depth, None, opts) for key in routes]
+        self._graph.link(tail, Transition(TransitionKind.DIVERT, tuple(heads), routes=routes))
+        frame = _Frame(TransitionKind.DIVERT, tail, routes=routes)
+        frame.branches = [Cursor(self._graph, h, self._depth, f"branch {h!r}") for h in heads]
+        self._frames.append(frame)
+        self._tail = None
+        return self
+
+    def expand(self, to: Any, *, name: str | None = None, max_fanout: int = DEFAULT_MAX_FANOUT,
+               **opts: Any) -> Self:
+        """Dynamic fan-out: one run of ``to`` per element of the tail's output
+        (which must be a list of at most ``max_fanout`` elements). Close with
+        ``collapse``."""
+        tail = self._require_tail("expand")
+        if isinstance(max_fanout, bool) or not isinstance(max_fanout, int) or max_fanout < 1:
+            raise ValueError(f"max_fanout must be a positive int, got {max_fanout!r}")
+        head = self._graph.add(to, self._depth + 1, name, opts)
+        self._graph.link(tail, Transition(TransitionKind.EXPAND, (head,), max_fanout=max_fanout))
+        self._frames.append(_Frame(TransitionKind.EXPAND, tail))
+        self._depth += 1
+        self._tail = head
+        return self
+
+    def combine(self, into: Any, *, name: str | None = None, **opts: Any) -> Self:
+        """Fan-in of the innermost ``divide``: ``into`` receives the list of branch
+        outputs in ``to=`` order."""
+        frame = self._close(TransitionKind.DIVIDE, "combine")
+        target = self._graph.add(into, self._depth, name, opts)
+        tails = tuple(self._branch_tail(b) for b in frame.branches)
+        for index, tail in enumerate(tails):
+            self._graph.link(tail, Transition(TransitionKind.COMBINE, (target,), branch_index=index, sources=tails))
+        self._tail = target
+        return self
+
+    def converge(self, into: Any, *, name: str | None = None, **opts: Any) -> Self:
+        """Fan-in of the innermost ``divert``: ``into`` receives the output of the
+        route that ran."""
+        frame = self._close(TransitionKind.DIVERT, "converge")
+        target = self._graph.add(into, self._depth, name, opts)
+        for branch in frame.branches:
+            self._graph.link(self._branch_tail(branch), Transition(TransitionKind.CONVERGE, (target,)))
+        self._tail = target
+        return self
+
+    def collapse(self, into: Any, *, name: str | None = None, **opts: Any) -> Self:
+        """Fan-in of the innermost ``expand``: ``into`` receives the list of element
+        outputs in element order (``[]`` for an empty list); it runs exactly once."""
+        if not self._frames or self._frames[-1].kind is not TransitionKind.EXPAND:
+            raise DefinitionError("collapse without expand" + self._open_hint())
+        tail = self._require_tail("collapse")
+        frame = self._frames.pop()
+        self._depth -= 1
+        target = self._graph.add(into, self._depth, name, opts)
+        self._graph.link(tail, Transition(TransitionKind.COLLAPSE, (target,)))
+        source = self._graph.drafts[frame.source]
+        assert source.next is not None
+        source.next = Transition(TransitionKind.EXPAND, source.next.targets, collapse=target,
+                                 max_fanout=source.next.max_fanout)
+        self._tail = target
+        return self
+
+    def branch(self, step: Any) -> "Cursor":
+        """The cursor of one branch of the innermost open ``divide``/``divert``,
+        by step or name, to extend it before the fan-in."""
+        name = step if isinstance(step, str) else getattr(step, "__name__", None)
+        for frame in reversed(self._frames):
+            if frame.kind is TransitionKind.EXPAND:
+                break
+            for cursor in frame.branches:
+                if cursor._owner == f"branch {name!r}":
+                    return cursor
+            break
+        raise DefinitionError(f"no open divide or divert has a branch {name!r}")
+
+    # -- closing ---------------------------------------------------------------
+    def _open_hint(self) -> str:
+        if self._frames:
+            return f" (the innermost open fan-out is a {self._frames[-1].kind})"
+        return ""
+
+    def _close(self, kind: TransitionKind, verb: str) -> _Frame:
+        if not self._frames or self._frames[-1].kind is not kind:
+            raise DefinitionError(f"{verb} without {kind}" + self._open_hint())
+        frame = self._frames.pop()
+        for branch in frame.branches:
+            branch._closed = True
+        return frame
+
+    def _branch_tail(self, branch: "Cursor") -> str:
+        if branch._frames:
+            raise DefinitionError(
+                f"{branch._owner} has an open {branch._frames[-1].kind}; close it before the fan-in"
+            )
+        assert branch._tail is not None
+        return branch._tail
+
+    def _check_closed(self) -> None:
+        if self._frames:
+            closer = {TransitionKind.DIVIDE: "combine", TransitionKind.EXPAND: "collapse",
+                      TransitionKind.DIVERT: "converge"}[self._frames[-1].kind]
+            raise DefinitionError(
+                f"{self._owner} ends with an open {self._frames[-1].kind}; close it with {closer}"
+            )

@@ -1,0 +1,104 @@
+"""The immutable result of the DSL: steps (nodes) joined by transitions.
+
+Every step appears once in a pipeline, so each node has at most one outgoing
+transition (``next``). Fan-ins are described on the *incoming* side: each branch
+tail's transition names the fan-in step and the tail's position among its siblings,
+so a completion can decide alone whether it closes the fan-in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Callable
+
+from ductline.dsl.options import StepOptions
+
+
+class TransitionKind(StrEnum):
+    CHAIN = "chain"
+    DIVIDE = "divide"
+    COMBINE = "combine"
+    EXPAND = "expand"
+    COLLAPSE = "collapse"
+    DIVERT = "divert"
+    CONVERGE = "converge"
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """How a node's output moves on.
+
+    Attributes:
+        kind: the transition's kind.
+        targets: the created steps (``divide``: one per branch, in ``to=`` order;
+            ``divert``: one per route; others: exactly one).
+        routes: for ``divert``, the key (``str(output)``) each route matches, in the
+            same order as ``targets``; ``"otherwise"`` is the fallback.
+        branch_index: for ``combine``, this tail's position in ``to=`` order.
+        sources: for ``combine``, every branch tail in ``to=`` order.
+        collapse: for ``expand``, the step that gathers the elements.
+        max_fanout: for ``expand``, the largest list accepted.
+    """
+
+    kind: TransitionKind
+    targets: tuple[str, ...]
+    routes: tuple[str, ...] = ()
+    branch_index: int = 0
+    sources: tuple[str, ...] = ()
+    collapse: str | None = None
+    max_fanout: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A step of the definition.
+
+    Attributes:
+        name: unique within the pipeline.
+        ref: ``module:qualname`` of the callable.
+        kind: ``"function"``, ``"async"`` or ``"class"``.
+        options: validated options.
+        depth: how many ``expand`` scopes enclose the step (0 at top level).
+        next: the outgoing transition, ``None`` for the last step.
+    """
+
+    name: str
+    ref: str
+    kind: str
+    options: StepOptions
+    depth: int
+    next: Transition | None
+    func: Callable[..., Any] = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Definition:
+    """A validated pipeline graph.
+
+    Attributes:
+        name: the pipeline's name.
+        start: the first step's name.
+        nodes: every step by name, in declaration order.
+        timeout: the whole-run deadline in seconds, or ``None``.
+        on_halt: the halt handler node, or ``None``.
+    """
+
+    name: str
+    start: str
+    nodes: dict[str, Node]
+    timeout: int | None
+    on_halt: Node | None
+
+    def node(self, name: str) -> Node:
+        if self.on_halt is not None and name == self.on_halt.name:
+            return self.on_halt
+        return self.nodes[name]
+
+    @property
+    def last(self) -> str:
+        """The step whose completion completes the run (the only top-level end)."""
+        for node in self.nodes.values():
+            if node.next is None and node.depth == 0:
+                return node.name
+        raise AssertionError("a validated definition has a last step")

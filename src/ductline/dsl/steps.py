@@ -1,0 +1,80 @@
+"""What a step is, and how it is named and found again by `module:qualname`."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from typing import Any, Callable
+
+from ductline.errors import DefinitionError
+
+
+class Step:
+    """Base class for class-based steps.
+
+    A subclass implements ``execute(self)`` (plain or ``async``). The instance is
+    built with the arguments a function step would receive: the trigger's arguments
+    for the first step, one input for every other step. They are kept as
+    ``self.args`` (a tuple) and, for a single argument, ``self.input``.
+
+    Example::
+
+        class LoadUser(ductline.Step):
+            def execute(self):
+                return fetch(self.input)
+    """
+
+    def __init__(self, *args: Any) -> None:
+        self.args = args
+        self.input = args[0] if len(args) == 1 else None
+
+    def execute(self) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError(f"{type(self).__name__}.execute() is not implemented")
+
+
+def step_kind(obj: object) -> str:
+    """Return ``"class"``, ``"async"`` or ``"function"``; raise for anything else."""
+    if inspect.isclass(obj):
+        if issubclass(obj, Step):
+            return "class"
+        raise DefinitionError(f"{obj!r} is a class but not a ductline.Step subclass")
+    if inspect.iscoroutinefunction(obj):
+        return "async"
+    if inspect.isfunction(obj):
+        return "function"
+    raise DefinitionError(
+        f"a step must be a module-level function, async function or ductline.Step subclass, got {obj!r}"
+    )
+
+
+def reference(obj: Any) -> str:
+    """The durable name of a step: ``module:qualname``.
+
+    Raises:
+        DefinitionError: if the object cannot be found again by that name (a lambda,
+            a nested function, an object not bound to its name in its module).
+    """
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if not module or not qualname:
+        raise DefinitionError(f"{obj!r} has no module and qualified name")
+    if "<lambda>" in qualname or "<locals>" in qualname:
+        raise DefinitionError(
+            f"step {qualname!r} is not importable by name: define it at module level in {module}"
+        )
+    found: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    if found is not obj:
+        raise DefinitionError(
+            f"step {module}:{qualname} is not importable by name "
+            "(it is not bound to that name in its module)"
+        )
+    return f"{module}:{qualname}"
+
+
+def invoke(obj: Any, args: tuple[Any, ...]) -> Any:
+    """Call a step with its arguments; returns a value or an awaitable."""
+    if inspect.isclass(obj):
+        return obj(*args).execute()
+    return obj(*args)

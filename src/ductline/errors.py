@@ -1,0 +1,56 @@
+"""The exception hierarchy: one root, `DuctlineError`, with a family per layer.
+
+Driver errors (sqlite3, psycopg) are translated into `StoreError` at the store's
+edge so callers never need to import a driver to handle a failure.
+"""
+
+from __future__ import annotations
+
+
+class DuctlineError(Exception):
+    """Root of every error ductline raises on purpose."""
+
+
+class DefinitionError(DuctlineError):
+    """A pipeline definition is structurally wrong (raised at import time)."""
+
+
+class ConfigurationError(DuctlineError):
+    """A setting (database URL, environment variable, TOML file) is invalid."""
+
+
+class StoreError(DuctlineError):
+    """The database could not be reached or refused an operation."""
+
+
+class StoreUnavailable(StoreError):
+    """The database is down or unreachable; the operation may be retried."""
+
+
+class SchemaError(StoreError):
+    """The database schema is missing or newer than this version of ductline."""
+
+
+class RunNotFound(DuctlineError, LookupError):
+    """No run has the given id."""
+
+
+class PipelineNotFound(DuctlineError, LookupError):
+    """No pipeline of the given name is known to this process."""
+
+
+class InvalidStateError(DuctlineError):
+    """The requested operation does not apply to the run's current state."""
+
+
+class TargetError(DuctlineError):
+    """A `module:attr` or `path.py:attr` target could not be loaded."""
+
+
+class ExecutionError(DuctlineError):
+    """Raised inside a step when the ductline context cannot serve a request."""
+
+
+class WorkerStop(BaseException):
+    """Internal: unwinds a worker loop. A `BaseException` so a step's
+    `except Exception` cannot swallow it."""

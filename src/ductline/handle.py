@@ -1,0 +1,66 @@
+"""`RunHandle`: what `trigger` returns."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from ductline import codec
+from ductline.errors import RunNotFound
+
+if TYPE_CHECKING:
+    from ductline.store import Store
+
+# A run stops moving on its own in these states (halted waits for an operator).
+SETTLED = ("completed", "halted", "failed", "cancelled")
+
+
+class RunHandle:
+    """A triggered run.
+
+    Attributes:
+        id: the run id (32 hex characters).
+    """
+
+    def __init__(self, run_id: str, store: "Store") -> None:
+        self.id = run_id
+        self._store = store
+
+    def _row(self) -> dict[str, Any]:
+        row = self._store.get_run(self.id)
+        if row is None:
+            raise RunNotFound(f"run {self.id} not found")
+        return row
+
+    def status(self) -> str:
+        """One of ``pending``, ``running``, ``completed``, ``halted``, ``failed``, ``cancelled``."""
+        return str(self._row()["status"])
+
+    def output(self) -> Any:
+        """The last step's output once the run completed, else ``None``."""
+        return codec.loads(self._row()["output"])
+
+    def wait(self, timeout: float | None = None, *, poll_interval: float = 0.05) -> str:
+        """Block until the run settles (completed, halted, failed or cancelled).
+
+        Args:
+            timeout: seconds to wait at most; ``None`` waits forever.
+            poll_interval: seconds between looks at the database.
+
+        Returns:
+            The settled status.
+
+        Raises:
+            TimeoutError: the run had not settled within ``timeout`` seconds.
+        """
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = self.status()
+            if status in SETTLED:
+                return status
+            if end is not None and time.monotonic() >= end:
+                raise TimeoutError(f"run {self.id} is still {status} after {timeout} s")
+            time.sleep(poll_interval)
+
+    def __repr__(self) -> str:
+        return f"RunHandle({self.id!r})"

@@ -1,0 +1,1 @@
+"""Pure domain model: states, records and retry decisions. Imports nothing above it."""

@@ -1,0 +1,53 @@
+"""States of runs, jobs and attempts, stored as their string values."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunStatus(StrEnum):
+    PENDING = "pending"        # triggered; its first attempt has not started (e.g. start delay)
+    RUNNING = "running"
+    COMPLETED = "completed"
+    HALTED = "halted"          # a step failed for good; `ductline retry` revives it
+    FAILED = "failed"          # the run deadline fired
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+    @property
+    def is_active(self) -> bool:
+        return self in (RunStatus.PENDING, RunStatus.RUNNING)
+
+
+class JobStatus(StrEnum):
+    PENDING = "pending"        # claimable once not_before has passed
+    HELD = "held"              # run halted: kept, not claimable until `retry`
+    RUNNING = "running"        # claimed by a worker under a lease
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+    @property
+    def public(self) -> str:
+        """The status shown to users: a held job is still pending."""
+        return "pending" if self is JobStatus.HELD else self.value
+
+
+class AttemptResult(StrEnum):
+    SUCCEEDED = "succeeded"
+    ERRORED = "errored"
+    TIMED_OUT = "timed_out"
+    CRASHED = "crashed"
+    CANCELLED = "cancelled"
+
+
+class HaltReason(StrEnum):
+    JOB_RETRIES_EXHAUSTED = "job_retries_exhausted"
+    JOB_CRASHES_EXHAUSTED = "job_crashes_exhausted"
+    MAX_FANOUT_EXCEEDED = "max_fanout_exceeded"
+    CONDITION_UNMATCHED = "condition_unmatched"
+    UNSAFE_TO_RETRY = "unsafe_to_retry"

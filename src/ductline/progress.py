@@ -1,0 +1,50 @@
+"""The progress display of ``ductline run``: jobs done / created and what runs now."""
+
+from __future__ import annotations
+
+import threading
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ductline.errors import StoreError
+from ductline.store import Store
+
+
+class RunProgress:
+    def __init__(self, store: Store, run_id: str, console: Console) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._stop = threading.Event()
+        self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                  TextColumn("{task.fields[current]}"), TimeElapsedColumn(),
+                                  console=console, transient=False)
+        self._task = self._progress.add_task("steps", total=1, current="")
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="ductline-progress")
+
+    def __enter__(self) -> "RunProgress":
+        self._progress.start()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self._refresh()
+        self._progress.stop()
+
+    def _refresh(self) -> None:
+        try:
+            counts = self._store.run_progress(self._run_id)
+            running = self._store.running_steps(self._run_id)
+        except StoreError:
+            return
+        total = sum(counts.values())
+        done = sum(counts.get(s, 0) for s in ("completed", "failed", "skipped", "cancelled"))
+        current = ", ".join(running[:3]) + (" …" if len(running) > 3 else "")
+        self._progress.update(self._task, total=max(total, 1), completed=done,
+                              current=f"running: {current}" if current else "")
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.25):
+            self._refresh()

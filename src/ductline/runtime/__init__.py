@@ -1,0 +1,1 @@
+"""Workers: claiming, killable children, leases, recording outcomes, advancing runs."""

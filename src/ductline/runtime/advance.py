@@ -1,0 +1,120 @@
+"""Advancing a run after a step completed: which jobs to create, inside the
+transaction that records the completion.
+
+Fan-ins never scan their siblings on each completion: a ``ductline_fanins`` row per
+fan-in counts arrivals, and only the arrival that completes it gathers the outputs
+(once, in ``to=`` order for ``combine`` and element order for ``collapse``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from ductline import codec
+from ductline.dsl.graph import Definition, Node, TransitionKind
+from ductline.model.states import JobStatus, RunStatus
+from ductline.runtime import scopes
+from ductline.store.records import NewJob
+from ductline.store.store import Tx
+
+
+class FanoutRefused(Exception):
+    """The output of a step followed by ``expand`` cannot be expanded."""
+
+    def __init__(self, message: str, *, too_many: bool) -> None:
+        super().__init__(message)
+        self.too_many = too_many
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    run_id: str
+    step: str
+    scope: str
+    output: str  # JSON text
+
+
+def check_fanout(node: Node, output: str) -> None:
+    """Raise `FanoutRefused` if ``node`` expands and its output cannot be expanded."""
+    if node.next is None or node.next.kind is not TransitionKind.EXPAND:
+        return
+    value = codec.loads(output)
+    if not isinstance(value, list):
+        raise FanoutRefused(
+            f"step {node.name!r} is followed by expand, so it must return a list, "
+            f"not {type(value).__name__}", too_many=False)
+    if len(value) > node.next.max_fanout:
+        raise FanoutRefused(f"step {node.name!r} returned {len(value)} elements; "
+                            f"max_fanout is {node.next.max_fanout}", too_many=True)
+
+
+def new_job(definition: Definition, retry_delay: int, run_id: str, step: str, scope: str,
+            input_json: str, status: str) -> NewJob:
+    node = definition.node(step)
+    opts = node.options
+    index = scopes.element_index(scope) if node.depth > 0 else None
+    return NewJob(
+        id=uuid.uuid4().hex, run_id=run_id, pipeline=definition.name, step=step, scope=scope,
+        parent_scope=scopes.parent(scope) if index is not None else None, elem_index=index,
+        status=status, input=input_json, delay_ms=opts.delay * 1000, max_retry=opts.max_retry,
+        max_crash=opts.max_crash,
+        retry_delay_seconds=retry_delay if opts.retry_delay is None else opts.retry_delay,
+        timeout_seconds=opts.timeout,
+    )
+
+
+def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int) -> None:
+    """Create the jobs that follow ``done`` (or complete the run after its last step).
+
+    A halted run keeps advancing what finishes, but the jobs it creates are held
+    until the run is retried, so nothing new starts.
+    """
+    node = definition.node(done.step)
+    if definition.on_halt is not None and node is definition.on_halt:
+        return
+    run_status = tx.run_status(done.run_id)
+    status = JobStatus.PENDING.value if run_status in (RunStatus.PENDING, RunStatus.RUNNING) \
+        else JobStatus.HELD.value
+    transition = node.next
+    if transition is None:
+        tx.complete_run(done.run_id, done.output)
+        return
+
+    def make(step: str, scope: str, input_json: str) -> NewJob:
+        return new_job(definition, retry_delay, done.run_id, step, scope, input_json, status)
+
+    as_args = f"[{done.output}]"
+    kind = transition.kind
+    jobs: list[NewJob] = []
+    if kind in (TransitionKind.CHAIN, TransitionKind.CONVERGE, TransitionKind.DIVIDE):
+        jobs = [make(target, done.scope, as_args) for target in transition.targets]
+    elif kind is TransitionKind.DIVERT:
+        key = str(codec.loads(done.output))
+        routes = transition.routes
+        index = routes.index(key) if key in routes else routes.index("otherwise")
+        jobs = [make(transition.targets[index], done.scope, as_args)]
+    elif kind is TransitionKind.EXPAND:
+        elements = codec.loads(done.output)
+        assert transition.collapse is not None
+        if elements:
+            tx.create_fanin(done.run_id, transition.collapse, done.scope, len(elements))
+            head = transition.targets[0]
+            jobs = [make(head, scopes.child(done.scope, i), f"[{codec.dumps(element)}]")
+                    for i, element in enumerate(elements)]
+        else:  # a collapse fires exactly once, also for zero elements
+            jobs = [make(transition.collapse, done.scope, "[[]]")]
+    elif kind is TransitionKind.COLLAPSE:
+        target = transition.targets[0]
+        outer = scopes.parent(done.scope)
+        # expected=-1: the row was created with the element count at expand time.
+        if tx.arrive_fanin(done.run_id, target, outer, -1):
+            outputs = tx.gather_elements(done.run_id, done.step, outer)
+            jobs = [make(target, outer, "[[" + ",".join(outputs) + "]]")]
+    elif kind is TransitionKind.COMBINE:
+        target = transition.targets[0]
+        sources = list(transition.sources)
+        if tx.arrive_fanin(done.run_id, target, done.scope, len(sources)):
+            outputs = tx.gather_branches(done.run_id, done.scope, sources)
+            jobs = [make(target, done.scope, "[[" + ",".join(outputs[s] for s in sources) + "]]")]
+    tx.insert_jobs(jobs)

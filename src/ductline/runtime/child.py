@@ -1,0 +1,108 @@
+"""The killable child: a process that runs one attempt at a time for its parent.
+
+The child is its own process group leader (``setsid``), so the parent can kill it
+and everything it started with one ``killpg``, even while it is stuck in C code or
+in a syscall. The child never touches the database: it receives a task, runs the
+step, and sends back the JSON output or the error. Requests that need the database
+(context values, boundary crossings) go to the parent, which answers after commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import signal
+import sys
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ductline import codec
+from ductline import step_context as context
+from ductline.errors import ExecutionError
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """What the parent sends the child for one attempt."""
+
+    job_id: str
+    run_id: str
+    pipeline: str
+    step: str
+    attempt: int
+    input: str              # JSON list of positional arguments
+    deadline_ms: int | None  # database clock, for ductline.context().deadline
+    lease_token: str
+
+
+def describe(exc: BaseException) -> tuple[str, str, str]:
+    """``(error_type, message, traceback)`` with NUL bytes made storable."""
+    kind = type(exc)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    text = "".join(traceback.format_exception(exc))
+    return name, codec.clean_text(str(exc)), codec.clean_text(text)
+
+
+def _run_step(conn: Connection, task: Task) -> None:
+    from ductline.dsl.pipeline import registered
+    from ductline.dsl.steps import invoke
+
+    def request(kind: str, args: tuple[Any, ...]) -> Any:
+        conn.send(("request", kind, args))
+        tag, value = conn.recv()
+        if tag == "reply_error":
+            raise ExecutionError(value)
+        return value
+
+    context.activate(context.StepContext(
+        run_id=task.run_id, job_id=task.job_id, step=task.step, attempt=task.attempt,
+        deadline=context.utc_from_ms(task.deadline_ms), _request=request,
+    ))
+    try:
+        definition = registered(task.pipeline).definition()
+        node = definition.node(task.step)
+        args = codec.loads(task.input)
+        result = invoke(node.func, tuple(args))
+        if inspect.isawaitable(result):
+            result = asyncio.run(_awaited(result))
+        output = codec.dumps(result, what=f"output of step {task.step!r}")
+    except BaseException as exc:  # the step's failure is data for the parent
+        conn.send(("error", task.lease_token, *describe(exc)))
+        return
+    finally:
+        context.activate(None)
+    conn.send(("done", task.lease_token, output))
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def child_main(conn: Connection, apps: list[str], sys_path: list[str]) -> None:
+    """Entry point of a child process (started by the parent's forkserver)."""
+    os.setsid()  # own process group: killpg(pid) reaches grandchildren too
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; Ctrl-C is its
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for folder in reversed(sys_path):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    try:
+        from ductline.apps import import_app
+
+        for spec in apps:
+            import_app(spec)
+    except BaseException as exc:
+        conn.send(("fatal", None, *describe(exc)))
+        return
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] == "run":
+            _run_step(conn, message[1])
+        elif message[0] == "stop":
+            return

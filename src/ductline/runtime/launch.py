@@ -1,0 +1,81 @@
+"""Starting workers: load the apps, build the `Worker`, and supervise several
+worker processes when asked to."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Callable
+
+from ductline.apps import import_app
+from ductline.config import Settings
+from ductline.dsl.pipeline import _REGISTRY
+from ductline.errors import TargetError
+from ductline.runtime.worker import Worker
+from ductline.store import Store
+
+log = logging.getLogger("ductline.worker")
+
+
+def build_worker(store: Store, apps: list[str], concurrency: int, settings: Settings) -> Worker:
+    """Import the apps and make a worker for every pipeline they define.
+
+    Raises:
+        TargetError: an app cannot be imported or defines no pipeline.
+    """
+    folders = []
+    for spec in apps:
+        _, folder = import_app(spec)
+        if folder:
+            folders.append(folder)
+    definitions = {name: p.definition() for name, p in _REGISTRY.items()}
+    if not definitions:
+        raise TargetError(f"the apps {apps} define no ductline Pipeline")
+    return Worker(store, definitions, apps, concurrency, settings, sys_path=folders)
+
+
+def supervise(argv: list[str], processes: int, restart_delay: float = 1.0) -> int:
+    """Run ``processes`` copies of a single-process worker command, restart any that
+    dies, and pass SIGTERM/SIGINT on to all of them."""
+    stopping = False
+    children: list[subprocess.Popen[bytes]] = []
+
+    def forward(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    start: Callable[[], subprocess.Popen[bytes]] = lambda: subprocess.Popen(argv)
+    children.extend(start() for _ in range(processes))
+    log.info("Supervisor %d started %d worker process(es)", os.getpid(), processes)
+    while True:
+        alive = False
+        for i, child in enumerate(children):
+            code = child.poll()
+            if code is None:
+                alive = True
+            elif not stopping:
+                log.warning("Worker process %d exited with %s; restarting", child.pid, code)
+                time.sleep(restart_delay)
+                children[i] = start()
+                alive = True
+        if not alive:
+            return 0
+        time.sleep(0.2)
+
+
+def worker_argv(apps: list[str], concurrency: int, database: str | None) -> list[str]:
+    argv = [sys.executable, "-m", "ductline", "worker", "--processes", "1", "--concurrency", str(concurrency)]
+    for app in apps:
+        argv += ["--app", app]
+    if database:
+        argv += ["--database", database]
+    return argv

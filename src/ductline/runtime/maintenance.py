@@ -1,0 +1,35 @@
+"""Periodic maintenance: rescuing the jobs of workers that died.
+
+A worker that dies (SIGKILL, OOM, power loss) stops renewing its leases. Once a
+lease has expired on the database clock, any worker records the attempt
+``crashed`` and re-queues the job under its crash budget. The write is fenced by
+the lease token, so a slow-but-alive owner and a rescuer can never both win.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ductline.dsl.graph import Definition
+from ductline.model.states import AttemptResult
+from ductline.runtime import record
+from ductline.runtime.outcomes import job_extra
+from ductline.store import Store
+
+log = logging.getLogger("ductline.worker")
+
+
+def rescue_expired(store: Store, definitions: dict[str, Definition], limit: int = 100) -> int:
+    """Mark expired attempts crashed and re-queue or fail their jobs; returns how many."""
+    rescued = 0
+    for lease in store.expired_leases(limit):
+        attempt = record.Attempt(lease.job_id, lease.run_id, lease.step, "", lease.attempt, lease.lease_token)
+        with store.transaction() as tx:
+            done = record.failure(tx, definitions.get(lease.pipeline), attempt, AttemptResult.CRASHED,
+                                  "WorkerLost", "the lease expired: its worker stopped heartbeating", None)
+        if done.outcome != "lost":
+            rescued += 1
+            log.warning("Job crashed: lease expired, %s", done.outcome, extra=job_extra(attempt))
+            if done.halted:
+                log.error("Pipeline halted: %s", done.reason, extra=job_extra(attempt))
+    return rescued

@@ -1,0 +1,136 @@
+"""Recording attempt outcomes: fenced writes, budgets, halting, advancing.
+
+Every function here runs inside one write transaction and starts with the
+write that is conditional on the lease token. If that write changes nothing the
+lease was lost (the attempt was rescued or cancelled meanwhile): the outcome is
+dropped and the caller logs it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from ductline.dsl.graph import Definition
+from ductline.model import retry
+from ductline.model.states import AttemptResult, HaltReason
+from ductline.runtime.advance import Completed, FanoutRefused, advance, check_fanout
+from ductline.store.records import NewJob
+from ductline.store.store import Tx
+
+ON_HALT_STEP = "__on_halt__"
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """The identity of one attempt, as far as recording needs it."""
+
+    job_id: str
+    run_id: str
+    step: str
+    scope: str
+    attempt: int
+    lease_token: str
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What recording did: ``"completed"``, ``"retry"``, ``"failed"`` or ``"lost"``;
+    ``halted`` when this outcome halted the run."""
+
+    outcome: str
+    halted: bool = False
+    reason: str | None = None
+
+
+LOST = Recorded("lost")
+
+
+def halt(tx: Tx, definition: Definition | None, run_id: str, reason: HaltReason, step: str,
+         error: str | None) -> bool:
+    """Halt the run (once) and, if the pipeline has one, queue its ``on_halt`` handler."""
+    details = {"reason": reason.value, "step": step, "error": error}
+    halted = tx.halt_run(run_id, reason.value, {"halted_step": step, "error": error,
+                                                "reasons": [details]})
+    if halted and definition is not None and definition.on_halt is not None:
+        handler = definition.on_halt
+        tx.insert_jobs([NewJob(
+            id=uuid.uuid4().hex, run_id=run_id, pipeline=definition.name, step=ON_HALT_STEP, scope="",
+            parent_scope=None, elem_index=None, status="pending", input=_json_args([details]),
+            delay_ms=0, max_retry=handler.options.max_retry, max_crash=handler.options.max_crash,
+            retry_delay_seconds=0, timeout_seconds=handler.options.timeout,
+        )])
+    return halted
+
+
+def _json_args(value: Any) -> str:
+    from ductline import codec
+
+    return codec.dumps([value], what="on_halt reasons")
+
+
+def success(tx: Tx, definition: Definition, a: Attempt, output: str, retry_delay: int) -> Recorded:
+    """Record a succeeded attempt and advance the run in the same transaction."""
+    node = definition.node(a.step) if a.step != ON_HALT_STEP else definition.on_halt
+    assert node is not None
+    try:
+        check_fanout(node, output)
+    except FanoutRefused as exc:
+        if exc.too_many:
+            if not tx.fail_job(a.job_id, a.lease_token):
+                return LOST
+            tx.close_attempt(a.job_id, a.attempt, a.lease_token, AttemptResult.ERRORED,
+                             "FanoutError", str(exc))
+            halted = halt(tx, definition, a.run_id, HaltReason.MAX_FANOUT_EXCEEDED, a.step, str(exc))
+            return Recorded("failed", halted, HaltReason.MAX_FANOUT_EXCEEDED.value)
+        return failure(tx, definition, a, AttemptResult.ERRORED, "TypeError", str(exc), None)
+    if not tx.complete_job(a.job_id, a.lease_token, output):
+        return LOST
+    tx.close_attempt(a.job_id, a.attempt, a.lease_token, AttemptResult.SUCCEEDED)
+    if a.step != ON_HALT_STEP:
+        advance(tx, definition, Completed(a.run_id, a.step, a.scope, output), retry_delay)
+    return Recorded("completed")
+
+
+def failure(tx: Tx, definition: Definition | None, a: Attempt, result: AttemptResult,
+            error_type: str | None, error: str | None, traceback: str | None) -> Recorded:
+    """Record an errored, timed-out or crashed attempt under the step's budgets.
+
+    Errors and timeouts share ``max_retry``; crashes use ``max_crash`` with backoff.
+    An attempt that crossed a boundary (`ductline.cross_boundary`) is never retried
+    automatically: the run halts with ``unsafe_to_retry``.
+    """
+    budget = tx.job_budget(a.job_id)
+    crashed = result is AttemptResult.CRASHED
+    if budget.boundary is not None:
+        decision = retry.RetryDecision(retry=False)
+        reason = HaltReason.UNSAFE_TO_RETRY
+    elif crashed:
+        decision = retry.after_crash(budget.crashes + 1, budget.max_crash)
+        reason = HaltReason.JOB_CRASHES_EXHAUSTED
+    else:
+        decision = retry.after_failure(budget.failures + 1, budget.max_retry, budget.retry_delay_seconds)
+        reason = HaltReason.JOB_RETRIES_EXHAUSTED
+    if decision.retry:
+        changed = tx.retry_job(a.job_id, a.lease_token, decision.delay_ms, crashed=crashed)
+    else:
+        changed = tx.fail_job(a.job_id, a.lease_token, crashed=crashed)
+    if not changed:
+        return LOST
+    tx.close_attempt(a.job_id, a.attempt, a.lease_token, result, error_type, error, traceback)
+    if decision.retry:
+        return Recorded("retry")
+    if a.step == ON_HALT_STEP:
+        return Recorded("failed")
+    detail = error if budget.boundary is None else f"crossed boundary {budget.boundary!r}: {error}"
+    halted = halt(tx, definition, a.run_id, reason, a.step, detail)
+    return Recorded("failed", halted, reason.value)
+
+
+def release(tx: Tx, a: Attempt, why: str) -> bool:
+    """Give a job back without charging a budget; its attempt ends ``cancelled``."""
+    if not tx.release_job(a.job_id, a.lease_token):
+        return False
+    tx.close_attempt(a.job_id, a.attempt, a.lease_token, AttemptResult.CANCELLED, "Released", why)
+    return True

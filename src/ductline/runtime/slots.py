@@ -1,0 +1,123 @@
+"""A worker slot: one pre-started child process and the attempt it runs.
+
+Kill path (DESIGN.md, "Step timeouts"): at the deadline SIGTERM goes to the
+child's whole process group, SIGKILL follows after a grace; a child that is still
+there a second after SIGKILL (uninterruptible sleep in the kernel) is abandoned as
+*undead* and never waited on again.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ductline.runtime.child import Task, child_main
+from ductline.store.records import ClaimedJob
+
+UNDEAD_AFTER_SECONDS = 1.0
+
+_context: Any = None
+
+
+def mp_context() -> Any:
+    """A forkserver context: children fork from a clean, single-threaded server
+    (no database connections or threads are ever copied into them)."""
+    global _context
+    if _context is None:
+        _context = multiprocessing.get_context("forkserver")
+        _context.set_forkserver_preload(["ductline.runtime.child"])
+    return _context
+
+
+class Child:
+    """A child process and the parent's end of its pipe."""
+
+    def __init__(self, apps: list[str], sys_path: list[str]) -> None:
+        ctx = mp_context()
+        self.conn, child_end = ctx.Pipe(duplex=True)
+        self.process = ctx.Process(target=child_main, args=(child_end, apps, sys_path), daemon=True,
+                                   name="ductline-child")
+        self.process.start()
+        child_end.close()
+        self.pid: int = self.process.pid
+        self.sentinel: int = self.process.sentinel
+
+    def send(self, message: Any) -> None:
+        self.conn.send(message)
+
+    def signal_group(self, sig: int) -> None:
+        """Signal the child's process group, or the child alone if it has not yet
+        made its own group (never the parent's group)."""
+        try:
+            if os.getpgid(self.pid) == self.pid:
+                os.killpg(self.pid, sig)
+            else:
+                os.kill(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def reap(self) -> int | None:
+        """Collect the exit status if the process is gone; kill leftovers of its group."""
+        self.process.join(0)
+        code = self.process.exitcode
+        if code is not None:
+            try:  # grandchildren that outlived the child (e.g. ignoring SIGTERM)
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.conn.close()
+        return code
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(("stop",))
+        except (OSError, ValueError):
+            pass
+
+
+@dataclass(slots=True)
+class Slot:
+    """One unit of concurrency of a worker."""
+
+    index: int
+    child: Child | None = None
+    job: ClaimedJob | None = None
+    deadline: float | None = None       # monotonic seconds
+    kill_stage: int = 0                 # 0 running, 1 SIGTERM sent, 2 SIGKILL sent
+    kill_at: float = 0.0                # when the next kill stage is due
+    killed_for: str | None = None       # "timeout", "deadline", "lease", "shutdown"
+    undead: bool = False
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def busy(self) -> bool:
+        return self.job is not None
+
+    def assign(self, job: ClaimedJob, deadline: float | None) -> None:
+        assert self.child is not None
+        self.job, self.deadline, self.kill_stage, self.killed_for = job, deadline, 0, None
+        self.started = time.monotonic()
+        self.child.send(("run", Task(job.job_id, job.run_id, job.pipeline, job.step, job.attempt,
+                                     job.input, job.deadline_ms, job.lease_token)))
+
+    def release(self) -> None:
+        self.job, self.deadline, self.kill_stage, self.killed_for = None, None, 0, None
+
+    def begin_kill(self, reason: str, grace: float, now: float) -> None:
+        """SIGTERM the child's group; SIGKILL is due ``grace`` seconds later."""
+        assert self.child is not None
+        self.killed_for = reason
+        self.kill_stage = 1
+        self.kill_at = now + grace
+        self.child.signal_group(signal.SIGTERM)
+
+    def escalate(self, now: float) -> None:
+        assert self.child is not None
+        self.kill_stage = 2
+        self.kill_at = now + UNDEAD_AFTER_SECONDS
+        self.child.signal_group(signal.SIGKILL)

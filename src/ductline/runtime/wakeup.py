@@ -1,0 +1,63 @@
+"""Waking a sleeping worker: a self-pipe written by signal handlers and, on
+PostgreSQL, by a thread that LISTENs for new or retried jobs."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from ductline.store import Store
+
+
+class Wakeup:
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+        self._flag = threading.Event()
+        self._stop = threading.Event()
+
+    def fileno(self) -> int:
+        return self._read
+
+    def wake(self) -> None:
+        """Safe from signal handlers and other threads."""
+        self._flag.set()
+        try:
+            os.write(self._write, b"x")
+        except (BlockingIOError, OSError):
+            pass  # the pipe is full: the loop is waking anyway
+
+    def pending(self) -> bool:
+        return self._flag.is_set()
+
+    def clear(self) -> None:
+        self._flag.clear()
+
+    def drain(self) -> None:
+        try:
+            while os.read(self._read, 4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def listen(self, store: Store) -> threading.Thread | None:
+        """Start the LISTEN thread if the store supports it."""
+        listen = getattr(store.dialect, "listen", None)
+        if listen is None:
+            return None
+        thread = threading.Thread(target=listen, args=(self.wake, self._stop), daemon=True,
+                                  name="ductline-listen")
+        thread.start()
+        return thread
+
+    def close(self, thread: Any) -> None:
+        self._stop.set()
+        if thread is not None:
+            thread.join(timeout=2)
+        for fd in (self._read, self._write):
+            try:
+                os.close(fd)
+            except OSError:
+                pass

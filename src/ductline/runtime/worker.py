@@ -1,0 +1,379 @@
+"""The worker parent: claims jobs, runs each attempt in a killable child, keeps its
+leases alive, enforces deadlines and records outcomes.
+
+One thread runs the loop below. It never blocks on a child: it waits on the
+children's pipes and process sentinels (and a wake-up pipe) with the nearest
+deadline as its timeout, so a timeout fires at the deadline, not at the next poll.
+Ready work comes first: recording and claiming happen before any periodic scan.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import socket
+import threading
+import time
+import uuid
+from multiprocessing.connection import wait
+from typing import Any, Callable
+
+from ductline.config import Settings
+from ductline.dsl.graph import Definition
+from ductline.errors import StoreError
+from ductline.model.states import AttemptResult
+from ductline.runtime import maintenance
+from ductline.runtime.outcomes import Outcome, job_extra, record_batch
+from ductline.runtime.record import Attempt
+from ductline.runtime.requests import answer
+from ductline.runtime.slots import Child, Slot
+from ductline.runtime.wakeup import Wakeup
+from ductline.store import Store
+from ductline.store.records import ClaimedJob
+
+log = logging.getLogger("ductline.worker")
+
+
+class Worker:
+    """A worker parent process.
+
+    Args:
+        store: the database.
+        definitions: pipelines this worker runs, by name.
+        apps: the app specs children import (``module`` or ``path.py``).
+        concurrency: number of child slots.
+        settings: engine settings (lease, grace, intervals).
+        sys_path: folders children put on ``sys.path`` before importing the apps.
+    """
+
+    def __init__(self, store: Store, definitions: dict[str, Definition], apps: list[str],
+                 concurrency: int, settings: Settings, sys_path: list[str] | None = None) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        self.store = store
+        self.definitions = definitions
+        self.pipelines = sorted(definitions)
+        self.apps = apps
+        self.sys_path = sys_path or []
+        self.settings = settings
+        self.id = uuid.uuid4().hex
+        self.slots = [Slot(i) for i in range(concurrency)]
+        self.pending: list[Outcome] = []
+        self.stopping = False
+        self.wakeup = Wakeup()
+        self._offset_ms = 0.0          # database clock minus monotonic clock, in ms
+        self._last_renewal = time.monotonic()
+        self._next_heartbeat = 0.0
+        self._next_maintenance = 0.0
+        self._next_claim = 0.0
+        self._timer: float | None = None
+        self._shutdown_deadline: float | None = None
+        self._store_backoff = 0.0
+        poll = settings.poll_interval
+        # SQLite cannot notify other processes; poll it more often (the query is indexed).
+        self._poll = min(poll, 0.25) if store.dialect.name == "sqlite" else poll
+
+    # -- clock -------------------------------------------------------------------------
+    def _measure_offset(self, db_ms: int, sent: float, received: float) -> None:
+        self._offset_ms = db_ms - (sent + received) / 2 * 1000
+
+    def to_monotonic(self, db_ms: int) -> float:
+        """A database-clock time as this process's monotonic clock (seconds)."""
+        return (db_ms - self._offset_ms) / 1000
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def request_stop(self) -> None:
+        """Stop claiming; running attempts get ``shutdown_grace_seconds`` to finish."""
+        if not self.stopping:
+            self.stopping = True
+            self._shutdown_deadline = time.monotonic() + self.settings.shutdown_grace_seconds
+            log.info("Worker stopping: no new claims, %d attempt(s) running",
+                     sum(s.busy for s in self.slots))
+        self.wakeup.wake()
+
+    def install_signal_handlers(self) -> None:
+        def handler(signum: int, frame: Any) -> None:
+            if self.stopping and signum == signal.SIGINT:
+                self._shutdown_deadline = time.monotonic()  # second Ctrl-C: stop now
+            self.request_stop()
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+    def run(self, stop_when: Callable[[], bool] | None = None) -> None:
+        """Run until stopped (signal, `request_stop`, or ``stop_when()`` true)."""
+        sent = time.monotonic()
+        self.store.register_worker(self.id, socket.gethostname(), os.getpid(), len(self.slots))
+        self._measure_offset(self.store.now_ms(), sent, time.monotonic())
+        for slot in self.slots:
+            slot.child = Child(self.apps, self.sys_path)
+        listener = self.wakeup.listen(self.store)
+        next_stop_check = 0.0
+        log.info("Worker %s started: %d slot(s), pipelines %s", self.id[:8], len(self.slots),
+                 ", ".join(self.pipelines))
+        try:
+            while True:
+                now = time.monotonic()
+                if stop_when is not None and now >= next_stop_check:
+                    next_stop_check = now + 0.1
+                    if stop_when():
+                        self.request_stop()
+                self._flush()
+                if self.stopping and self._finish_shutdown():
+                    break
+                if not self.stopping:
+                    self._claim()
+                self._heartbeat()
+                self._maintain()
+                self._wait()
+                self._enforce_deadlines()
+        finally:
+            self.wakeup.close(listener)
+            for slot in self.slots:
+                if slot.child is not None and not slot.undead:
+                    slot.child.stop()
+            try:
+                self.store.worker_stopped(self.id)
+            except StoreError:
+                pass
+            log.info("Worker %s stopped", self.id[:8])
+
+    # -- phases ------------------------------------------------------------------------
+    def _store_ok(self) -> bool:
+        return time.monotonic() >= self._store_backoff
+
+    def _store_failed(self, what: str, exc: StoreError) -> None:
+        log.warning("Database unavailable during %s: %s", what, exc)
+        self._store_backoff = time.monotonic() + 0.5
+
+    def _flush(self) -> None:
+        if not self.pending or not self._store_ok():
+            return
+        batch, self.pending = self.pending, []
+        try:
+            record_batch(self.store, batch, self.definitions, self.settings.retry_delay)
+        except StoreError as exc:
+            self.pending = batch + self.pending
+            self._store_failed("recording", exc)
+            return
+        self._next_claim = 0.0  # completions may have made new jobs ready
+
+    def _claim(self) -> None:
+        free = [s for s in self.slots if not s.busy and s.child is not None and not s.undead]
+        now = time.monotonic()
+        due = now >= self._next_claim or (self._timer is not None and now >= self._timer) \
+            or self.wakeup.pending()
+        if not free or not due or not self._store_ok():
+            return
+        self.wakeup.clear()
+        try:
+            sent = time.monotonic()
+            jobs = self.store.claim(self.id, self.pipelines, len(free), self.settings.lease_ms)
+            received = time.monotonic()
+            if jobs:
+                self._measure_offset(jobs[0].started_ms, sent, received)
+            for slot, job in zip(free, jobs):
+                self._start(slot, job)
+            if len(jobs) == len(free):
+                self._next_claim = 0.0  # there may be more
+                return
+            self._next_claim = now + self._poll
+            upcoming = self.store.next_not_before(self.pipelines)
+            # Small jitter spreads workers woken by the same not-before time.
+            self._timer = None if upcoming is None else \
+                self.to_monotonic(upcoming) + random.uniform(0.0005, 0.003)
+        except StoreError as exc:
+            self._store_failed("claiming", exc)
+
+    def _start(self, slot: Slot, job: ClaimedJob) -> None:
+        deadline = None if job.deadline_ms is None else self.to_monotonic(job.deadline_ms)
+        try:
+            slot.assign(job, deadline)
+        except (OSError, ValueError):  # the child died before it got the task
+            slot.job = job
+            self._child_gone(slot)
+
+    def _heartbeat(self) -> None:
+        now = time.monotonic()
+        if now < self._next_heartbeat:
+            return
+        busy = [s for s in self.slots if s.busy and s.kill_stage == 0]
+        tokens = [s.job.lease_token for s in busy if s.job is not None]
+        try:
+            sent = time.monotonic()
+            db_now, renewed = self.store.renew_leases(
+                self.id, tokens, self.settings.lease_ms, busy=len(busy),
+                undead=sum(s.undead for s in self.slots), status="stopping" if self.stopping else "running")
+            self._measure_offset(db_now, sent, time.monotonic())
+            self._last_renewal = sent
+            self._next_heartbeat = now + self.settings.lease_seconds / 3
+            for slot in busy:
+                if slot.job is not None and slot.job.lease_token not in renewed:
+                    log.warning("Lease lost; killing the attempt", extra=job_extra(self._attempt(slot)))
+                    slot.begin_kill("lease", 0.0, now)
+        except StoreError as exc:
+            self._store_failed("heartbeat", exc)
+            self._next_heartbeat = now + 0.5
+            # Kill before the leases can expire, so two executions never overlap.
+            if now - self._last_renewal > self.settings.lease_seconds * 0.75:
+                for slot in busy:
+                    log.error("Cannot renew leases; killing the attempt", extra=job_extra(self._attempt(slot)))
+                    slot.begin_kill("lease", 0.0, now)
+
+    def _maintain(self) -> None:
+        now = time.monotonic()
+        if now < self._next_maintenance or not self._store_ok():
+            return
+        self._next_maintenance = now + self.settings.health_check_interval
+        for slot in self.slots:  # idle children that died are replaced
+            if slot.child is not None and not slot.busy and not slot.undead and slot.child.reap() is not None:
+                slot.child = Child(self.apps, self.sys_path)
+        try:
+            maintenance.rescue_expired(self.store, self.definitions)
+        except StoreError as exc:
+            self._store_failed("rescue", exc)
+
+    def _wait(self) -> None:
+        now = time.monotonic()
+        horizon = [now + self._poll, self._next_heartbeat, self._next_maintenance]
+        if self._timer is not None:
+            horizon.append(self._timer)
+        if self.pending:
+            horizon.append(self._store_backoff)
+        if self._shutdown_deadline is not None:
+            horizon.append(self._shutdown_deadline)
+        waitables: list[Any] = [self.wakeup.fileno()]
+        for slot in self.slots:
+            if slot.undead or slot.child is None:
+                continue
+            waitables.append(slot.child.sentinel)
+            if slot.busy and slot.kill_stage == 0:
+                waitables.append(slot.child.conn)
+            if slot.deadline is not None and slot.kill_stage == 0:
+                horizon.append(slot.deadline)
+            if slot.kill_stage:
+                horizon.append(slot.kill_at)
+        if any(not s.busy for s in self.slots) and not self.stopping and self._next_claim == 0.0:
+            horizon.append(now)
+        timeout = max(0.0, min(horizon) - now)
+        for ready in wait(waitables, timeout):
+            self._handle(ready)
+
+    def _handle(self, ready: Any) -> None:
+        if ready == self.wakeup.fileno():
+            self.wakeup.drain()
+            return
+        for slot in self.slots:
+            child = slot.child
+            if child is None:
+                continue
+            if ready == child.sentinel:
+                self._child_gone(slot)
+                return
+            if ready is child.conn:
+                try:
+                    message = child.conn.recv()
+                except (EOFError, OSError):
+                    return  # the sentinel reports the death
+                self._message(slot, message)
+                return
+
+    def _message(self, slot: Slot, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        job = slot.job
+        if kind == "request":
+            if job is not None:
+                answer(self.store, slot.child, job, message[1], message[2])  # type: ignore[arg-type]
+            return
+        if kind == "fatal":
+            log.error("Child could not import the apps: %s: %s", message[2], message[3])
+            if job is not None:
+                self._queue(slot, AttemptResult.ERRORED, error_type=message[2], error=message[3],
+                            traceback=message[4])
+            return
+        if job is None or message[1] != job.lease_token or slot.kill_stage:
+            return  # a result of an attempt that is no longer current is never taken
+        if slot.deadline is not None and time.monotonic() > slot.deadline:
+            return  # too late: the deadline enforcement records it timed out
+        if kind == "done":
+            self._queue(slot, AttemptResult.SUCCEEDED, output=message[2])
+        elif kind == "error":
+            self._queue(slot, AttemptResult.ERRORED, error_type=message[2], error=message[3],
+                        traceback=message[4])
+
+    def _queue(self, slot: Slot, result: AttemptResult, **fields: Any) -> None:
+        job = slot.job
+        assert job is not None
+        self.pending.append(Outcome(self._attempt(slot), job.pipeline, result, **fields))
+        slot.release()
+
+    def _attempt(self, slot: Slot) -> Attempt:
+        job = slot.job
+        assert job is not None
+        return Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token)
+
+    def _child_gone(self, slot: Slot) -> None:
+        child = slot.child
+        assert child is not None
+        code = child.reap()
+        if code is None:
+            return
+        if slot.job is not None:
+            reason = slot.killed_for
+            if reason in ("timeout", "deadline"):
+                self._queue_timeout(slot)
+            elif reason == "shutdown":
+                self._queue(slot, AttemptResult.CANCELLED, release=True,
+                            error="worker shut down before the attempt finished")
+            elif reason == "lease":
+                slot.release()  # the lease is gone; whoever holds the job records it
+            else:
+                self._queue(slot, AttemptResult.CRASHED, error_type="ChildDied",
+                            error=f"the child process running the step exited with code {code}")
+        slot.child = None if self.stopping else Child(self.apps, self.sys_path)
+
+    def _queue_timeout(self, slot: Slot) -> None:
+        job = slot.job
+        assert job is not None
+        if job.run_deadline_ms is not None and job.deadline_ms == job.run_deadline_ms:
+            limit = "the run deadline"
+        else:
+            limit = f"the step timeout of {job.timeout_seconds} s"
+        self._queue(slot, AttemptResult.TIMED_OUT, error_type="TimeoutError",
+                    error=f"attempt {job.attempt} of step {job.step!r} exceeded {limit} and was killed")
+
+    def _enforce_deadlines(self) -> None:
+        now = time.monotonic()
+        for slot in self.slots:
+            if not slot.busy or slot.undead:
+                continue
+            if slot.kill_stage == 0 and slot.deadline is not None and now >= slot.deadline:
+                slot.begin_kill("timeout", self.settings.kill_grace_seconds, now)
+            elif slot.kill_stage == 1 and now >= slot.kill_at:
+                slot.escalate(now)
+            elif slot.kill_stage == 2 and now >= slot.kill_at:
+                self._abandon(slot)
+
+    def _abandon(self, slot: Slot) -> None:
+        """SIGKILL did not remove the child (kernel D state): leave it, never wait on it."""
+        log.error("Child process %s survived SIGKILL; slot %d abandoned (process.undead)",
+                  slot.child.pid if slot.child else "?", slot.index, extra=job_extra(self._attempt(slot)))
+        slot.undead = True
+        if slot.killed_for in ("timeout", "deadline"):
+            self._queue_timeout(slot)
+        else:
+            slot.release()
+
+    def _finish_shutdown(self) -> bool:
+        """True when the loop may end: nothing busy, or the grace ran out."""
+        busy = [s for s in self.slots if s.busy and not s.undead]
+        if not busy:
+            return not self.pending or not self._store_ok()
+        now = time.monotonic()
+        if self._shutdown_deadline is not None and now >= self._shutdown_deadline:
+            for slot in busy:
+                if slot.kill_stage == 0:
+                    slot.begin_kill("shutdown", self.settings.kill_grace_seconds, now)
+        return False

@@ -1,0 +1,104 @@
+"""`ductline.context()`: what a running step knows about itself.
+
+Inside a worker the step runs in a child process that never talks to the database;
+``get``, ``set`` and `cross_boundary` are requests to the worker parent, which
+performs them and answers once they are committed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from ductline import codec
+from ductline.errors import ExecutionError
+
+_current: "StepContext | None" = None
+
+
+@dataclass(slots=True)
+class StepContext:
+    """The context of the attempt being executed.
+
+    Attributes:
+        run_id: the run's id.
+        job_id: the job's id (stable across its attempts).
+        step: the step's name.
+        attempt: 1 for the first attempt, then 2, 3, ...
+        deadline: when the attempt will be killed (aware UTC datetime), or ``None``.
+        idempotency_key: ``"<job_id>"``, the same for every attempt of this step
+            run; pass it to external services that deduplicate requests.
+    """
+
+    run_id: str
+    job_id: str
+    step: str
+    attempt: int
+    deadline: datetime | None
+    _request: Callable[[str, tuple[Any, ...]], Any]
+
+    @property
+    def idempotency_key(self) -> str:
+        return self.job_id
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Read a value of the run's key/value store (shared by all its steps)."""
+        _check_key(key)
+        raw = self._request("context_get", (key,))
+        return default if raw is None else codec.loads(raw)
+
+    def set(self, key: str, value: Any, *, overwrite: bool = False) -> None:
+        """Store a value for the run (JSON rule applies).
+
+        Raises:
+            ExecutionError: the key is already set and ``overwrite`` is false.
+            TypeError: the value does not round-trip through JSON.
+        """
+        _check_key(key)
+        encoded = codec.dumps(value, what=f"context value {key!r}")
+        if not self._request("context_set", (key, encoded, overwrite)):
+            raise ExecutionError(f"context key {key!r} is already set; pass overwrite=True to replace it")
+
+
+def _check_key(key: object) -> None:
+    if not isinstance(key, str) or not key or "\x00" in key:
+        raise TypeError(f"context keys are non-empty str without NUL, got {key!r}")
+
+
+def context() -> StepContext:
+    """The context of the step running in this process.
+
+    Raises:
+        ExecutionError: when called outside a running step.
+    """
+    if _current is None:
+        raise ExecutionError("ductline.context() is only available inside a running step")
+    return _current
+
+
+def cross_boundary(reason: str) -> None:
+    """Durably record that this attempt is about to do something irreversible or paid.
+
+    Returns only after the record is committed. A failure, timeout or crash after
+    this point is not retried automatically: the run halts with ``unsafe_to_retry``
+    and an operator decides (``ductline retry RUN_ID --force``). Source: the
+    "safe-only retry" rule of DESIGN.md.
+
+    Raises:
+        ExecutionError: outside a running step, or when the lease was lost.
+    """
+    if not isinstance(reason, str) or not reason:
+        raise TypeError("cross_boundary(reason) needs a non-empty str")
+    ctx = context()
+    if not ctx._request("boundary", (codec.clean_text(reason),)):
+        raise ExecutionError("the attempt's lease was lost; it must not cross the boundary")
+
+
+def activate(ctx: StepContext | None) -> None:
+    global _current
+    _current = ctx
+
+
+def utc_from_ms(ms: int | None) -> datetime | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=timezone.utc)

@@ -1,0 +1,47 @@
+"""Durable state: the `Store` and its SQLite and PostgreSQL dialects."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlparse
+
+from ductline.errors import ConfigurationError
+from ductline.store.store import Store, Tx
+
+__all__ = ["Store", "Tx", "open_store", "DEFAULT_URL"]
+
+DEFAULT_URL = "sqlite:///ductline.db"
+
+
+def open_store(url: str, *, max_connections: int = 4) -> Store:
+    """Open the store at a database URL.
+
+    Args:
+        url: ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` or
+            ``postgresql://user@host:port/database`` (``postgres://`` also works).
+        max_connections: pool size for PostgreSQL.
+
+    Raises:
+        ConfigurationError: the URL is malformed or names an unknown scheme.
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigurationError(f"database URL must be a non-empty string, got {url!r}")
+    parsed = urlparse(url)
+    if parsed.scheme == "sqlite":
+        if parsed.netloc or not parsed.path.startswith("/") or parsed.path in ("/", "/:memory:"):
+            raise ConfigurationError(
+                f"malformed SQLite URL {url!r}: use sqlite:///relative.db or sqlite:////absolute/path.db"
+            )
+        from ductline.store.sqlite import SqliteDialect
+
+        path = parsed.path[1:]
+        return Store(SqliteDialect(url, os.path.expanduser(path)))
+    if parsed.scheme in ("postgresql", "postgres"):
+        if not parsed.path.strip("/") and not parsed.netloc:
+            raise ConfigurationError(f"malformed PostgreSQL URL {url!r}: name a host and a database")
+        from ductline.store.postgres import PostgresDialect
+
+        return Store(PostgresDialect(url, max_connections=max_connections))
+    raise ConfigurationError(
+        f"unknown database URL scheme {parsed.scheme!r} in {url!r}: use sqlite:/// or postgresql://"
+    )

@@ -1,0 +1,134 @@
+"""The PostgreSQL dialect: a psycopg 3 connection pool, READ COMMITTED transactions,
+claims with ``FOR UPDATE SKIP LOCKED`` and wake-ups by LISTEN/NOTIFY."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ductline.errors import StoreError, StoreUnavailable
+from ductline.store import queries
+
+log = logging.getLogger("ductline.store")
+
+CONNECT_TIMEOUT_SECONDS = 5
+POOL_TIMEOUT_SECONDS = 15
+CHANNEL = "ductline_jobs"
+
+
+def _translate(exc: Exception, what: str) -> StoreError:
+    if isinstance(exc, (psycopg.OperationalError, PoolTimeout, psycopg.InterfaceError)):
+        return StoreUnavailable(f"PostgreSQL {what}: {exc}")
+    return StoreError(f"PostgreSQL {what}: {exc}")
+
+
+class _Session:
+    def __init__(self, conn: psycopg.Connection[Any], sql: dict[str, str]) -> None:
+        self._conn = conn
+        self._sql = sql
+
+    def fetch(self, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        try:
+            return list(self._conn.execute(self._sql[name], params or {}).fetchall())
+        except psycopg.Error as exc:
+            raise _translate(exc, name) from exc
+
+    def execute(self, name: str, params: dict[str, Any] | None = None) -> int:
+        try:
+            return self._conn.execute(self._sql[name], params or {}).rowcount
+        except psycopg.Error as exc:
+            raise _translate(exc, name) from exc
+
+    def execute_many(self, name: str, params: Iterable[dict[str, Any]]) -> None:
+        try:
+            with self._conn.cursor() as cur:
+                cur.executemany(self._sql[name], list(params))
+        except psycopg.Error as exc:
+            raise _translate(exc, name) from exc
+
+
+class PostgresDialect:
+    name = "postgres"
+
+    def __init__(self, url: str, *, max_connections: int = 4) -> None:
+        self.url = url
+        self._sql = queries.load("postgres")
+        self._lock = threading.Lock()
+        self._pool: ConnectionPool[Any] | None = None
+        self._max = max_connections
+
+    def _get_pool(self) -> ConnectionPool[Any]:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ConnectionPool(
+                    self.url, min_size=1, max_size=self._max, open=True, timeout=POOL_TIMEOUT_SECONDS,
+                    kwargs={"autocommit": True, "row_factory": dict_row,
+                            "connect_timeout": CONNECT_TIMEOUT_SECONDS},
+                    name="ductline",
+                )
+            return self._pool
+
+    @contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection[Any]]:
+        try:
+            with self._get_pool().connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+            raise _translate(exc, "connection") from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[_Session]:
+        with self._conn() as conn:
+            try:
+                with conn.transaction():
+                    yield _Session(conn, self._sql)
+            except psycopg.Error as exc:
+                raise _translate(exc, "commit") from exc
+
+    @contextmanager
+    def reader(self) -> Iterator[_Session]:
+        with self._conn() as conn:
+            yield _Session(conn, self._sql)
+
+    def run_script(self, sql: str) -> None:
+        with self._conn() as conn:
+            try:
+                with conn.transaction():
+                    # One lock for every migrating process, released at commit.
+                    conn.execute("SELECT pg_advisory_xact_lock(4242001)")
+                    conn.execute(sql.encode())
+            except psycopg.Error as exc:
+                raise _translate(exc, "migration") from exc
+
+    def table_exists(self, table: str) -> bool:
+        with self._conn() as conn:
+            row = conn.execute("SELECT to_regclass(%s) AS t", (table,)).fetchone()
+            return row is not None and row["t"] is not None
+
+    def listen(self, on_notify: Callable[[], None], stop: threading.Event) -> None:
+        """Call ``on_notify`` for every NOTIFY on the jobs channel until ``stop`` is
+        set. Runs in the caller's thread; reconnects after errors."""
+        while not stop.is_set():
+            try:
+                with psycopg.connect(self.url, autocommit=True,
+                                     connect_timeout=CONNECT_TIMEOUT_SECONDS) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    on_notify()  # anything created while we were away is due now
+                    while not stop.is_set():
+                        for _ in conn.notifies(timeout=0.5, stop_after=64):
+                            on_notify()
+            except psycopg.Error as exc:
+                log.warning("LISTEN connection lost: %s; reconnecting", exc)
+                stop.wait(1.0)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None

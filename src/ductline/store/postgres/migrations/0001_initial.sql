@@ -1,0 +1,101 @@
+-- 0001: the initial schema.
+CREATE FUNCTION ductline_now_ms() RETURNS BIGINT
+    LANGUAGE sql VOLATILE
+    AS $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT $$;
+
+CREATE TABLE ductline_runs (
+    id TEXT PRIMARY KEY,
+    pipeline TEXT NOT NULL,
+    status TEXT NOT NULL,
+    args TEXT NOT NULL,
+    output TEXT,
+    halt_reason TEXT,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    timeout_seconds BIGINT,
+    deadline_ms BIGINT,
+    not_before_ms BIGINT NOT NULL,
+    created_ms BIGINT NOT NULL,
+    started_ms BIGINT,
+    finished_ms BIGINT
+);
+CREATE INDEX ductline_runs_listing ON ductline_runs (created_ms);
+CREATE INDEX ductline_runs_status ON ductline_runs (status, created_ms);
+
+CREATE TABLE ductline_jobs (
+    id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES ductline_runs (id),
+    pipeline TEXT NOT NULL,
+    step TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    parent_scope TEXT,
+    elem_index BIGINT,
+    status TEXT NOT NULL,
+    input TEXT NOT NULL,
+    output TEXT,
+    not_before_ms BIGINT NOT NULL,
+    attempts BIGINT NOT NULL DEFAULT 0,
+    failures BIGINT NOT NULL DEFAULT 0,
+    crashes BIGINT NOT NULL DEFAULT 0,
+    max_retry BIGINT NOT NULL,
+    max_crash BIGINT NOT NULL,
+    retry_delay_seconds BIGINT NOT NULL,
+    timeout_seconds BIGINT,
+    lease_token TEXT,
+    lease_expires_ms BIGINT,
+    worker_id TEXT,
+    boundary TEXT,
+    skip_reason TEXT,
+    created_ms BIGINT NOT NULL,
+    finished_ms BIGINT
+);
+-- A step run exists once per (run, step, scope): creating it twice is impossible.
+CREATE UNIQUE INDEX ductline_jobs_identity ON ductline_jobs (run_id, step, scope);
+-- The claim and the wake-up timer read only this partial index.
+CREATE INDEX ductline_jobs_ready ON ductline_jobs (not_before_ms) WHERE status = 'pending';
+CREATE INDEX ductline_jobs_leases ON ductline_jobs (lease_expires_ms) WHERE status = 'running';
+CREATE INDEX ductline_jobs_elements ON ductline_jobs (run_id, step, parent_scope, elem_index);
+
+CREATE TABLE ductline_attempts (
+    job_id TEXT NOT NULL REFERENCES ductline_jobs (id),
+    attempt BIGINT NOT NULL,
+    run_id TEXT NOT NULL,
+    lease_token TEXT NOT NULL,
+    worker_id TEXT,
+    result TEXT,
+    started_ms BIGINT NOT NULL,
+    deadline_ms BIGINT,
+    finished_ms BIGINT,
+    error_type TEXT,
+    error TEXT,
+    traceback TEXT,
+    PRIMARY KEY (job_id, attempt)
+);
+CREATE INDEX ductline_attempts_run ON ductline_attempts (run_id);
+
+CREATE TABLE ductline_fanins (
+    run_id TEXT NOT NULL,
+    step TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    expected BIGINT NOT NULL,
+    arrived BIGINT NOT NULL,
+    PRIMARY KEY (run_id, step, scope)
+);
+
+CREATE TABLE ductline_context (
+    run_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (run_id, key)
+);
+
+CREATE TABLE ductline_workers (
+    id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid BIGINT NOT NULL,
+    concurrency BIGINT NOT NULL,
+    busy BIGINT NOT NULL DEFAULT 0,
+    undead BIGINT NOT NULL DEFAULT 0,
+    status TEXT NOT NULL,
+    started_ms BIGINT NOT NULL,
+    heartbeat_ms BIGINT NOT NULL
+);

@@ -1,0 +1,221 @@
+-- Named statements for PostgreSQL. ductline_now_ms() (schema.sql) reads
+-- clock_timestamp(): the time the statement runs, never the transaction's start.
+
+-- name: schema_version
+SELECT max(version) AS version FROM ductline_schema_version;
+
+-- name: set_schema_version
+INSERT INTO ductline_schema_version (version) VALUES (:version);
+
+-- name: now
+SELECT ductline_now_ms() AS now_ms;
+
+-- name: insert_run
+INSERT INTO ductline_runs (id, pipeline, status, args, timeout_seconds, not_before_ms, created_ms)
+VALUES (:id, :pipeline, 'pending', :args, :timeout_seconds,
+        coalesce(:not_before_ms, ductline_now_ms() + :delay_ms), ductline_now_ms());
+
+-- name: insert_job
+-- pg_notify (on commit) wakes workers waiting in LISTEN.
+-- The not-before time is read from the clock when this statement runs, inside the
+-- transaction that records the previous step's completion, i.e. just before commit.
+INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
+                           not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds, created_ms)
+VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index, :status, :input,
+        coalesce(:not_before_ms, ductline_now_ms() + :delay_ms), :max_retry, :max_crash,
+        :retry_delay_seconds, :timeout_seconds, ductline_now_ms())
+ON CONFLICT (run_id, step, scope) DO NOTHING;
+
+-- name: claim_jobs
+-- SKIP LOCKED lets any number of workers claim side by side without waiting on
+-- each other; the partial index on pending jobs keeps the scan to ready rows.
+WITH picked AS (
+    SELECT id FROM ductline_jobs
+    WHERE status = 'pending' AND not_before_ms <= ductline_now_ms()
+      AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
+    ORDER BY not_before_ms
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE ductline_jobs AS j
+SET status = 'running', attempts = j.attempts + 1, lease_token = gen_random_uuid()::text,
+    lease_expires_ms = ductline_now_ms() + :lease_ms, worker_id = :worker_id
+FROM picked WHERE j.id = picked.id
+RETURNING j.id, j.run_id, j.pipeline, j.step, j.scope, j.input, j.attempts, j.lease_token,
+          j.timeout_seconds, j.boundary, j.not_before_ms, ductline_now_ms() AS claimed_ms;
+
+-- name: start_run
+UPDATE ductline_runs
+SET status = 'running', started_ms = :now_ms,
+    deadline_ms = CASE WHEN timeout_seconds IS NULL THEN NULL ELSE :now_ms + timeout_seconds * 1000 END
+WHERE id = :run_id AND status = 'pending';
+
+-- name: run_deadline
+SELECT deadline_ms FROM ductline_runs WHERE id = :run_id;
+
+-- name: insert_attempt
+INSERT INTO ductline_attempts (job_id, attempt, run_id, lease_token, worker_id, started_ms, deadline_ms)
+VALUES (:job_id, :attempt, :run_id, :lease_token, :worker_id, :started_ms, :deadline_ms);
+
+-- name: renew_leases
+UPDATE ductline_jobs SET lease_expires_ms = ductline_now_ms() + :lease_ms
+WHERE status = 'running' AND lease_token IN (SELECT jsonb_array_elements_text(:tokens::jsonb))
+RETURNING lease_token;
+
+-- name: complete_job
+UPDATE ductline_jobs
+SET status = 'completed', output = :output, lease_token = NULL, lease_expires_ms = NULL,
+    finished_ms = ductline_now_ms()
+WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
+
+-- name: retry_job
+UPDATE ductline_jobs
+SET status = :status, failures = failures + :failed, crashes = crashes + :crashed,
+    not_before_ms = ductline_now_ms() + :delay_ms, lease_token = NULL, lease_expires_ms = NULL,
+    worker_id = NULL
+WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
+
+-- name: fail_job
+UPDATE ductline_jobs
+SET status = 'failed', failures = failures + :failed, crashes = crashes + :crashed,
+    lease_token = NULL, lease_expires_ms = NULL, finished_ms = ductline_now_ms()
+WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
+
+-- name: close_attempt
+UPDATE ductline_attempts
+SET result = :result, finished_ms = ductline_now_ms(), error_type = :error_type, error = :error,
+    traceback = :traceback
+WHERE job_id = :job_id AND attempt = :attempt AND lease_token = :lease_token AND result IS NULL;
+
+-- name: job_budget
+SELECT failures, crashes, max_retry, max_crash, retry_delay_seconds, boundary, run_id, step, pipeline
+FROM ductline_jobs WHERE id = :job_id;
+
+-- name: mark_boundary
+UPDATE ductline_jobs SET boundary = :boundary
+WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
+
+-- name: run_state
+SELECT status FROM ductline_runs WHERE id = :run_id;
+
+-- name: halt_run
+UPDATE ductline_runs
+SET status = 'halted', halt_reason = :reason, metadata = :metadata, finished_ms = ductline_now_ms()
+WHERE id = :run_id AND status IN ('pending', 'running');
+
+-- name: hold_jobs
+UPDATE ductline_jobs SET status = 'held' WHERE run_id = :run_id AND status = 'pending';
+
+-- name: complete_run
+UPDATE ductline_runs SET status = 'completed', output = :output, finished_ms = ductline_now_ms()
+WHERE id = :run_id AND status = 'running';
+
+-- name: create_fanin
+INSERT INTO ductline_fanins (run_id, step, scope, expected, arrived)
+VALUES (:run_id, :step, :scope, :expected, 0)
+ON CONFLICT (run_id, step, scope) DO NOTHING;
+
+-- name: arrive_fanin
+-- One row per fan-in, bumped in the completing transaction: deciding that the last
+-- branch arrived costs O(1), never a scan of the siblings.
+INSERT INTO ductline_fanins (run_id, step, scope, expected, arrived)
+VALUES (:run_id, :step, :scope, :expected, 1)
+ON CONFLICT (run_id, step, scope) DO UPDATE SET arrived = ductline_fanins.arrived + 1
+RETURNING arrived, expected;
+
+-- name: gather_elements
+SELECT elem_index, output FROM ductline_jobs
+WHERE run_id = :run_id AND step = :step AND parent_scope = :parent_scope AND status = 'completed'
+ORDER BY elem_index;
+
+-- name: gather_branches
+SELECT step, output FROM ductline_jobs
+WHERE run_id = :run_id AND scope = :scope AND status = 'completed'
+  AND step IN (SELECT jsonb_array_elements_text(:steps::jsonb));
+
+-- name: expired_leases
+SELECT id, run_id, pipeline, step, scope, attempts, lease_token FROM ductline_jobs
+WHERE status = 'running' AND lease_expires_ms < ductline_now_ms()
+ORDER BY lease_expires_ms
+LIMIT :limit
+FOR UPDATE SKIP LOCKED;
+
+-- name: release_job
+UPDATE ductline_jobs
+SET status = 'pending', not_before_ms = ductline_now_ms(), lease_token = NULL, lease_expires_ms = NULL,
+    worker_id = NULL
+WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
+
+-- name: revive_run
+UPDATE ductline_runs SET status = 'running', halt_reason = NULL, finished_ms = NULL
+WHERE id = :run_id AND status = 'halted';
+
+-- name: revive_jobs
+UPDATE ductline_jobs
+SET status = 'pending', failures = 0, crashes = 0, not_before_ms = ductline_now_ms(), finished_ms = NULL,
+    boundary = CASE WHEN :force::boolean THEN NULL ELSE boundary END
+WHERE run_id = :run_id AND status IN ('failed', 'held');
+
+-- name: context_get
+SELECT value FROM ductline_context WHERE run_id = :run_id AND key = :key;
+
+-- name: context_insert
+INSERT INTO ductline_context (run_id, key, value) VALUES (:run_id, :key, :value)
+ON CONFLICT (run_id, key) DO NOTHING;
+
+-- name: context_upsert
+INSERT INTO ductline_context (run_id, key, value) VALUES (:run_id, :key, :value)
+ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value;
+
+-- name: upsert_worker
+INSERT INTO ductline_workers (id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_ms)
+VALUES (:id, :host, :pid, :concurrency, 0, 0, 'running', ductline_now_ms(), ductline_now_ms())
+ON CONFLICT (id) DO UPDATE SET heartbeat_ms = ductline_now_ms(), status = 'running';
+
+-- name: worker_heartbeat
+UPDATE ductline_workers SET heartbeat_ms = ductline_now_ms(), busy = :busy, undead = :undead, status = :status
+WHERE id = :id
+RETURNING heartbeat_ms AS now_ms;
+
+-- name: list_workers
+SELECT id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_ms,
+       ductline_now_ms() AS now_ms
+FROM ductline_workers ORDER BY started_ms DESC LIMIT :limit;
+
+-- name: next_not_before
+SELECT min(not_before_ms) AS not_before_ms FROM ductline_jobs
+WHERE status = 'pending' AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb));
+
+-- name: get_run
+SELECT id, pipeline, status, args, output, halt_reason, metadata, timeout_seconds, deadline_ms,
+       not_before_ms, created_ms, started_ms, finished_ms
+FROM ductline_runs WHERE id = :run_id;
+
+-- name: list_runs
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+FROM ductline_runs
+WHERE (:status::text IS NULL OR status = :status) AND (:pipeline::text IS NULL OR pipeline = :pipeline)
+ORDER BY created_ms DESC, id DESC
+LIMIT :limit;
+
+-- name: run_jobs
+SELECT id, step, scope, parent_scope, elem_index, status, output, not_before_ms, attempts, failures,
+       crashes, boundary, skip_reason, created_ms, finished_ms
+FROM ductline_jobs WHERE run_id = :run_id ORDER BY created_ms, scope;
+
+-- name: run_attempts
+SELECT job_id, attempt, result, started_ms, deadline_ms, finished_ms, error_type, error, traceback, worker_id
+FROM ductline_attempts WHERE run_id = :run_id ORDER BY job_id, attempt;
+
+-- name: run_progress
+SELECT status, count(*) AS n FROM ductline_jobs WHERE run_id = :run_id GROUP BY status;
+
+-- name: lease_state
+SELECT status, lease_token FROM ductline_jobs WHERE id = :job_id;
+
+-- name: notify
+-- Delivered at commit to every worker in LISTEN ductline_jobs.
+SELECT pg_notify('ductline_jobs', '') AS notified;
+
+-- name: running_steps
+SELECT DISTINCT step FROM ductline_jobs WHERE run_id = :run_id AND status = 'running' ORDER BY step;

@@ -1,0 +1,81 @@
+"""Records passed across the store boundary (frozen, slotted)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class NewRun:
+    id: str
+    pipeline: str
+    args: str                  # JSON list
+    timeout_seconds: int | None
+    delay_ms: int
+    not_before_ms: int | None  # absolute start (delay_until), else now + delay_ms
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    id: str
+    run_id: str
+    pipeline: str
+    step: str
+    scope: str
+    parent_scope: str | None
+    elem_index: int | None
+    status: str                # 'pending', or 'held' when the run is halted
+    input: str                 # JSON list of positional arguments
+    delay_ms: int
+    max_retry: int
+    max_crash: int
+    retry_delay_seconds: int
+    timeout_seconds: int | None
+    not_before_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """A job claimed by a worker: one attempt under one lease token.
+
+    ``deadline_ms`` is the effective deadline on the database clock: the earlier of
+    the step's timeout and the run's deadline (``None`` when neither is set).
+    """
+
+    job_id: str
+    run_id: str
+    pipeline: str
+    step: str
+    scope: str
+    input: str
+    attempt: int
+    lease_token: str
+    timeout_seconds: int | None
+    boundary: str | None
+    not_before_ms: int
+    started_ms: int
+    deadline_ms: int | None
+    run_deadline_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiredLease:
+    job_id: str
+    run_id: str
+    pipeline: str
+    step: str
+    attempt: int
+    lease_token: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobBudget:
+    failures: int
+    crashes: int
+    max_retry: int
+    max_crash: int
+    retry_delay_seconds: int
+    boundary: str | None
+    run_id: str
+    step: str
+    pipeline: str

@@ -1,0 +1,97 @@
+-- 0001: the initial schema.
+CREATE TABLE ductline_runs (
+    id TEXT PRIMARY KEY,
+    pipeline TEXT NOT NULL,
+    status TEXT NOT NULL,
+    args TEXT NOT NULL,
+    output TEXT,
+    halt_reason TEXT,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    timeout_seconds INTEGER,
+    deadline_ms INTEGER,
+    not_before_ms INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    started_ms INTEGER,
+    finished_ms INTEGER
+);
+CREATE INDEX ductline_runs_listing ON ductline_runs (created_ms);
+CREATE INDEX ductline_runs_status ON ductline_runs (status, created_ms);
+
+CREATE TABLE ductline_jobs (
+    id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES ductline_runs (id),
+    pipeline TEXT NOT NULL,
+    step TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    parent_scope TEXT,
+    elem_index INTEGER,
+    status TEXT NOT NULL,
+    input TEXT NOT NULL,
+    output TEXT,
+    not_before_ms INTEGER NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    failures INTEGER NOT NULL DEFAULT 0,
+    crashes INTEGER NOT NULL DEFAULT 0,
+    max_retry INTEGER NOT NULL,
+    max_crash INTEGER NOT NULL,
+    retry_delay_seconds INTEGER NOT NULL,
+    timeout_seconds INTEGER,
+    lease_token TEXT,
+    lease_expires_ms INTEGER,
+    worker_id TEXT,
+    boundary TEXT,
+    skip_reason TEXT,
+    created_ms INTEGER NOT NULL,
+    finished_ms INTEGER
+);
+-- A step run exists once per (run, step, scope): creating it twice is impossible.
+CREATE UNIQUE INDEX ductline_jobs_identity ON ductline_jobs (run_id, step, scope);
+-- The claim and the wake-up timer read only this partial index.
+CREATE INDEX ductline_jobs_ready ON ductline_jobs (not_before_ms) WHERE status = 'pending';
+CREATE INDEX ductline_jobs_leases ON ductline_jobs (lease_expires_ms) WHERE status = 'running';
+CREATE INDEX ductline_jobs_elements ON ductline_jobs (run_id, step, parent_scope, elem_index);
+
+CREATE TABLE ductline_attempts (
+    job_id TEXT NOT NULL REFERENCES ductline_jobs (id),
+    attempt INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    lease_token TEXT NOT NULL,
+    worker_id TEXT,
+    result TEXT,
+    started_ms INTEGER NOT NULL,
+    deadline_ms INTEGER,
+    finished_ms INTEGER,
+    error_type TEXT,
+    error TEXT,
+    traceback TEXT,
+    PRIMARY KEY (job_id, attempt)
+);
+CREATE INDEX ductline_attempts_run ON ductline_attempts (run_id);
+
+CREATE TABLE ductline_fanins (
+    run_id TEXT NOT NULL,
+    step TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    expected INTEGER NOT NULL,
+    arrived INTEGER NOT NULL,
+    PRIMARY KEY (run_id, step, scope)
+);
+
+CREATE TABLE ductline_context (
+    run_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (run_id, key)
+);
+
+CREATE TABLE ductline_workers (
+    id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    concurrency INTEGER NOT NULL,
+    busy INTEGER NOT NULL DEFAULT 0,
+    undead INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL,
+    started_ms INTEGER NOT NULL,
+    heartbeat_ms INTEGER NOT NULL
+);

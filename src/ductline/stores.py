@@ -1,0 +1,50 @@
+"""One open `Store` per database URL per process, so pools are shared."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from ductline.config import load_settings
+from ductline.errors import SchemaError
+from ductline.store import Store, open_store
+from ductline.store.migrations import latest_version
+
+_lock = threading.Lock()
+_open: dict[tuple[int, str], Store] = {}
+
+
+def store_for(database: object = None) -> Store:
+    """The store for ``database``: a `Store`, a URL, or ``None`` for the configured one.
+
+    The embedded default (SQLite) is migrated on first use; PostgreSQL must have
+    been migrated with ``ductline migrate``.
+
+    Raises:
+        ConfigurationError: a malformed URL.
+        SchemaError: PostgreSQL without the current schema.
+        StoreUnavailable: the database cannot be reached.
+    """
+    if isinstance(database, Store):
+        return database
+    url = load_settings().database_url if database is None else database
+    if not isinstance(url, str):
+        raise TypeError(f"database must be a URL or a Store, not {type(url).__name__}")
+    key = (os.getpid(), url)
+    with _lock:
+        store = _open.get(key)
+        if store is None:
+            store = open_store(url)
+            ensure_schema(store)
+            _open[key] = store
+        return store
+
+
+def ensure_schema(store: Store) -> None:
+    """Migrate SQLite automatically; require an explicit migration on PostgreSQL."""
+    if store.dialect.name == "sqlite":
+        store.migrate()
+        return
+    have = store.schema_version()
+    if have < latest_version(store.dialect.name):
+        raise SchemaError(f"database schema is at version {have}; run `ductline migrate` first")

@@ -1,0 +1,61 @@
+"""Starting a run: validate everything first, then write the run and its first job
+in one transaction (a failed trigger writes nothing)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ductline import codec
+from ductline.config import load_settings
+from ductline.durations import optional_seconds
+from ductline.handle import RunHandle
+from ductline.store.records import NewJob, NewRun
+from ductline.stores import store_for
+
+if TYPE_CHECKING:
+    from ductline.dsl.pipeline import Pipeline
+
+
+def _start_time(delay: Any, delay_until: Any, default_delay: int) -> tuple[int, int | None]:
+    """``(delay_ms, absolute_not_before_ms)`` for the first job."""
+    if delay is not None and delay_until is not None:
+        raise ValueError("give delay or delay_until, not both")
+    if delay_until is not None:
+        if not isinstance(delay_until, datetime):
+            raise TypeError(f"delay_until must be an aware datetime, not {type(delay_until).__name__}")
+        if delay_until.tzinfo is None or delay_until.utcoffset() is None:
+            raise ValueError(f"delay_until must be timezone-aware, got naive {delay_until!r}")
+        return 0, int(delay_until.timestamp() * 1000)
+    seconds = optional_seconds(delay, field="delay")
+    return (default_delay if seconds is None else seconds) * 1000, None
+
+
+def trigger_run(pipeline: "Pipeline", args: tuple[Any, ...], *, delay: Any, delay_until: Any,
+                timeout: Any, database: Any) -> RunHandle:
+    """See `Pipeline.trigger`."""
+    definition = pipeline.definition()
+    encoded = codec.dumps(list(args), what="trigger arguments")
+    timeout_seconds = optional_seconds(timeout, field="timeout", allow_zero=False)
+    if timeout_seconds is None:
+        timeout_seconds = definition.timeout
+    start = definition.node(definition.start)
+    delay_ms, not_before_ms = _start_time(delay, delay_until, start.options.delay)
+    settings = load_settings()
+    store = store_for(database)
+    run_id = uuid.uuid4().hex
+    with store.transaction() as tx:
+        if not_before_ms is not None and not_before_ms <= tx.now_ms():
+            raise ValueError("delay_until is in the past (by the database clock)")
+        tx.insert_run(NewRun(run_id, definition.name, encoded, timeout_seconds, delay_ms, not_before_ms))
+        tx.insert_jobs([NewJob(
+            id=uuid.uuid4().hex, run_id=run_id, pipeline=definition.name, step=start.name, scope="",
+            parent_scope=None, elem_index=None, status="pending", input=encoded, delay_ms=delay_ms,
+            not_before_ms=not_before_ms, max_retry=start.options.max_retry,
+            max_crash=start.options.max_crash,
+            retry_delay_seconds=settings.retry_delay if start.options.retry_delay is None
+            else start.options.retry_delay,
+            timeout_seconds=start.options.timeout,
+        )])
+    return RunHandle(run_id, store)
