@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import os
 import signal
 import sys
@@ -81,9 +82,17 @@ async def _awaited(awaitable: Any) -> Any:
     return await awaitable
 
 
+def main() -> None:
+    """Entry point of a child process (see `ductline.runtime.slots.Child`)."""
+    conn = Connection(int(os.environ.pop("DUCTLINE_CHILD_FD")))
+    apps = json.loads(os.environ.pop("DUCTLINE_CHILD_APPS"))
+    sys_path = json.loads(os.environ.pop("DUCTLINE_CHILD_PATH"))
+    child_main(conn, apps, sys_path)
+
+
 def child_main(conn: Connection, apps: list[str], sys_path: list[str]) -> None:
-    """Entry point of a child process (started by the parent's forkserver)."""
-    os.setsid()  # own process group: killpg(pid) reaches grandchildren too
+    """Serve tasks until the parent says stop or goes away. The process already
+    leads its own process group, so killpg(pid) reaches grandchildren too."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; Ctrl-C is its
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     for folder in reversed(sys_path):

@@ -8,70 +8,77 @@ there a second after SIGKILL (uninterruptible sleep in the kernel) is abandoned 
 
 from __future__ import annotations
 
-import multiprocessing
+import json
 import os
 import signal
+import socket
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ductline.runtime.child import Task, child_main
+from ductline.runtime.child import Task
 from ductline.store.records import ClaimedJob
 
 UNDEAD_AFTER_SECONDS = 1.0
 
-_context: Any = None
-
-
-def mp_context() -> Any:
-    """A forkserver context: children fork from a clean, single-threaded server
-    (no database connections or threads are ever copied into them)."""
-    global _context
-    if _context is None:
-        _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(["ductline.runtime.child"])
-    return _context
-
 
 class Child:
-    """A child process and the parent's end of its pipe."""
+    """A child process and the parent's end of its socket.
+
+    Children are fresh interpreters (``subprocess`` with ``start_new_session``, so
+    each leads its own process group from its first instruction). Nothing of the
+    parent -- threads, database connections, the user's ``__main__`` -- is copied
+    into them; they import the apps themselves.
+    """
 
     def __init__(self, apps: list[str], sys_path: list[str]) -> None:
-        ctx = mp_context()
-        self.conn, child_end = ctx.Pipe(duplex=True)
-        self.process = ctx.Process(target=child_main, args=(child_end, apps, sys_path), daemon=True,
-                                   name="ductline-child")
-        self.process.start()
+        parent_end, child_end = socket.socketpair()
+        fd = child_end.fileno()
+        env = dict(os.environ)
+        env["DUCTLINE_CHILD_FD"] = str(fd)
+        env["DUCTLINE_CHILD_APPS"] = json.dumps(apps)
+        env["DUCTLINE_CHILD_PATH"] = json.dumps(sys_path)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "from ductline.runtime.child import main; main()"],
+            pass_fds=(fd,), start_new_session=True, env=env, stdin=subprocess.DEVNULL,
+        )
         child_end.close()
+        self.conn = Connection(parent_end.detach())
         self.pid: int = self.process.pid
-        self.sentinel: int = self.process.sentinel
+        # A pidfd becomes readable when the process exits: the loop waits on it
+        # together with the pipes, so a death is seen at once, never polled for.
+        self.sentinel: int = os.pidfd_open(self.pid)
 
     def send(self, message: Any) -> None:
         self.conn.send(message)
 
     def signal_group(self, sig: int) -> None:
-        """Signal the child's process group, or the child alone if it has not yet
-        made its own group (never the parent's group)."""
+        """Signal the child's process group (the child and everything it started)."""
         try:
-            if os.getpgid(self.pid) == self.pid:
-                os.killpg(self.pid, sig)
-            else:
-                os.kill(self.pid, sig)
+            os.killpg(self.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
 
     def reap(self) -> int | None:
         """Collect the exit status if the process is gone; kill leftovers of its group."""
-        self.process.join(0)
-        code = self.process.exitcode
+        code = self.process.poll()
         if code is not None:
             try:  # grandchildren that outlived the child (e.g. ignoring SIGTERM)
                 os.killpg(self.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-            self.conn.close()
+            self.close()
         return code
+
+    def close(self) -> None:
+        for close in (self.conn.close, lambda: os.close(self.sentinel)):
+            try:
+                close()
+            except OSError:
+                pass
 
     def stop(self) -> None:
         try:

@@ -71,6 +71,7 @@ class Worker:
         self._timer: float | None = None
         self._shutdown_deadline: float | None = None
         self._store_backoff = 0.0
+        self._spare: Child | None = None
         poll = settings.poll_interval
         # SQLite cannot notify other processes; poll it more often (the query is indexed).
         self._poll = min(poll, 0.25) if store.dialect.name == "sqlite" else poll
@@ -109,6 +110,7 @@ class Worker:
         self._measure_offset(self.store.now_ms(), sent, time.monotonic())
         for slot in self.slots:
             slot.child = Child(self.apps, self.sys_path)
+        self._spare = Child(self.apps, self.sys_path)
         listener = self.wakeup.listen(self.store)
         next_stop_check = 0.0
         log.info("Worker %s started: %d slot(s), pipelines %s", self.id[:8], len(self.slots),
@@ -131,9 +133,9 @@ class Worker:
                 self._enforce_deadlines()
         finally:
             self.wakeup.close(listener)
-            for slot in self.slots:
-                if slot.child is not None and not slot.undead:
-                    slot.child.stop()
+            for child in [s.child for s in self.slots if not s.undead] + [self._spare]:
+                if child is not None:
+                    child.stop()
             try:
                 self.store.worker_stopped(self.id)
             except StoreError:
@@ -229,7 +231,7 @@ class Worker:
         self._next_maintenance = now + self.settings.health_check_interval
         for slot in self.slots:  # idle children that died are replaced
             if slot.child is not None and not slot.busy and not slot.undead and slot.child.reap() is not None:
-                slot.child = Child(self.apps, self.sys_path)
+                slot.child = self._fresh_child()
         try:
             maintenance.rescue_expired(self.store, self.definitions)
         except StoreError as exc:
@@ -332,7 +334,17 @@ class Worker:
             else:
                 self._queue(slot, AttemptResult.CRASHED, error_type="ChildDied",
                             error=f"the child process running the step exited with code {code}")
-        slot.child = None if self.stopping else Child(self.apps, self.sys_path)
+        slot.child = None if self.stopping else self._fresh_child()
+
+    def _fresh_child(self) -> Child:
+        """A warm spare if there is one (it imported the apps already), replaced at
+        once in the background, so a killed slot serves its next job without
+        waiting for an interpreter to start."""
+        child = self._spare
+        self._spare = Child(self.apps, self.sys_path)
+        if child is None or child.reap() is not None:
+            return Child(self.apps, self.sys_path)
+        return child
 
     def _queue_timeout(self, slot: Slot) -> None:
         job = slot.job

@@ -1,0 +1,90 @@
+"""Shared fixtures: a fresh real database per test, on SQLite and on PostgreSQL.
+
+PostgreSQL is required: set DUCTLINE_TEST_PG_URL to point elsewhere; if it cannot
+be reached the PostgreSQL tests fail (they are never skipped).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import psycopg
+import pytest
+
+from ductline.store import Store, open_store
+
+PG_ADMIN_URL = os.environ.get("DUCTLINE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+PG_TEST_DB = "ductline_test"
+TABLES = ("ductline_attempts", "ductline_jobs", "ductline_fanins", "ductline_context", "ductline_runs",
+          "ductline_workers")
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE / "apps"))
+
+
+def pg_url(database: str) -> str:
+    base, _, _ = PG_ADMIN_URL.rpartition("/")
+    return f"{base}/{database}"
+
+
+def recreate_pg_database(name: str) -> str:
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return pg_url(name)
+
+
+@pytest.fixture(scope="session")
+def pg_base_url() -> str:
+    """A PostgreSQL database migrated once per session; tests truncate it."""
+    url = recreate_pg_database(PG_TEST_DB)
+    store = open_store(url)
+    store.migrate()
+    store.close()
+    return url
+
+
+def _truncate(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("TRUNCATE " + ", ".join(TABLES))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def db_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A URL of an empty, migrated database of the parametrized backend."""
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path}/ductline.db"
+        store = open_store(url)
+        store.migrate()
+        store.close()
+        return url
+    url = request.getfixturevalue("pg_base_url")
+    _truncate(url)
+    return url
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    s = open_store(db_url)
+    yield s
+    s.close()
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 30.0, interval: float = 0.02) -> object:
+    """Poll until ``condition()`` is truthy; fail the test after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"condition not met within {timeout} s: {condition}")
+        time.sleep(interval)
