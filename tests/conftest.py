@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import psycopg
 import pytest
@@ -23,6 +22,9 @@ TABLES = ("ductline_attempts", "ductline_jobs", "ductline_fanins", "ductline_con
           "ductline_workers")
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE / "apps"))
+sys.path.insert(0, str(HERE))
+
+from helpers import wait_for  # noqa: E402  (re-exported for tests)
 
 
 def pg_url(database: str) -> str:
@@ -76,15 +78,3 @@ def store(db_url: str) -> Iterator[Store]:
     s = open_store(db_url)
     yield s
     s.close()
-
-
-def wait_for(condition: Callable[[], object], timeout: float = 30.0, interval: float = 0.02) -> object:
-    """Poll until ``condition()`` is truthy; fail the test after ``timeout`` seconds."""
-    end = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"condition not met within {timeout} s: {condition}")
-        time.sleep(interval)

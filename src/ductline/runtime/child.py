@@ -10,6 +10,7 @@ step, and sends back the JSON output or the error. Requests that need the databa
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import inspect
 import json
 import os
@@ -23,6 +24,8 @@ from typing import Any
 from ductline import codec
 from ductline import step_context as context
 from ductline.errors import ExecutionError
+
+PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +87,23 @@ async def _awaited(awaitable: Any) -> Any:
 
 def main() -> None:
     """Entry point of a child process (see `ductline.runtime.slots.Child`)."""
+    _die_with_parent(int(os.environ.pop("DUCTLINE_CHILD_PARENT")))
     conn = Connection(int(os.environ.pop("DUCTLINE_CHILD_FD")))
     apps = json.loads(os.environ.pop("DUCTLINE_CHILD_APPS"))
     sys_path = json.loads(os.environ.pop("DUCTLINE_CHILD_PATH"))
     child_main(conn, apps, sys_path)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this child when its worker parent dies (even by SIGKILL),
+    so an orphaned attempt cannot overlap the re-run of its job elsewhere."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the lease still fences results
+        pass
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
 
 
 def child_main(conn: Connection, apps: list[str], sys_path: list[str]) -> None:

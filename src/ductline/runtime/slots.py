@@ -39,6 +39,7 @@ class Child:
         fd = child_end.fileno()
         env = dict(os.environ)
         env["DUCTLINE_CHILD_FD"] = str(fd)
+        env["DUCTLINE_CHILD_PARENT"] = str(os.getpid())
         env["DUCTLINE_CHILD_APPS"] = json.dumps(apps)
         env["DUCTLINE_CHILD_PATH"] = json.dumps(sys_path)
         self.process = subprocess.Popen(

@@ -24,7 +24,7 @@ from ductline.config import Settings
 from ductline.dsl.graph import Definition
 from ductline.errors import StoreError
 from ductline.model.states import AttemptResult
-from ductline.runtime import maintenance
+from ductline.runtime import faults, maintenance
 from ductline.runtime.outcomes import Outcome, job_extra, record_batch
 from ductline.runtime.record import Attempt
 from ductline.runtime.requests import answer
@@ -155,11 +155,13 @@ class Worker:
             return
         batch, self.pending = self.pending, []
         try:
+            faults.checkpoint("before_record")
             record_batch(self.store, batch, self.definitions, self.settings.retry_delay)
         except StoreError as exc:
             self.pending = batch + self.pending
             self._store_failed("recording", exc)
             return
+        faults.checkpoint("after_record")
         self._next_claim = 0.0  # completions may have made new jobs ready
 
     def _claim(self) -> None:
@@ -176,8 +178,11 @@ class Worker:
             received = time.monotonic()
             if jobs:
                 self._measure_offset(jobs[0].started_ms, sent, received)
+                faults.checkpoint("after_claim")
             for slot, job in zip(free, jobs):
                 self._start(slot, job)
+            if jobs:
+                faults.checkpoint("after_dispatch")
             if len(jobs) == len(free):
                 self._next_claim = 0.0  # there may be more
                 return
