@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Iterator
+import subprocess
+from typing import Callable, Iterator
 
 import psycopg
 import pytest
@@ -24,7 +25,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE / "apps"))
 sys.path.insert(0, str(HERE))
 
-from helpers import wait_for  # noqa: E402  (re-exported for tests)
+from helpers import start_worker, stop_worker, wait_for  # noqa: E402,F401
 
 
 def pg_url(database: str) -> str:
@@ -78,3 +79,19 @@ def store(db_url: str) -> Iterator[Store]:
     s = open_store(db_url)
     yield s
     s.close()
+
+
+@pytest.fixture
+def workers(db_url: str, store: object) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """``workers(concurrency=2, env=None)`` starts a real worker process; all are
+    stopped at teardown."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(**kwargs: object) -> subprocess.Popen[bytes]:
+        proc = start_worker(db_url, **kwargs)  # type: ignore[arg-type]
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        stop_worker(proc)

@@ -1,0 +1,77 @@
+"""Durability: SIGKILL a real worker at named points of its loop (and in the middle
+of a step); a fresh worker finishes every run with each step succeeded once."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import rt_app
+from helpers import start_worker, stop_worker, wait_for
+
+from ductline.views import run_view
+
+RUNS = 4
+
+
+def assert_each_step_succeeded_once(store, handles):
+    for handle in handles:
+        view = run_view(store, handle.id)
+        assert view["status"] == "completed", view
+        assert handle.output() == 2 * handle_input(view)
+        assert [s["step"] for s in view["steps"]] == ["slow_step", "double"]
+        for step in view["steps"]:
+            results = [a["result"] for a in step["attempts"]]
+            assert results.count("succeeded") == 1, (step["step"], results)
+            assert set(results) <= {"succeeded", "crashed"}
+
+
+def handle_input(view):
+    return view["args"][0]
+
+
+@pytest.mark.parametrize("checkpoint", ["after_claim", "after_dispatch", "before_record", "after_record"])
+def test_sigkill_at_checkpoint_loses_nothing(store, db_url, checkpoint):
+    env = {"DUCTLINE_LEASE_SECONDS": "2", "DUCTLINE_FAULT": checkpoint}
+    first = start_worker(db_url, env=env)
+    handles = [rt_app.slow_chain.trigger(i, database=store) for i in range(RUNS)]
+    assert first.wait(30) == -signal.SIGKILL
+    second = start_worker(db_url, env={"DUCTLINE_LEASE_SECONDS": "2"})
+    try:
+        for handle in handles:
+            assert handle.wait(60) == "completed"
+    finally:
+        stop_worker(second)
+    assert_each_step_succeeded_once(store, handles)
+
+
+def test_sigkill_in_the_middle_of_a_step(store, db_url):
+    first = start_worker(db_url, env={"DUCTLINE_LEASE_SECONDS": "2"})
+    handles = [rt_app.slow_chain.trigger(i, database=store) for i in range(RUNS)]
+    wait_for(lambda: any(s["status"] == "running" for h in handles for s in run_view(store, h.id)["steps"]))
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(10)
+    second = start_worker(db_url, env={"DUCTLINE_LEASE_SECONDS": "2"})
+    try:
+        for handle in handles:
+            assert handle.wait(60) == "completed"
+    finally:
+        stop_worker(second)
+    assert_each_step_succeeded_once(store, handles)
+
+
+def test_sigterm_lets_running_attempts_finish(store, db_url):
+    worker = start_worker(db_url)
+    handle = rt_app.slow_chain.trigger(5, database=store)
+    wait_for(lambda: run_view(store, handle.id)["steps"][0]["status"] == "running")
+    assert stop_worker(worker, signal.SIGTERM) == 0
+    step = run_view(store, handle.id)["steps"][0]
+    assert [a["result"] for a in step["attempts"]] == ["succeeded"]
+    # the next step was created but nobody claimed it: it waits, nothing is lost
+    second = start_worker(db_url)
+    try:
+        assert handle.wait(30) == "completed"
+    finally:
+        stop_worker(second)
+    assert handle.output() == 10
