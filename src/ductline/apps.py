@@ -44,6 +44,11 @@ def import_app(spec: str) -> tuple[ModuleType, str | None]:
         name = os.path.splitext(os.path.basename(path))[0]
         if folder not in sys.path:
             sys.path.insert(0, folder)
+        loaded = sys.modules.get(name)
+        loaded_file = getattr(loaded, "__file__", None)
+        if loaded is not None and (loaded_file is None or os.path.abspath(loaded_file) != path):
+            raise TargetError(f"{spec!r}: a different module named {name!r} is already imported "
+                              f"({loaded_file or 'built in'}); rename the file")
     try:
         return importlib.import_module(name), folder
     except ImportError as exc:
@@ -66,7 +71,9 @@ def load_pipeline(target: str) -> tuple[Pipeline, str | None]:
             raise TargetError(f"{target!r}: name the pipeline as {target}:ATTR "
                               f"({len(found)} pipelines found in the module)")
         return found[0], folder
-    value = getattr(module, attr, None)
+    if not hasattr(module, attr):
+        raise TargetError(f"{target!r}: module {module.__name__!r} has no attribute {attr!r}")
+    value = getattr(module, attr)
     if not isinstance(value, Pipeline):
         raise TargetError(f"{target!r}: {attr!r} is {type(value).__name__}, not a ductline Pipeline")
     return value, folder

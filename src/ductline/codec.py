@@ -20,17 +20,26 @@ from typing import Any
 _TAG = "__ductline__"
 
 
-def _encode(value: Any, path: str) -> Any:
+_MAX_INT_DIGITS = 4300  # CPython's int <-> str conversion limit
+
+
+def _encode(value: Any, path: str, seen: frozenset[int] = frozenset()) -> Any:
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
+        if value.bit_length() > _MAX_INT_DIGITS * 3:  # about 4300 decimal digits
+            raise TypeError(f"{path}: int with more than {_MAX_INT_DIGITS} digits does not fit JSON text")
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
             raise TypeError(f"{path}: {value!r} is not representable in JSON")
         return value
+    if isinstance(value, (list, dict)):
+        if id(value) in seen:
+            raise TypeError(f"{path}: the value contains itself")
+        seen = seen | {id(value)}
     if isinstance(value, list):
-        return [_encode(item, f"{path}[{i}]") for i, item in enumerate(value)]
+        return [_encode(item, f"{path}[{i}]", seen) for i, item in enumerate(value)]
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for key, item in value.items():
@@ -38,7 +47,7 @@ def _encode(value: Any, path: str) -> Any:
                 raise TypeError(f"{path}: dict key {key!r} is not a str")
             if key == _TAG:
                 raise TypeError(f"{path}: the key {_TAG!r} is reserved by ductline")
-            out[key] = _encode(item, f"{path}[{key!r}]")
+            out[key] = _encode(item, f"{path}[{key!r}]", seen)
         return out
     if isinstance(value, datetime):
         if value.tzinfo is None or value.utcoffset() is None:
@@ -66,7 +75,10 @@ def dumps(value: Any, *, what: str = "value") -> str:
     Raises:
         TypeError: if the value would not round-trip exactly.
     """
-    return json.dumps(_encode(value, what), separators=(",", ":"), allow_nan=False)
+    try:
+        return json.dumps(_encode(value, what), separators=(",", ":"), allow_nan=False)
+    except RecursionError:
+        raise TypeError(f"{what}: nested too deeply to encode") from None
 
 
 def loads(text: str | None) -> Any:

@@ -10,6 +10,7 @@ lower case without the prefix, e.g. ``database_url = "postgresql://..."``.
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from dataclasses import dataclass, fields, replace
@@ -60,7 +61,11 @@ def _coerce(name: str, kind: type, raw: Any, source: str) -> Any:
             if isinstance(raw, float) or (isinstance(raw, str) and not raw.strip().isdigit()):
                 raise ValueError
         else:
+            if isinstance(raw, bool):
+                raise TypeError
             value = float(raw)
+            if not math.isfinite(value):
+                raise ValueError
         if value < 0 or (name == "lease_seconds" and value <= 0):
             raise ValueError
         return value
@@ -79,6 +84,8 @@ def load_settings(**overrides: Any) -> Settings:
              for f in fields(Settings)}
     values: dict[str, Any] = {}
     path = os.environ.get("DUCTLINE_CONFIG", "ductline.toml")
+    if "DUCTLINE_CONFIG" in os.environ and not os.path.exists(path):
+        raise ConfigurationError(f"DUCTLINE_CONFIG names {path!r}, which does not exist")
     if os.path.exists(path):
         try:
             with open(path, "rb") as fh:

@@ -68,7 +68,7 @@ def parse_cli_duration(text: str, *, field: str) -> int:
     if raw and raw[-1] in _UNITS:
         unit = _UNITS[raw[-1]]
         raw = raw[:-1]
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()):
         raise ValueError(
             f"{field}: expected whole seconds or a number with s/m/h/d (e.g. 30s, 5m), got {text!r}"
         )

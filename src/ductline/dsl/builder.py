@@ -43,8 +43,16 @@ class _Graph:
     def __init__(self, pipeline: str) -> None:
         self.pipeline = pipeline
         self.drafts: dict[str, _Draft] = {}
+        self.frozen = False
+
+    def check_open(self) -> None:
+        if self.frozen:
+            raise DefinitionError(
+                f"pipeline {self.pipeline!r} is already in use (triggered or loaded by a worker); "
+                "define every transition before using it")
 
     def add(self, step: Any, depth: int, name: str | None, opts: dict[str, Any]) -> str:
+        self.check_open()
         kind = step_kind(step)
         ref = reference(step)
         step_name = getattr(step, "__name__", None) if name is None else name
@@ -63,6 +71,18 @@ class _Graph:
         if draft.next is not None:  # pragma: no cover - guarded by cursor state
             raise DefinitionError(f"step {source!r} already has a transition")
         draft.next = transition
+
+
+def _names(name: Any, count: int, verb: str) -> list[str | None]:
+    if name is None:
+        return [None] * count
+    if isinstance(name, str):
+        if count != 1:
+            raise DefinitionError(f"{verb}(name=...) needs a list of {count} names, one per branch")
+        return [name]
+    if isinstance(name, (list, tuple)) and len(name) == count:
+        return list(name)
+    raise DefinitionError(f"{verb}(name=...) needs a list of {count} names, one per branch, got {name!r}")
 
 
 class Cursor:
@@ -104,14 +124,17 @@ class Cursor:
         self._tail = target
         return self
 
-    def divide(self, to: Any, **opts: Any) -> Self:
+    def divide(self, to: Any, *, name: Any = None, **opts: Any) -> Self:
         """Static fan-out: every step in ``to`` receives the tail's output.
 
-        Options apply to every branch head. Extend a branch with
+        Options apply to every branch head; ``name`` is a list of names in ``to=``
+        order (a ``str`` for a single branch). Extend a branch with
         ``.branch(step_or_name)``; close the fan-out with ``combine``.
         """
         tail = self._require_tail("divide")
-        heads = [self._graph.add(step, self._depth, None, opts) for step in self._step_list(to, "divide")]
+        steps = self._step_list(to, "divide")
+        names = _names(name, len(steps), "divide")
+        heads = [self._graph.add(step, self._depth, n, opts) for step, n in zip(steps, names)]
         self._graph.link(tail, Transition(TransitionKind.DIVIDE, tuple(heads)))
         frame = _Frame(TransitionKind.DIVIDE, tail)
         frame.branches = [Cursor(self._graph, h, self._depth, f"branch {h!r}") for h in heads]
@@ -119,9 +142,10 @@ class Cursor:
         self._tail = None
         return self
 
-    def divert(self, to: Any, **opts: Any) -> Self:
+    def divert(self, to: Any, *, name: Any = None, **opts: Any) -> Self:
         """Conditional routing on ``str(output)``: ``to`` maps keys to steps and
-        must contain ``"otherwise"``. Close with ``converge``."""
+        must contain ``"otherwise"``; ``name`` is a list of names in ``to=`` order
+        (a ``str`` for a single route). Close with ``converge``."""
         tail = self._require_tail("divert")
         if not isinstance(to, dict) or not to:
             raise DefinitionError(f"divert(to=...) needs a dict of key -> step, got {to!r}")
@@ -131,7 +155,8 @@ class Cursor:
             if not isinstance(key, str):
                 raise DefinitionError(f"divert keys are compared with str(output); {key!r} is not a str")
         routes = tuple(to)
-        heads = [self._graph.add(to[key], self._depth, None, opts) for key in routes]
+        names = _names(name, len(routes), "divert")
+        heads = [self._graph.add(to[key], self._depth, n, opts) for key, n in zip(routes, names)]
         self._graph.link(tail, Transition(TransitionKind.DIVERT, tuple(heads), routes=routes))
         frame = _Frame(TransitionKind.DIVERT, tail, routes=routes)
         frame.branches = [Cursor(self._graph, h, self._depth, f"branch {h!r}") for h in heads]
@@ -145,8 +170,10 @@ class Cursor:
         (which must be a list of at most ``max_fanout`` elements). Close with
         ``collapse``."""
         tail = self._require_tail("expand")
-        if isinstance(max_fanout, bool) or not isinstance(max_fanout, int) or max_fanout < 1:
-            raise ValueError(f"max_fanout must be a positive int, got {max_fanout!r}")
+        if isinstance(max_fanout, bool) or not isinstance(max_fanout, int):
+            raise TypeError(f"max_fanout must be an int, not {type(max_fanout).__name__}")
+        if max_fanout < 1:
+            raise ValueError(f"max_fanout must be at least 1, got {max_fanout}")
         head = self._graph.add(to, self._depth + 1, name, opts)
         self._graph.link(tail, Transition(TransitionKind.EXPAND, (head,), max_fanout=max_fanout))
         self._frames.append(_Frame(TransitionKind.EXPAND, tail))
@@ -157,9 +184,10 @@ class Cursor:
     def combine(self, into: Any, *, name: str | None = None, **opts: Any) -> Self:
         """Fan-in of the innermost ``divide``: ``into`` receives the list of branch
         outputs in ``to=`` order."""
-        frame = self._close(TransitionKind.DIVIDE, "combine")
-        target = self._graph.add(into, self._depth, name, opts)
+        frame = self._peek(TransitionKind.DIVIDE, "combine")
         tails = tuple(self._branch_tail(b) for b in frame.branches)
+        target = self._graph.add(into, self._depth, name, opts)
+        self._close(frame)
         for index, tail in enumerate(tails):
             self._graph.link(tail, Transition(TransitionKind.COMBINE, (target,), branch_index=index, sources=tails))
         self._tail = target
@@ -168,10 +196,12 @@ class Cursor:
     def converge(self, into: Any, *, name: str | None = None, **opts: Any) -> Self:
         """Fan-in of the innermost ``divert``: ``into`` receives the output of the
         route that ran."""
-        frame = self._close(TransitionKind.DIVERT, "converge")
+        frame = self._peek(TransitionKind.DIVERT, "converge")
+        tails = [self._branch_tail(b) for b in frame.branches]
         target = self._graph.add(into, self._depth, name, opts)
-        for branch in frame.branches:
-            self._graph.link(self._branch_tail(branch), Transition(TransitionKind.CONVERGE, (target,)))
+        self._close(frame)
+        for tail in tails:
+            self._graph.link(tail, Transition(TransitionKind.CONVERGE, (target,)))
         self._tail = target
         return self
 
@@ -181,9 +211,9 @@ class Cursor:
         if not self._frames or self._frames[-1].kind is not TransitionKind.EXPAND:
             raise DefinitionError("collapse without expand" + self._open_hint())
         tail = self._require_tail("collapse")
+        target = self._graph.add(into, self._depth - 1, name, opts)
         frame = self._frames.pop()
         self._depth -= 1
-        target = self._graph.add(into, self._depth, name, opts)
         self._graph.link(tail, Transition(TransitionKind.COLLAPSE, (target,)))
         source = self._graph.drafts[frame.source]
         assert source.next is not None
@@ -211,13 +241,16 @@ class Cursor:
             return f" (the innermost open fan-out is a {self._frames[-1].kind})"
         return ""
 
-    def _close(self, kind: TransitionKind, verb: str) -> _Frame:
+    def _peek(self, kind: TransitionKind, verb: str) -> _Frame:
+        self._graph.check_open()
         if not self._frames or self._frames[-1].kind is not kind:
             raise DefinitionError(f"{verb} without {kind}" + self._open_hint())
-        frame = self._frames.pop()
+        return self._frames[-1]
+
+    def _close(self, frame: _Frame) -> None:
+        self._frames.pop()
         for branch in frame.branches:
             branch._closed = True
-        return frame
 
     def _branch_tail(self, branch: "Cursor") -> str:
         if branch._frames:

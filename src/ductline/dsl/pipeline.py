@@ -81,6 +81,7 @@ class Pipeline(Cursor):
     def on_halt(self, handler: Any) -> "Pipeline":
         """Run ``handler(reasons)`` at most once each time a run halts; ``reasons``
         is a list of dicts with ``reason``, ``step`` and ``error``."""
+        self._graph.check_open()
         if self._on_halt is not None:
             raise DefinitionError(f"pipeline {self.name!r}: on_halt() may be called only once")
         kind = step_kind(handler)
@@ -105,6 +106,7 @@ class Pipeline(Cursor):
                 for d in self._graph.drafts.values()
             }
             self._definition = Definition(self.name, self._start, nodes, self.timeout, self._on_halt)
+            self._graph.frozen = True
         return self._definition
 
     def trigger(

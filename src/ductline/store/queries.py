@@ -38,8 +38,20 @@ def to_pyformat(sql: str) -> str:
     return _PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
 
 
+def files(dialect: str) -> list[str]:
+    """The dialect's query files: ``queries.sql`` plus any ``*_queries.sql`` (one
+    per area, e.g. ``web_queries.sql`` for the dashboard's read-only reads)."""
+    folder = resources.files("ductline.store").joinpath(dialect)
+    return sorted(e.name for e in folder.iterdir() if e.name.endswith("queries.sql"))
+
+
 def load(dialect: str) -> dict[str, str]:
-    queries = parse(read(dialect, "queries.sql"))
+    queries: dict[str, str] = {}
+    for filename in files(dialect):
+        for name, sql in parse(read(dialect, filename)).items():
+            if name in queries:
+                raise ValueError(f"query {name!r} is defined twice ({dialect}/{filename})")
+            queries[name] = sql
     if dialect == "postgres":
         return {name: to_pyformat(sql) for name, sql in queries.items()}
     return {name: sql.replace("ductline_now_ms()", SQLITE_NOW_MS) for name, sql in queries.items()}

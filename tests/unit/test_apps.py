@@ -1,0 +1,216 @@
+"""Loading user code from ``module:attr`` and ``path/to/file.py:attr`` targets."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from ductline import Pipeline, TargetError
+from ductline.apps import import_app, load_pipeline, split
+
+
+@pytest.fixture(autouse=True)
+def restore_import_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """`import_app` puts folders on sys.path and imports modules; undo both (only
+    for the modules written by these tests, under pytest's temporary folder)."""
+    path = list(sys.path)
+    modules = set(sys.modules)
+    base = str(tmp_path_factory.getbasetemp())
+    yield
+    sys.path[:] = path
+    for name in set(sys.modules) - modules:
+        file = getattr(sys.modules[name], "__file__", None) or ""
+        if file.startswith(base) or name.startswith("unit_app_"):
+            del sys.modules[name]
+
+
+def stem() -> str:
+    return f"unit_app_{uuid.uuid4().hex[:12]}"
+
+
+def write_app(folder: Path, name: str | None = None, body: str | None = None) -> tuple[Path, str]:
+    """Write an app module defining one pipeline ``pipe`` (plus a few non-pipelines);
+    returns its path and the pipeline's name."""
+    name = name or stem()
+    pipeline_name = f"{name}_{uuid.uuid4().hex[:6]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.py"
+    path.write_text(body if body is not None else (
+        "from ductline import Pipeline\n"
+        "def first(x):\n"
+        "    return x\n"
+        f"pipe = Pipeline({pipeline_name!r}).start(first)\n"
+        "nothing = None\n"
+        "number = 5\n"
+    ), encoding="utf-8")
+    return path, pipeline_name
+
+
+# -- split ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("target,expected", [
+    ("pkg.mod:attr", ("pkg.mod", "attr")),
+    ("mod", ("mod", None)),
+    ("app.py", ("app.py", None)),
+    ("app.py:pipe", ("app.py", "pipe")),
+    ("dir/sub/app.py:pipe", ("dir/sub/app.py", "pipe")),
+    ("/abs/dir/app.py:pipe", ("/abs/dir/app.py", "pipe")),
+    ("dir/app.py", ("dir/app.py", None)),
+])
+def test_split(target: str, expected: tuple[str, str | None]) -> None:
+    assert split(target) == expected
+
+
+@pytest.mark.parametrize("target,pattern", [
+    ("mod:1bad", r"'1bad' is not a Python name"),
+    ("mod:", r"'' is not a Python name"),
+    ("mod:a-b", r"'a-b' is not a Python name"),
+    ("", r"target must be 'module:attr' or 'path/to/file\.py:attr', got ''"),
+    ("  ", r"target must be"),
+])
+def test_split_rejects(target: str, pattern: str) -> None:
+    with pytest.raises(TargetError, match=pattern):
+        split(target)
+
+
+def test_split_rejects_non_str() -> None:
+    with pytest.raises(TargetError, match="got None"):
+        split(None)  # type: ignore[arg-type]
+
+
+# -- load_pipeline ----------------------------------------------------------------------
+
+def test_path_target_with_attr(tmp_path: Path) -> None:
+    path, name = write_app(tmp_path)
+    pipeline, folder = load_pipeline(f"{path}:pipe")
+    assert isinstance(pipeline, Pipeline)
+    assert pipeline.name == name
+    assert folder == str(tmp_path)
+    assert sys.path[0] == str(tmp_path)
+    assert pipeline.definition().nodes["first"].ref == f"{path.stem}:first"
+
+
+def test_relative_path_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, name = write_app(tmp_path / "apps")
+    monkeypatch.chdir(tmp_path)
+    pipeline, folder = load_pipeline(f"apps/{path.name}:pipe")
+    assert pipeline.name == name
+    assert folder == str(tmp_path / "apps")
+
+
+def test_path_target_without_attr_finds_the_only_pipeline(tmp_path: Path) -> None:
+    path, name = write_app(tmp_path)
+    pipeline, _ = load_pipeline(str(path))
+    assert pipeline.name == name
+
+
+def test_path_target_without_attr_and_two_pipelines(tmp_path: Path) -> None:
+    body = ("from ductline import Pipeline\n"
+            "def s(x):\n    return x\n"
+            f"one = Pipeline('two_a_{uuid.uuid4().hex}').start(s)\n"
+            f"two = Pipeline('two_b_{uuid.uuid4().hex}').start(s)\n")
+    path, _ = write_app(tmp_path, body=body)
+    with pytest.raises(TargetError, match=r"name the pipeline as .*:ATTR \(2 pipelines found in the module\)"):
+        load_pipeline(str(path))
+
+
+def test_module_attr_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, name = write_app(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    pipeline, folder = load_pipeline(f"{path.stem}:pipe")
+    assert pipeline.name == name
+    assert folder is None
+
+
+def test_package_module_attr_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = stem()
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "__init__.py").write_text("", encoding="utf-8")
+    _, name = write_app(tmp_path / package, name="flows")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    pipeline, _ = load_pipeline(f"{package}.flows:pipe")
+    assert pipeline.name == name
+    assert pipeline.definition().nodes["first"].ref == f"{package}.flows:first"
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.py"
+    with pytest.raises(TargetError, match=rf"no such file {missing}"):
+        load_pipeline(f"{missing}:pipe")
+
+
+def test_missing_module() -> None:
+    name = stem()
+    with pytest.raises(TargetError, match=rf"cannot import '{name}': No module named '{name}'"):
+        load_pipeline(f"{name}:pipe")
+
+
+@pytest.mark.parametrize("attr,kind", [("nothing", "NoneType"), ("number", "int"), ("first", "function")])
+def test_attribute_that_is_not_a_pipeline(tmp_path: Path, attr: str, kind: str) -> None:
+    path, _ = write_app(tmp_path)
+    with pytest.raises(TargetError, match=rf"'{attr}' is {kind}, not a ductline Pipeline"):
+        load_pipeline(f"{path}:{attr}")
+
+
+def test_missing_attribute_is_target_error_naming_it(tmp_path: Path) -> None:
+    path, _ = write_app(tmp_path)
+    with pytest.raises(TargetError) as info:
+        load_pipeline(f"{path}:no_such_pipeline")
+    message = str(info.value)
+    assert "'no_such_pipeline'" in message
+    assert str(path) in message
+
+
+def test_missing_attribute_message_says_it_is_missing(tmp_path: Path) -> None:
+    path, _ = write_app(tmp_path)
+    with pytest.raises(TargetError) as info:
+        load_pipeline(f"{path}:no_such_pipeline")
+    assert "NoneType" not in str(info.value)
+
+
+def test_module_that_raises_on_import(tmp_path: Path) -> None:
+    path, _ = write_app(tmp_path, body="raise RuntimeError('boom at import')\n")
+    with pytest.raises(TargetError, match=r"importing '.*' raised RuntimeError: boom at import"):
+        load_pipeline(f"{path}:pipe")
+
+
+def test_module_with_syntax_error(tmp_path: Path) -> None:
+    path, _ = write_app(tmp_path, body="def broken(:\n")
+    with pytest.raises(TargetError, match=r"raised SyntaxError"):
+        load_pipeline(f"{path}:pipe")
+
+
+def test_module_with_broken_definition(tmp_path: Path) -> None:
+    body = ("from ductline import Pipeline\n"
+            f"pipe = Pipeline('broken_{uuid.uuid4().hex}').start(lambda x: x)\n")
+    path, _ = write_app(tmp_path, body=body)
+    with pytest.raises(TargetError, match=r"raised DefinitionError: .*not importable by name"):
+        load_pipeline(f"{path}:pipe")
+
+
+def test_module_with_failing_import_inside(tmp_path: Path) -> None:
+    missing = stem()
+    path, _ = write_app(tmp_path, body=f"import {missing}\n")
+    with pytest.raises(TargetError, match=rf"cannot import .*No module named '{missing}'"):
+        load_pipeline(f"{path}:pipe")
+
+
+def test_import_app_returns_module_and_folder(tmp_path: Path) -> None:
+    path, _ = write_app(tmp_path)
+    module, folder = import_app(f"{path}:pipe")
+    assert module.__name__ == path.stem
+    assert folder == str(tmp_path)
+
+
+def test_a_second_file_with_the_same_stem_is_refused_clearly(tmp_path: Path) -> None:
+    # Workers' children import apps by module name, so two files cannot share one.
+    name = stem()
+    first, first_name = write_app(tmp_path / "one", name=name)
+    second, _ = write_app(tmp_path / "two", name=name)
+    assert load_pipeline(f"{first}:pipe")[0].name == first_name
+    with pytest.raises(TargetError, match=f"a different module named '{name}' is already imported"):
+        load_pipeline(f"{second}:pipe")

@@ -1,0 +1,282 @@
+"""CLI durations, settings (arguments > environment > TOML > defaults) and database
+URL validation (no database is opened)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ductline import ConfigurationError
+from ductline.config import Settings, load_settings
+from ductline.durations import parse_cli_duration
+from ductline.store import DEFAULT_URL, open_store
+
+# -- parse_cli_duration --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text,seconds", [
+    ("30s", 30), ("5m", 300), ("2h", 7200), ("1d", 86400), ("45", 45), ("0", 0), ("0s", 0),
+    ("90m", 5400), ("5M", 300), (" 10s ", 10), ("007", 7),
+])
+def test_parse_cli_duration(text: str, seconds: int) -> None:
+    assert parse_cli_duration(text, field="--delay") == seconds
+
+
+@pytest.mark.parametrize("text", ["1.5m", "-3", "abc", "", "   ", "s", "5x", "5 m", "1h30m", "+5", "1e3",
+                                  "5ms", "--5"])
+def test_parse_cli_duration_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match=r"^--timeout: expected whole seconds or a number with s/m/h/d") as info:
+        parse_cli_duration(text, field="--timeout")
+    assert repr(text) in str(info.value)
+
+
+def test_parse_cli_duration_superscript_digit_gets_the_clear_message() -> None:
+    with pytest.raises(ValueError, match=r"^--timeout: expected whole seconds"):
+        parse_cli_duration("²", field="--timeout")
+
+
+# -- settings ------------------------------------------------------------------------
+
+ENV_NAMES = ["DUCTLINE_DATABASE_URL", "DUCTLINE_LEASE_SECONDS", "DUCTLINE_RETRY_DELAY",
+             "DUCTLINE_HEALTH_CHECK_INTERVAL", "DUCTLINE_KILL_GRACE_SECONDS", "DUCTLINE_POLL_INTERVAL",
+             "DUCTLINE_SHUTDOWN_GRACE_SECONDS", "DUCTLINE_CONFIG"]
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No DUCTLINE_* variable and an empty working directory."""
+    for name in list(os.environ):
+        if name.startswith("DUCTLINE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def write_toml(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults() -> None:
+    s = load_settings()
+    assert s == Settings()
+    assert s.database_url == "sqlite:///ductline.db" == DEFAULT_URL
+    assert s.lease_seconds == 30.0
+    assert s.retry_delay == 10
+    assert s.health_check_interval == 5.0
+    assert s.kill_grace_seconds == 1.0
+    assert s.poll_interval == 1.0
+    assert s.shutdown_grace_seconds == 30.0
+    assert s.lease_ms == 30_000
+
+
+def test_toml_file_in_working_directory(isolated: Path) -> None:
+    write_toml(isolated / "ductline.toml",
+               'database_url = "sqlite:///from_toml.db"\nlease_seconds = 12\nretry_delay = 4\n'
+               "poll_interval = 0.25\n")
+    s = load_settings()
+    assert s.database_url == "sqlite:///from_toml.db"
+    assert s.lease_seconds == 12.0 and type(s.lease_seconds) is float
+    assert s.retry_delay == 4 and type(s.retry_delay) is int
+    assert s.poll_interval == 0.25
+    assert s.kill_grace_seconds == 1.0  # untouched default
+
+
+def test_env_overrides_toml(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_toml(isolated / "ductline.toml", 'database_url = "sqlite:///from_toml.db"\nretry_delay = 4\n')
+    monkeypatch.setenv("DUCTLINE_DATABASE_URL", "sqlite:///from_env.db")
+    monkeypatch.setenv("DUCTLINE_RETRY_DELAY", "7")
+    s = load_settings()
+    assert s.database_url == "sqlite:///from_env.db"
+    assert s.retry_delay == 7
+
+
+def test_arguments_override_env_and_toml(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_toml(isolated / "ductline.toml", 'database_url = "sqlite:///from_toml.db"\nlease_seconds = 12\n')
+    monkeypatch.setenv("DUCTLINE_DATABASE_URL", "sqlite:///from_env.db")
+    monkeypatch.setenv("DUCTLINE_LEASE_SECONDS", "20")
+    s = load_settings(database_url="sqlite:///from_arg.db", lease_seconds=3)
+    assert s.database_url == "sqlite:///from_arg.db"
+    assert s.lease_seconds == 3.0
+    assert s.lease_ms == 3000
+
+
+def test_none_arguments_are_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DUCTLINE_DATABASE_URL", "sqlite:///from_env.db")
+    s = load_settings(database_url=None, retry_delay=None)
+    assert s.database_url == "sqlite:///from_env.db"
+    assert s.retry_delay == 10
+
+
+@pytest.mark.parametrize("env,value,field,expected", [
+    ("DUCTLINE_LEASE_SECONDS", "2.5", "lease_seconds", 2.5),
+    ("DUCTLINE_RETRY_DELAY", " 15 ", "retry_delay", 15),
+    ("DUCTLINE_HEALTH_CHECK_INTERVAL", "0.5", "health_check_interval", 0.5),
+    ("DUCTLINE_KILL_GRACE_SECONDS", "0", "kill_grace_seconds", 0.0),
+    ("DUCTLINE_POLL_INTERVAL", "3", "poll_interval", 3.0),
+    ("DUCTLINE_SHUTDOWN_GRACE_SECONDS", "60", "shutdown_grace_seconds", 60.0),
+])
+def test_each_env_var(monkeypatch: pytest.MonkeyPatch, env: str, value: str, field: str, expected: Any) -> None:
+    monkeypatch.setenv(env, value)
+    assert getattr(load_settings(), field) == expected
+
+
+def test_ductline_config_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    other = tmp_path / "conf" / "custom.toml"
+    other.parent.mkdir()
+    write_toml(other, "retry_delay = 99\n")
+    write_toml(tmp_path / "ductline.toml", "retry_delay = 1\n")  # ignored: DUCTLINE_CONFIG wins
+    monkeypatch.setenv("DUCTLINE_CONFIG", str(other))
+    assert load_settings().retry_delay == 99
+
+
+@pytest.mark.parametrize("env,value", [
+    ("DUCTLINE_LEASE_SECONDS", "abc"),
+    ("DUCTLINE_LEASE_SECONDS", "0"),
+    ("DUCTLINE_LEASE_SECONDS", "-1"),
+    ("DUCTLINE_LEASE_SECONDS", ""),
+    ("DUCTLINE_RETRY_DELAY", "1.5"),
+    ("DUCTLINE_RETRY_DELAY", "-1"),
+    ("DUCTLINE_RETRY_DELAY", "ten"),
+    ("DUCTLINE_RETRY_DELAY", ""),
+    ("DUCTLINE_POLL_INTERVAL", "-0.5"),
+    ("DUCTLINE_HEALTH_CHECK_INTERVAL", "5s"),
+    ("DUCTLINE_KILL_GRACE_SECONDS", "-1"),
+    ("DUCTLINE_SHUTDOWN_GRACE_SECONDS", "x"),
+])
+def test_invalid_env_value_is_configuration_error(monkeypatch: pytest.MonkeyPatch, env: str, value: str) -> None:
+    monkeypatch.setenv(env, value)
+    field = env.removeprefix("DUCTLINE_").lower()
+    with pytest.raises(ConfigurationError, match=rf"^{env}: invalid value {value!r} for {field}$"):
+        load_settings()
+
+
+@pytest.mark.parametrize("line,field", [
+    ("retry_delay = 1.5", "retry_delay"),
+    ("retry_delay = true", "retry_delay"),
+    ("retry_delay = -2", "retry_delay"),
+    ('retry_delay = "x"', "retry_delay"),
+    ("database_url = 5", "database_url"),
+    ("database_url = true", "database_url"),
+    ("lease_seconds = 0", "lease_seconds"),
+    ("lease_seconds = -3.0", "lease_seconds"),
+    ("poll_interval = [1]", "poll_interval"),
+    ('shutdown_grace_seconds = "forever"', "shutdown_grace_seconds"),
+])
+def test_invalid_toml_value_is_configuration_error(isolated: Path, line: str, field: str) -> None:
+    write_toml(isolated / "ductline.toml", line + "\n")
+    with pytest.raises(ConfigurationError, match=rf"ductline\.toml: invalid value .* for {field}$"):
+        load_settings()
+
+
+@pytest.mark.parametrize("kw", [{"retry_delay": 1.5}, {"retry_delay": True}, {"lease_seconds": 0},
+                                {"lease_seconds": "abc"}, {"database_url": 5}, {"poll_interval": -1}])
+def test_invalid_argument_is_configuration_error(kw: dict[str, Any]) -> None:
+    (field,) = kw
+    with pytest.raises(ConfigurationError, match=rf"^argument: invalid value .* for {field}$"):
+        load_settings(**kw)
+
+
+def test_unknown_toml_key_is_configuration_error(isolated: Path) -> None:
+    write_toml(isolated / "ductline.toml", 'database_url = "sqlite:///x.db"\ndatabse_url = "typo"\n')
+    with pytest.raises(ConfigurationError, match=r"ductline\.toml: unknown setting 'databse_url'"):
+        load_settings()
+
+
+def test_toml_table_is_an_unknown_key(isolated: Path) -> None:
+    write_toml(isolated / "ductline.toml", "[ductline]\nretry_delay = 3\n")
+    with pytest.raises(ConfigurationError, match="unknown setting 'ductline'"):
+        load_settings()
+
+
+def test_malformed_toml_is_configuration_error(isolated: Path) -> None:
+    write_toml(isolated / "ductline.toml", "retry_delay = = 3\n")
+    with pytest.raises(ConfigurationError, match=r"ductline\.toml: "):
+        load_settings()
+
+
+def test_config_path_that_is_a_directory_is_configuration_error(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "adir"
+    folder.mkdir()
+    monkeypatch.setenv("DUCTLINE_CONFIG", str(folder))
+    with pytest.raises(ConfigurationError, match="adir"):
+        load_settings()
+
+
+def test_unknown_argument_is_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="unknown setting 'lease'"):
+        load_settings(lease=5)
+
+
+def test_invalid_env_is_reported_even_when_an_argument_overrides_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DUCTLINE_RETRY_DELAY", "bad")
+    with pytest.raises(ConfigurationError, match="DUCTLINE_RETRY_DELAY"):
+        load_settings(retry_delay=3)
+
+
+@pytest.mark.parametrize("env,value", [
+    ("DUCTLINE_LEASE_SECONDS", "nan"),
+    ("DUCTLINE_LEASE_SECONDS", "inf"),
+    ("DUCTLINE_POLL_INTERVAL", "nan"),
+    ("DUCTLINE_HEALTH_CHECK_INTERVAL", "inf"),
+])
+def test_non_finite_float_setting_is_configuration_error(monkeypatch: pytest.MonkeyPatch, env: str,
+                                                         value: str) -> None:
+    monkeypatch.setenv(env, value)
+    with pytest.raises(ConfigurationError):
+        load_settings()
+
+
+@pytest.mark.parametrize("source", ["toml", "argument"])
+def test_bool_for_float_setting_is_configuration_error(isolated: Path, source: str) -> None:
+    if source == "toml":
+        write_toml(isolated / "ductline.toml", "lease_seconds = true\n")
+        with pytest.raises(ConfigurationError):
+            load_settings()
+    else:
+        with pytest.raises(ConfigurationError):
+            load_settings(lease_seconds=True)
+
+
+def test_missing_explicit_config_file_is_configuration_error(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DUCTLINE_CONFIG", str(tmp_path / "no-such.toml"))
+    with pytest.raises(ConfigurationError, match="no-such.toml"):
+        load_settings()
+
+
+# -- open_store URL validation -------------------------------------------------------
+
+@pytest.mark.parametrize("url,pattern", [
+    ("sqlite://host/x.db", r"malformed SQLite URL 'sqlite://host/x\.db'"),
+    ("sqlite:///:memory:", r"malformed SQLite URL 'sqlite:///:memory:'"),
+    ("sqlite://", r"malformed SQLite URL"),
+    ("sqlite:///", r"malformed SQLite URL"),
+    ("sqlite:x.db", r"malformed SQLite URL"),
+    ("mysql://user@localhost/db", r"unknown database URL scheme 'mysql' in 'mysql://user@localhost/db'"),
+    ("ductline.db", r"unknown database URL scheme ''"),
+    ("http://example.com/db", r"unknown database URL scheme 'http'"),
+    ("postgresql://", r"malformed PostgreSQL URL"),
+    ("", r"database URL must be a non-empty string, got ''"),
+    ("   ", r"database URL must be a non-empty string"),
+], ids=["sqlite-host", "sqlite-memory", "sqlite-empty", "sqlite-root", "sqlite-no-slashes", "mysql",
+        "no-scheme", "http", "postgres-empty", "empty", "blank"])
+def test_open_store_rejects_bad_url(url: str, pattern: str) -> None:
+    with pytest.raises(ConfigurationError, match=pattern):
+        open_store(url)
+
+
+@pytest.mark.parametrize("url", [None, 5, b"sqlite:///x.db"])
+def test_open_store_rejects_non_str(url: Any) -> None:
+    with pytest.raises(ConfigurationError, match="database URL must be a non-empty string"):
+        open_store(url)
+
+
+def test_open_store_bad_url_creates_no_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError):
+        open_store(f"sqlite://host{tmp_path}/x.db")
+    assert list(tmp_path.iterdir()) == []
