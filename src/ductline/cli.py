@@ -229,6 +229,17 @@ def retry(run_id: str, force: bool, database: str | None) -> None:
     out.print(f"run {run_id} revived")
 
 
+@cli.command()
+@click.argument("run_id")
+@database_option
+def cancel(run_id: str, database: str | None) -> None:
+    """Cancel a run: kill its running attempts, skip the rest."""
+    from ductline.runtime.abort import cancel_run
+
+    cancel_run(_store(database), run_id)
+    out.print(f"run {run_id} cancelled")
+
+
 def main() -> None:
     try:
         cli.main(standalone_mode=False)

@@ -62,5 +62,20 @@ class RunHandle:
                 raise TimeoutError(f"run {self.id} is still {status} after {timeout} s")
             time.sleep(poll_interval)
 
+    def cancel(self) -> None:
+        """Cancel the run: in-flight attempts are killed and recorded ``cancelled``,
+        the rest skipped with reason ``cancelled``, the run status ``cancelled``.
+
+        Raises:
+            InvalidStateError: the run already finished.
+            RunNotFound: no such run.
+        """
+        from ductline.dsl.pipeline import _REGISTRY
+        from ductline.runtime.abort import cancel_run
+
+        row = self._row()
+        known = _REGISTRY.get(row["pipeline"])
+        cancel_run(self._store, self.id, known.definition() if known is not None else None)
+
     def __repr__(self) -> str:
         return f"RunHandle({self.id!r})"

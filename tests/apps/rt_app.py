@@ -175,3 +175,40 @@ def slow_step(x):
 
 
 slow_chain = Pipeline("rt_slow").start(slow_step).chain(to=double)
+
+
+# -- run deadline, cancel, fail-fast ------------------------------------------------------------
+def quick(x):
+    return x
+
+
+def stuck(x):
+    ctypes.CDLL(None).sleep(60)
+    return x
+
+
+def after(x):
+    return x
+
+
+deadline_chain = Pipeline("rt_deadline_chain", timeout=2).start(quick).chain(to=stuck).chain(to=after)
+
+deadline_in_delay = Pipeline("rt_deadline_delay", timeout=2).start(quick).chain(to=after, delay=30)
+
+
+def fast_branch(x):
+    return "fast"
+
+
+deadline_divide = (Pipeline("rt_deadline_divide", timeout=2).start(quick)
+                   .divide(to=[fast_branch, stuck]).combine(into=after))
+
+
+def fails_at_once(x):
+    raise RuntimeError("boom")
+
+
+fail_fast = (Pipeline("rt_fail_fast", on_failure="fail_fast").start(quick)
+             .divide(to=[fails_at_once, stuck], max_retry=1).combine(into=after))
+
+cancellable = Pipeline("rt_cancellable").start(stuck).chain(to=after)

@@ -82,6 +82,8 @@ class Definition:
         nodes: every step by name, in declaration order.
         timeout: the whole-run deadline in seconds, or ``None``.
         on_halt: the halt handler node, or ``None``.
+        on_failure: ``"halt"`` (running siblings finish) or ``"fail_fast"``
+            (running siblings are cancelled when a step fails for good).
     """
 
     name: str
@@ -89,6 +91,7 @@ class Definition:
     nodes: dict[str, Node]
     timeout: int | None
     on_halt: Node | None
+    on_failure: str = "halt"
 
     def node(self, name: str) -> Node:
         if self.on_halt is not None and name == self.on_halt.name:

@@ -44,6 +44,9 @@ class Pipeline(Cursor):
         timeout: whole-run deadline, an ``int`` of seconds or a whole-second
             ``timedelta``, measured on the database clock from the run's first
             attempt start; ``None`` for none.
+        on_failure: ``"halt"`` (default: when a step fails for good, siblings
+            already running finish and nothing new starts) or ``"fail_fast"``
+            (siblings still running are cancelled at once).
 
     Raises:
         TypeError: ``name`` is not a ``str``, or ``timeout`` is not a duration.
@@ -54,9 +57,12 @@ class Pipeline(Cursor):
         pipeline = Pipeline("enrich").start(query).expand(to=load).collapse(into=report)
     """
 
-    def __init__(self, name: str, timeout: Any = None) -> None:
+    def __init__(self, name: str, timeout: Any = None, *, on_failure: str = "halt") -> None:
         if not isinstance(name, str) or not name.strip():
             raise TypeError(f"pipeline name must be a non-empty str, got {name!r}")
+        if on_failure not in ("halt", "fail_fast"):
+            raise ValueError(f"on_failure must be 'halt' or 'fail_fast', got {on_failure!r}")
+        self.on_failure = on_failure
         self.name = name
         self.timeout = optional_seconds(timeout, field="timeout", allow_zero=False)
         graph = _Graph(name)
@@ -105,7 +111,8 @@ class Pipeline(Cursor):
                 d.name: Node(d.name, d.ref, d.kind, d.options, d.depth, d.next, d.func)
                 for d in self._graph.drafts.values()
             }
-            self._definition = Definition(self.name, self._start, nodes, self.timeout, self._on_halt)
+            self._definition = Definition(self.name, self._start, nodes, self.timeout, self._on_halt,
+                                          self.on_failure)
             self._graph.frozen = True
         return self._definition
 

@@ -27,6 +27,7 @@ class Outcome:
     error: str | None = None
     traceback: str | None = None
     release: bool = False  # give the job back without charging a budget
+    run_deadline: bool = False  # the run deadline killed it: end the whole run
 
 
 def job_extra(a: record.Attempt) -> dict[str, object]:
@@ -41,7 +42,9 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
     with store.transaction() as tx:
         for o in outcomes:
             definition = definitions.get(o.pipeline)
-            if o.release:
+            if o.run_deadline:
+                done = record.run_deadline(tx, definition, o.attempt)
+            elif o.release:
                 done = record.Recorded("released" if record.release(tx, o.attempt, o.error or "") else "lost")
             elif o.result is AttemptResult.SUCCEEDED and definition is not None:
                 assert o.output is not None
@@ -60,7 +63,9 @@ def _log(o: Outcome, done: record.Recorded) -> None:
     if done.outcome == "lost":
         log.warning("Lease lost; result dropped", extra=extra)
         return
-    if o.result is AttemptResult.TIMED_OUT:
+    if o.run_deadline:
+        log.error("Run deadline exceeded; run failed", extra=extra)
+    elif o.result is AttemptResult.TIMED_OUT:
         if done.outcome == "retry":
             log.warning("Job timed out", extra=extra)
         else:

@@ -53,6 +53,10 @@ def halt(tx: Tx, definition: Definition | None, run_id: str, reason: HaltReason,
     details = {"reason": reason.value, "step": step, "error": error}
     halted = tx.halt_run(run_id, reason.value, {"halted_step": step, "error": error,
                                                 "reasons": [details]})
+    if halted and definition is not None and definition.on_failure == "fail_fast":
+        from ductline.runtime.abort import fail_fast
+
+        fail_fast(tx, run_id, step)
     if halted and definition is not None and definition.on_halt is not None:
         handler = definition.on_halt
         tx.insert_jobs([NewJob(
@@ -126,6 +130,16 @@ def failure(tx: Tx, definition: Definition | None, a: Attempt, result: AttemptRe
     detail = error if budget.boundary is None else f"crossed boundary {budget.boundary!r}: {error}"
     halted = halt(tx, definition, a.run_id, reason, a.step, detail)
     return Recorded("failed", halted, reason.value)
+
+
+def run_deadline(tx: Tx, definition: Definition | None, a: Attempt) -> Recorded:
+    """The run deadline killed this attempt: end the whole run (`abort.expire`)."""
+    from ductline.runtime.abort import expire
+
+    if tx.lease_state(a.job_id) != (a.lease_token, "running"):
+        return LOST
+    expire(tx, definition, a.run_id)
+    return Recorded("failed", reason="timeout_exceeded")
 
 
 def release(tx: Tx, a: Attempt, why: str) -> bool:

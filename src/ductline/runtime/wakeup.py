@@ -16,18 +16,28 @@ class Wakeup:
         os.set_blocking(self._read, False)
         os.set_blocking(self._write, False)
         self._flag = threading.Event()
+        self._cancel = threading.Event()
         self._stop = threading.Event()
 
     def fileno(self) -> int:
         return self._read
 
-    def wake(self) -> None:
-        """Safe from signal handlers and other threads."""
+    def wake(self, payload: str = "") -> None:
+        """Safe from signal handlers and other threads. ``payload`` ``"cancel"``
+        asks the worker to renew its leases at once."""
+        if payload == "cancel":
+            self._cancel.set()
         self._flag.set()
         try:
             os.write(self._write, b"x")
         except (BlockingIOError, OSError):
             pass  # the pipe is full: the loop is waking anyway
+
+    def take_cancel(self) -> bool:
+        if self._cancel.is_set():
+            self._cancel.clear()
+            return True
+        return False
 
     def pending(self) -> bool:
         return self._flag.is_set()

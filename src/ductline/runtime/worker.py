@@ -24,7 +24,7 @@ from ductline.config import Settings
 from ductline.dsl.graph import Definition
 from ductline.errors import StoreError
 from ductline.model.states import AttemptResult
-from ductline.runtime import faults, maintenance
+from ductline.runtime import abort, faults, maintenance
 from ductline.runtime.outcomes import Outcome, job_extra, record_batch
 from ductline.runtime.record import Attempt
 from ductline.runtime.requests import answer
@@ -69,6 +69,7 @@ class Worker:
         self._next_maintenance = 0.0
         self._next_claim = 0.0
         self._timer: float | None = None
+        self._deadline_timer: float | None = None
         self._shutdown_deadline: float | None = None
         self._store_backoff = 0.0
         self._spare: Child | None = None
@@ -127,6 +128,7 @@ class Worker:
                     break
                 if not self.stopping:
                     self._claim()
+                self._expire_runs()
                 self._heartbeat()
                 self._maintain()
                 self._wait()
@@ -191,8 +193,23 @@ class Worker:
             # Small jitter spreads workers woken by the same not-before time.
             self._timer = None if upcoming is None else \
                 self.to_monotonic(upcoming) + random.uniform(0.0005, 0.003)
+            deadline = self.store.next_run_deadline(self.pipelines)
+            self._deadline_timer = None if deadline is None else self.to_monotonic(deadline)
         except StoreError as exc:
             self._store_failed("claiming", exc)
+
+    def _expire_runs(self) -> None:
+        """End runs whose deadline passed while none of their attempts ran here
+        (e.g. during a delay); whichever worker notices first does it."""
+        if self._deadline_timer is None or time.monotonic() < self._deadline_timer or not self._store_ok():
+            return
+        self._deadline_timer = None
+        try:
+            if abort.expire_due(self.store, self.definitions):
+                log.info("Expired runs past their deadline")
+        except StoreError as exc:
+            self._store_failed("expiring runs", exc)
+        self._next_claim = 0.0
 
     def _start(self, slot: Slot, job: ClaimedJob) -> None:
         deadline = None if job.deadline_ms is None else self.to_monotonic(job.deadline_ms)
@@ -204,6 +221,8 @@ class Worker:
 
     def _heartbeat(self) -> None:
         now = time.monotonic()
+        if self.wakeup.take_cancel():
+            self._next_heartbeat = now  # a run was cancelled: find lost leases now
         if now < self._next_heartbeat:
             return
         busy = [s for s in self.slots if s.busy and s.kill_stage == 0]
@@ -239,6 +258,7 @@ class Worker:
                 slot.child = self._fresh_child()
         try:
             maintenance.rescue_expired(self.store, self.definitions)
+            abort.expire_due(self.store, self.definitions)
         except StoreError as exc:
             self._store_failed("rescue", exc)
 
@@ -247,6 +267,8 @@ class Worker:
         horizon = [now + self._poll, self._next_heartbeat, self._next_maintenance]
         if self._timer is not None:
             horizon.append(self._timer)
+        if self._deadline_timer is not None:
+            horizon.append(self._deadline_timer)
         if self.pending:
             horizon.append(self._store_backoff)
         if self._shutdown_deadline is not None:
@@ -355,11 +377,11 @@ class Worker:
         job = slot.job
         assert job is not None
         if job.run_deadline_ms is not None and job.deadline_ms == job.run_deadline_ms:
-            limit = "the run deadline"
-        else:
-            limit = f"the step timeout of {job.timeout_seconds} s"
+            self._queue(slot, AttemptResult.TIMED_OUT, run_deadline=True)
+            return
         self._queue(slot, AttemptResult.TIMED_OUT, error_type="TimeoutError",
-                    error=f"attempt {job.attempt} of step {job.step!r} exceeded {limit} and was killed")
+                    error=f"attempt {job.attempt} of step {job.step!r} exceeded the step timeout of "
+                          f"{job.timeout_seconds} s and was killed")
 
     def _enforce_deadlines(self) -> None:
         now = time.monotonic()

@@ -82,6 +82,11 @@ class Tx:
             "error_type": error_type, "error": error, "traceback": traceback,
         })
 
+    def lease_state(self, job_id: str) -> tuple[str | None, str] | None:
+        """``(lease_token, status)`` of a job, read in this transaction."""
+        rows = self.s.fetch("lease_state", {"job_id": job_id})
+        return None if not rows else (rows[0]["lease_token"], rows[0]["status"])
+
     def job_budget(self, job_id: str) -> JobBudget:
         row = self.s.fetch("job_budget", {"job_id": job_id})[0]
         return JobBudget(**row)
@@ -102,6 +107,51 @@ class Tx:
 
     def complete_run(self, run_id: str, output: str) -> bool:
         return self.s.execute("complete_run", {"run_id": run_id, "output": output}) == 1
+
+    # -- ending a whole run (deadline, cancel, fail-fast) -----------------------
+    def open_jobs(self, run_id: str) -> list[dict[str, Any]]:
+        """Jobs of the run that have not finished: pending, held or running."""
+        return self.s.fetch("open_jobs", {"run_id": run_id})
+
+    def abort_running(self, run_id: str, job_status: str, attempt_result: AttemptResult,
+                      error_type: str, error: str) -> int:
+        """End every running attempt of the run (their leases are revoked: the
+        workers running them see it at their next heartbeat and kill the child)."""
+        self.s.execute("close_open_attempts", {"run_id": run_id, "result": attempt_result.value,
+                                               "error_type": error_type, "error": error})
+        changed = self.s.execute("abort_running_jobs", {"run_id": run_id, "status": job_status,
+                                                        "reason": error})
+        self.s.fetch("notify_cancel")
+        return changed
+
+    def skip_waiting(self, run_id: str, reason: str, root: str | None) -> int:
+        """Skip every pending or held job of the run."""
+        return self.s.execute("skip_waiting_jobs", {"run_id": run_id, "reason": reason, "root": root})
+
+    def insert_skipped(self, run_id: str, pipeline: str, jobs: list[tuple[str, str, int | None, str | None]],
+                       reason: str) -> None:
+        """Record never-created dependents as skipped: ``(step, scope, elem_index, root)``."""
+        import uuid
+
+        self.s.execute_many("insert_skipped_job", [{
+            "id": uuid.uuid4().hex, "run_id": run_id, "pipeline": pipeline, "step": step, "scope": scope,
+            "parent_scope": scope.rpartition("/")[0] if index is not None else None, "elem_index": index,
+            "reason": reason, "root": root,
+        } for step, scope, index, root in jobs])
+
+    def expire_run(self, run_id: str, metadata: dict[str, Any]) -> bool:
+        return self.s.execute("expire_run", {"run_id": run_id, "metadata": json.dumps(metadata)}) == 1
+
+    def cancel_run(self, run_id: str, metadata: dict[str, Any]) -> bool:
+        return self.s.execute("cancel_run", {"run_id": run_id, "metadata": json.dumps(metadata)}) == 1
+
+    def run_metadata(self, run_id: str) -> dict[str, Any] | None:
+        rows = self.s.fetch("run_metadata", {"run_id": run_id})
+        if not rows:
+            return None
+        row = rows[0]
+        return {"metadata": json.loads(row["metadata"] or "{}"), "timeout_seconds": row["timeout_seconds"],
+                "status": row["status"]}
 
     # -- fan-in ----------------------------------------------------------------
     def create_fanin(self, run_id: str, step: str, scope: str, expected: int) -> None:
@@ -230,6 +280,18 @@ class Store:
         with self.dialect.transaction() as s:
             return s.execute("mark_boundary", {"job_id": job_id, "lease_token": lease_token,
                                                "boundary": reason}) == 1
+
+    def due_deadlines(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Pending or running runs whose deadline has passed on the database clock."""
+        with self.dialect.reader() as s:
+            return s.fetch("due_deadlines", {"limit": limit})
+
+    def next_run_deadline(self, pipelines: list[str]) -> int | None:
+        """The earliest deadline of any active run of these pipelines."""
+        with self.dialect.reader() as s:
+            rows = s.fetch("next_run_deadline", {"pipelines": json.dumps(pipelines)})
+        value = rows[0]["deadline_ms"] if rows else None
+        return None if value is None else int(value)
 
     def next_not_before(self, pipelines: list[str]) -> int | None:
         """The earliest not-before time of any pending job (the wake-up timer)."""

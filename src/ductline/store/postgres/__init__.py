@@ -111,18 +111,18 @@ class PostgresDialect:
             row = conn.execute("SELECT to_regclass(%s) AS t", (table,)).fetchone()
             return row is not None and row["t"] is not None
 
-    def listen(self, on_notify: Callable[[], None], stop: threading.Event) -> None:
-        """Call ``on_notify`` for every NOTIFY on the jobs channel until ``stop`` is
-        set. Runs in the caller's thread; reconnects after errors."""
+    def listen(self, on_notify: Callable[[str], None], stop: threading.Event) -> None:
+        """Call ``on_notify(payload)`` for every NOTIFY on the jobs channel until
+        ``stop`` is set. Runs in the caller's thread; reconnects after errors."""
         while not stop.is_set():
             try:
                 with psycopg.connect(self.url, autocommit=True,
                                      connect_timeout=CONNECT_TIMEOUT_SECONDS) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
-                    on_notify()  # anything created while we were away is due now
+                    on_notify("cancel")  # anything that happened while we were away
                     while not stop.is_set():
-                        for _ in conn.notifies(timeout=0.5, stop_after=64):
-                            on_notify()
+                        for notice in conn.notifies(timeout=0.5, stop_after=64):
+                            on_notify(notice.payload)
             except psycopg.Error as exc:
                 log.warning("LISTEN connection lost: %s; reconnecting", exc)
                 stop.wait(1.0)

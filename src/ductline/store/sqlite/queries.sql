@@ -149,7 +149,7 @@ WHERE id = :run_id AND status = 'halted';
 UPDATE ductline_jobs
 SET status = 'pending', failures = 0, crashes = 0, not_before_ms = ductline_now_ms(), finished_ms = NULL,
     boundary = CASE WHEN :force THEN NULL ELSE boundary END
-WHERE run_id = :run_id AND status IN ('failed', 'held');
+WHERE run_id = :run_id AND status IN ('failed', 'held', 'cancelled');
 
 -- name: context_get
 SELECT value FROM ductline_context WHERE run_id = :run_id AND key = :key;
@@ -195,7 +195,7 @@ LIMIT :limit;
 
 -- name: run_jobs
 SELECT id, step, scope, parent_scope, elem_index, status, output, not_before_ms, attempts, failures,
-       crashes, boundary, skip_reason, created_ms, finished_ms
+       crashes, boundary, skip_reason, skip_root, created_ms, finished_ms
 FROM ductline_jobs WHERE run_id = :run_id ORDER BY created_ms, scope;
 
 -- name: run_attempts
@@ -212,5 +212,60 @@ SELECT status, lease_token FROM ductline_jobs WHERE id = :job_id;
 -- SQLite has no LISTEN/NOTIFY: workers wake on their not-before timer and poll.
 SELECT 0 AS notified;
 
+-- name: notify_cancel
+-- Workers learn of a cancel at their next heartbeat (their lease renewal fails).
+SELECT 0 AS notified;
+
 -- name: running_steps
 SELECT DISTINCT step FROM ductline_jobs WHERE run_id = :run_id AND status = 'running' ORDER BY step;
+
+-- name: open_jobs
+SELECT id, step, scope, status FROM ductline_jobs
+WHERE run_id = :run_id AND status IN ('pending', 'held', 'running');
+
+-- name: abort_running_jobs
+UPDATE ductline_jobs
+SET status = :status, lease_token = NULL, lease_expires_ms = NULL, worker_id = NULL,
+    finished_ms = ductline_now_ms(), skip_reason = :reason
+WHERE run_id = :run_id AND status = 'running';
+
+-- name: close_open_attempts
+UPDATE ductline_attempts
+SET result = :result, finished_ms = ductline_now_ms(), error_type = :error_type, error = :error
+WHERE run_id = :run_id AND result IS NULL;
+
+-- name: skip_waiting_jobs
+UPDATE ductline_jobs
+SET status = 'skipped', skip_reason = :reason, skip_root = :root, finished_ms = ductline_now_ms()
+WHERE run_id = :run_id AND status IN ('pending', 'held');
+
+-- name: insert_skipped_job
+-- A dependent that was never created is recorded skipped, so a run's record is whole.
+INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
+                           not_before_ms, max_retry, max_crash, retry_delay_seconds, skip_reason,
+                           skip_root, created_ms, finished_ms)
+VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index, 'skipped', '[]',
+        ductline_now_ms(), 0, 0, 0, :reason, :root, ductline_now_ms(), ductline_now_ms())
+ON CONFLICT (run_id, step, scope) DO NOTHING;
+
+-- name: expire_run
+UPDATE ductline_runs SET status = 'failed', metadata = :metadata, finished_ms = ductline_now_ms()
+WHERE id = :run_id AND status IN ('pending', 'running');
+
+-- name: cancel_run
+UPDATE ductline_runs SET status = 'cancelled', metadata = :metadata, finished_ms = ductline_now_ms()
+WHERE id = :run_id AND status IN ('pending', 'running', 'halted');
+
+-- name: due_deadlines
+SELECT id, pipeline, timeout_seconds, metadata FROM ductline_runs
+WHERE status IN ('pending', 'running') AND deadline_ms <= ductline_now_ms()
+ORDER BY deadline_ms
+LIMIT :limit;
+
+-- name: next_run_deadline
+SELECT min(deadline_ms) AS deadline_ms FROM ductline_runs
+WHERE status IN ('pending', 'running') AND deadline_ms IS NOT NULL
+  AND pipeline IN (SELECT value FROM json_each(:pipelines));
+
+-- name: run_metadata
+SELECT metadata, timeout_seconds, status FROM ductline_runs WHERE id = :run_id;

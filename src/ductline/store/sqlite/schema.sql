@@ -21,6 +21,8 @@ CREATE TABLE ductline_runs (
 );
 CREATE INDEX ductline_runs_listing ON ductline_runs (created_ms);
 CREATE INDEX ductline_runs_status ON ductline_runs (status, created_ms);
+-- Workers set a timer to the earliest run deadline they know of.
+CREATE INDEX ductline_runs_deadline ON ductline_runs (deadline_ms) WHERE status IN ('pending', 'running');
 
 CREATE TABLE ductline_jobs (
     id TEXT PRIMARY KEY,
@@ -46,6 +48,7 @@ CREATE TABLE ductline_jobs (
     worker_id TEXT,
     boundary TEXT,
     skip_reason TEXT,
+    skip_root TEXT,
     created_ms INTEGER NOT NULL,
     finished_ms INTEGER
 );
@@ -100,3 +103,8 @@ CREATE TABLE ductline_workers (
     started_ms INTEGER NOT NULL,
     heartbeat_ms INTEGER NOT NULL
 );
+
+-- 0002: indexes for the dashboard's run listing (keyset pagination newest first by
+-- (created_ms, id), optionally filtered by pipeline and status).
+CREATE INDEX ductline_runs_pipeline ON ductline_runs (pipeline, created_ms, id);
+CREATE INDEX ductline_runs_pipeline_status ON ductline_runs (pipeline, status, created_ms, id);

@@ -16,6 +16,8 @@ CREATE TABLE ductline_runs (
 );
 CREATE INDEX ductline_runs_listing ON ductline_runs (created_ms);
 CREATE INDEX ductline_runs_status ON ductline_runs (status, created_ms);
+-- Workers set a timer to the earliest run deadline they know of.
+CREATE INDEX ductline_runs_deadline ON ductline_runs (deadline_ms) WHERE status IN ('pending', 'running');
 
 CREATE TABLE ductline_jobs (
     id TEXT PRIMARY KEY,
@@ -41,6 +43,7 @@ CREATE TABLE ductline_jobs (
     worker_id TEXT,
     boundary TEXT,
     skip_reason TEXT,
+    skip_root TEXT,
     created_ms INTEGER NOT NULL,
     finished_ms INTEGER
 );

@@ -1,0 +1,97 @@
+"""The whole-run deadline, cancel and fail-fast on real workers, both backends."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import rt_app
+from helpers import wait_for
+
+from ductline import InvalidStateError, RunNotFound
+from ductline.handle import RunHandle
+from ductline.views import run_view
+
+
+def steps_by_name(view):
+    return {s["step"]: s for s in view["steps"]}
+
+
+def assert_nothing_left(view):
+    assert {s["status"] for s in view["steps"]} <= {"completed", "failed", "skipped", "cancelled"}
+    for step in view["steps"]:
+        assert all(a["result"] is not None for a in step["attempts"])
+
+
+def test_deadline_inside_a_step_fails_the_run_and_skips_dependents(store, workers):
+    workers()
+    handle = rt_app.deadline_chain.trigger(1, database=store)
+    assert handle.wait(30) == "failed"
+    view = run_view(store, handle.id)
+    assert view["metadata"]["timeout_exceeded"] is True
+    assert view["metadata"]["timeout_seconds"] == 2
+    assert "deadline of 2 s" in view["metadata"]["error"]
+    steps = steps_by_name(view)
+    assert steps["quick"]["status"] == "completed"
+    assert steps["stuck"]["status"] == "failed"
+    attempt = steps["stuck"]["attempts"][-1]
+    assert attempt["error_type"] == "TimeoutError" and "run deadline" in attempt["error"]
+    assert steps["after"]["status"] == "skipped"
+    assert steps["after"]["skip_reason"] == "workflow timeout"
+    assert_nothing_left(view)
+    # the deadline counts from the first attempt start, on the database clock
+    run = store.get_run(handle.id)
+    assert run["deadline_ms"] == run["started_ms"] + 2000
+    assert run["finished_ms"] >= run["deadline_ms"]
+
+
+def test_deadline_during_a_delay(store, workers):
+    workers()
+    handle = rt_app.deadline_in_delay.trigger(1, database=store)
+    assert handle.wait(30) == "failed"
+    steps = steps_by_name(run_view(store, handle.id))
+    assert steps["after"]["status"] == "skipped"
+    assert steps["after"]["attempts"] == []
+
+
+def test_deadline_keeps_a_finished_branch(store, workers):
+    workers(concurrency=3)
+    handle = rt_app.deadline_divide.trigger(1, database=store)
+    assert handle.wait(30) == "failed"
+    steps = steps_by_name(run_view(store, handle.id))
+    assert steps["fast_branch"]["status"] == "completed"
+    assert steps["stuck"]["status"] == "failed"
+    assert steps["after"]["status"] == "skipped"
+
+
+def test_cancel_kills_the_attempt_and_skips_the_rest(store, workers):
+    workers()
+    handle = rt_app.cancellable.trigger(1, database=store)
+    wait_for(lambda: steps_by_name(run_view(store, handle.id)).get("stuck", {}).get("status") == "running")
+    started = time.monotonic()
+    handle.cancel()
+    assert handle.status() == "cancelled"
+    view = run_view(store, handle.id)
+    steps = steps_by_name(view)
+    assert steps["stuck"]["status"] == "cancelled"
+    assert steps["stuck"]["attempts"][0]["result"] == "cancelled"
+    assert steps["after"]["status"] == "skipped" and steps["after"]["skip_reason"] == "cancelled"
+    assert_nothing_left(view)
+    with pytest.raises(InvalidStateError):
+        handle.cancel()
+    with pytest.raises(RunNotFound):
+        RunHandle("0" * 32, store).cancel()
+    # the worker is free again: another run completes (its slot was not kept by the killed child)
+    other = rt_app.chain.trigger(1, database=store)
+    assert other.wait(30) == "completed"
+    assert time.monotonic() - started < 25
+
+
+def test_fail_fast_cancels_running_siblings(store, workers):
+    workers(concurrency=3)
+    handle = rt_app.fail_fast.trigger(1, database=store)
+    assert handle.wait(30) == "halted"
+    wait_for(lambda: steps_by_name(run_view(store, handle.id))["stuck"]["status"] == "cancelled")
+    steps = steps_by_name(run_view(store, handle.id))
+    assert steps["fails_at_once"]["status"] == "failed"
+    assert "fail_fast" in steps["stuck"]["attempts"][0]["error"]
