@@ -1,9 +1,6 @@
 """A worker slot: one pre-started child process and the attempt it runs.
 
-Kill path (DESIGN.md, "Step timeouts"): at the deadline SIGTERM goes to the
-child's whole process group, SIGKILL follows after a grace; a child that is still
-there a second after SIGKILL (uninterruptible sleep in the kernel) is abandoned as
-*undead* and never waited on again.
+The kill path itself lives in `ductline.runtime.enforcer`.
 """
 
 from __future__ import annotations
@@ -14,8 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -90,42 +86,22 @@ class Child:
 
 @dataclass(slots=True)
 class Slot:
-    """One unit of concurrency of a worker."""
+    """One unit of concurrency of a worker: a child and the attempt it runs."""
 
     index: int
     child: Child | None = None
     job: ClaimedJob | None = None
-    deadline: float | None = None       # monotonic seconds
-    kill_stage: int = 0                 # 0 running, 1 SIGTERM sent, 2 SIGKILL sent
-    kill_at: float = 0.0                # when the next kill stage is due
-    killed_for: str | None = None       # "timeout", "deadline", "lease", "shutdown"
     undead: bool = False
-    started: float = field(default_factory=time.monotonic)
 
     @property
     def busy(self) -> bool:
         return self.job is not None
 
-    def assign(self, job: ClaimedJob, deadline: float | None) -> None:
+    def assign(self, job: ClaimedJob) -> None:
         assert self.child is not None
-        self.job, self.deadline, self.kill_stage, self.killed_for = job, deadline, 0, None
-        self.started = time.monotonic()
+        self.job = job
         self.child.send(("run", Task(job.job_id, job.run_id, job.pipeline, job.step, job.attempt,
                                      job.input, job.deadline_ms, job.lease_token)))
 
     def release(self) -> None:
-        self.job, self.deadline, self.kill_stage, self.killed_for = None, None, 0, None
-
-    def begin_kill(self, reason: str, grace: float, now: float) -> None:
-        """SIGTERM the child's group; SIGKILL is due ``grace`` seconds later."""
-        assert self.child is not None
-        self.killed_for = reason
-        self.kill_stage = 1
-        self.kill_at = now + grace
-        self.child.signal_group(signal.SIGTERM)
-
-    def escalate(self, now: float) -> None:
-        assert self.child is not None
-        self.kill_stage = 2
-        self.kill_at = now + UNDEAD_AFTER_SECONDS
-        self.child.signal_group(signal.SIGKILL)
+        self.job = None

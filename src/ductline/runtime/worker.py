@@ -27,6 +27,7 @@ from ductline.model.states import AttemptResult
 from ductline.runtime import abort, faults, maintenance
 from ductline.runtime.outcomes import Outcome, job_extra, record_batch
 from ductline.runtime.record import Attempt
+from ductline.runtime.enforcer import Enforcer
 from ductline.runtime.requests import answer
 from ductline.runtime.slots import Child, Slot
 from ductline.runtime.wakeup import Wakeup
@@ -63,8 +64,8 @@ class Worker:
         self.pending: list[Outcome] = []
         self.stopping = False
         self.wakeup = Wakeup()
+        self.enforcer = Enforcer(settings.kill_grace_seconds, settings.lease_seconds, self.wakeup.wake)
         self._offset_ms = 0.0          # database clock minus monotonic clock, in ms
-        self._last_renewal = time.monotonic()
         self._next_heartbeat = 0.0
         self._next_maintenance = 0.0
         self._next_claim = 0.0
@@ -113,6 +114,7 @@ class Worker:
             slot.child = Child(self.apps, self.sys_path)
         self._spare = Child(self.apps, self.sys_path)
         listener = self.wakeup.listen(self.store)
+        self.enforcer.start()
         next_stop_check = 0.0
         log.info("Worker %s started: %d slot(s), pipelines %s", self.id[:8], len(self.slots),
                  ", ".join(self.pipelines))
@@ -132,8 +134,9 @@ class Worker:
                 self._heartbeat()
                 self._maintain()
                 self._wait()
-                self._enforce_deadlines()
+                self._collect_undead()
         finally:
+            self.enforcer.stop()
             self.wakeup.close(listener)
             for child in [s.child for s in self.slots if not s.undead] + [self._spare]:
                 if child is not None:
@@ -180,6 +183,7 @@ class Worker:
             received = time.monotonic()
             if jobs:
                 self._measure_offset(jobs[0].started_ms, sent, received)
+                self.enforcer.renewed(sent)  # a claim is a fresh lease
                 faults.checkpoint("after_claim")
             for slot, job in zip(free, jobs):
                 self._start(slot, job)
@@ -213,11 +217,13 @@ class Worker:
 
     def _start(self, slot: Slot, job: ClaimedJob) -> None:
         deadline = None if job.deadline_ms is None else self.to_monotonic(job.deadline_ms)
+        assert slot.child is not None
+        self.enforcer.watch(slot.index, slot.child, deadline)
         try:
-            slot.assign(job, deadline)
-        except (OSError, ValueError):  # the child died before it got the task
-            slot.job = job
-            self._child_gone(slot)
+            slot.assign(job)
+        except (OSError, ValueError):  # the child died before it got the task; its
+            slot.job = job             # sentinel reports the death as a crash
+
 
     def _heartbeat(self) -> None:
         now = time.monotonic()
@@ -225,7 +231,7 @@ class Worker:
             self._next_heartbeat = now  # a run was cancelled: find lost leases now
         if now < self._next_heartbeat:
             return
-        busy = [s for s in self.slots if s.busy and s.kill_stage == 0]
+        busy = [s for s in self.slots if s.busy and not s.undead]
         tokens = [s.job.lease_token for s in busy if s.job is not None]
         try:
             sent = time.monotonic()
@@ -233,20 +239,16 @@ class Worker:
                 self.id, tokens, self.settings.lease_ms, busy=len(busy),
                 undead=sum(s.undead for s in self.slots), status="stopping" if self.stopping else "running")
             self._measure_offset(db_now, sent, time.monotonic())
-            self._last_renewal = sent
+            self.enforcer.renewed(sent)
             self._next_heartbeat = now + self.settings.lease_seconds / 3
             for slot in busy:
                 if slot.job is not None and slot.job.lease_token not in renewed:
                     log.warning("Lease lost; killing the attempt", extra=job_extra(self._attempt(slot)))
-                    slot.begin_kill("lease", 0.0, now)
+                    self.enforcer.kill(slot.index, "lease", grace=0.0)
         except StoreError as exc:
+            # The enforcer kills the children before their leases can expire.
             self._store_failed("heartbeat", exc)
             self._next_heartbeat = now + 0.5
-            # Kill before the leases can expire, so two executions never overlap.
-            if now - self._last_renewal > self.settings.lease_seconds * 0.75:
-                for slot in busy:
-                    log.error("Cannot renew leases; killing the attempt", extra=job_extra(self._attempt(slot)))
-                    slot.begin_kill("lease", 0.0, now)
 
     def _maintain(self) -> None:
         now = time.monotonic()
@@ -278,12 +280,8 @@ class Worker:
             if slot.undead or slot.child is None:
                 continue
             waitables.append(slot.child.sentinel)
-            if slot.busy and slot.kill_stage == 0:
+            if slot.busy:
                 waitables.append(slot.child.conn)
-            if slot.deadline is not None and slot.kill_stage == 0:
-                horizon.append(slot.deadline)
-            if slot.kill_stage:
-                horizon.append(slot.kill_at)
         if any(not s.busy for s in self.slots) and not self.stopping and self._next_claim == 0.0:
             horizon.append(now)
         timeout = max(0.0, min(horizon) - now)
@@ -322,10 +320,8 @@ class Worker:
                 self._queue(slot, AttemptResult.ERRORED, error_type=message[2], error=message[3],
                             traceback=message[4])
             return
-        if job is None or message[1] != job.lease_token or slot.kill_stage:
-            return  # a result of an attempt that is no longer current is never taken
-        if slot.deadline is not None and time.monotonic() > slot.deadline:
-            return  # too late: the deadline enforcement records it timed out
+        if job is None or message[1] != job.lease_token or not self.enforcer.finish(slot.index):
+            return  # a result of an attempt being killed, or no longer current, is never taken
         if kind == "done":
             self._queue(slot, AttemptResult.SUCCEEDED, output=message[2])
         elif kind == "error":
@@ -349,9 +345,10 @@ class Worker:
         code = child.reap()
         if code is None:
             return
+        watch = self.enforcer.settle(slot.index)
         if slot.job is not None:
-            reason = slot.killed_for
-            if reason in ("timeout", "deadline"):
+            reason = None if watch is None else watch.reason
+            if reason == "timeout":
                 self._queue_timeout(slot)
             elif reason == "shutdown":
                 self._queue(slot, AttemptResult.CANCELLED, release=True,
@@ -383,27 +380,19 @@ class Worker:
                     error=f"attempt {job.attempt} of step {job.step!r} exceeded the step timeout of "
                           f"{job.timeout_seconds} s and was killed")
 
-    def _enforce_deadlines(self) -> None:
-        now = time.monotonic()
-        for slot in self.slots:
-            if not slot.busy or slot.undead:
-                continue
-            if slot.kill_stage == 0 and slot.deadline is not None and now >= slot.deadline:
-                slot.begin_kill("timeout", self.settings.kill_grace_seconds, now)
-            elif slot.kill_stage == 1 and now >= slot.kill_at:
-                slot.escalate(now)
-            elif slot.kill_stage == 2 and now >= slot.kill_at:
-                self._abandon(slot)
-
-    def _abandon(self, slot: Slot) -> None:
-        """SIGKILL did not remove the child (kernel D state): leave it, never wait on it."""
-        log.error("Child process %s survived SIGKILL; slot %d abandoned (process.undead)",
-                  slot.child.pid if slot.child else "?", slot.index, extra=job_extra(self._attempt(slot)))
-        slot.undead = True
-        if slot.killed_for in ("timeout", "deadline"):
-            self._queue_timeout(slot)
-        else:
-            slot.release()
+    def _collect_undead(self) -> None:
+        """Children that survived SIGKILL (kernel D state) are left alone for good:
+        their slot is gone until the worker restarts (``process.undead``)."""
+        for index, watch in self.enforcer.take_undead():
+            slot = self.slots[index]
+            log.error("Child process %d survived SIGKILL; slot %d abandoned (process.undead)",
+                      watch.child.pid, index, extra=job_extra(self._attempt(slot)) if slot.busy else None)
+            slot.undead = True
+            if slot.busy:
+                if watch.reason == "timeout":
+                    self._queue_timeout(slot)
+                else:
+                    slot.release()
 
     def _finish_shutdown(self) -> bool:
         """True when the loop may end: nothing busy, or the grace ran out."""
@@ -413,6 +402,5 @@ class Worker:
         now = time.monotonic()
         if self._shutdown_deadline is not None and now >= self._shutdown_deadline:
             for slot in busy:
-                if slot.kill_stage == 0:
-                    slot.begin_kill("shutdown", self.settings.kill_grace_seconds, now)
+                self.enforcer.kill(slot.index, "shutdown")
         return False
