@@ -1,0 +1,82 @@
+"""Steps that resist being stopped, for the kill-path tests (imported as ``kill_app``)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+
+import psycopg
+
+from ductline import Pipeline
+
+
+def block_in_c(x):
+    ctypes.CDLL(None).sleep(120)
+
+
+def block_in_syscall(fifo):
+    with open(fifo, "rb") as fh:  # nobody ever writes: open() blocks in the kernel
+        return fh.read()
+
+
+def spin(x):
+    while True:
+        pass
+
+
+def ignore_sigterm(x):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(120)
+
+
+def start_grandchildren(pidfile):
+    procs = [subprocess.Popen(["sleep", "300"]) for _ in range(2)]
+    with open(pidfile, "w") as fh:
+        fh.write(" ".join(str(p.pid) for p in procs))
+    time.sleep(120)
+
+
+def hold_transaction(url):
+    """Take the engine's write lock (SQLite) or lock a ductline row (PostgreSQL), then hang."""
+    if url.startswith("sqlite"):
+        conn = sqlite3.connect(url.split("sqlite:///", 1)[1], isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+    else:
+        conn = psycopg.connect(url)
+        conn.execute("SELECT * FROM ductline_runs FOR UPDATE")
+    time.sleep(120)
+
+
+def fine(x):
+    return "fine"
+
+
+def pipeline_for(step, name):
+    return Pipeline(name).start(step, timeout=1, max_retry=1).chain(to=fine, name=f"{name}_next")
+
+
+c_block = pipeline_for(block_in_c, "kill_c")
+syscall_block = pipeline_for(block_in_syscall, "kill_syscall")
+spinning = pipeline_for(spin, "kill_spin")
+sigterm_ignored = pipeline_for(ignore_sigterm, "kill_sigterm_ignored")
+grandchildren = pipeline_for(start_grandchildren, "kill_grandchildren")
+transaction_held = pipeline_for(hold_transaction, "kill_transaction")
+
+
+def slow_but_alive(x):
+    time.sleep(4)  # longer than the 2 s lease of the test, shorter than the timeout
+    return "done"
+
+
+outlives_lease = Pipeline("kill_outlives_lease").start(slow_but_alive, timeout=30)
+
+
+def fails(x):
+    raise RuntimeError("again")
+
+
+retry_spacing = Pipeline("kill_retry_spacing").start(fails, max_retry=3, retry_delay=1)

@@ -1,0 +1,140 @@
+"""Step timeouts that really kill (DESIGN.md "Step timeouts"), with real children
+and real signals, on both backends."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import kill_app
+import pytest
+from helpers import start_worker, stop_worker, wait_for
+
+from ductline.views import run_view
+
+KILL_APP = str(Path(__file__).parent.parent / "apps" / "kill_app.py")
+
+
+@pytest.fixture
+def kill_worker(db_url, store):
+    started = []
+
+    def start(**env):
+        proc = start_worker(db_url, app=KILL_APP, env=env)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        stop_worker(proc)
+
+
+def timed_out_then_halted(store, handle, timeout=30):
+    assert handle.wait(timeout) == "halted"
+    view = run_view(store, handle.id)
+    assert view["halt_reason"] == "job_retries_exhausted"
+    first = view["steps"][0]
+    [attempt] = first["attempts"]
+    assert attempt["result"] == "timed_out"
+    assert "step timeout of 1 s" in attempt["error"]
+    return view, attempt
+
+
+def duration_ms(store, handle):
+    [attempt] = [a for a in store.run_attempts(handle.id)]
+    return attempt["finished_ms"] - attempt["started_ms"], attempt
+
+
+@pytest.mark.parametrize("pipeline", ["c_block", "spinning"])
+def test_a_stuck_child_is_killed_at_its_deadline(store, kill_worker, pipeline):
+    kill_worker()
+    handle = getattr(kill_app, pipeline).trigger(1, database=store)
+    timed_out_then_halted(store, handle)
+    elapsed, attempt = duration_ms(store, handle)
+    assert elapsed >= 1000  # never early
+    assert elapsed < 1000 + 900  # SIGTERM works: no grace, no poll interval
+
+
+def test_a_child_blocked_in_a_syscall_is_killed(store, kill_worker, tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    kill_worker()
+    handle = kill_app.syscall_block.trigger(str(fifo), database=store)
+    timed_out_then_halted(store, handle)
+
+
+def test_a_child_ignoring_sigterm_gets_sigkill_after_the_grace(store, kill_worker):
+    kill_worker(DUCTLINE_KILL_GRACE_SECONDS="1")
+    handle = kill_app.sigterm_ignored.trigger(1, database=store)
+    timed_out_then_halted(store, handle)
+    elapsed, _ = duration_ms(store, handle)
+    assert elapsed >= 2000  # 1 s timeout + 1 s grace
+
+
+def test_no_grandchild_survives(store, kill_worker, tmp_path):
+    pidfile = tmp_path / "pids"
+    kill_worker()
+    handle = kill_app.grandchildren.trigger(str(pidfile), database=store)
+    timed_out_then_halted(store, handle)
+    pids = [int(p) for p in wait_for(lambda: pidfile.exists() and pidfile.read_text()).split()]
+
+    def gone(pid):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}/stat").exists() else "X"
+        return state == "Z"  # a zombie awaiting its (dead) parent's reaper is gone too
+
+    wait_for(lambda: all(gone(p) for p in pids), timeout=10)
+
+
+def test_a_killed_child_holding_a_transaction_leaves_no_lock(store, kill_worker, db_url):
+    kill_worker()
+    handle = kill_app.transaction_held.trigger(db_url, database=store)
+    timed_out_then_halted(store, handle)
+    # the engine writes again: a new run completes end to end
+    follow = kill_app.outlives_lease.trigger(1, database=store)
+    assert follow.wait(30) == "completed"
+
+
+def test_a_step_longer_than_the_lease_keeps_it(store, kill_worker):
+    kill_worker(DUCTLINE_LEASE_SECONDS="2", DUCTLINE_HEALTH_CHECK_INTERVAL="0.3")
+    kill_worker(DUCTLINE_LEASE_SECONDS="2", DUCTLINE_HEALTH_CHECK_INTERVAL="0.3")  # a rescuer
+    handle = kill_app.outlives_lease.trigger(1, database=store)
+    assert handle.wait(30) == "completed"
+    [step] = run_view(store, handle.id)["steps"]
+    assert [a["result"] for a in step["attempts"]] == ["succeeded"]
+
+
+def test_retries_are_spaced_by_retry_delay_on_the_database_clock(store, kill_worker):
+    kill_worker()
+    handle = kill_app.retry_spacing.trigger(1, database=store)
+    assert handle.wait(30) == "halted"
+    attempts = sorted(store.run_attempts(handle.id), key=lambda a: a["attempt"])
+    assert [a["result"] for a in attempts] == ["errored"] * 3
+    for before, after in zip(attempts, attempts[1:]):
+        assert after["started_ms"] - before["finished_ms"] >= 1000
+
+
+def test_the_worker_wall_clock_does_not_matter(store, db_url, tmp_path):
+    """A worker whose wall clock is 10 minutes off, and whose monotonic clock
+    starts an hour ahead, times out exactly like a correct one: deadlines come from
+    the database clock and are converted with a measured offset."""
+    shim = tmp_path / "sitecustomize.py"
+    shim.write_text(
+        "import time\n"
+        "_t, _m = time.time, time.monotonic\n"
+        "time.time = lambda: _t() - 600\n"
+        "time.monotonic = lambda: _m() + 3600\n"
+    )
+    proc = start_worker(db_url, app=KILL_APP, env={"PYTHONPATH": f"{tmp_path}{os.pathsep}"
+                                                   + os.environ.get("PYTHONPATH", "")})
+    try:
+        handle = kill_app.c_block.trigger(1, database=store)
+        timed_out_then_halted(store, handle)
+        elapsed, _ = duration_ms(store, handle)
+        assert 1000 <= elapsed < 1900
+    finally:
+        stop_worker(proc)
