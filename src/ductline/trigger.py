@@ -11,6 +11,7 @@ from ductline import codec
 from ductline.config import load_settings
 from ductline.durations import optional_seconds
 from ductline.handle import RunHandle
+from ductline.observability.events import EventName, emit
 from ductline.store.records import NewJob, NewRun
 from ductline.stores import store_for
 
@@ -58,4 +59,6 @@ def trigger_run(pipeline: "Pipeline", args: tuple[Any, ...], *, delay: Any, dela
             else start.options.retry_delay,
             timeout_seconds=start.options.timeout,
         )])
+    emit(EventName.PIPELINE_TRIGGERED, pipeline=definition.name, run_id=run_id)
+    emit(EventName.JOB_ENQUEUED, pipeline=definition.name, step=start.name, run_id=run_id, count=1)
     return RunHandle(run_id, store)

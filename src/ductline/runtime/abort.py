@@ -17,6 +17,7 @@ from ductline.dsl.cascade import dependents
 from ductline.dsl.graph import Definition
 from ductline.errors import InvalidStateError, RunNotFound
 from ductline.model.states import AttemptResult
+from ductline.observability.events import EventName, emit
 from ductline.runtime import scopes
 from ductline.store import Store
 from ductline.store.store import Tx
@@ -82,6 +83,8 @@ def cancel_run(store: Store, run_id: str, definition: Definition | None = None) 
     """Cancel a run in one transaction (see `cancel`)."""
     with store.transaction() as tx:
         cancel(tx, definition, run_id)
+        pipeline = tx.run_pipeline(run_id)
+    emit(EventName.PIPELINE_CANCELLED, pipeline=pipeline, run_id=run_id)
 
 
 def fail_fast(tx: Tx, run_id: str, step: str) -> None:
@@ -96,5 +99,8 @@ def expire_due(store: Store, definitions: dict[str, Definition]) -> int:
     ended = 0
     for row in store.due_deadlines():
         with store.transaction() as tx:
-            ended += expire(tx, definitions.get(row["pipeline"]), row["id"])
+            done = expire(tx, definitions.get(row["pipeline"]), row["id"])
+        if done:
+            ended += 1
+            emit(EventName.PIPELINE_FAILED, pipeline=row["pipeline"], run_id=row["id"])
     return ended

@@ -64,7 +64,13 @@ def new_job(definition: Definition, retry_delay: int, run_id: str, step: str, sc
     )
 
 
-def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int) -> None:
+@dataclass(frozen=True, slots=True)
+class Advanced:
+    enqueued: dict[str, int]   # jobs created, by step
+    run_completed: bool = False
+
+
+def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int) -> Advanced:
     """Create the jobs that follow ``done`` (or complete the run after its last step).
 
     A halted run keeps advancing what finishes, but the jobs it creates are held
@@ -72,14 +78,13 @@ def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int) -
     """
     node = definition.node(done.step)
     if definition.on_halt is not None and node is definition.on_halt:
-        return
+        return Advanced({})
     run_status = tx.run_status(done.run_id)
     status = JobStatus.PENDING.value if run_status in (RunStatus.PENDING, RunStatus.RUNNING) \
         else JobStatus.HELD.value
     transition = node.next
     if transition is None:
-        tx.complete_run(done.run_id, done.output)
-        return
+        return Advanced({}, run_completed=tx.complete_run(done.run_id, done.output))
 
     def make(step: str, scope: str, input_json: str) -> NewJob:
         return new_job(definition, retry_delay, done.run_id, step, scope, input_json, status)
@@ -118,3 +123,7 @@ def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int) -
             outputs = tx.gather_branches(done.run_id, done.scope, sources)
             jobs = [make(target, done.scope, "[[" + ",".join(outputs[s] for s in sources) + "]]")]
     tx.insert_jobs(jobs)
+    enqueued: dict[str, int] = {}
+    for job in jobs:
+        enqueued[job.step] = enqueued.get(job.step, 0) + 1
+    return Advanced(enqueued)

@@ -12,6 +12,7 @@ import logging
 
 from ductline.dsl.graph import Definition
 from ductline.model.states import AttemptResult
+from ductline.observability.events import EventName, emit
 from ductline.runtime import record
 from ductline.runtime.outcomes import job_extra
 from ductline.store import Store
@@ -29,6 +30,11 @@ def rescue_expired(store: Store, definitions: dict[str, Definition], limit: int 
                                   "WorkerLost", "the lease expired: its worker stopped heartbeating", None)
         if done.outcome != "lost":
             rescued += 1
+            emit(EventName.JOB_COMPLETED, pipeline=lease.pipeline, step=lease.step, run_id=lease.run_id,
+                 job_id=lease.job_id, attempt=lease.attempt, result="crashed", runtime_seconds=None,
+                 error_type="WorkerLost", outcome=done.outcome)
+            if done.halted:
+                emit(EventName.PIPELINE_HALTED, pipeline=lease.pipeline, run_id=lease.run_id, reason=done.reason)
             log.warning("Job crashed: lease expired, %s", done.outcome, extra=job_extra(attempt))
             if done.halted:
                 log.error("Pipeline halted: %s", done.reason, extra=job_extra(attempt))

@@ -7,10 +7,12 @@ transaction, so a busy worker pays one commit for many completions.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 from ductline.dsl.graph import Definition
 from ductline.model.states import AttemptResult
+from ductline.observability.events import RESULT_LABELS, EventName, emit
 from ductline.runtime import record
 from ductline.store import Store
 
@@ -55,7 +57,27 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
             results.append(done)
     for o, done in zip(outcomes, results):
         _log(o, done)
+        _emit(o, done)
     return results
+
+
+def _emit(o: Outcome, done: record.Recorded) -> None:
+    if done.outcome in ("lost", "released"):
+        return
+    a = o.attempt
+    fields = {"pipeline": o.pipeline, "step": a.step, "run_id": a.run_id, "job_id": a.job_id,
+              "attempt": a.attempt}
+    runtime = None if a.started_ms is None else max(0.0, (time.time() * 1000 - a.started_ms) / 1000)
+    emit(EventName.JOB_COMPLETED, **fields, result=RESULT_LABELS[o.result.value], runtime_seconds=runtime,
+         error_type=o.error_type, outcome=done.outcome)
+    for step, count in (done.enqueued or {}).items():
+        emit(EventName.JOB_ENQUEUED, pipeline=o.pipeline, step=step, run_id=a.run_id, count=count)
+    if done.run_completed:
+        emit(EventName.PIPELINE_COMPLETED, pipeline=o.pipeline, run_id=a.run_id)
+    if done.halted:
+        emit(EventName.PIPELINE_HALTED, pipeline=o.pipeline, run_id=a.run_id, reason=done.reason)
+    if done.run_failed:
+        emit(EventName.PIPELINE_FAILED, pipeline=o.pipeline, run_id=a.run_id)
 
 
 def _log(o: Outcome, done: record.Recorded) -> None:

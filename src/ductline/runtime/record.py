@@ -32,6 +32,7 @@ class Attempt:
     scope: str
     attempt: int
     lease_token: str
+    started_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,9 @@ class Recorded:
     outcome: str
     halted: bool = False
     reason: str | None = None
+    run_completed: bool = False
+    run_failed: bool = False
+    enqueued: dict[str, int] | None = None
 
 
 LOST = Recorded("lost")
@@ -92,9 +96,10 @@ def success(tx: Tx, definition: Definition, a: Attempt, output: str, retry_delay
     if not tx.complete_job(a.job_id, a.lease_token, output):
         return LOST
     tx.close_attempt(a.job_id, a.attempt, a.lease_token, AttemptResult.SUCCEEDED)
-    if a.step != ON_HALT_STEP:
-        advance(tx, definition, Completed(a.run_id, a.step, a.scope, output), retry_delay)
-    return Recorded("completed")
+    if a.step == ON_HALT_STEP:
+        return Recorded("completed")
+    moved = advance(tx, definition, Completed(a.run_id, a.step, a.scope, output), retry_delay)
+    return Recorded("completed", run_completed=moved.run_completed, enqueued=moved.enqueued)
 
 
 def failure(tx: Tx, definition: Definition | None, a: Attempt, result: AttemptResult,
@@ -138,8 +143,8 @@ def run_deadline(tx: Tx, definition: Definition | None, a: Attempt) -> Recorded:
 
     if tx.lease_state(a.job_id) != (a.lease_token, "running"):
         return LOST
-    expire(tx, definition, a.run_id)
-    return Recorded("failed", reason="timeout_exceeded")
+    ended = expire(tx, definition, a.run_id)
+    return Recorded("failed", reason="timeout_exceeded", run_failed=ended)
 
 
 def release(tx: Tx, a: Attempt, why: str) -> bool:

@@ -27,6 +27,7 @@ from ductline.model.states import AttemptResult
 from ductline.runtime import abort, faults, maintenance
 from ductline.runtime.outcomes import Outcome, job_extra, record_batch
 from ductline.runtime.record import Attempt
+from ductline.observability.events import EventName, emit
 from ductline.runtime.enforcer import Enforcer
 from ductline.runtime.requests import answer
 from ductline.runtime.slots import Child, Slot
@@ -187,6 +188,9 @@ class Worker:
                 faults.checkpoint("after_claim")
             for slot, job in zip(free, jobs):
                 self._start(slot, job)
+                emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,
+                     job_id=job.job_id, attempt=job.attempt, deadline_ms=job.deadline_ms,
+                     pickup_latency_seconds=max(0, job.started_ms - job.not_before_ms) / 1000)
             if jobs:
                 faults.checkpoint("after_dispatch")
             if len(jobs) == len(free):
@@ -244,6 +248,7 @@ class Worker:
             for slot in busy:
                 if slot.job is not None and slot.job.lease_token not in renewed:
                     log.warning("Lease lost; killing the attempt", extra=job_extra(self._attempt(slot)))
+                    emit(EventName.LEASE_LOST, pipeline=slot.job.pipeline, **job_extra(self._attempt(slot)))
                     self.enforcer.kill(slot.index, "lease", grace=0.0)
         except StoreError as exc:
             # The enforcer kills the children before their leases can expire.
@@ -337,7 +342,8 @@ class Worker:
     def _attempt(self, slot: Slot) -> Attempt:
         job = slot.job
         assert job is not None
-        return Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token)
+        return Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token,
+                       job.started_ms)
 
     def _child_gone(self, slot: Slot) -> None:
         child = slot.child
@@ -349,6 +355,11 @@ class Worker:
         if slot.job is not None:
             reason = None if watch is None else watch.reason
             if reason == "timeout":
+                assert watch is not None and slot.job is not None
+                if watch.deadline is not None:
+                    emit(EventName.TIMEOUT_OVERRUN, pipeline=slot.job.pipeline,
+                         overrun_seconds=max(0.0, time.monotonic() - watch.deadline),
+                         **job_extra(self._attempt(slot)))
                 self._queue_timeout(slot)
             elif reason == "shutdown":
                 self._queue(slot, AttemptResult.CANCELLED, release=True,
@@ -388,6 +399,8 @@ class Worker:
             log.error("Child process %d survived SIGKILL; slot %d abandoned (process.undead)",
                       watch.child.pid, index, extra=job_extra(self._attempt(slot)) if slot.busy else None)
             slot.undead = True
+            emit(EventName.PROCESS_UNDEAD, pipeline=slot.job.pipeline if slot.job else None, pid=watch.child.pid,
+                 **(job_extra(self._attempt(slot)) if slot.busy else {}))
             if slot.busy:
                 if watch.reason == "timeout":
                     self._queue_timeout(slot)

@@ -145,6 +145,10 @@ class Tx:
     def cancel_run(self, run_id: str, metadata: dict[str, Any]) -> bool:
         return self.s.execute("cancel_run", {"run_id": run_id, "metadata": json.dumps(metadata)}) == 1
 
+    def run_pipeline(self, run_id: str) -> str | None:
+        rows = self.s.fetch("get_run", {"run_id": run_id})
+        return rows[0]["pipeline"] if rows else None
+
     def run_metadata(self, run_id: str) -> dict[str, Any] | None:
         rows = self.s.fetch("run_metadata", {"run_id": run_id})
         if not rows:
