@@ -18,7 +18,8 @@ import pytest
 from ductline.store import Store, open_store
 
 PG_ADMIN_URL = os.environ.get("DUCTLINE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-PG_TEST_DB = "ductline_test"
+# One database per pytest process, so test runs side by side never share state.
+PG_TEST_DB = f"ductline_test_{os.getpid()}"
 TABLES = ("ductline_attempts", "ductline_jobs", "ductline_fanins", "ductline_context", "ductline_runs",
           "ductline_workers")
 HERE = Path(__file__).parent
@@ -41,13 +42,15 @@ def recreate_pg_database(name: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def pg_base_url() -> str:
+def pg_base_url() -> Iterator[str]:
     """A PostgreSQL database migrated once per session; tests truncate it."""
     url = recreate_pg_database(PG_TEST_DB)
     store = open_store(url)
     store.migrate()
     store.close()
-    return url
+    yield url
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{PG_TEST_DB}" WITH (FORCE)')
 
 
 def _truncate(url: str) -> None:

@@ -3,7 +3,7 @@
 Environment variables: ``DUCTLINE_DATABASE_URL``, ``DUCTLINE_LEASE_SECONDS``,
 ``DUCTLINE_RETRY_DELAY``, ``DUCTLINE_HEALTH_CHECK_INTERVAL``,
 ``DUCTLINE_KILL_GRACE_SECONDS``, ``DUCTLINE_POLL_INTERVAL``,
-``DUCTLINE_SHUTDOWN_GRACE_SECONDS``. The TOML file is ``ductline.toml`` in the
+``DUCTLINE_SHUTDOWN_GRACE_SECONDS``, ``DUCTLINE_MAX_UNDEAD``. The TOML file is ``ductline.toml`` in the
 working directory (or the path in ``DUCTLINE_CONFIG``), with the same names in
 lower case without the prefix, e.g. ``database_url = "postgresql://..."``.
 """
@@ -33,6 +33,8 @@ class Settings:
         kill_grace_seconds: between SIGTERM and SIGKILL when an attempt is killed.
         poll_interval: the longest a worker sleeps without looking for work.
         shutdown_grace_seconds: how long SIGTERM lets running attempts finish.
+        max_undead: undead slots (threads or children that would not die) a worker
+            tolerates; with more it stops claiming and reports itself unhealthy.
     """
 
     database_url: str = "sqlite:///ductline.db"
@@ -42,6 +44,7 @@ class Settings:
     kill_grace_seconds: float = 1.0
     poll_interval: float = 1.0
     shutdown_grace_seconds: float = 30.0
+    max_undead: int = 2
 
     @property
     def lease_ms(self) -> int:
@@ -80,7 +83,8 @@ def load_settings(**overrides: Any) -> Settings:
     Raises:
         ConfigurationError: an unreadable file or an invalid value.
     """
-    types = {f.name: (str if f.name == "database_url" else int if f.name == "retry_delay" else float)
+    types = {f.name: (str if f.name == "database_url" else int if f.name in ("retry_delay", "max_undead")
+                      else float)
              for f in fields(Settings)}
     values: dict[str, Any] = {}
     path = os.environ.get("DUCTLINE_CONFIG", "ductline.toml")

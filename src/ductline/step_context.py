@@ -7,6 +7,7 @@ performs them and answers once they are committed.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -14,7 +15,9 @@ from typing import Any, Callable
 from ductline import codec
 from ductline.errors import ExecutionError
 
-_current: "StepContext | None" = None
+# A context variable, not a global: steps with isolation="thread" run side by side
+# in threads of one worker process, each with its own context.
+_current: ContextVar["StepContext | None"] = ContextVar("ductline_step_context", default=None)
 
 
 @dataclass(slots=True)
@@ -72,9 +75,10 @@ def context() -> StepContext:
     Raises:
         ExecutionError: when called outside a running step.
     """
-    if _current is None:
+    ctx = _current.get()
+    if ctx is None:
         raise ExecutionError("ductline.context() is only available inside a running step")
-    return _current
+    return ctx
 
 
 def cross_boundary(reason: str) -> None:
@@ -96,8 +100,7 @@ def cross_boundary(reason: str) -> None:
 
 
 def activate(ctx: StepContext | None) -> None:
-    global _current
-    _current = ctx
+    _current.set(ctx)
 
 
 def utc_from_ms(ms: int | None) -> datetime | None:

@@ -12,6 +12,7 @@ from ductline.config import load_settings
 from ductline.durations import optional_seconds
 from ductline.handle import RunHandle
 from ductline.observability.events import EventName, emit
+from ductline.runtime.advance import timeout_floor
 from ductline.store.records import NewJob, NewRun
 from ductline.stores import store_for
 
@@ -57,7 +58,7 @@ def trigger_run(pipeline: "Pipeline", args: tuple[Any, ...], *, delay: Any, dela
             max_crash=start.options.max_crash,
             retry_delay_seconds=settings.retry_delay if start.options.retry_delay is None
             else start.options.retry_delay,
-            timeout_seconds=start.options.timeout,
+            timeout_seconds=timeout_floor(start.options.timeout),
         )])
     emit(EventName.PIPELINE_TRIGGERED, pipeline=definition.name, run_id=run_id)
     emit(EventName.JOB_ENQUEUED, pipeline=definition.name, step=start.name, run_id=run_id, count=1)

@@ -80,3 +80,41 @@ def fails(x):
 
 
 retry_spacing = Pipeline("kill_retry_spacing").start(fails, max_retry=3, retry_delay=1)
+
+
+# -- thread isolation ------------------------------------------------------------------------
+def io_step(x):
+    return {"in_worker_process": True, "x": x}
+
+
+def python_loop_in_thread(x):
+    while True:  # interruptible between bytecodes: unwinds at once
+        time.sleep(0.01)
+
+
+def c_block_in_thread(x):
+    ctypes.CDLL(None).sleep(30)  # holds no bytecode boundary: the thread cannot unwind
+
+
+threaded = Pipeline("kill_threaded").start(io_step, isolation="thread")
+thread_unwinds = Pipeline("kill_thread_unwinds").start(python_loop_in_thread, isolation="thread",
+                                                       timeout=1, max_retry=1)
+thread_undead = (Pipeline("kill_thread_undead").start(c_block_in_thread, isolation="thread", timeout=1,
+                                                      max_retry=2, retry_delay=0))
+
+
+# -- scaled timeouts ----------------------------------------------------------------------------
+def payload_size(n):
+    return n
+
+
+def sleeps_three_seconds(n):
+    time.sleep(3)
+    return n
+
+
+from ductline.dsl.timeouts import ScaledTimeout  # noqa: E402
+
+scaled = Pipeline("kill_scaled").start(
+    sleeps_three_seconds, max_retry=1,
+    timeout=ScaledTimeout(floor=1, cap=10, size=payload_size, seconds_per_unit=1, unit=1))

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ductline.dsl.timeouts import ScaledTimeout
 
 from ductline.durations import optional_seconds, to_seconds
 
@@ -18,7 +21,8 @@ class StepOptions:
     """Options of one step, in integer seconds.
 
     Attributes:
-        timeout: seconds an attempt may run before it is killed; ``None`` for no limit.
+        timeout: seconds an attempt may run before it is killed, a `ScaledTimeout`,
+            or ``None`` for no limit.
         delay: seconds the step waits after its predecessor committed (0 = none).
         max_retry: shared budget for errored and timed-out attempts.
         retry_delay: seconds between a failed attempt and the next; ``None`` takes
@@ -27,7 +31,7 @@ class StepOptions:
         isolation: ``"process"`` (a killable child, the default) or ``"thread"``.
     """
 
-    timeout: int | None = None
+    timeout: "int | ScaledTimeout | None" = None
     delay: int = 0
     max_retry: int = DEFAULT_MAX_RETRY
     retry_delay: int | None = None
@@ -56,8 +60,11 @@ def build_options(
     iso = "process" if isolation is None else isolation
     if iso not in ISOLATIONS:
         raise ValueError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
+    from ductline.dsl.timeouts import ScaledTimeout
+
     return StepOptions(
-        timeout=optional_seconds(timeout, field="timeout", allow_zero=False),
+        timeout=timeout if isinstance(timeout, ScaledTimeout)
+        else optional_seconds(timeout, field="timeout", allow_zero=False),
         delay=0 if delay is None else to_seconds(delay, field="delay"),
         max_retry=DEFAULT_MAX_RETRY if max_retry is None else _count(max_retry, "max_retry"),
         retry_delay=optional_seconds(retry_delay, field="retry_delay"),

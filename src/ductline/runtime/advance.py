@@ -60,8 +60,16 @@ def new_job(definition: Definition, retry_delay: int, run_id: str, step: str, sc
         status=status, input=input_json, delay_ms=opts.delay * 1000, max_retry=opts.max_retry,
         max_crash=opts.max_crash,
         retry_delay_seconds=retry_delay if opts.retry_delay is None else opts.retry_delay,
-        timeout_seconds=opts.timeout,
+        timeout_seconds=timeout_floor(opts.timeout),
     )
+
+
+def timeout_floor(timeout: object) -> int | None:
+    """The timeout stored on a job: seconds, or a scaled timeout's floor (the child
+    reports the scaled value when the attempt starts)."""
+    from ductline.dsl.timeouts import ScaledTimeout
+
+    return timeout.floor if isinstance(timeout, ScaledTimeout) else timeout  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, slots=True)

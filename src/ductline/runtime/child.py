@@ -53,6 +53,7 @@ def describe(exc: BaseException) -> tuple[str, str, str]:
 def _run_step(conn: Connection, task: Task) -> None:
     from ductline.dsl.pipeline import registered
     from ductline.dsl.steps import invoke
+    from ductline.dsl.timeouts import ScaledTimeout
 
     def request(kind: str, args: tuple[Any, ...]) -> Any:
         conn.send(("request", kind, args))
@@ -69,6 +70,9 @@ def _run_step(conn: Connection, task: Task) -> None:
         definition = registered(task.pipeline).definition()
         node = definition.node(task.step)
         args = codec.loads(task.input)
+        if isinstance(node.options.timeout, ScaledTimeout):
+            # Sized here, under the floor deadline: a size function that hangs is killed too.
+            request("timeout", (node.options.timeout.seconds_for(tuple(args)),))
         result = invoke(node.func, tuple(args))
         if inspect.isawaitable(result):
             result = asyncio.run(_awaited(result))

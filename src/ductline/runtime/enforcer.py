@@ -15,16 +15,16 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
-from ductline.runtime.slots import UNDEAD_AFTER_SECONDS, Child
+from ductline.runtime.slots import UNDEAD_AFTER_SECONDS
 
 log = logging.getLogger("ductline.worker")
 
 
 @dataclass(slots=True)
 class Watch:
-    child: Child
+    child: Any                   # a Child, or a ThreadAttempt
     deadline: float | None       # monotonic seconds
     stage: int = 0               # 0 running, 1 SIGTERM sent, 2 SIGKILL sent, 3 undead
     next_at: float = 0.0         # when the next stage is due
@@ -66,7 +66,7 @@ class Enforcer:
         with self._cond:
             self.last_renewal = at
 
-    def watch(self, slot: int, child: Child, deadline: float | None) -> None:
+    def watch(self, slot: int, child: Any, deadline: float | None) -> None:
         with self._cond:
             self._watches[slot] = Watch(child, deadline)
             self._cond.notify()
@@ -95,6 +95,14 @@ class Enforcer:
                 del self._watches[i]
             return found
 
+    def move_deadline(self, slot: int, deadline: float | None) -> None:
+        """A scaled timeout was reported: the attempt's deadline changes."""
+        with self._cond:
+            watch = self._watches.get(slot)
+            if watch is not None and watch.stage == 0:
+                watch.deadline = deadline
+            self._cond.notify()
+
     def state(self, slot: int) -> Watch | None:
         with self._cond:
             return self._watches.get(slot)
@@ -109,6 +117,8 @@ class Enforcer:
 
     # -- the thread ---------------------------------------------------------------------
     def _term(self, watch: Watch, reason: str, now: float, grace: float) -> None:
+        if getattr(watch.child, "is_thread", False):
+            grace = 0.0  # nothing stronger exists for a thread: undead one second later
         watch.reason, watch.stage, watch.term_at, watch.next_at = reason, 1, now, now + grace
         watch.child.signal_group(signal.SIGTERM)
 

@@ -16,6 +16,7 @@ from ductline.dsl.graph import Definition
 from ductline.model import retry
 from ductline.model.states import AttemptResult, HaltReason
 from ductline.runtime.advance import Completed, FanoutRefused, advance, check_fanout
+from ductline.runtime.advance import timeout_floor
 from ductline.store.records import NewJob
 from ductline.store.store import Tx
 
@@ -67,7 +68,7 @@ def halt(tx: Tx, definition: Definition | None, run_id: str, reason: HaltReason,
             id=uuid.uuid4().hex, run_id=run_id, pipeline=definition.name, step=ON_HALT_STEP, scope="",
             parent_scope=None, elem_index=None, status="pending", input=_json_args([details]),
             delay_ms=0, max_retry=handler.options.max_retry, max_crash=handler.options.max_crash,
-            retry_delay_seconds=0, timeout_seconds=handler.options.timeout,
+            retry_delay_seconds=0, timeout_seconds=timeout_floor(handler.options.timeout),
         )])
     return halted
 

@@ -83,6 +83,15 @@ class Child:
         except (OSError, ValueError):
             pass
 
+    def join(self, timeout: float) -> None:
+        """Wait for a stopped child to exit; kill its group if it does not."""
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.signal_group(signal.SIGKILL)
+            self.process.wait()
+        self.close()
+
 
 @dataclass(slots=True)
 class Slot:
@@ -91,17 +100,23 @@ class Slot:
     index: int
     child: Child | None = None
     job: ClaimedJob | None = None
+    runner: Any = None                 # what runs the job: the child, or a ThreadAttempt
     undead: bool = False
+    timeout_seconds: int | None = None  # a scaled timeout reported by the attempt
 
     @property
     def busy(self) -> bool:
         return self.job is not None
 
-    def assign(self, job: ClaimedJob) -> None:
-        assert self.child is not None
-        self.job = job
-        self.child.send(("run", Task(job.job_id, job.run_id, job.pipeline, job.step, job.attempt,
-                                     job.input, job.deadline_ms, job.lease_token)))
+    def task(self, job: ClaimedJob) -> Task:
+        return Task(job.job_id, job.run_id, job.pipeline, job.step, job.attempt, job.input,
+                    job.deadline_ms, job.lease_token)
+
+    def assign(self, job: ClaimedJob, runner: Any) -> None:
+        self.job, self.runner, self.timeout_seconds = job, runner, job.timeout_seconds
+        if runner is self.child:
+            runner.send(("run", self.task(job)))
 
     def release(self) -> None:
         self.job = None
+        self.runner = None

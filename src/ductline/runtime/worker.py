@@ -31,6 +31,7 @@ from ductline.observability.events import EventName, emit
 from ductline.runtime.enforcer import Enforcer
 from ductline.runtime.requests import answer
 from ductline.runtime.slots import Child, Slot
+from ductline.runtime.threads import ThreadAttempt
 from ductline.runtime.wakeup import Wakeup
 from ductline.store import Store
 from ductline.store.records import ClaimedJob
@@ -75,6 +76,7 @@ class Worker:
         self._shutdown_deadline: float | None = None
         self._store_backoff = 0.0
         self._spare: Child | None = None
+        self._retired: list[ThreadAttempt] = []
         poll = settings.poll_interval
         # SQLite cannot notify other processes; poll it more often (the query is indexed).
         self._poll = min(poll, 0.25) if store.dialect.name == "sqlite" else poll
@@ -139,14 +141,24 @@ class Worker:
         finally:
             self.enforcer.stop()
             self.wakeup.close(listener)
-            for child in [s.child for s in self.slots if not s.undead] + [self._spare]:
-                if child is not None:
-                    child.stop()
+            children = [c for c in [s.child for s in self.slots] + [self._spare] if c]
+            for child in children:
+                child.stop()
+            for child in children:
+                child.join(timeout=5)
             try:
                 self.store.worker_stopped(self.id)
             except StoreError:
                 pass
             log.info("Worker %s stopped", self.id[:8])
+
+    def undead_count(self) -> int:
+        return sum(s.undead for s in self.slots)
+
+    def status(self) -> str:
+        if self.stopping:
+            return "stopping"
+        return "unhealthy" if self.undead_count() > self.settings.max_undead else "running"
 
     # -- phases ------------------------------------------------------------------------
     def _store_ok(self) -> bool:
@@ -171,6 +183,8 @@ class Worker:
         self._next_claim = 0.0  # completions may have made new jobs ready
 
     def _claim(self) -> None:
+        if self.undead_count() > self.settings.max_undead:
+            return  # unhealthy: stop claiming (the heartbeat reports it)
         free = [s for s in self.slots if not s.busy and s.child is not None and not s.undead]
         now = time.monotonic()
         due = now >= self._next_claim or (self._timer is not None and now >= self._timer) \
@@ -221,12 +235,16 @@ class Worker:
 
     def _start(self, slot: Slot, job: ClaimedJob) -> None:
         deadline = None if job.deadline_ms is None else self.to_monotonic(job.deadline_ms)
-        assert slot.child is not None
-        self.enforcer.watch(slot.index, slot.child, deadline)
+        definition = self.definitions.get(job.pipeline)
+        node = definition.nodes.get(job.step) if definition is not None else None
+        runner: Any = slot.child
+        if node is not None and node.options.isolation == "thread":
+            runner = ThreadAttempt(slot.task(job))
+        self.enforcer.watch(slot.index, runner, deadline)
         try:
-            slot.assign(job)
+            slot.assign(job, runner)
         except (OSError, ValueError):  # the child died before it got the task; its
-            slot.job = job             # sentinel reports the death as a crash
+            pass                       # sentinel reports the death as a crash
 
 
     def _heartbeat(self) -> None:
@@ -241,7 +259,7 @@ class Worker:
             sent = time.monotonic()
             db_now, renewed = self.store.renew_leases(
                 self.id, tokens, self.settings.lease_ms, busy=len(busy),
-                undead=sum(s.undead for s in self.slots), status="stopping" if self.stopping else "running")
+                undead=self.undead_count(), status=self.status())
             self._measure_offset(db_now, sent, time.monotonic())
             self.enforcer.renewed(sent)
             self._next_heartbeat = now + self.settings.lease_seconds / 3
@@ -260,6 +278,7 @@ class Worker:
         if now < self._next_maintenance or not self._store_ok():
             return
         self._next_maintenance = now + self.settings.health_check_interval
+        self._retired = [t for t in self._retired if t.reap() is None]
         for slot in self.slots:  # idle children that died are replaced
             if slot.child is not None and not slot.busy and not slot.undead and slot.child.reap() is not None:
                 slot.child = self._fresh_child()
@@ -282,11 +301,14 @@ class Worker:
             horizon.append(self._shutdown_deadline)
         waitables: list[Any] = [self.wakeup.fileno()]
         for slot in self.slots:
-            if slot.undead or slot.child is None:
+            if slot.undead:
                 continue
-            waitables.append(slot.child.sentinel)
-            if slot.busy:
-                waitables.append(slot.child.conn)
+            if slot.child is not None:
+                waitables.append(slot.child.sentinel)
+            if slot.busy and slot.runner is not None:
+                waitables.append(slot.runner.conn)
+                if slot.runner is not slot.child:
+                    waitables.append(slot.runner.sentinel)
         if any(not s.busy for s in self.slots) and not self.stopping and self._next_claim == 0.0:
             horizon.append(now)
         timeout = max(0.0, min(horizon) - now)
@@ -298,26 +320,30 @@ class Worker:
             self.wakeup.drain()
             return
         for slot in self.slots:
-            child = slot.child
-            if child is None:
-                continue
-            if ready == child.sentinel:
-                self._child_gone(slot)
-                return
-            if ready is child.conn:
-                try:
-                    message = child.conn.recv()
-                except (EOFError, OSError):
-                    return  # the sentinel reports the death
-                self._message(slot, message)
-                return
+            for runner in (slot.runner, slot.child):
+                if runner is None:
+                    continue
+                if ready == runner.sentinel:
+                    self._runner_gone(slot, runner)
+                    return
+                if ready is runner.conn:
+                    try:
+                        message = runner.conn.recv()
+                    except (EOFError, OSError):
+                        return  # the sentinel reports the end
+                    self._message(slot, message)
+                    return
 
     def _message(self, slot: Slot, message: tuple[Any, ...]) -> None:
         kind = message[0]
         job = slot.job
         if kind == "request":
-            if job is not None:
-                answer(self.store, slot.child, job, message[1], message[2])  # type: ignore[arg-type]
+            if job is None:
+                return
+            if message[1] == "timeout":
+                self._scaled_timeout(slot, job, int(message[2][0]))
+            else:
+                answer(self.store, slot.runner, job, message[1], message[2])
             return
         if kind == "fatal":
             log.error("Child could not import the apps: %s: %s", message[2], message[3])
@@ -337,6 +363,8 @@ class Worker:
         job = slot.job
         assert job is not None
         self.pending.append(Outcome(self._attempt(slot), job.pipeline, result, **fields))
+        if slot.runner is not None and slot.runner is not slot.child:
+            self._retired.append(slot.runner)  # a finished thread: close its pipes once it ends
         slot.release()
 
     def _attempt(self, slot: Slot) -> Attempt:
@@ -345,11 +373,14 @@ class Worker:
         return Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token,
                        job.started_ms)
 
-    def _child_gone(self, slot: Slot) -> None:
-        child = slot.child
-        assert child is not None
-        code = child.reap()
+    def _runner_gone(self, slot: Slot, runner: Any) -> None:
+        """A child process exited, or a thread-isolated step's thread ended."""
+        code = runner.reap()
         if code is None:
+            return
+        if runner is not slot.runner:  # an idle child died: replace it
+            if runner is slot.child:
+                slot.child = None if self.stopping else self._fresh_child()
             return
         watch = self.enforcer.settle(slot.index)
         if slot.job is not None:
@@ -369,7 +400,9 @@ class Worker:
             else:
                 self._queue(slot, AttemptResult.CRASHED, error_type="ChildDied",
                             error=f"the child process running the step exited with code {code}")
-        slot.child = None if self.stopping else self._fresh_child()
+        slot.release()
+        if runner is slot.child:
+            slot.child = None if self.stopping else self._fresh_child()
 
     def _fresh_child(self) -> Child:
         """A warm spare if there is one (it imported the apps already), replaced at
@@ -389,17 +422,35 @@ class Worker:
             return
         self._queue(slot, AttemptResult.TIMED_OUT, error_type="TimeoutError",
                     error=f"attempt {job.attempt} of step {job.step!r} exceeded the step timeout of "
-                          f"{job.timeout_seconds} s and was killed")
+                          f"{slot.timeout_seconds} s and was killed")
+
+    def _scaled_timeout(self, slot: Slot, job: ClaimedJob, seconds: int) -> None:
+        """The attempt sized its input: its deadline becomes start + the scaled
+        timeout (never past the run deadline), on the database clock."""
+        deadline_ms = job.started_ms + seconds * 1000
+        if job.run_deadline_ms is not None:
+            deadline_ms = min(deadline_ms, job.run_deadline_ms)
+        slot.timeout_seconds = seconds
+        self.enforcer.move_deadline(slot.index, self.to_monotonic(deadline_ms))
+        try:
+            self.store.set_attempt_deadline(job.job_id, job.attempt, job.lease_token, deadline_ms)
+        except StoreError as exc:
+            self._store_failed("recording a deadline", exc)
+        slot.runner.send(("reply", True))
 
     def _collect_undead(self) -> None:
         """Children that survived SIGKILL (kernel D state) are left alone for good:
         their slot is gone until the worker restarts (``process.undead``)."""
         for index, watch in self.enforcer.take_undead():
             slot = self.slots[index]
-            log.error("Child process %d survived SIGKILL; slot %d abandoned (process.undead)",
-                      watch.child.pid, index, extra=job_extra(self._attempt(slot)) if slot.busy else None)
+            what = "Thread" if getattr(watch.child, "is_thread", False) else "Child process"
+            log.error("%s %d did not stop after the kill; slot %d abandoned (undead)",
+                      what, watch.child.pid, index, extra=job_extra(self._attempt(slot)) if slot.busy else None)
             slot.undead = True
-            emit(EventName.PROCESS_UNDEAD, pipeline=slot.job.pipeline if slot.job else None, pid=watch.child.pid,
+            if watch.child is slot.child:
+                slot.child = None  # abandoned: never signalled or waited on again
+            kind = EventName.THREAD_UNDEAD if getattr(watch.child, "is_thread", False) else EventName.PROCESS_UNDEAD
+            emit(kind, pipeline=slot.job.pipeline if slot.job else None, pid=watch.child.pid,
                  **(job_extra(self._attempt(slot)) if slot.busy else {}))
             if slot.busy:
                 if watch.reason == "timeout":

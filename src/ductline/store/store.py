@@ -297,6 +297,12 @@ class Store:
         value = rows[0]["deadline_ms"] if rows else None
         return None if value is None else int(value)
 
+    def set_attempt_deadline(self, job_id: str, attempt: int, lease_token: str, deadline_ms: int) -> bool:
+        """Record a scaled deadline reported when the attempt started."""
+        with self.dialect.transaction() as s:
+            return s.execute("set_attempt_deadline", {"job_id": job_id, "attempt": attempt,
+                                                      "lease_token": lease_token, "deadline_ms": deadline_ms}) == 1
+
     def next_not_before(self, pipelines: list[str]) -> int | None:
         """The earliest not-before time of any pending job (the wake-up timer)."""
         with self.dialect.reader() as s:

@@ -274,3 +274,7 @@ WHERE status IN ('pending', 'running') AND deadline_ms IS NOT NULL
 
 -- name: run_metadata
 SELECT metadata, timeout_seconds, status FROM ductline_runs WHERE id = :run_id;
+
+-- name: set_attempt_deadline
+UPDATE ductline_attempts SET deadline_ms = :deadline_ms
+WHERE job_id = :job_id AND attempt = :attempt AND lease_token = :lease_token AND result IS NULL;

@@ -1,0 +1,77 @@
+"""``isolation="thread"``: a step run in a thread of the worker process.
+
+Cheaper than a child for I/O steps, but it cannot be killed: at the deadline the
+worker raises `ThreadTimeout` in the thread, which Python delivers only between
+bytecodes. A thread that has not unwound one second later is *undead* (DESIGN.md,
+after Ductwork Pro's "When the thread won't die"): it is left alone, its attempt is
+recorded ``timed_out`` and retried (fencing keeps the zombie from ever recording a
+result), ``thread.undead`` is counted, and its slot is gone until the process
+restarts.
+
+A `ThreadAttempt` looks like a `Child` to the worker loop: the same message
+protocol over a pipe, a sentinel that becomes readable when the thread ends, and
+``signal_group`` (SIGTERM raises the exception; SIGKILL can do nothing more).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+import threading
+from typing import Any
+
+from ductline.runtime.child import Task, _run_step
+
+
+class ThreadTimeout(BaseException):
+    """Raised inside a thread-isolated step at its deadline. A `BaseException`, so
+    a step's ``except Exception`` does not swallow it."""
+
+
+class ThreadAttempt:
+    is_thread = True
+
+    def __init__(self, task: Task) -> None:
+        self.conn, thread_end = multiprocessing.Pipe(duplex=True)
+        self.sentinel, self._done = os.pipe()
+        self._thread = threading.Thread(target=self._run, args=(thread_end, task), daemon=True,
+                                        name=f"ductline-step-{task.step}")
+        self._thread.start()
+        self.pid = self._thread.ident or 0
+
+    def _run(self, conn: Any, task: Task) -> None:
+        try:
+            _run_step(conn, task)
+        except BaseException:  # noqa: BLE001 - the async timeout may land after the step returned
+            pass
+        finally:
+            os.write(self._done, b"x")
+
+    def send(self, message: Any) -> None:
+        self.conn.send(message)
+
+    def signal_group(self, sig: int) -> None:
+        if sig == signal.SIGTERM and self._thread.is_alive() and self._thread.ident is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread.ident),
+                                                       ctypes.py_object(ThreadTimeout))
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def reap(self) -> int | None:
+        if self._thread.is_alive():
+            return None
+        self.close()
+        return 0
+
+    def close(self) -> None:
+        for close in (self.conn.close, lambda: os.close(self.sentinel), lambda: os.close(self._done)):
+            try:
+                close()
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        pass

@@ -1,0 +1,149 @@
+"""Thread isolation, undead threads and processes, scaled timeouts."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import kill_app
+import pytest
+from helpers import wait_for
+
+from ductline.config import load_settings
+from ductline.dsl.timeouts import ScaledTimeout
+from ductline.observability.events import EventName, subscribe
+from ductline.runtime.launch import build_worker
+from ductline.views import run_view
+
+KILL_APP = str(Path(__file__).parent.parent / "apps" / "kill_app.py")
+
+
+@pytest.fixture
+def inprocess_worker(store, monkeypatch):
+    """A real worker loop (real children) running in a thread of the test process."""
+    monkeypatch.setenv("DUCTLINE_RETRY_DELAY", "0")
+    running = []
+
+    def start(concurrency=2, **settings):
+        worker = build_worker(store, [KILL_APP], concurrency,
+                              load_settings(database_url=store.url, poll_interval=0.1, **settings))
+        thread = threading.Thread(target=worker.run, daemon=True)
+        thread.start()
+        running.append((worker, thread))
+        wait_for(lambda: worker.slots[0].child is not None)
+        return worker
+
+    yield start
+    for worker, thread in running:
+        worker.request_stop()
+        thread.join(30)
+
+
+@pytest.fixture
+def events():
+    seen = []
+    unsubscribe = subscribe(lambda name, attrs: seen.append((name, attrs)))
+    yield seen
+    unsubscribe()
+
+
+def test_thread_isolation_runs_in_the_worker_process(store, inprocess_worker):
+    inprocess_worker()
+    handle = kill_app.threaded.trigger(3, database=store)
+    assert handle.wait(20) == "completed"
+    assert handle.output() == {"in_worker_process": True, "x": 3}
+
+
+def test_a_thread_that_unwinds_is_timed_out_and_its_slot_reused(store, inprocess_worker):
+    worker = inprocess_worker(concurrency=1)
+    handle = kill_app.thread_unwinds.trigger(1, database=store)
+    assert handle.wait(20) == "halted"
+    [attempt] = run_view(store, handle.id)["steps"][0]["attempts"]
+    assert attempt["result"] == "timed_out"
+    assert worker.undead_count() == 0
+    assert kill_app.threaded.trigger(1, database=store).wait(20) == "completed"
+
+
+def test_an_undead_thread_is_abandoned_counted_and_fenced(store, inprocess_worker, events):
+    worker = inprocess_worker(concurrency=2)
+    handle = kill_app.thread_undead.trigger(1, database=store)
+    assert handle.wait(30) == "halted"
+    view = run_view(store, handle.id)
+    assert [a["result"] for a in view["steps"][0]["attempts"]] == ["timed_out", "timed_out"]
+    undead = [a for name, a in events if name is EventName.THREAD_UNDEAD]
+    assert len(undead) == 2
+    assert worker.undead_count() == 2
+    # the other slots are gone; with max_undead=2 the worker still serves... nothing: no slot left
+    assert worker.status() == "running"
+
+
+def test_more_undead_slots_than_the_cap_stop_claiming(store, inprocess_worker):
+    worker = inprocess_worker(concurrency=3, max_undead=0)
+    handle = kill_app.thread_undead.trigger(1, database=store)
+    wait_for(lambda: worker.undead_count() == 1, timeout=20)
+    assert worker.status() == "unhealthy"
+    other = kill_app.threaded.trigger(1, database=store)
+    with pytest.raises(TimeoutError):
+        other.wait(1.5)
+    assert handle.status() in ("running", "pending")
+
+
+class StandInChild:
+    """A child that survives SIGKILL (a process in kernel D state)."""
+
+    def __init__(self, real):
+        self.real, self.pid, self.conn = real, real.pid, real.conn
+        self.sentinel = os.eventfd(0) if hasattr(os, "eventfd") else os.pipe()[0]
+        self.signals = []
+
+    def send(self, message):
+        self.real.send(message)
+
+    def signal_group(self, sig):
+        self.signals.append(sig)  # nothing happens: the process cannot be killed
+
+    def reap(self):
+        return None
+
+    def stop(self):
+        self.real.stop()
+
+
+def test_a_process_that_survives_sigkill_is_abandoned(store, inprocess_worker, events):
+    worker = inprocess_worker(concurrency=1, kill_grace_seconds=0.2)
+    stand_in = StandInChild(worker.slots[0].child)
+    worker.slots[0].child = stand_in
+    handle = kill_app.c_block.trigger(1, database=store)
+    wait_for(lambda: worker.undead_count() == 1, timeout=20)
+    assert [s.name for s in map(__import__("signal").Signals, stand_in.signals)] == ["SIGTERM", "SIGKILL"]
+    assert any(name is EventName.PROCESS_UNDEAD for name, _ in events)
+    wait_for(lambda: run_view(store, handle.id)["steps"][0]["attempts"][0]["result"] == "timed_out")
+    os.killpg(stand_in.pid, 9)  # clean up the real child behind the stand-in
+    stand_in.real.join(timeout=5)
+    os.close(stand_in.sentinel)
+
+
+def test_scaled_timeout_gives_a_big_input_more_time(store, inprocess_worker):
+    inprocess_worker()
+    big = kill_app.scaled.trigger(5, database=store)     # 5 s: the 3 s step fits
+    small = kill_app.scaled.trigger(1, database=store)   # floor 1 s: killed
+    assert big.wait(30) == "completed"
+    assert small.wait(30) == "halted"
+    attempt = run_view(store, small.id)["steps"][0]["attempts"][0]
+    assert attempt["result"] == "timed_out" and "step timeout of 1 s" in attempt["error"]
+    big_attempt = store.run_attempts(big.id)[0]
+    assert big_attempt["deadline_ms"] == big_attempt["started_ms"] + 5000
+
+
+def test_scaled_timeout_validation():
+    with pytest.raises(ValueError):
+        ScaledTimeout(floor=10, cap=5, size=kill_app.payload_size)
+    with pytest.raises(TypeError):
+        ScaledTimeout(floor=1.5, cap=5, size=kill_app.payload_size)
+    with pytest.raises(ValueError):
+        ScaledTimeout(floor=1, cap=5, size=kill_app.payload_size, seconds_per_unit=0)
+    assert ScaledTimeout(floor=1800, cap=14400, size=kill_app.payload_size, unit=1_000_000) \
+        .seconds_for((5_000_000_000,)) == 5000
+    with pytest.raises(TypeError):
+        kill_app.Pipeline("scaled_bad").start(kill_app.fine, timeout=kill_app.payload_size)
