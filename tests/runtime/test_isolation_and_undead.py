@@ -147,3 +147,25 @@ def test_scaled_timeout_validation():
         .seconds_for((5_000_000_000,)) == 5000
     with pytest.raises(TypeError):
         kill_app.Pipeline("scaled_bad").start(kill_app.fine, timeout=kill_app.payload_size)
+
+
+def test_a_slow_maintenance_scan_does_not_delay_ready_jobs(store, inprocess_worker, monkeypatch):
+    import time
+
+    from ductline.runtime import maintenance
+
+    real = maintenance.rescue_expired
+    scanning = threading.Event()
+
+    def slow_rescue(*args, **kwargs):
+        scanning.set()
+        time.sleep(4)  # e.g. a slow query on a degraded database
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(maintenance, "rescue_expired", slow_rescue)
+    inprocess_worker(health_check_interval=0.2)
+    assert scanning.wait(10)
+    started = time.monotonic()
+    handle = kill_app.threaded.trigger(1, database=store)
+    assert handle.wait(10) == "completed"
+    assert time.monotonic() - started < 2  # not held behind the 4 s scan

@@ -14,7 +14,7 @@ from typing import Callable
 from ductline.apps import import_app
 from ductline.config import Settings
 from ductline.dsl.pipeline import _REGISTRY
-from ductline.errors import TargetError
+from ductline.errors import DefinitionError, TargetError
 from ductline.runtime.worker import Worker
 from ductline.store import Store
 
@@ -32,7 +32,12 @@ def build_worker(store: Store, apps: list[str], concurrency: int, settings: Sett
         _, folder = import_app(spec)
         if folder:
             folders.append(folder)
-    definitions = {name: p.definition() for name, p in _REGISTRY.items()}
+    definitions = {}
+    for name, pipeline in list(_REGISTRY.items()):
+        try:
+            definitions[name] = pipeline.definition()
+        except DefinitionError as exc:
+            log.error("Pipeline %r is invalid and will not be run: %s", name, exc)
     if not definitions:
         raise TargetError(f"the apps {apps} define no ductline Pipeline")
     return Worker(store, definitions, apps, concurrency, settings, sys_path=folders)

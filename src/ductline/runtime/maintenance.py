@@ -9,12 +9,14 @@ the lease token, so a slow-but-alive owner and a rescuer can never both win.
 from __future__ import annotations
 
 import logging
+import threading
 
 from ductline.dsl.graph import Definition
 from ductline.model.states import AttemptResult
 from ductline.observability.events import EventName, emit
 from ductline.runtime import record
 from ductline.runtime.outcomes import job_extra
+from ductline.errors import StoreError
 from ductline.store import Store
 
 log = logging.getLogger("ductline.worker")
@@ -39,3 +41,35 @@ def rescue_expired(store: Store, definitions: dict[str, Definition], limit: int 
             if done.halted:
                 log.error("Pipeline halted: %s", done.reason, extra=job_extra(attempt))
     return rescued
+
+
+class Maintainer:
+    """Runs the periodic scans in a thread of their own, so that a slow scan (a big
+    table, a degraded database) never sits on the path of ready jobs: the worker
+    loop keeps claiming and recording meanwhile (DESIGN.md, "Ready work first")."""
+
+    def __init__(self, store: Store, definitions: dict[str, Definition], interval: float) -> None:
+        self._store = store
+        self._definitions = definitions
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="ductline-maintenance")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        from ductline.runtime.abort import expire_due
+
+        while not self._stop.wait(self._interval):
+            try:
+                rescue_expired(self._store, self._definitions)
+                expire_due(self._store, self._definitions)
+            except StoreError as exc:
+                log.warning("Maintenance skipped: database unavailable: %s", exc)
+            except Exception:  # keep maintaining; the next round may succeed
+                log.exception("Maintenance failed")

@@ -118,6 +118,8 @@ class Worker:
         self._spare = Child(self.apps, self.sys_path)
         listener = self.wakeup.listen(self.store)
         self.enforcer.start()
+        maintainer = maintenance.Maintainer(self.store, self.definitions, self.settings.health_check_interval)
+        maintainer.start()
         next_stop_check = 0.0
         log.info("Worker %s started: %d slot(s), pipelines %s", self.id[:8], len(self.slots),
                  ", ".join(self.pipelines))
@@ -139,6 +141,7 @@ class Worker:
                 self._wait()
                 self._collect_undead()
         finally:
+            maintainer.stop()
             self.enforcer.stop()
             self.wakeup.close(listener)
             children = [c for c in [s.child for s in self.slots] + [self._spare] if c]
@@ -274,19 +277,16 @@ class Worker:
             self._next_heartbeat = now + 0.5
 
     def _maintain(self) -> None:
+        """Health check of the children (no database). Scans that query the
+        database run in the `Maintainer` thread."""
         now = time.monotonic()
-        if now < self._next_maintenance or not self._store_ok():
+        if now < self._next_maintenance:
             return
         self._next_maintenance = now + self.settings.health_check_interval
         self._retired = [t for t in self._retired if t.reap() is None]
         for slot in self.slots:  # idle children that died are replaced
             if slot.child is not None and not slot.busy and not slot.undead and slot.child.reap() is not None:
                 slot.child = self._fresh_child()
-        try:
-            maintenance.rescue_expired(self.store, self.definitions)
-            abort.expire_due(self.store, self.definitions)
-        except StoreError as exc:
-            self._store_failed("rescue", exc)
 
     def _wait(self) -> None:
         now = time.monotonic()
