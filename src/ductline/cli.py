@@ -252,3 +252,8 @@ def main() -> None:
         fail(f"{type(exc).__name__}: {exc}")
     except SystemExit:
         raise
+
+
+from ductline.web.command import dashboard  # noqa: E402
+
+cli.add_command(dashboard)

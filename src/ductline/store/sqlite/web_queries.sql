@@ -1,0 +1,91 @@
+-- Read-only statements of the dashboard (ductline.web). Nothing here writes.
+-- Run listings are keyset-paginated newest first by (created_ms, id): a page costs
+-- an index range scan of `limit` rows however deep it is, never an OFFSET walk.
+-- The first page passes a cursor later than any run (created_ms = 2^62, id = '').
+-- One statement per filter combination, so each gets the plan of its own index
+-- instead of a generic `(:x IS NULL OR col = :x)` plan.
+
+-- name: web_runs_older
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+FROM ductline_runs
+WHERE created_ms <= :created_ms AND (created_ms < :created_ms OR id < :id)
+ORDER BY created_ms DESC, id DESC
+LIMIT :limit;
+
+-- name: web_runs_older_status
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+FROM ductline_runs
+WHERE status = :status AND created_ms <= :created_ms AND (created_ms < :created_ms OR id < :id)
+ORDER BY created_ms DESC, id DESC
+LIMIT :limit;
+
+-- name: web_runs_older_pipeline
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+FROM ductline_runs
+WHERE pipeline = :pipeline AND created_ms <= :created_ms AND (created_ms < :created_ms OR id < :id)
+ORDER BY created_ms DESC, id DESC
+LIMIT :limit;
+
+-- name: web_runs_older_pipeline_status
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+FROM ductline_runs
+WHERE pipeline = :pipeline AND status = :status AND created_ms <= :created_ms AND (created_ms < :created_ms OR id < :id)
+ORDER BY created_ms DESC, id DESC
+LIMIT :limit;
+
+-- name: web_runs_newer
+-- The page before a cursor (read oldest first; the reader reverses it).
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+FROM ductline_runs
+WHERE created_ms >= :created_ms AND (created_ms > :created_ms OR id > :id)
+ORDER BY created_ms, id
+LIMIT :limit;
+
+-- name: web_runs_newer_status
+-- The page before a cursor (read oldest first; the reader reverses it).
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+FROM ductline_runs
+WHERE status = :status AND created_ms >= :created_ms AND (created_ms > :created_ms OR id > :id)
+ORDER BY created_ms, id
+LIMIT :limit;
+
+-- name: web_runs_newer_pipeline
+-- The page before a cursor (read oldest first; the reader reverses it).
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+FROM ductline_runs
+WHERE pipeline = :pipeline AND created_ms >= :created_ms AND (created_ms > :created_ms OR id > :id)
+ORDER BY created_ms, id
+LIMIT :limit;
+
+-- name: web_runs_newer_pipeline_status
+-- The page before a cursor (read oldest first; the reader reverses it).
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+FROM ductline_runs
+WHERE pipeline = :pipeline AND status = :status AND created_ms >= :created_ms AND (created_ms > :created_ms OR id > :id)
+ORDER BY created_ms, id
+LIMIT :limit;
+
+-- name: web_run_counts
+-- Counted by the (status, created_ms) index alone.
+SELECT status, count(*) AS n FROM ductline_runs GROUP BY status;
+
+-- name: web_pipeline_counts
+-- Counted by the (pipeline, status, created_ms, id) index alone.
+SELECT pipeline, status, count(*) AS n FROM ductline_runs GROUP BY pipeline, status ORDER BY pipeline, status;
+
+-- name: web_job_counts
+-- Each count reads one of the partial indexes on pending and running jobs.
+SELECT
+    (SELECT count(*) FROM ductline_jobs WHERE status = 'pending' AND not_before_ms <= t.now_ms) AS ready,
+    (SELECT count(*) FROM ductline_jobs WHERE status = 'pending' AND not_before_ms > t.now_ms) AS delayed,
+    (SELECT count(*) FROM ductline_jobs WHERE status = 'running') AS running,
+    t.now_ms AS now_ms
+FROM (SELECT ductline_now_ms() AS now_ms) AS t;
+
+-- name: web_run_events
+-- Every attempt of a run with its step, oldest first: the source of the event stream.
+SELECT a.job_id, a.attempt, a.result, a.started_ms, a.finished_ms, a.error_type, a.error,
+       j.step, j.scope, j.elem_index
+FROM ductline_attempts a JOIN ductline_jobs j ON j.id = a.job_id
+WHERE a.run_id = :run_id
+ORDER BY a.started_ms, a.job_id, a.attempt;

@@ -1,0 +1,279 @@
+"""The JSON API: the same reads as the pages, plus starting, retrying and cancelling
+runs with ``Authorization: Bearer <DUCTLINE_DASHBOARD_TOKEN>``.
+
+The OpenAPI schema at ``/api/openapi.json`` is built from the routes' docstrings
+(first paragraph: summary, the rest: description) and their ``openapi`` details.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from datetime import datetime
+from typing import Any, Callable
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.schemas import SchemaGenerator
+
+from ductline import views
+from ductline.handle import RunHandle
+from ductline.errors import DefinitionError, InvalidStateError, PipelineNotFound
+from ductline.web import events, start
+from ductline.web.app import dashboard
+from ductline.web.reader import MAX_PAGE, STATUSES, BadQuery
+
+
+class ApiResponse(JSONResponse):
+    """JSON with aware datetimes (decoded arguments and outputs) as ISO 8601."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=False, separators=(",", ":"),
+                          default=lambda v: v.isoformat() if isinstance(v, datetime) else str(v)).encode()
+
+
+def json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return ApiResponse({"error": message, "status": status}, status, headers=headers)
+
+
+def openapi(**details: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def attach(func: Callable[..., Any]) -> Callable[..., Any]:
+        setattr(func, "openapi", details)
+        return func
+    return attach
+
+
+def _query(name: str, description: str, kind: str = "string", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "description": description,
+            "schema": {"type": kind, **extra}}
+
+
+def _path(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _refused(request: Request) -> Response | None:
+    """401/403 unless the request carries the dashboard's token as a bearer token."""
+    d = dashboard(request)
+    if not d.access.enabled:
+        return json_error(403, "the dashboard is read-only: DUCTLINE_DASHBOARD_TOKEN is not set where it runs")
+    if not d.access.bearer(request):
+        return json_error(401, "missing or wrong token: send Authorization: Bearer <DUCTLINE_DASHBOARD_TOKEN>",
+                          {"WWW-Authenticate": 'Bearer realm="ductline"'})
+    return None
+
+
+def _summary(row: dict[str, Any]) -> dict[str, Any]:
+    return {**views.run_summary(row), "started_at": views.iso(row["started_ms"])}
+
+
+@openapi(responses={"200": {"description": "runs by status, jobs ready/delayed/running, pipelines"}})
+def overview(request: Request) -> Response:
+    """Counts of runs by status and of jobs by readiness."""
+    reader = dashboard(request).reader
+    jobs = reader.job_counts()
+    return ApiResponse({"runs": reader.run_counts(), "jobs": {k: jobs[k] for k in ("ready", "delayed", "running")},
+                        "pipelines": reader.pipeline_counts(), "now": views.iso(jobs["now_ms"])})
+
+
+@openapi(parameters=[
+    _query("status", "only runs with this status", enum=list(STATUSES)),
+    _query("pipeline", "only runs of this pipeline"),
+    _query("after", "cursor: runs older than this (next_cursor of the previous page)"),
+    _query("before", "cursor: runs newer than this (prev_cursor of the next page)"),
+    _query("limit", f"runs per page, 1 to {MAX_PAGE} (default 50)", "integer"),
+], responses={"200": {"description": "{runs: [...], next_cursor, prev_cursor}"}, "400": {"description": "bad filter"}})
+def list_runs(request: Request) -> Response:
+    """Runs newest first, filtered and keyset-paginated.
+
+    Follow ``next_cursor`` with ``?after=`` for older runs; it is null on the last page.
+    """
+    q = request.query_params
+    raw_limit = q.get("limit", "50")
+    if not raw_limit.isdigit():
+        raise BadQuery(f"limit must be an integer from 1 to {MAX_PAGE}, got {raw_limit[:20]!r}")
+    page = dashboard(request).reader.runs_page(status=q.get("status"), pipeline=q.get("pipeline"),
+                                               after=q.get("after"), before=q.get("before"), limit=int(raw_limit))
+    return ApiResponse({"runs": [_summary(r) for r in page.runs], "next_cursor": page.older,
+                        "prev_cursor": page.newer})
+
+
+@openapi(parameters=[_path("run_id")],
+         responses={"200": {"description": "the run as `ductline show --json` prints it"},
+                    "404": {"description": "no such run"}})
+def get_run(request: Request) -> Response:
+    """One run with its steps and their attempts."""
+    return ApiResponse(dashboard(request).reader.run_view(request.path_params["run_id"]))
+
+
+@openapi(parameters=[_path("run_id"), _query("since", "only events after this time (ms since the epoch)",
+                                              "integer")],
+         responses={"200": {"description": "text/event-stream of workflow_start, step_start, step_end, "
+                                           "workflow_end (status completed|failed|halted|cancelled|timeout)"}})
+def run_events(request: Request) -> Response:
+    """A run's events as server-sent events, closed after ``workflow_end``."""
+    d = dashboard(request)
+    run_id = request.path_params["run_id"]
+    d.reader.run(run_id)  # 404 before the stream starts
+    since = request.query_params.get("since")
+    if since is not None and not since.isdigit():
+        raise BadQuery(f"since must be milliseconds since the epoch, got {since[:30]!r}")
+    body = events.stream(d.reader, run_id, since_ms=None if since is None else int(since),
+                         poll_seconds=d.poll_seconds)
+    return StreamingResponse(body, media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+@openapi(responses={"200": {"description": "{workers: [...]} with health by heartbeat age vs the lease"}})
+def list_workers(request: Request) -> Response:
+    """Worker processes and their health (healthy, late, lost, stopped)."""
+    d = dashboard(request)
+    return ApiResponse({"workers": d.reader.workers(d.lease_seconds), "lease_seconds": d.lease_seconds})
+
+
+@openapi(responses={"200": {"description": "{pipelines: [{name, known, steps, runs}]}"}})
+def list_pipelines(request: Request) -> Response:
+    """Pipelines with runs in the database or defined in this process (``known``: runs can be started)."""
+    from ductline.dsl.pipeline import registered_names
+
+    d = dashboard(request)
+    counts = d.reader.pipeline_counts()
+    out = []
+    for name in sorted(set(counts) | set(registered_names())):
+        definition = d.definition(name)
+        out.append({"name": name, "known": definition is not None,
+                    "steps": list(definition.nodes) if definition is not None else None,
+                    "runs": counts.get(name, {s: 0 for s in STATUSES})})
+    return ApiResponse({"pipelines": out})
+
+
+async def _body(request: Request) -> bytes:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > start.MAX_BODY_BYTES:
+        raise start.BadStart(f"request body is {declared} bytes; the limit is {start.MAX_BODY_BYTES}", 413)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > start.MAX_BODY_BYTES:
+            raise start.BadStart(f"request body exceeds {start.MAX_BODY_BYTES} bytes", 413)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@openapi(parameters=[_path("name")], requestBody={"content": {"application/json": {"schema": {
+    "type": "object", "additionalProperties": False, "properties": {
+        "args": {"type": "array", "description": "arguments of the first step"},
+        "delay": {"type": "integer", "minimum": 0, "description": "start delay in seconds"},
+        "delay_until": {"type": "string", "format": "date-time", "description": "start time with UTC offset"},
+        "timeout": {"type": "integer", "minimum": 1, "description": "run deadline in seconds"}}}}}},
+    responses={"201": {"description": "{run_id, ...}"}, "400": {"description": "body is not a JSON object"},
+               "401": {"description": "missing or wrong bearer token"}, "403": {"description": "read-only"},
+               "404": {"description": "pipeline not known to this dashboard"},
+               "422": {"description": "a field is wrong; nothing was written"}},
+    security=[{"bearer": []}])
+async def start_run(request: Request) -> Response:
+    """Start a run of a pipeline the dashboard process imported (``--app``).
+
+    Bad input gets a 4xx with a precise message and writes nothing.
+    """
+    from ductline.dsl.pipeline import registered
+
+    refused = _refused(request)
+    if refused is not None:
+        return refused
+    d = dashboard(request)
+    name = request.path_params["name"]
+    try:
+        pipeline = registered(name)
+    except PipelineNotFound:
+        return json_error(404, f"pipeline {name!r} is not known to this dashboard: start the dashboard with "
+                               "--app MODULE for the module that defines it")
+    try:
+        wanted = start.parse(await _body(request))
+    except start.BadStart as exc:
+        return json_error(exc.status, str(exc))
+    try:
+        handle = await run_in_threadpool(lambda: pipeline.trigger(
+            *wanted.args, delay=wanted.delay, delay_until=wanted.delay_until, timeout=wanted.timeout,
+            database=d.store))
+    except (TypeError, ValueError) as exc:  # the trigger's own checks; it wrote nothing
+        return json_error(422, str(exc))
+    except DefinitionError as exc:
+        return json_error(500, f"pipeline {name!r} has an invalid definition: {exc}")
+    links = {"run": f"/api/runs/{handle.id}", "page": f"/runs/{handle.id}", "events": f"/api/runs/{handle.id}/events"}
+    return ApiResponse({"run_id": handle.id, "pipeline": name, "links": links}, 201,
+                       headers={"Location": links["run"]})
+
+
+@openapi(parameters=[_path("run_id"), _query("force", "also re-run steps that crossed a boundary", "boolean")],
+         responses={"200": {"description": "{revived: true}"}, "409": {"description": "not halted, or unsafe"}},
+         security=[{"bearer": []}])
+async def retry_run(request: Request) -> Response:
+    """Retry a halted run: its failed steps run again with fresh budgets."""
+    refused = _refused(request)
+    if refused is not None:
+        return refused
+    d = dashboard(request)
+    run_id = request.path_params["run_id"]
+    force = request.query_params.get("force", "").lower() in ("1", "true", "yes")
+    run = await run_in_threadpool(d.reader.run, run_id)
+    if run["status"] != "halted":
+        return json_error(409, f"run {run_id} is {run['status']}; only a halted run can be retried")
+    if run["halt_reason"] == "unsafe_to_retry" and not force:
+        return json_error(409, f"run {run_id} halted after a step crossed a boundary; retry with ?force=true "
+                               "to re-run it on purpose")
+    if not await run_in_threadpool(lambda: d.store.revive_run(run_id, force=force)):
+        return json_error(409, f"run {run_id} is no longer halted")
+    return ApiResponse({"run_id": run_id, "revived": True})
+
+
+@openapi(parameters=[_path("run_id")],
+         responses={"200": {"description": "{cancelled: bool}"}, "409": {"description": "already finished"}},
+         security=[{"bearer": []}])
+async def cancel_run(request: Request) -> Response:
+    """Cancel a run: in-flight steps stopped, the rest skipped."""
+    refused = _refused(request)
+    if refused is not None:
+        return refused
+    d = dashboard(request)
+    run_id = request.path_params["run_id"]
+    await run_in_threadpool(d.reader.run, run_id)
+    try:
+        await run_in_threadpool(RunHandle(run_id, d.store).cancel)
+    except InvalidStateError as exc:
+        return json_error(409, str(exc))
+    return ApiResponse({"run_id": run_id, "cancelled": True})
+
+
+class _Schema(SchemaGenerator):
+    def parse_docstring(self, func_or_method: Callable[..., Any]) -> dict[str, Any]:
+        summary, _, description = (inspect.getdoc(func_or_method) or "").partition("\n\n")
+        spec: dict[str, Any] = {"summary": " ".join(summary.split())}
+        if description.strip():
+            spec["description"] = description.strip()
+        spec.update(getattr(func_or_method, "openapi", {}))
+        return spec
+
+
+SCHEMA = _Schema({"openapi": "3.0.3", "info": {"title": "ductline dashboard", "version": "1"},
+                  "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}}})
+
+
+def openapi_schema(request: Request) -> Response:
+    return ApiResponse(SCHEMA.get_schema(routes=request.app.routes))
+
+
+routes = [
+    Route("/api/overview", overview),
+    Route("/api/runs", list_runs),
+    Route("/api/runs/{run_id}", get_run),
+    Route("/api/runs/{run_id}/events", run_events),
+    Route("/api/runs/{run_id}/retry", retry_run, methods=["POST"]),
+    Route("/api/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+    Route("/api/workers", list_workers),
+    Route("/api/pipelines", list_pipelines),
+    Route("/api/pipelines/{name}/runs", start_run, methods=["POST"]),
+    Route("/api/openapi.json", openapi_schema, include_in_schema=False),
+]

@@ -1,0 +1,168 @@
+"""The dashboard application: `create_app` wires the store, the token, the templates
+and the routes into one Starlette app.
+
+Run it with ``ductline dashboard`` (binds 127.0.0.1), or with uvicorn's factory
+mode: ``uvicorn --factory ductline.web.app:create_app`` (configured by the
+environment: ``DUCTLINE_DATABASE_URL``, ``DUCTLINE_DASHBOARD_TOKEN``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ductline.config import load_settings
+from ductline.dsl.graph import Definition
+from ductline.errors import DuctlineError, PipelineNotFound, RunNotFound, StoreError, StoreUnavailable
+from ductline.store import Store, open_store
+from ductline.web.present import FILTERS
+from ductline.web.reader import BadQuery, DashboardReader
+from ductline.web.security import SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Access
+
+log = logging.getLogger("ductline.web")
+HERE = Path(__file__).parent
+
+SECURITY_HEADERS = [
+    (b"content-security-policy",
+     b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+     b"connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"same-origin"),
+]
+
+
+class SecurityHeaders:
+    """Adds a strict Content-Security-Policy and friends to every response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+@dataclass(slots=True)
+class Dashboard:
+    """What every route needs, kept on ``app.state.dashboard``."""
+
+    store: Store
+    reader: DashboardReader
+    access: Access
+    templates: Jinja2Templates
+    lease_seconds: float
+    poll_seconds: float
+
+    def definition(self, pipeline: str) -> Definition | None:
+        """The pipeline's definition if this process imported it (``--app``), else ``None``."""
+        from ductline.dsl.pipeline import registered
+
+        try:
+            return registered(pipeline).definition()
+        except (PipelineNotFound, DuctlineError):
+            return None
+
+
+def dashboard(request: Request) -> Dashboard:
+    value: Dashboard = request.app.state.dashboard
+    return value
+
+
+def _wants_json(request: Request) -> bool:
+    return request.url.path.startswith("/api/")
+
+
+async def _error(request: Request, exc: Exception) -> Response:
+    from ductline.web.pages import error_page
+    from ductline.web.api import json_error
+
+    if isinstance(exc, HTTPException):
+        status, message = exc.status_code, str(exc.detail)
+    elif isinstance(exc, RunNotFound):
+        status, message = 404, str(exc).strip("'\"")
+    elif isinstance(exc, BadQuery):
+        status, message = 400, str(exc)
+    elif isinstance(exc, StoreUnavailable):
+        status, message = 503, f"the database is unavailable: {exc}"
+    elif isinstance(exc, StoreError):
+        log.error("store error: %s", exc)
+        status, message = 500, f"the database refused the request: {exc}"
+    else:  # pragma: no cover - defensive
+        log.exception("dashboard error", exc_info=exc)
+        status, message = 500, f"{type(exc).__name__}: {exc}"
+    if _wants_json(request):
+        return json_error(status, message)
+    return error_page(request, status, message)
+
+
+def create_app(store: Store | None = None, *, database: str | None = None, token: str | None = None,
+               apps: Sequence[str] = (), lease_seconds: float | None = None,
+               poll_seconds: float = 0.5) -> Starlette:
+    """Build the dashboard.
+
+    Args:
+        store: the store to read; by default one is opened from ``database`` or the
+            configured URL (SQLite is migrated, PostgreSQL must be already).
+        token: the actions' token; by default ``DUCTLINE_DASHBOARD_TOKEN``. Without
+            one the dashboard is read-only.
+        apps: modules or files to import, so their pipelines' graphs are known and
+            runs of them can be started through the API.
+        lease_seconds: the workers' lease, to judge heartbeat ages (default: settings).
+        poll_seconds: how often an event stream looks at the database.
+
+    Raises:
+        TargetError: an app cannot be imported.
+        ConfigurationError, SchemaError, StoreUnavailable: as `ductline.stores.ensure_schema`.
+    """
+    from ductline.apps import import_app
+    from ductline.stores import ensure_schema
+    from ductline.web import api, pages
+
+    settings = load_settings(database_url=database)
+    if store is None:
+        store = open_store(settings.database_url)
+        ensure_schema(store)
+    for spec in apps:
+        import_app(spec)
+    access = Access(token) if token else Access.from_env()
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(FILTERS)
+    templates = Jinja2Templates(env=env)
+    routes: list[Any] = [*pages.routes, *api.routes,
+                         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")]
+    middleware = [
+        Middleware(SecurityHeaders),
+        Middleware(SessionMiddleware, secret_key=access.session_secret(), session_cookie=SESSION_COOKIE,
+                   max_age=SESSION_MAX_AGE_SECONDS, same_site="lax"),
+    ]
+    handlers: dict[Any, Any] = {HTTPException: _error, RunNotFound: _error, BadQuery: _error,
+                                StoreError: _error}
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
+    app.state.dashboard = Dashboard(store, DashboardReader(store), access, templates,
+                                    lease_seconds if lease_seconds is not None else settings.lease_seconds,
+                                    poll_seconds)
+    return app

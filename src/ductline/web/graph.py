@@ -1,0 +1,210 @@
+"""The run graph: steps as nodes, transitions as edges, laid out for an SVG.
+
+Drawn from the pipeline's `Definition` when the dashboard process imported the app
+that defines it (``ductline dashboard --app``); otherwise from the step names
+present in the run's jobs, in creation order. Each node carries the state of its
+step runs; an expanded step is summarised with counts ("12/20 done").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ductline.dsl.graph import Definition, TransitionKind
+
+ON_HALT_STEP = "__on_halt__"
+NODE_W, NODE_H = 184, 60
+GAP_X, GAP_Y, PAD = 64, 26, 16
+
+# Worst first: the node shows the most urgent state among its step runs.
+_PRECEDENCE = ("failed", "running", "held", "ready", "delayed", "cancelled", "completed", "skipped")
+STATE_LABELS = {
+    "failed": "failed", "running": "running", "held": "held (run halted)", "ready": "ready",
+    "delayed": "delayed", "cancelled": "cancelled", "completed": "completed", "skipped": "skipped",
+    "not_reached": "not reached",
+}
+
+
+@dataclass(slots=True)
+class GraphNode:
+    name: str
+    label: str
+    state: str
+    summary: str
+    counts: dict[str, int]
+    expanded: bool
+    x: int = 0
+    y: int = 0
+    w: int = NODE_W
+    h: int = NODE_H
+    not_before_ms: int | None = None
+    detail: str = ""
+
+    @property
+    def anchor(self) -> str:
+        return "step-" + self.name
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def segments(self) -> list[tuple[str, int, int]]:
+        """``(state, x, width)`` of a progress bar across the node, one per state."""
+        total, x, out = self.total, 0, []
+        inner = self.w - 24
+        for state in ("completed", "skipped", "cancelled", "running", "ready", "delayed", "held", "failed"):
+            n = self.counts.get(state, 0)
+            if n and total:
+                width = max(2, round(inner * n / total))
+                out.append((state, x, width))
+                x += width
+        return out
+
+
+@dataclass(slots=True)
+class GraphEdge:
+    source: str
+    target: str
+    label: str
+    reached: bool
+    path: str = ""
+    label_x: int = 0
+    label_y: int = 0
+
+
+@dataclass(slots=True)
+class RunGraph:
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    from_definition: bool
+    width: int = 0
+    height: int = 0
+    states: list[str] = field(default_factory=list)
+
+
+def job_state(job: dict[str, Any], now_ms: int) -> str:
+    """One step run's state as the graph shows it (a pending job is ready or delayed)."""
+    status = str(job["status"])
+    if status == "pending":
+        return "delayed" if int(job["not_before_ms"]) > now_ms else "ready"
+    return status
+
+
+def _summarise(name: str, jobs: list[dict[str, Any]], now_ms: int, expanded: bool) -> GraphNode:
+    label = "on_halt" if name == ON_HALT_STEP else name
+    if not jobs:
+        return GraphNode(name, label, "not_reached", "not reached", {}, expanded)
+    counts = Counter(job_state(j, now_ms) for j in jobs)
+    state = next(s for s in _PRECEDENCE if counts.get(s))
+    delayed = [int(j["not_before_ms"]) for j in jobs if job_state(j, now_ms) == "delayed"]
+    if expanded or len(jobs) > 1:
+        summary = f"{counts.get('completed', 0)}/{len(jobs)} done"
+        extra = [f"{n} {s}" for s, n in counts.items() if s != "completed" and n]
+        detail = ", ".join(extra)
+    else:
+        attempts = int(jobs[0]["attempts"])
+        summary = STATE_LABELS[state] + (f" · {attempts} attempt{'s' if attempts != 1 else ''}" if attempts else "")
+        detail = ""
+    return GraphNode(name, label, state, summary, dict(counts), expanded or len(jobs) > 1,
+                     not_before_ms=min(delayed) if state == "delayed" and delayed else None, detail=detail)
+
+
+def _edge_label(kind: TransitionKind, route: str | None) -> str:
+    if kind is TransitionKind.DIVERT:
+        return f"{route}" if route else "divert"
+    return "" if kind is TransitionKind.CHAIN else kind.value
+
+
+def build(definition: Definition | None, jobs: list[dict[str, Any]], now_ms: int) -> RunGraph:
+    """Lay out the graph of one run.
+
+    Args:
+        definition: the pipeline's definition, or ``None`` when it is not imported here.
+        jobs: the run's jobs (`Store.run_jobs` rows), in creation order.
+        now_ms: the database clock, to tell ready from delayed.
+    """
+    by_step: dict[str, list[dict[str, Any]]] = {}
+    for job in jobs:
+        by_step.setdefault(str(job["step"]), []).append(job)
+    edges: list[GraphEdge] = []
+    if definition is not None:
+        names = list(definition.nodes)
+        nodes = {n: _summarise(n, by_step.get(n, []), now_ms, definition.nodes[n].depth > 0) for n in names}
+        for node in definition.nodes.values():
+            if node.next is None:
+                continue
+            routes = node.next.routes or (None,) * len(node.next.targets)
+            for target, route in zip(node.next.targets, routes):
+                edges.append(GraphEdge(node.name, target, _edge_label(node.next.kind, route),
+                                       bool(by_step.get(target))))
+        # Steps the definition does not know (an older version of the pipeline) still show.
+        for step in by_step:
+            if step not in nodes and step != ON_HALT_STEP:
+                nodes[step] = _summarise(step, by_step[step], now_ms, False)
+    else:
+        names = [s for s in by_step if s != ON_HALT_STEP]
+        nodes = {n: _summarise(n, by_step[n], now_ms, False) for n in names}
+        edges = [GraphEdge(a, b, "", True) for a, b in zip(names, names[1:])]
+    graph = RunGraph(list(nodes.values()), edges, definition is not None)
+    _layout(graph, list(nodes))
+    if ON_HALT_STEP in by_step:  # the halt handler hangs below the graph, unconnected
+        handler = _summarise(ON_HALT_STEP, by_step[ON_HALT_STEP], now_ms, False)
+        handler.x, handler.y = PAD, graph.height
+        graph.nodes.append(handler)
+        graph.height += NODE_H + GAP_Y
+    graph.states = [s for s in (*_PRECEDENCE, "not_reached") if any(n.state == s for n in graph.nodes)]
+    return graph
+
+
+def _layout(graph: RunGraph, order: list[str]) -> None:
+    """Left to right: a node's column is its longest distance from a source, so every
+    edge points right; within a column nodes follow their parents' rows."""
+    parents: dict[str, list[str]] = {n: [] for n in order}
+    children: dict[str, list[str]] = {n: [] for n in order}
+    for e in graph.edges:
+        if e.source in parents and e.target in parents:
+            parents[e.target].append(e.source)
+            children[e.source].append(e.target)
+    column: dict[str, int] = {}
+    remaining = {n: len(parents[n]) for n in order}
+    ready = [n for n in order if remaining[n] == 0]
+    while ready:
+        name = ready.pop(0)
+        column[name] = max((column[p] + 1 for p in parents[name]), default=0)
+        for child in children[name]:
+            remaining[child] -= 1
+            if remaining[child] == 0:
+                ready.append(child)
+    for name in order:  # a cycle cannot come from a Definition; never lose a node anyway
+        column.setdefault(name, max(column.values(), default=-1) + 1)
+    columns: dict[int, list[str]] = {}
+    for name in order:
+        columns.setdefault(column[name], []).append(name)
+    row: dict[str, float] = {}
+    for c in sorted(columns):
+        members = columns[c]
+        members.sort(key=lambda n: (sum(row[p] for p in parents[n]) / len(parents[n]) if parents[n] else 0.0,
+                                    order.index(n)))
+        for i, name in enumerate(members):
+            row[name] = float(i)
+    tallest = max((len(m) for m in columns.values()), default=1)
+    height = tallest * NODE_H + (tallest - 1) * GAP_Y
+    position = {n.name: n for n in graph.nodes}
+    for c, members in columns.items():
+        top = PAD + (height - (len(members) * NODE_H + (len(members) - 1) * GAP_Y)) // 2
+        for i, name in enumerate(members):
+            node = position[name]
+            node.x = PAD + c * (NODE_W + GAP_X)
+            node.y = top + i * (NODE_H + GAP_Y)
+    for e in graph.edges:
+        a, b = position[e.source], position[e.target]
+        x1, y1 = a.x + a.w, a.y + a.h // 2
+        x2, y2 = b.x - 6, b.y + b.h // 2
+        bend = max(24, (x2 - x1) // 2)
+        e.path = f"M{x1},{y1} C{x1 + bend},{y1} {x2 - bend},{y2} {x2},{y2}"
+        e.label_x, e.label_y = (x1 + x2) // 2, (y1 + y2) // 2 - 6
+    graph.width = PAD * 2 + (max(column.values(), default=0) + 1) * (NODE_W + GAP_X) - GAP_X
+    graph.height = PAD * 2 + height

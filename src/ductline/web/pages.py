@@ -1,0 +1,191 @@
+"""The HTML pages: overview, runs list, run page, login, and the retry/cancel forms."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+import anyio
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from ductline.errors import InvalidStateError
+from ductline.handle import RunHandle
+from ductline.web import runpage
+from ductline.web.app import dashboard
+from ductline.web.reader import STATUSES
+from ductline.web.security import csrf_ok, csrf_token
+
+PAGE_SIZE = 50
+WRONG_TOKEN_DELAY_SECONDS = 0.5
+PROBLEM_STATUSES = ("halted", "failed")
+
+
+def render(request: Request, template: str, context: dict[str, Any], status: int = 200,
+           now_ms: int | None = None) -> Response:
+    d = dashboard(request)
+    base = {
+        "access_enabled": d.access.enabled, "logged_in": d.access.logged_in(request),
+        "csrf": csrf_token(request) if d.access.enabled else "",
+        "flash": request.session.pop("flash", None) if "flash" in request.session else None,
+        "statuses": STATUSES, "now_ms": now_ms, "path": request.url.path,
+    }
+    return d.templates.TemplateResponse(request, template, {**base, **context}, status_code=status)
+
+
+def error_page(request: Request, status: int, message: str) -> Response:
+    return render(request, "error.html", {"status": status, "message": message}, status)
+
+
+def flash(request: Request, kind: str, message: str) -> None:
+    request.session["flash"] = {"kind": kind, "message": message}
+
+
+def overview(request: Request) -> Response:
+    """Counts by status, jobs, workers and the latest problems."""
+    d = dashboard(request)
+    reader = d.reader
+    jobs = reader.job_counts()
+    problems = reader.runs_page(status="halted", limit=10).runs + reader.runs_page(status="failed", limit=10).runs
+    problems.sort(key=lambda r: (r["created_ms"], r["id"]), reverse=True)
+    return render(request, "overview.html", {
+        "counts": reader.run_counts(), "jobs": jobs, "pipelines": reader.pipeline_counts(),
+        "workers": reader.workers(d.lease_seconds), "problems": problems[:10],
+        "lease_seconds": d.lease_seconds,
+    }, now_ms=jobs["now_ms"])
+
+
+def runs(request: Request) -> Response:
+    """Runs newest first, filtered by status and pipeline, keyset-paginated."""
+    d = dashboard(request)
+    q = request.query_params
+    status, pipeline = q.get("status") or None, q.get("pipeline") or None
+    page = d.reader.runs_page(status=status, pipeline=pipeline, after=q.get("after") or None,
+                              before=q.get("before") or None, limit=PAGE_SIZE)
+    filters = {k: v for k, v in (("status", status), ("pipeline", pipeline)) if v}
+
+    def link(**cursor: str) -> str:
+        return "/runs?" + urlencode({**filters, **cursor}) if (filters or cursor) else "/runs"
+
+    return render(request, "runs.html", {
+        "page": page, "status": status or "", "pipeline": pipeline or "",
+        "pipelines": sorted(d.reader.pipeline_counts()),
+        "older_link": link(after=page.older) if page.older else None,
+        "newer_link": link(before=page.newer) if page.newer else None,
+        "first_link": link() if (q.get("after") or q.get("before")) else None,
+    }, now_ms=d.reader.now_ms())
+
+
+def run_page(request: Request) -> Response:
+    """One run: graph, why it stopped, steps and attempts, actions."""
+    d = dashboard(request)
+    run_id = request.path_params["run_id"]
+    run = d.reader.run(run_id)
+    now_ms = d.reader.now_ms()
+    definition = d.definition(run["pipeline"])
+    page = runpage.build(run, d.reader.run_jobs(run_id), d.reader.run_attempts(run_id), definition, now_ms,
+                         show_all=request.query_params.get("all"))
+    return render(request, "run.html", {"page": page, "run": run, "known": definition is not None},
+                  now_ms=now_ms)
+
+
+async def login(request: Request) -> Response:
+    d = dashboard(request)
+    target = request.query_params.get("next", "/")
+    if request.method == "GET":
+        return render(request, "login.html", {"next": _local(target), "failed": False})
+    form = await request.form()
+    target = _local(str(form.get("next", "/")))
+    if not d.access.enabled:
+        return error_page(request, 403, "This dashboard is read-only: DUCTLINE_DASHBOARD_TOKEN is not set.")
+    if not csrf_ok(request, form.get("csrf")):
+        return error_page(request, 403, "The form expired or came from another site (CSRF check failed). "
+                                        "Reload the page and try again.")
+    if not d.access.matches(str(form.get("token", ""))):
+        await anyio.sleep(WRONG_TOKEN_DELAY_SECONDS)  # slows guessing down
+        return render(request, "login.html", {"next": target, "failed": True}, 401)
+    request.session["auth"] = d.access.fingerprint()
+    request.session.pop("csrf", None)  # the logged-in session gets a fresh CSRF token
+    flash(request, "ok", "Logged in: retry and cancel are enabled.")
+    return RedirectResponse(target, 303)
+
+
+async def logout(request: Request) -> Response:
+    form = await request.form()
+    if not csrf_ok(request, form.get("csrf")):
+        return error_page(request, 403, "CSRF check failed. Reload the page and try again.")
+    request.session.clear()
+    return RedirectResponse("/", 303)
+
+
+def _local(target: str) -> str:
+    """Only redirect within this dashboard (never to ``//other.host``), and not back to the login."""
+    local = target.startswith("/") and not target.startswith("//") and "\\" not in target
+    return target if local and not target.startswith("/login") else "/"
+
+
+async def _authorised_form(request: Request) -> tuple[dict[str, Any] | None, Response | None]:
+    d = dashboard(request)
+    if not d.access.enabled:
+        return None, error_page(request, 403, "This dashboard is read-only: set DUCTLINE_DASHBOARD_TOKEN "
+                                              "where it runs to enable retry and cancel.")
+    form = dict(await request.form())
+    if not d.access.logged_in(request):
+        return None, error_page(request, 403, "Log in with the dashboard token to retry or cancel runs.")
+    if not csrf_ok(request, form.get("csrf")):
+        return None, error_page(request, 403, "The form expired or came from another site (CSRF check "
+                                              "failed). Reload the page and try again.")
+    return form, None
+
+
+async def retry(request: Request) -> Response:
+    """Revive a halted run (`Store.revive_run`)."""
+    form, refused = await _authorised_form(request)
+    if refused is not None:
+        return refused
+    assert form is not None
+    d = dashboard(request)
+    run_id = request.path_params["run_id"]
+    run = await run_in_threadpool(d.reader.run, run_id)
+    force = form.get("force") == "yes"
+    if run["status"] != "halted":
+        flash(request, "error", f"Not retried: the run is {run['status']}; only a halted run can be retried.")
+    elif run["halt_reason"] == "unsafe_to_retry" and not force:
+        flash(request, "error", "Not retried: a step crossed an irreversible boundary. Tick “re-run steps "
+                                "that crossed a boundary” to re-run it on purpose.")
+    elif await run_in_threadpool(lambda: d.store.revive_run(run_id, force=force)):
+        flash(request, "ok", "Run revived: its failed steps run again with fresh retry budgets.")
+    else:
+        flash(request, "error", "Not retried: the run was no longer halted.")
+    return RedirectResponse(f"/runs/{run_id}", 303)
+
+
+async def cancel(request: Request) -> Response:
+    """Cancel a run (`RunHandle.cancel`)."""
+    form, refused = await _authorised_form(request)
+    if refused is not None:
+        return refused
+    d = dashboard(request)
+    run_id = request.path_params["run_id"]
+    await run_in_threadpool(d.reader.run, run_id)  # 404 for an unknown run
+    try:
+        await run_in_threadpool(RunHandle(run_id, d.store).cancel)
+    except InvalidStateError as exc:
+        flash(request, "error", f"Not cancelled: {exc}")
+    else:
+        flash(request, "ok", "Run cancelled.")
+    return RedirectResponse(f"/runs/{run_id}", 303)
+
+
+routes = [
+    Route("/", overview, include_in_schema=False),
+    Route("/runs", runs, include_in_schema=False),
+    Route("/runs/{run_id}", run_page, include_in_schema=False),
+    Route("/runs/{run_id}/retry", retry, methods=["POST"], include_in_schema=False),
+    Route("/runs/{run_id}/cancel", cancel, methods=["POST"], include_in_schema=False),
+    Route("/login", login, methods=["GET", "POST"], include_in_schema=False),
+    Route("/logout", logout, methods=["POST"], include_in_schema=False),
+]

@@ -1,0 +1,82 @@
+"""Formatting for people on call: times, ages, durations, previews (Jinja filters)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+PREVIEW_CHARS = 240
+FULL_CHARS = 20_000
+
+
+def clock(ms: int | None) -> str:
+    """``2030-01-02 09:04:05 UTC`` (to the second; the title attribute has milliseconds)."""
+    if ms is None:
+        return "—"
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def iso(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds") \
+        .replace("+00:00", "Z")
+
+
+def duration(ms: int | float | None) -> str:
+    """``850 ms``, ``4.2 s``, ``3 m 07 s``, ``2 h 05 m``, ``3 d 4 h``."""
+    if ms is None:
+        return "—"
+    ms = max(0, int(ms))
+    if ms < 1000:
+        return f"{ms} ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    s = int(seconds)
+    if s < 3600:
+        return f"{s // 60} m {s % 60:02d} s"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60:02d} m"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
+def ago(ms: int | None, now_ms: int) -> str:
+    """``5 s ago`` / ``in 3 m 00 s`` against the database clock."""
+    if ms is None:
+        return ""
+    delta = now_ms - ms
+    return f"{duration(delta)} ago" if delta >= 0 else f"in {duration(-delta)}"
+
+
+def short_id(run_id: str) -> str:
+    return run_id[:12]
+
+
+def preview(text: str | None, limit: int = PREVIEW_CHARS) -> str:
+    """The first ``limit`` characters of a JSON payload, pretty enough to scan."""
+    if text is None:
+        return ""
+    return text if len(text) <= limit else text[:limit] + " …"
+
+
+def pretty(text: str | None, limit: int = FULL_CHARS) -> str:
+    """A JSON payload indented for reading, cut at ``limit`` characters."""
+    if text is None:
+        return ""
+    try:
+        shown = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except (ValueError, TypeError):
+        shown = text
+    if len(shown) > limit:
+        return shown[:limit] + f"\n… ({len(shown) - limit} more characters)"
+    return shown
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+FILTERS = {"clock": clock, "iso": iso, "duration": duration, "short_id": short_id, "preview": preview,
+           "pretty": pretty, "dumps": dumps}

@@ -1,0 +1,210 @@
+"""`DashboardReader`: the dashboard's only way to read the database.
+
+It calls the `Store`'s read verbs and the read-only statements of the dialects'
+``web_queries.sql`` (DESIGN.md, "Operating it"; STYLE.md: outside the store nothing
+writes SQL). Nothing here writes: the dashboard's actions go through `Store` verbs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ductline import views
+from ductline.errors import RunNotFound
+from ductline.model.states import RunStatus
+from ductline.store import Store
+
+# A cursor later than any run: the first page of a newest-first listing.
+_TOP_MS = 2 ** 62
+_CURSOR = re.compile(r"^(\d{1,18})\.([0-9A-Za-z_-]{1,128})$")
+MAX_PAGE = 200
+STATUSES = tuple(s.value for s in RunStatus)
+
+
+class BadQuery(ValueError):
+    """A filter, cursor or limit the dashboard cannot read (the client's mistake)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunsPage:
+    """One page of a newest-first run listing.
+
+    Attributes:
+        runs: the rows, newest first.
+        older: cursor of the page after this one (older runs), or ``None``.
+        newer: cursor of the page before this one (newer runs), or ``None`` on the first page.
+    """
+
+    runs: list[dict[str, Any]]
+    older: str | None
+    newer: str | None
+
+
+def encode_cursor(row: dict[str, Any]) -> str:
+    return f"{int(row['created_ms'])}.{row['id']}"
+
+
+def decode_cursor(cursor: str) -> tuple[int, str]:
+    """``"created_ms.run_id"`` -> ``(created_ms, run_id)``.
+
+    Raises:
+        BadQuery: not a cursor this dashboard handed out.
+    """
+    match = _CURSOR.match(cursor)
+    if match is None:
+        raise BadQuery(f"malformed cursor {cursor[:80]!r}: expected CREATED_MS.RUN_ID as given by a previous page")
+    return int(match.group(1)), match.group(2)
+
+
+def check_filters(status: str | None, pipeline: str | None) -> tuple[str | None, str | None]:
+    """Normalise listing filters: empty strings mean "any".
+
+    Raises:
+        BadQuery: an unknown status or an overlong pipeline name.
+    """
+    status = status or None
+    pipeline = pipeline or None
+    if status is not None and status not in STATUSES:
+        raise BadQuery(f"unknown status {status[:40]!r}; use one of {', '.join(STATUSES)}")
+    if pipeline is not None and len(pipeline) > 200:
+        raise BadQuery("pipeline filter is longer than 200 characters")
+    return status, pipeline
+
+
+class DashboardReader:
+    """Read-only queries of the dashboard over one `Store`."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def _fetch(self, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        with self._store.dialect.reader() as session:
+            return session.fetch(name, params or {})
+
+    # -- overview ------------------------------------------------------------------
+    def now_ms(self) -> int:
+        """The database clock (countdowns and ages are measured against it)."""
+        return self._store.now_ms()
+
+    def run_counts(self) -> dict[str, int]:
+        """Runs by status, every status present (0 when none)."""
+        counts = {s: 0 for s in STATUSES}
+        for row in self._fetch("web_run_counts"):
+            counts[row["status"]] = int(row["n"])
+        return counts
+
+    def pipeline_counts(self) -> dict[str, dict[str, int]]:
+        """``{pipeline: {status: runs}}`` for every pipeline that has runs."""
+        out: dict[str, dict[str, int]] = {}
+        for row in self._fetch("web_pipeline_counts"):
+            out.setdefault(row["pipeline"], {s: 0 for s in STATUSES})[row["status"]] = int(row["n"])
+        return out
+
+    def job_counts(self) -> dict[str, int]:
+        """Jobs ``ready`` (pending, due), ``delayed`` (pending, not yet due) and ``running``,
+        plus ``now_ms``, the database clock they were counted against."""
+        row = self._fetch("web_job_counts")[0]
+        return {k: int(row[k] or 0) for k in ("ready", "delayed", "running", "now_ms")}
+
+    def workers(self, lease_seconds: float, limit: int = 100) -> list[dict[str, Any]]:
+        """Worker processes with their health, judged by heartbeat age against the lease.
+
+        A worker heartbeats every third of the lease: ``healthy`` under half a lease,
+        ``late`` up to a whole lease, then ``lost`` (its leases have expired and other
+        workers will rescue its jobs). Stopped workers say ``stopped``.
+        """
+        lease_ms = lease_seconds * 1000
+        out = []
+        for row in self._store.list_workers(limit):
+            age_ms = max(0, int(row["now_ms"]) - int(row["heartbeat_ms"]))
+            if row["status"] == "stopped":
+                health = "stopped"
+            elif age_ms < lease_ms / 2:
+                health = "healthy"
+            elif age_ms < lease_ms:
+                health = "late"
+            else:
+                health = "lost"
+            out.append({
+                "id": row["id"], "host": row["host"], "pid": int(row["pid"]),
+                "concurrency": int(row["concurrency"]), "busy": int(row["busy"]),
+                "undead": int(row["undead"]), "status": row["status"], "health": health,
+                "heartbeat_age_seconds": round(age_ms / 1000, 1),
+                "started_at": views.iso(row["started_ms"]), "heartbeat_at": views.iso(row["heartbeat_ms"]),
+            })
+        order = {"lost": 0, "late": 1, "healthy": 2, "stopped": 3}
+        out.sort(key=lambda w: order[w["health"]])
+        return out
+
+    # -- run listings ----------------------------------------------------------------
+    def runs_page(self, *, status: str | None = None, pipeline: str | None = None, after: str | None = None,
+                  before: str | None = None, limit: int = 50) -> RunsPage:
+        """A page of runs newest first, filtered by status and pipeline.
+
+        Args:
+            after: cursor of the last run of the previous page: list older runs.
+            before: cursor of the first run of the next page: list newer runs.
+            limit: runs per page, 1 to 200.
+
+        Raises:
+            BadQuery: bad filters or cursor, both cursors, or a limit out of range.
+        """
+        status, pipeline = check_filters(status, pipeline)
+        if after and before:
+            raise BadQuery("give either after or before, not both")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+            raise BadQuery(f"limit must be an integer from 1 to {MAX_PAGE}")
+        suffix = ("_pipeline" if pipeline else "") + ("_status" if status else "")
+        params: dict[str, Any] = {"limit": limit + 1}
+        if status:
+            params["status"] = status
+        if pipeline:
+            params["pipeline"] = pipeline
+        if before:
+            params["created_ms"], params["id"] = decode_cursor(before)
+            rows = self._fetch(f"web_runs_newer{suffix}", params)
+            if len(rows) <= limit:  # back at the newest runs: show the first page as it is now
+                return self.runs_page(status=status, pipeline=pipeline, limit=limit)
+            rows = list(reversed(rows[:limit]))
+            return RunsPage(rows, encode_cursor(rows[-1]), encode_cursor(rows[0]))
+        if after:
+            params["created_ms"], params["id"] = decode_cursor(after)
+        else:
+            params["created_ms"], params["id"] = _TOP_MS, ""
+        rows = self._fetch(f"web_runs_older{suffix}", params)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return RunsPage(rows, encode_cursor(rows[-1]) if rows and more else None,
+                        encode_cursor(rows[0]) if rows and after else (after if after else None))
+
+    # -- one run ---------------------------------------------------------------------
+    def run(self, run_id: str) -> dict[str, Any]:
+        """The run's row.
+
+        Raises:
+            RunNotFound: no such run.
+        """
+        row = self._store.get_run(run_id)
+        if row is None:
+            raise RunNotFound(f"run {run_id!r} not found")
+        return row
+
+    def run_view(self, run_id: str) -> dict[str, Any]:
+        """The run as ``ductline show --json`` prints it (`ductline.views.run_view`).
+
+        Raises:
+            RunNotFound: no such run.
+        """
+        return views.run_view(self._store, run_id)
+
+    def run_jobs(self, run_id: str) -> list[dict[str, Any]]:
+        return self._store.run_jobs(run_id)
+
+    def run_attempts(self, run_id: str) -> list[dict[str, Any]]:
+        return self._store.run_attempts(run_id)
+
+    def run_events(self, run_id: str) -> list[dict[str, Any]]:
+        """Every attempt of the run with its step, oldest first (the event stream's source)."""
+        return self._fetch("web_run_events", {"run_id": run_id})

@@ -1,0 +1,235 @@
+"""The model of one run's page: its reason to have stopped, its steps and attempts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ductline.dsl.graph import Definition
+from ductline.web import graph as run_graph
+from ductline.web.graph import ON_HALT_STEP, RunGraph, job_state
+
+# More step runs than this per step are folded: problems first, then by element.
+SHOWN_PER_STEP = 25
+ACTIVE = ("pending", "running")
+
+HALT_EXPLAINED = {
+    "job_retries_exhausted": "a step failed on every attempt its retry budget (max_retry) allows",
+    "job_crashes_exhausted": "a step's attempts crashed their worker more often than max_crash allows",
+    "unsafe_to_retry": "a step failed after crossing an irreversible boundary, so it was not retried",
+    "max_fanout_exceeded": "a step returned more elements than its expand allows (max_fanout)",
+    "condition_unmatched": "a divert found no route for a step's output",
+}
+
+
+@dataclass(slots=True)
+class AttemptView:
+    number: int
+    result: str
+    started_ms: int
+    finished_ms: int | None
+    deadline_ms: int | None
+    worker_id: str | None
+    error_type: str | None
+    error: str | None
+    traceback: str | None
+
+    @property
+    def duration_ms(self) -> int | None:
+        return None if self.finished_ms is None else self.finished_ms - self.started_ms
+
+
+@dataclass(slots=True)
+class StepRunView:
+    job_id: str
+    index: int | None
+    scope: str
+    state: str
+    not_before_ms: int
+    created_ms: int
+    finished_ms: int | None
+    failures: int
+    crashes: int
+    boundary: str | None
+    skip_reason: str | None
+    output: str | None
+    attempts: list[AttemptView]
+
+
+@dataclass(slots=True)
+class StepView:
+    name: str
+    label: str
+    state: str
+    summary: str
+    total: int
+    runs: list[StepRunView]
+
+    @property
+    def anchor(self) -> str:
+        return "step-" + self.name
+
+    @property
+    def hidden(self) -> int:
+        return self.total - len(self.runs)
+
+    @property
+    def many(self) -> bool:
+        """Shown as one row per step run (an expanded step, or several runs of one step)."""
+        return self.total > 1 or any(r.index is not None for r in self.runs)
+
+    @property
+    def headline(self) -> str:
+        if self.many:
+            return self.summary
+        n = len(self.runs[0].attempts) if self.runs else 0
+        return f"{n} attempt{'s' if n != 1 else ''}"
+
+
+@dataclass(slots=True)
+class Reason:
+    kind: str  # halted | timeout | failed | cancelled
+    title: str
+    chain: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class RunPage:
+    run: dict[str, Any]
+    metadata: dict[str, Any]
+    reason: Reason | None
+    steps: list[StepView]
+    graph: RunGraph
+    now_ms: int
+
+    @property
+    def status(self) -> str:
+        return str(self.run["status"])
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+    @property
+    def can_retry(self) -> bool:
+        return self.status == "halted"
+
+    @property
+    def unsafe(self) -> bool:
+        return bool(self.run["halt_reason"] == "unsafe_to_retry")
+
+    @property
+    def can_cancel(self) -> bool:
+        return self.status in ("pending", "running", "halted")
+
+    @property
+    def delayed_start(self) -> bool:
+        return self.status == "pending" and int(self.run["not_before_ms"]) > self.now_ms
+
+
+def _attempts(rows: list[dict[str, Any]]) -> dict[str, list[AttemptView]]:
+    out: dict[str, list[AttemptView]] = {}
+    for a in rows:
+        out.setdefault(a["job_id"], []).append(AttemptView(
+            int(a["attempt"]), a["result"] or "running", int(a["started_ms"]),
+            None if a["finished_ms"] is None else int(a["finished_ms"]),
+            None if a["deadline_ms"] is None else int(a["deadline_ms"]), a["worker_id"], a["error_type"],
+            a["error"], a["traceback"]))
+    for attempts in out.values():
+        attempts.sort(key=lambda v: v.number)
+    return out
+
+
+_URGENCY = {"failed": 0, "running": 1, "held": 2, "ready": 3, "delayed": 4, "cancelled": 5, "skipped": 6,
+            "completed": 7}
+
+
+def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[dict[str, Any]],
+          definition: Definition | None, now_ms: int, *, show_all: str | None = None) -> RunPage:
+    """The run page's model.
+
+    Args:
+        run: the `Store.get_run` row; jobs, attempt_rows: its `run_jobs` and `run_attempts`.
+        definition: the pipeline's definition when this process imported it.
+        now_ms: the database clock.
+        show_all: a step whose step runs are all listed (others fold after 25).
+    """
+    attempts = _attempts(attempt_rows)
+    graph = run_graph.build(definition, jobs, now_ms)
+    by_step: dict[str, list[StepRunView]] = {}
+    for j in jobs:
+        by_step.setdefault(j["step"], []).append(StepRunView(
+            j["id"], j["elem_index"], j["scope"], job_state(j, now_ms), int(j["not_before_ms"]),
+            int(j["created_ms"]), j["finished_ms"], int(j["failures"]), int(j["crashes"]), j["boundary"],
+            j["skip_reason"], j["output"], attempts.get(j["id"], [])))
+    steps = []
+    for node in graph.nodes:
+        runs = by_step.get(node.name, [])
+        if not runs:
+            continue
+        runs.sort(key=lambda r: (r.scope.count("/"), r.index if r.index is not None else -1, r.scope))
+        shown = runs
+        if len(runs) > SHOWN_PER_STEP and show_all != node.name:
+            shown = sorted(runs, key=lambda r: _URGENCY.get(r.state, 9))[:SHOWN_PER_STEP]
+            shown.sort(key=lambda r: (r.index if r.index is not None else -1, r.scope))
+        steps.append(StepView(node.name, node.label, node.state, node.summary, len(runs), shown))
+    try:
+        metadata = json.loads(run["metadata"] or "{}")
+    except ValueError:
+        metadata = {"unreadable": run["metadata"]}
+    if not isinstance(metadata, dict):
+        metadata = {"value": metadata}
+    return RunPage(run, metadata, _reason(run, metadata, by_step), steps, graph, now_ms)
+
+
+def _reason(run: dict[str, Any], metadata: dict[str, Any], by_step: dict[str, list[StepRunView]]) -> Reason | None:
+    """Why the run stopped, as a chain from the run's status back to the attempt that caused it."""
+    status = run["status"]
+    if status == "halted":
+        reason = run["halt_reason"] or "unknown"
+        chain = [f"Run halted ({reason}): {HALT_EXPLAINED.get(reason, 'see metadata')}."]
+        step = metadata.get("halted_step")
+        failed = [r for r in by_step.get(str(step), []) if r.state == "failed"] if step else []
+        for r in failed[:3]:
+            where = f"Step {step}" + (f" element {r.index}" if r.index is not None else "")
+            results = ", ".join(a.result for a in r.attempts) or "no attempts"
+            chain.append(f"{where} failed for good after {len(r.attempts)} attempt(s): {results}.")
+            if r.boundary:
+                chain.append(f"It had crossed the boundary {r.boundary!r}: retrying it needs a deliberate force.")
+            last = r.attempts[-1] if r.attempts else None
+            if last is not None and (last.error_type or last.error):
+                chain.append(f"Last error: {last.error_type or 'Error'}: {last.error or ''}".rstrip(": "))
+        if not failed and metadata.get("error"):
+            chain.append(f"Error: {metadata['error']}")
+        handler = by_step.get(ON_HALT_STEP)
+        if handler:
+            chain.append(f"on_halt handler: {handler[-1].state}.")
+        return Reason("halted", f"Halted: {reason}", chain)
+    if status == "failed" and metadata.get("timeout_exceeded"):
+        seconds = metadata.get("timeout_seconds", run["timeout_seconds"])
+        chain = [f"The run deadline of {seconds} s passed."]
+        stopped = [f"{n}" + (f"[{r.index}]" if r.index is not None else "")
+                   for n, runs in by_step.items() for r in runs
+                   if r.attempts and r.attempts[-1].error_type == "TimeoutError" and r.state == "failed"]
+        if stopped:
+            chain.append("In-flight attempts stopped: " + ", ".join(stopped[:10])
+                         + (f" and {len(stopped) - 10} more" if len(stopped) > 10 else "") + ".")
+        skipped = sum(1 for runs in by_step.values() for r in runs if r.state == "skipped")
+        if skipped:
+            chain.append(f"{skipped} step run(s) skipped (workflow timeout).")
+        if metadata.get("error"):
+            chain.append(str(metadata["error"]))
+        return Reason("timeout", "Failed: run deadline exceeded", chain)
+    if status == "failed":
+        return Reason("failed", "Failed", [str(metadata.get("error") or "see metadata")])
+    if status == "cancelled":
+        chain = []
+        for key in ("reason", "cancelled_by", "error"):
+            if metadata.get(key):
+                chain.append(f"{key.replace('_', ' ')}: {metadata[key]}")
+        cancelled = sum(1 for runs in by_step.values() for r in runs if r.state == "cancelled")
+        if cancelled:
+            chain.append(f"{cancelled} step run(s) cancelled.")
+        return Reason("cancelled", "Cancelled", chain)
+    return None

@@ -1,0 +1,121 @@
+"""The dashboard in real headless Chromium (Debian's ``chromium`` driven by Playwright):
+load the overview, open a halted run, see its failed node, log in, retry, watch it finish."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from helpers import FAST_ENV, start_worker, stop_worker, wait_for
+from web_support import TOKEN
+
+from ductline.store import open_store
+
+HERE = Path(__file__).parent
+WEB_APP = str(HERE / "web_app.py")
+ARTIFACTS = HERE.parents[1] / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def dashboard_url(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A dashboard served by ``ductline dashboard`` (uvicorn) in a subprocess: ``(url, db_url)``."""
+    db_url = f"sqlite:///{tmp_path}/browser.db"
+    open_store(db_url).migrate()
+    port = free_port()
+    env = {**os.environ, **FAST_ENV, "DUCTLINE_DASHBOARD_TOKEN": TOKEN}
+    proc = subprocess.Popen([sys.executable, "-m", "ductline", "dashboard", "--host", "127.0.0.1", "--port",
+                             str(port), "--app", WEB_APP, "--database", db_url], env=env, cwd=tmp_path)
+
+    def listening() -> bool:
+        assert proc.poll() is None, "the dashboard exited"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            return False
+
+    try:
+        wait_for(listening, timeout=20, interval=0.05)
+        yield f"http://127.0.0.1:{port}", db_url
+    finally:
+        stop_worker(proc)
+
+
+def test_halted_run_is_retried_from_the_browser_and_finishes(dashboard_url, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    assert shutil.which("chromium") or os.path.exists(CHROMIUM), "install Debian's chromium (see .ci/run)"
+    base, db_url = dashboard_url
+    gate = tmp_path / "orders.gate"
+    worker = start_worker(db_url, app=WEB_APP, env={"WEB_GATE_FILE": str(gate)})
+    try:
+        sys.path.insert(0, str(HERE))
+        import web_app
+
+        store = open_store(db_url)
+        handle = web_app.gated.trigger({"id": 7}, database=store)
+        assert handle.wait(30) == "halted"
+        ARTIFACTS.mkdir(exist_ok=True)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+            page.goto(base + "/")
+            halted = page.locator('a.stat[data-status="halted"]')
+            expect(halted.locator(".num")).to_have_text("1")
+            expect(halted).to_have_class("stat c-halted alert")
+            page.locator(f'a[href="/runs/{handle.id}"]').first.click()
+
+            expect(page.locator(".run-status .badge")).to_have_text("halted")
+            failed = page.locator('svg.graph g.node[data-step="open_gate"]')
+            expect(failed).to_have_attribute("data-state", "failed")
+            expect(page.locator('g.node[data-step="ship"]')).to_have_attribute("data-state", "not_reached")
+            expect(page.locator(".reason")).to_contain_text("gate closed: orders.gate does not exist yet")
+            page.screenshot(path=str(ARTIFACTS / "run_page_halted.png"), full_page=True)
+
+            page.locator("main a.button", has_text="Log in").click()
+            page.fill("#token", "wrong")
+            page.click("button[type=submit]")
+            expect(page.locator("[role=alert]")).to_contain_text("not the dashboard's token")
+            page.fill("#token", TOKEN)
+            page.click("button[type=submit]")
+            expect(page.locator(".flash-ok")).to_contain_text("Logged in")
+            assert page.url.endswith(f"/runs/{handle.id}")
+
+            gate.write_text("open")
+            page.click("#retry")
+            expect(page.locator(".flash-ok")).to_contain_text("Run revived")
+            expect(page.locator(".run-status .badge")).to_have_text("running")
+            # The page follows the run's event stream and reloads itself as it moves on.
+            expect(page.locator(".run-status .badge")).to_have_text("completed", timeout=30_000)
+            expect(page.locator('g.node[data-step="open_gate"]')).to_have_attribute("data-state", "completed")
+            expect(page.locator('g.node[data-step="ship"]')).to_have_attribute("data-state", "completed")
+            expect(page.locator("#step-open_gate")).to_contain_text("3 attempts")
+            page.wait_for_load_state("load")
+            page.screenshot(path=str(ARTIFACTS / "run_page.png"), full_page=True)
+            page.goto(base + "/")
+            page.screenshot(path=str(ARTIFACTS / "overview.png"), full_page=True)
+            assert errors == []
+            browser.close()
+        assert handle.status() == "completed"
+        assert handle.output() == {"order": {"id": 7}, "gate": "open", "shipped": True}
+        store.close()
+    finally:
+        stop_worker(worker)

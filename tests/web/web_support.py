@@ -1,0 +1,97 @@
+"""Seeding a store for the dashboard tests through the public API: trigger runs,
+claim their jobs with `Store.claim`, record outcomes with `ductline.runtime.record`
+inside `Store.transaction()` (import as `web_support`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import rt_app
+
+from ductline import codec
+from ductline.dsl.pipeline import Pipeline
+from ductline.model.states import AttemptResult
+from ductline.runtime import record
+from ductline.store import Store
+from ductline.store.records import ClaimedJob
+
+TOKEN = "test-dashboard-token"
+WORKER = "web-test-worker"
+LEASE_MS = 60_000
+
+
+def claim(store: Store, pipeline: Pipeline, limit: int = 1) -> list[ClaimedJob]:
+    return store.claim(WORKER, [pipeline.name], limit, LEASE_MS)
+
+
+def _attempt(job: ClaimedJob) -> record.Attempt:
+    return record.Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token)
+
+
+def succeed(store: Store, pipeline: Pipeline, job: ClaimedJob, output: Any) -> None:
+    with store.transaction() as tx:
+        done = record.success(tx, pipeline.definition(), _attempt(job), codec.dumps(output), 0)
+    assert done.outcome == "completed", done
+
+
+def fail(store: Store, pipeline: Pipeline, job: ClaimedJob, error: str = "bad input") -> record.Recorded:
+    with store.transaction() as tx:
+        return record.failure(tx, pipeline.definition(), _attempt(job), AttemptResult.ERRORED, "ValueError",
+                              error, f'Traceback (most recent call last):\n  File "app.py", line 1\nValueError: {error}')
+
+
+def complete_run(store: Store, pipeline: Pipeline, *args: Any) -> str:
+    """Trigger and drive a run of a chain-like pipeline to completion (each step doubles its input)."""
+    handle = pipeline.trigger(*args, database=store)
+    while True:
+        jobs = claim(store, pipeline, 10)
+        if not jobs:
+            break
+        for job in jobs:
+            next_millisecond(store)  # each step created at its own time: creation order is clear
+            succeed(store, pipeline, job, codec.loads(job.input)[0])
+    assert handle.status() == "completed", handle.status()
+    return handle.id
+
+
+def halted_run(store: Store) -> str:
+    """A run of ``rt_failing`` whose first step failed on both attempts it may have."""
+    handle = rt_app.failing.trigger(1, database=store)
+    for _ in range(2):
+        (job,) = claim(store, rt_app.failing)
+        fail(store, rt_app.failing, job)
+    assert handle.status() == "halted"
+    return handle.id
+
+
+def expanding_run(store: Store) -> str:
+    """A running ``rt_fan`` run: make_list done, element 0 done, 1 running, 2 waiting."""
+    handle = rt_app.fan.trigger(3, database=store)
+    (first,) = claim(store, rt_app.fan)
+    succeed(store, rt_app.fan, first, [0, 1, 2])
+    jobs = claim(store, rt_app.fan, 2)
+    assert [j.step for j in jobs] == ["slow_square", "slow_square"]
+    succeed(store, rt_app.fan, jobs[0], 0)
+    return handle.id
+
+
+def next_millisecond(store: Store) -> None:
+    """Wait until the database clock passed the current millisecond, so the next run
+    gets a later ``created_ms`` (newest-first order is then unambiguous)."""
+    start = store.now_ms()
+    while store.now_ms() <= start:
+        time.sleep(0.001)
+
+
+def seed(store: Store) -> dict[str, str]:
+    """One run in each interesting state (created in this order), plus a live worker."""
+    ids = {}
+    for name, make in (("completed", lambda: complete_run(store, rt_app.chain, 2)),
+                       ("halted", lambda: halted_run(store)), ("running", lambda: expanding_run(store)),
+                       ("delayed", lambda: rt_app.chain.trigger(5, delay=3600, database=store).id)):
+        next_millisecond(store)
+        ids[name] = make()
+    store.register_worker(WORKER, "test-host", 4242, 2)
+    store.renew_leases(WORKER, [], LEASE_MS, busy=1)
+    return ids
