@@ -1,0 +1,171 @@
+"""How a worker reacts to its children: messages (results, requests), deaths,
+kills that did not work (undead), and replacing children from a warm spare.
+
+A mixin of `ductline.runtime.worker.Worker`, kept apart so each file reads on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from ductline.errors import StoreError
+from ductline.model.states import AttemptResult
+from ductline.observability.events import EventName, emit
+from ductline.runtime.outcomes import Outcome, job_extra
+from ductline.runtime.record import Attempt
+from ductline.runtime.requests import answer
+from ductline.runtime.slots import Child, Slot
+from ductline.store.records import ClaimedJob
+
+if TYPE_CHECKING:
+    from ductline.runtime.worker import Worker
+
+log = logging.getLogger("ductline.worker")
+
+
+class ChildEvents:
+    def _handle(self: "Worker", ready: Any) -> None:
+        if ready == self.wakeup.fileno():
+            self.wakeup.drain()
+            return
+        for slot in self.slots:
+            for runner in (slot.runner, slot.child):
+                if runner is None:
+                    continue
+                if ready == runner.sentinel:
+                    self._runner_gone(slot, runner)
+                    return
+                if ready is runner.conn:
+                    try:
+                        message = runner.conn.recv()
+                    except (EOFError, OSError):
+                        return  # the sentinel reports the end
+                    self._message(slot, message)
+                    return
+
+    def _message(self: "Worker", slot: Slot, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        job = slot.job
+        if kind == "request":
+            if job is None:
+                return
+            if message[1] == "timeout":
+                self._scaled_timeout(slot, job, int(message[2][0]))
+            else:
+                answer(self.store, slot.runner, job, message[1], message[2])
+            return
+        if kind == "fatal":
+            log.error("Child could not import the apps: %s: %s", message[2], message[3])
+            if job is not None:
+                self._queue(slot, AttemptResult.ERRORED, error_type=message[2], error=message[3],
+                            traceback=message[4])
+            return
+        if job is None or message[1] != job.lease_token or not self.enforcer.finish(slot.index):
+            return  # a result of an attempt being killed, or no longer current, is never taken
+        if kind == "done":
+            self._queue(slot, AttemptResult.SUCCEEDED, output=message[2])
+        elif kind == "error":
+            self._queue(slot, AttemptResult.ERRORED, error_type=message[2], error=message[3],
+                        traceback=message[4])
+
+    def _queue(self: "Worker", slot: Slot, result: AttemptResult, **fields: Any) -> None:
+        job = slot.job
+        assert job is not None
+        self.pending.append(Outcome(self._attempt(slot), job.pipeline, result, **fields))
+        if slot.runner is not None and slot.runner is not slot.child:
+            self._retired.append(slot.runner)  # a finished thread: close its pipes once it ends
+        slot.release()
+
+    def _attempt(self: "Worker", slot: Slot) -> Attempt:
+        job = slot.job
+        assert job is not None
+        return Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token,
+                       job.started_ms)
+
+    def _runner_gone(self: "Worker", slot: Slot, runner: Any) -> None:
+        """A child process exited, or a thread-isolated step's thread ended."""
+        code = runner.reap()
+        if code is None:
+            return
+        if runner is not slot.runner:  # an idle child died: replace it
+            if runner is slot.child:
+                slot.child = None if self.stopping else self._fresh_child()
+            return
+        watch = self.enforcer.settle(slot.index)
+        if slot.job is not None:
+            reason = None if watch is None else watch.reason
+            if reason == "timeout":
+                assert watch is not None and slot.job is not None
+                if watch.deadline is not None:
+                    emit(EventName.TIMEOUT_OVERRUN, pipeline=slot.job.pipeline,
+                         overrun_seconds=max(0.0, time.monotonic() - watch.deadline),
+                         **job_extra(self._attempt(slot)))
+                self._queue_timeout(slot)
+            elif reason == "shutdown":
+                self._queue(slot, AttemptResult.CANCELLED, release=True,
+                            error="worker shut down before the attempt finished")
+            elif reason == "lease":
+                slot.release()  # the lease is gone; whoever holds the job records it
+            else:
+                self._queue(slot, AttemptResult.CRASHED, error_type="ChildDied",
+                            error=f"the child process running the step exited with code {code}")
+        slot.release()
+        if runner is slot.child:
+            slot.child = None if self.stopping else self._fresh_child()
+
+    def _fresh_child(self: "Worker") -> Child:
+        """A warm spare if there is one (it imported the apps already), replaced at
+        once in the background, so a killed slot serves its next job without
+        waiting for an interpreter to start."""
+        child = self._spare
+        self._spare = Child(self.apps, self.sys_path)
+        if child is None or child.reap() is not None:
+            return Child(self.apps, self.sys_path)
+        return child
+
+    def _queue_timeout(self: "Worker", slot: Slot) -> None:
+        job = slot.job
+        assert job is not None
+        if job.run_deadline_ms is not None and job.deadline_ms == job.run_deadline_ms:
+            self._queue(slot, AttemptResult.TIMED_OUT, run_deadline=True)
+            return
+        self._queue(slot, AttemptResult.TIMED_OUT, error_type="TimeoutError",
+                    error=f"attempt {job.attempt} of step {job.step!r} exceeded the step timeout of "
+                          f"{slot.timeout_seconds} s and was killed")
+
+    def _scaled_timeout(self: "Worker", slot: Slot, job: ClaimedJob, seconds: int) -> None:
+        """The attempt sized its input: its deadline becomes start + the scaled
+        timeout (never past the run deadline), on the database clock."""
+        deadline_ms = job.started_ms + seconds * 1000
+        if job.run_deadline_ms is not None:
+            deadline_ms = min(deadline_ms, job.run_deadline_ms)
+        slot.timeout_seconds = seconds
+        self.enforcer.move_deadline(slot.index, self.to_monotonic(deadline_ms))
+        try:
+            self.store.set_attempt_deadline(job.job_id, job.attempt, job.lease_token, deadline_ms)
+        except StoreError as exc:
+            self._store_failed("recording a deadline", exc)
+        slot.runner.send(("reply", True))
+
+    def _collect_undead(self: "Worker") -> None:
+        """Children that survived SIGKILL (kernel D state) are left alone for good:
+        their slot is gone until the worker restarts (``process.undead``)."""
+        for index, watch in self.enforcer.take_undead():
+            slot = self.slots[index]
+            what = "Thread" if getattr(watch.child, "is_thread", False) else "Child process"
+            log.error("%s %d did not stop after the kill; slot %d abandoned (undead)",
+                      what, watch.child.pid, index, extra=job_extra(self._attempt(slot)) if slot.busy else None)
+            slot.undead = True
+            if watch.child is slot.child:
+                slot.child = None  # abandoned: never signalled or waited on again
+            kind = EventName.THREAD_UNDEAD if getattr(watch.child, "is_thread", False) else EventName.PROCESS_UNDEAD
+            emit(kind, pipeline=slot.job.pipeline if slot.job else None, pid=watch.child.pid,
+                 **(job_extra(self._attempt(slot)) if slot.busy else {}))
+            if slot.busy:
+                if watch.reason == "timeout":
+                    self._queue_timeout(slot)
+                else:
+                    slot.release()
+
