@@ -12,7 +12,7 @@ import json
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from ductline.model.states import AttemptResult, JobStatus
+from ductline.model.states import AttemptResult
 from ductline.store import migrations
 from ductline.store.records import ClaimedJob, ExpiredLease, JobBudget, NewJob, NewRun
 from ductline.store.session import Dialect, Session
@@ -55,10 +55,11 @@ class Tx:
                                                "output": output}) == 1
 
     def retry_job(self, job_id: str, lease_token: str, delay_ms: int, *, crashed: bool = False) -> bool:
-        """Put a job back to pending ``delay_ms`` from now, charging one failure or crash."""
+        """Put a job back to pending ``delay_ms`` from now (held if its run is halted),
+        charging one failure or crash."""
         changed = self.s.execute("retry_job", {
             "job_id": job_id, "lease_token": lease_token, "delay_ms": delay_ms,
-            "status": JobStatus.PENDING.value, "failed": 0 if crashed else 1, "crashed": 1 if crashed else 0,
+            "failed": 0 if crashed else 1, "crashed": 1 if crashed else 0,
         }) == 1
         if changed:
             self.s.fetch("notify")

@@ -48,7 +48,7 @@ RETURNING j.id, j.run_id, j.pipeline, j.step, j.scope, j.input, j.attempts, j.le
 UPDATE ductline_runs
 SET status = 'running', started_ms = :now_ms,
     deadline_ms = CASE WHEN timeout_seconds IS NULL THEN NULL ELSE :now_ms + timeout_seconds * 1000 END
-WHERE id = :run_id AND status = 'pending';
+WHERE id = :run_id AND (status = 'pending' OR (status = 'running' AND started_ms > :now_ms));
 
 -- name: run_deadline
 SELECT deadline_ms FROM ductline_runs WHERE id = :run_id;
@@ -59,7 +59,8 @@ VALUES (:job_id, :attempt, :run_id, :lease_token, :worker_id, :started_ms, :dead
 
 -- name: renew_leases
 UPDATE ductline_jobs SET lease_expires_ms = ductline_now_ms() + :lease_ms
-WHERE status = 'running' AND lease_token IN (SELECT jsonb_array_elements_text(:tokens::jsonb))
+-- An expired lease is never renewed: rescuers may already have taken it.
+WHERE status = 'running' AND lease_expires_ms >= ductline_now_ms() AND lease_token IN (SELECT jsonb_array_elements_text(:tokens::jsonb))
 RETURNING lease_token;
 
 -- name: complete_job
@@ -69,8 +70,10 @@ SET status = 'completed', output = :output, lease_token = NULL, lease_expires_ms
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
 
 -- name: retry_job
+-- A job re-queued while its run is halted is held, so nothing new starts until a retry.
 UPDATE ductline_jobs
-SET status = :status, failures = failures + :failed, crashes = crashes + :crashed,
+SET status = CASE WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = ductline_jobs.run_id) IN ('pending', 'running')
+                  THEN 'pending' ELSE 'held' END, failures = failures + :failed, crashes = crashes + :crashed,
     not_before_ms = ductline_now_ms() + :delay_ms, lease_token = NULL, lease_expires_ms = NULL,
     worker_id = NULL
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
@@ -142,17 +145,23 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: release_job
 UPDATE ductline_jobs
-SET status = 'pending', not_before_ms = ductline_now_ms(), lease_token = NULL, lease_expires_ms = NULL,
+SET status = CASE WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = ductline_jobs.run_id) IN ('pending', 'running')
+                  THEN 'pending' ELSE 'held' END, not_before_ms = ductline_now_ms(), lease_token = NULL, lease_expires_ms = NULL,
     worker_id = NULL
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
 
 -- name: revive_run
-UPDATE ductline_runs SET status = 'running', halt_reason = NULL, finished_ms = NULL
+-- A run halted before its first attempt started goes back to pending, so its
+-- deadline still starts at its first attempt.
+UPDATE ductline_runs
+SET status = CASE WHEN started_ms IS NULL THEN 'pending' ELSE 'running' END, halt_reason = NULL,
+    finished_ms = NULL
 WHERE id = :run_id AND status = 'halted';
 
 -- name: revive_jobs
 UPDATE ductline_jobs
-SET status = 'pending', failures = 0, crashes = 0, not_before_ms = ductline_now_ms(), finished_ms = NULL,
+SET status = 'pending', failures = 0, crashes = 0, finished_ms = NULL,
+    not_before_ms = CASE WHEN not_before_ms > ductline_now_ms() THEN not_before_ms ELSE ductline_now_ms() END,
     boundary = CASE WHEN :force::boolean THEN NULL ELSE boundary END
 WHERE run_id = :run_id AND status IN ('failed', 'held', 'cancelled');
 

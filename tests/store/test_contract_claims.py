@@ -1,0 +1,318 @@
+"""Store contract: creating work and claiming it (both backends, real databases)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from contract_support import (LONG_LEASE_MS, PIPELINE, WORKER, claim_one, create_run, job, make_job,
+                              make_run, pausing_store, run_threads, wait_for)
+from ductline.errors import StoreError
+from ductline.store import Store, open_store
+from ductline.store.records import ClaimedJob
+
+
+def test_run_and_first_job_in_one_transaction_then_claim(store: Store) -> None:
+    run = make_run(args='["x", 2]')
+    first = make_job(run.id, step="start", scope="", input='["x", 2]')
+    with store.transaction() as tx:
+        tx.insert_run(run)
+        tx.insert_jobs([first])
+
+    before = store.get_run(run.id)
+    assert before is not None
+    assert before["status"] == "pending" and before["started_ms"] is None
+    assert store.run_attempts(run.id) == []
+
+    t0 = store.now_ms()
+    claimed = store.claim(WORKER, [PIPELINE], 10, LONG_LEASE_MS)
+    t1 = store.now_ms()
+
+    assert len(claimed) == 1
+    c = claimed[0]
+    assert (c.job_id, c.run_id, c.pipeline, c.step, c.scope, c.input) == \
+        (first.id, run.id, PIPELINE, "start", "", '["x", 2]')
+    assert c.attempt == 1
+    assert isinstance(c.lease_token, str) and len(c.lease_token) >= 16
+    assert t0 <= c.started_ms <= t1, "started_ms must come from the database clock"
+    assert c.timeout_seconds is None and c.deadline_ms is None and c.run_deadline_ms is None
+    assert c.boundary is None
+
+    after = store.get_run(run.id)
+    assert after is not None
+    assert after["status"] == "running"
+    assert after["started_ms"] == c.started_ms
+    assert store.lease_state(first.id) == {"status": "running", "lease_token": c.lease_token}
+    attempts = store.run_attempts(run.id)
+    assert len(attempts) == 1
+    assert attempts[0]["job_id"] == first.id and attempts[0]["attempt"] == 1
+    assert attempts[0]["started_ms"] == c.started_ms and attempts[0]["result"] is None
+    assert attempts[0]["worker_id"] == WORKER
+    assert job(store, run.id, first.id)["attempts"] == 1
+
+
+def test_a_transaction_that_raises_writes_nothing(store: Store) -> None:
+    run = make_run()
+    with pytest.raises(RuntimeError, match="abandon"):
+        with store.transaction() as tx:
+            tx.insert_run(run)
+            tx.insert_jobs([make_job(run.id)])
+            raise RuntimeError("abandon")
+    assert store.get_run(run.id) is None
+    assert store.run_jobs(run.id) == []
+    assert store.claim(WORKER, [PIPELINE], 10, LONG_LEASE_MS) == []
+
+
+def test_delayed_job_is_claimed_only_after_its_not_before(store: Store) -> None:
+    created_after = store.now_ms()
+    run_id, (job_id,) = create_run(store, {"delay_ms": 1000})
+    not_before = job(store, run_id, job_id)["not_before_ms"]
+    assert not_before >= created_after + 1000
+
+    assert store.claim(WORKER, [PIPELINE], 10, LONG_LEASE_MS) == [], "claimed before its not-before time"
+    assert store.now_ms() < not_before, "the database took over a second to answer; test is void"
+
+    claimed = wait_for(lambda: store.claim(WORKER, [PIPELINE], 10, LONG_LEASE_MS), timeout=10)
+    assert isinstance(claimed, list) and len(claimed) == 1
+    assert claimed[0].job_id == job_id
+    assert claimed[0].not_before_ms == not_before
+    assert claimed[0].started_ms >= not_before
+
+
+def test_absolute_not_before_is_kept(store: Store) -> None:
+    now = store.now_ms()
+    run = make_run()
+    pinned = make_job(run.id, not_before_ms=now + 3_600_000, delay_ms=5)
+    with store.transaction() as tx:
+        tx.insert_run(run)
+        tx.insert_jobs([pinned])
+    assert job(store, run.id, pinned.id)["not_before_ms"] == now + 3_600_000
+    assert store.claim(WORKER, [PIPELINE], 10, LONG_LEASE_MS) == []
+
+
+def test_only_listed_pipelines_are_claimed(store: Store) -> None:
+    _, (a,) = create_run(store, pipeline="alpha")
+    _, (b,) = create_run(store, pipeline="beta")
+    assert store.claim(WORKER, ["gamma"], 10, LONG_LEASE_MS) == []
+    assert [c.job_id for c in store.claim(WORKER, ["alpha"], 10, LONG_LEASE_MS)] == [a]
+    assert store.claim(WORKER, ["alpha"], 10, LONG_LEASE_MS) == []
+    assert [c.job_id for c in store.claim(WORKER, ["gamma", "beta"], 10, LONG_LEASE_MS)] == [b]
+    assert store.claim(WORKER, [], 10, LONG_LEASE_MS) == []
+
+
+def test_limit_is_respected(store: Store) -> None:
+    _, job_ids = create_run(store, *[{} for _ in range(5)])
+    assert store.claim(WORKER, [PIPELINE], 0, LONG_LEASE_MS) == []
+    sizes = []
+    seen: list[str] = []
+    for _ in range(4):
+        batch = store.claim(WORKER, [PIPELINE], 2, LONG_LEASE_MS)
+        sizes.append(len(batch))
+        seen += [c.job_id for c in batch]
+    assert sizes == [2, 2, 1, 0]
+    assert sorted(seen) == sorted(job_ids)
+
+
+def test_a_claimed_job_is_not_claimed_again(store: Store) -> None:
+    create_run(store)
+    c = claim_one(store)
+    assert store.claim("another-worker", [PIPELINE], 10, LONG_LEASE_MS) == []
+    assert store.lease_state(c.job_id) == {"status": "running", "lease_token": c.lease_token}
+
+
+def test_earliest_not_before_is_claimed_first(store: Store) -> None:
+    now = store.now_ms()
+    _, (late, early, middle) = create_run(store, {"not_before_ms": now - 1000},
+                                          {"not_before_ms": now - 3000}, {"not_before_ms": now - 2000})
+    order = [claim_one(store).job_id for _ in range(3)]
+    assert order == [early, middle, late]
+
+
+def test_held_jobs_are_not_claimed(store: Store) -> None:
+    create_run(store, {"status": "held"})
+    assert store.claim(WORKER, [PIPELINE], 10, LONG_LEASE_MS) == []
+
+
+def test_inserting_the_same_step_run_twice_creates_one_row(store: Store) -> None:
+    run = make_run()
+    first = make_job(run.id, step="s", scope="0.1", input='["first"]')
+    with store.transaction() as tx:
+        tx.insert_run(run)
+        tx.insert_jobs([first, make_job(run.id, step="s", scope="0.1", input='["same batch"]')])
+    with store.transaction() as tx:
+        tx.insert_jobs([make_job(run.id, step="s", scope="0.1", input='["second"]'),
+                        make_job(run.id, step="s", scope="0.2"),
+                        make_job(run.id, step="t", scope="0.1")])
+    rows = store.run_jobs(run.id)
+    assert sorted((r["step"], r["scope"]) for r in rows) == [("s", "0.1"), ("s", "0.2"), ("t", "0.1")]
+    kept = [r for r in rows if (r["step"], r["scope"]) == ("s", "0.1")]
+    assert kept[0]["id"] == first.id
+    claimed = {c.job_id: c for c in store.claim(WORKER, [PIPELINE], 10, LONG_LEASE_MS)}
+    assert claimed[first.id].input == '["first"]'
+
+
+def test_every_job_is_claimed_exactly_once_by_concurrent_claimers(db_url: str, store: Store) -> None:
+    job_ids: list[str] = []
+    for _ in range(10):
+        _, ids = create_run(store, *[{} for _ in range(20)], timeout_seconds=600)
+        job_ids += ids
+    assert len(job_ids) == 200
+    start = threading.Barrier(4, timeout=10)
+
+    def claimer(i: int) -> list[ClaimedJob]:
+        own = open_store(db_url)
+        try:
+            got: list[ClaimedJob] = []
+            start.wait()
+            give_up = time.monotonic() + 20
+            while time.monotonic() < give_up:
+                batch = own.claim(f"worker-{i}", [PIPELINE], 3, LONG_LEASE_MS)
+                got += batch
+                # An empty batch can also mean "every ready row is locked by another
+                # claimer right now" (SKIP LOCKED); stop only once nothing is pending.
+                if not batch and own.next_not_before([PIPELINE]) is None:
+                    return got
+            raise AssertionError(f"worker-{i} still finds pending jobs after 20 s")
+        finally:
+            own.close()
+
+    per_worker = run_threads(4, claimer, timeout=40)
+    everything = [c for got in per_worker for c in got]
+    claimed_ids = [c.job_id for c in everything]
+    assert len(claimed_ids) == len(set(claimed_ids)), "a job was claimed twice"
+    assert sorted(claimed_ids) == sorted(job_ids)
+    assert {c.attempt for c in everything} == {1}
+    assert len({c.lease_token for c in everything}) == 200
+    assert store.claim(WORKER, [PIPELINE], 10, LONG_LEASE_MS) == []
+    # Each run starts at its earliest attempt; a job claimed by a later claim may carry
+    # a run deadline later by at most the gap between the two claims.
+    for c in everything:
+        run = store.get_run(c.run_id)
+        assert run is not None and run["status"] == "running"
+        assert run["deadline_ms"] == run["started_ms"] + 600_000
+        assert run["started_ms"] <= c.started_ms
+        assert run["deadline_ms"] <= c.run_deadline_ms <= run["deadline_ms"] + (c.started_ms - run["started_ms"])
+    assert sum(len(store.run_attempts(r)) for r in {c.run_id for c in everything}) == 200
+
+
+def test_a_duplicate_run_id_is_a_store_error_and_writes_nothing(store: Store) -> None:
+    run = make_run()
+    with store.transaction() as tx:
+        tx.insert_run(run)
+    other = make_run(pipeline="other")
+    with pytest.raises(StoreError):
+        with store.transaction() as tx:
+            tx.insert_run(other)
+            tx.insert_jobs([make_job(other.id, pipeline="other")])
+            tx.insert_run(run)
+    assert store.get_run(other.id) is None
+    assert store.claim(WORKER, ["other"], 10, LONG_LEASE_MS) == []
+    assert store.get_run(run.id) is not None  # the store is still usable after the error
+
+
+# -- deadlines ---------------------------------------------------------------------
+
+
+def test_step_timeout_sets_deadline_from_the_claim(store: Store) -> None:
+    run_id, (job_id,) = create_run(store, {"timeout_seconds": 5})
+    c = claim_one(store)
+    assert c.timeout_seconds == 5
+    assert c.deadline_ms == c.started_ms + 5000
+    assert c.run_deadline_ms is None
+    assert store.run_attempts(run_id)[0]["deadline_ms"] == c.deadline_ms
+    run = store.get_run(run_id)
+    assert run is not None and run["deadline_ms"] is None
+
+
+@pytest.mark.parametrize(("run_timeout", "step_timeout", "earlier"), [
+    (60, 5, "step"),
+    (2, 5, "run"),
+    (7, None, "run"),
+])
+def test_run_deadline_starts_at_first_claim_and_bounds_the_job(
+        store: Store, run_timeout: int, step_timeout: int | None, earlier: str) -> None:
+    run_id, _ = create_run(store, {"timeout_seconds": step_timeout}, timeout_seconds=run_timeout)
+    run = store.get_run(run_id)
+    assert run is not None and run["timeout_seconds"] == run_timeout
+    assert run["deadline_ms"] is None, "the run deadline must not count before the first attempt starts"
+
+    c = claim_one(store)
+    run = store.get_run(run_id)
+    assert run is not None
+    assert run["started_ms"] == c.started_ms
+    assert run["deadline_ms"] == c.started_ms + run_timeout * 1000
+    assert c.run_deadline_ms == run["deadline_ms"]
+    step_deadline = None if step_timeout is None else c.started_ms + step_timeout * 1000
+    assert c.deadline_ms == (step_deadline if earlier == "step" else run["deadline_ms"])
+    assert store.run_attempts(run_id)[0]["deadline_ms"] == c.deadline_ms
+
+
+def test_run_deadline_is_fixed_by_the_first_claim_only(store: Store) -> None:
+    run_id, (first, second) = create_run(store, {}, {"delay_ms": 150}, timeout_seconds=60)
+    c1 = claim_one(store)
+    assert c1.job_id == first
+    c2 = wait_for(lambda: store.claim(WORKER, [PIPELINE], 1, LONG_LEASE_MS), timeout=10)
+    assert isinstance(c2, list) and c2[0].job_id == second
+    assert c2[0].started_ms > c1.started_ms
+    run = store.get_run(run_id)
+    assert run is not None
+    assert run["started_ms"] == c1.started_ms
+    assert run["deadline_ms"] == c1.started_ms + 60_000
+    assert c2[0].run_deadline_ms == c1.started_ms + 60_000
+    assert c2[0].deadline_ms == c1.started_ms + 60_000
+
+
+def test_run_deadline_counts_from_the_first_attempt_start_under_concurrent_claims(
+        backend: str, db_url: str, store: Store, request: pytest.FixtureRequest) -> None:
+    """Two workers claim the first two jobs of a run at nearly the same time. The first
+    claim is held right after its claim statement (before it starts the run); the
+    second claims and starts the run meanwhile. DESIGN: the run deadline is measured
+    from the run's *first* attempt start, so no attempt of the run may start before it."""
+    run_id, (a, b) = create_run(store, {}, {}, timeout_seconds=60)
+    slow, checkpoint = pausing_store(db_url, after="claim_jobs")
+
+    def first_claim() -> list[ClaimedJob]:
+        try:
+            return slow.claim("worker-slow", [PIPELINE], 1, LONG_LEASE_MS)
+        finally:
+            slow.close()
+
+    def second_claim() -> list[ClaimedJob]:
+        own = open_store(db_url)
+        try:
+            return own.claim("worker-fast", [PIPELINE], 1, LONG_LEASE_MS)
+        finally:
+            own.close()
+
+    results: dict[str, list[ClaimedJob]] = {}
+    first = threading.Thread(target=lambda: results.__setitem__("first", first_claim()), daemon=True)
+    second = threading.Thread(target=lambda: results.__setitem__("second", second_claim()), daemon=True)
+    first.start()
+    try:
+        assert checkpoint.reached.wait(10), "the first claim never reached its checkpoint"
+        paused_at = store.now_ms()
+        wait_for(lambda: store.now_ms() >= paused_at + 20, timeout=5, interval=0.005)
+        second.start()
+        if backend == "postgres":
+            second.join(10)  # SKIP LOCKED: the second claim does not wait for the first
+            assert not second.is_alive(), "the second claim waited for the first"
+    finally:
+        checkpoint.go.set()  # on SQLite the second claim waits for this one (BEGIN IMMEDIATE)
+    first.join(10)
+    second.join(10)
+    assert not first.is_alive() and not second.is_alive()
+    assert set(results) == {"first", "second"}, "a claim raised (see the thread's traceback)"
+
+    claimed = results["first"] + results["second"]
+    assert sorted(c.job_id for c in claimed) == sorted([a, b])
+    first_start = min(c.started_ms for c in claimed)
+    run = store.get_run(run_id)
+    assert run is not None
+    assert run["started_ms"] == first_start
+    assert run["deadline_ms"] == first_start + 60_000
+    # A claim that started the run later may carry a deadline later by exactly that gap;
+    # the run's durable deadline (which ends the run) is the earliest one.
+    for c in claimed:
+        assert run["deadline_ms"] <= c.run_deadline_ms <= run["deadline_ms"] + (c.started_ms - first_start)

@@ -1,0 +1,418 @@
+"""Store contract: ending attempts under fencing, leases, retries, halting and reviving."""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+import pytest
+
+from contract_support import (LONG_LEASE_MS, PIPELINE, WORKER, attempt_row, claim_one, create_run, job,
+                              snapshot, wait_for)
+from ductline.model.states import AttemptResult
+from ductline.store import Store, Tx
+
+WRONG_TOKEN = "0" * 32
+
+# Each fenced verb, called with a job id and a token.
+VERBS: dict[str, Callable[[Tx, str, str], bool]] = {
+    "complete_job": lambda tx, j, t: tx.complete_job(j, t, '{"done": true}'),
+    "retry_job": lambda tx, j, t: tx.retry_job(j, t, 0),
+    "fail_job": lambda tx, j, t: tx.fail_job(j, t),
+    "release_job": lambda tx, j, t: tx.release_job(j, t),
+}
+# What the job looks like after the verb won: (status, output, failures, crashes, finished).
+AFTER = {
+    "complete_job": ("completed", '{"done": true}', 0, 0, True),
+    "retry_job": ("pending", None, 1, 0, False),
+    "fail_job": ("failed", None, 1, 0, True),
+    "release_job": ("pending", None, 0, 0, False),
+}
+
+
+def call(store: Store, verb: str, job_id: str, token: str) -> bool:
+    with store.transaction() as tx:
+        return VERBS[verb](tx, job_id, token)
+
+
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_fenced_verb_with_a_wrong_token_changes_nothing(store: Store, verb: str) -> None:
+    run_id, (job_id,) = create_run(store)
+    c = claim_one(store)
+    before = snapshot(store, run_id)
+    assert call(store, verb, job_id, WRONG_TOKEN) is False
+    assert snapshot(store, run_id) == before
+    assert store.lease_state(job_id) == {"status": "running", "lease_token": c.lease_token}
+
+
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_fenced_verb_with_the_right_token_wins_once(store: Store, verb: str) -> None:
+    run_id, (job_id,) = create_run(store)
+    c = claim_one(store)
+    assert call(store, verb, job_id, c.lease_token) is True
+    row = job(store, run_id, job_id)
+    status, output, failures, crashes, finished = AFTER[verb]
+    assert (row["status"], row["output"], row["failures"], row["crashes"]) == (status, output, failures, crashes)
+    assert (row["finished_ms"] is not None) is finished
+    assert store.lease_state(job_id) == {"status": status, "lease_token": None}
+
+    after_first = snapshot(store, run_id)
+    for again in sorted(VERBS):  # the same token is dead for every verb now
+        assert call(store, again, job_id, c.lease_token) is False, again
+    assert snapshot(store, run_id) == after_first
+
+
+def test_a_token_from_an_earlier_attempt_is_rejected(store: Store) -> None:
+    run_id, (job_id,) = create_run(store)
+    first = claim_one(store)
+    assert call(store, "release_job", job_id, first.lease_token)
+    second = claim_one(store)
+    assert second.job_id == job_id and second.attempt == 2
+    assert second.lease_token != first.lease_token
+    before = snapshot(store, run_id)
+    for verb in sorted(VERBS):
+        assert call(store, verb, job_id, first.lease_token) is False, verb
+    assert snapshot(store, run_id) == before
+    assert call(store, "complete_job", job_id, second.lease_token) is True
+
+
+def test_close_attempt_records_the_result(store: Store) -> None:
+    run_id, (job_id,) = create_run(store)
+    c = claim_one(store)
+    with store.transaction() as tx:
+        assert tx.retry_job(job_id, c.lease_token, 0)
+        tx.close_attempt(job_id, c.attempt, c.lease_token, AttemptResult.ERRORED, "ValueError", "boom",
+                         "Traceback ...")
+    row = attempt_row(store, run_id, job_id, 1)
+    assert (row["result"], row["error_type"], row["error"], row["traceback"]) == \
+        ("errored", "ValueError", "boom", "Traceback ...")
+    assert row["finished_ms"] is not None and row["finished_ms"] >= row["started_ms"]
+
+
+def test_close_attempt_after_the_lease_was_lost_changes_nothing(store: Store) -> None:
+    run_id, (job_id,) = create_run(store)
+    owner = claim_one(store, lease_ms=1)
+    wait_for(lambda: [e for e in store.expired_leases() if e.lease_token == owner.lease_token], timeout=10)
+    # A rescuer takes the expired lease: the job is re-queued and attempt 1 recorded crashed.
+    with store.transaction() as tx:
+        assert tx.retry_job(job_id, owner.lease_token, 0, crashed=True)
+        tx.close_attempt(job_id, 1, owner.lease_token, AttemptResult.CRASHED, "WorkerLost", "lease expired")
+    successor = claim_one(store)
+    assert successor.attempt == 2
+    before = snapshot(store, run_id)
+
+    # The slow owner comes back with its result.
+    with store.transaction() as tx:
+        assert tx.complete_job(job_id, owner.lease_token, '"late"') is False
+        tx.close_attempt(job_id, 1, owner.lease_token, AttemptResult.SUCCEEDED)
+        tx.close_attempt(job_id, 2, owner.lease_token, AttemptResult.SUCCEEDED)
+    assert snapshot(store, run_id) == before
+    assert attempt_row(store, run_id, job_id, 1)["result"] == "crashed"
+    assert attempt_row(store, run_id, job_id, 2)["result"] is None
+
+    with store.transaction() as tx:  # the current owner still can
+        assert tx.complete_job(job_id, successor.lease_token, '"on time"')
+        tx.close_attempt(job_id, 2, successor.lease_token, AttemptResult.SUCCEEDED)
+    assert attempt_row(store, run_id, job_id, 2)["result"] == "succeeded"
+    assert job(store, run_id, job_id)["output"] == '"on time"'
+
+
+def test_mark_boundary_is_fenced(store: Store) -> None:
+    _, (job_id,) = create_run(store)
+    c = claim_one(store)
+    assert store.mark_boundary(job_id, WRONG_TOKEN, "charge card") is False
+    with store.transaction() as tx:
+        assert tx.job_budget(job_id).boundary is None
+    assert store.mark_boundary(job_id, c.lease_token, "charge card") is True
+    with store.transaction() as tx:
+        assert tx.job_budget(job_id).boundary == "charge card"
+    assert store.claim(WORKER, [PIPELINE], 1, LONG_LEASE_MS) == []
+
+
+# -- leases ------------------------------------------------------------------------
+
+
+def test_renew_leases_returns_db_now_and_the_tokens_still_held(store: Store) -> None:
+    run_id, (a, b) = create_run(store, {}, {})
+    claims = {c.job_id: c for c in store.claim(WORKER, [PIPELINE], 2, LONG_LEASE_MS)}
+    with store.transaction() as tx:
+        assert tx.complete_job(a, claims[a].lease_token, "1")
+    before = store.now_ms()
+    now, held = store.renew_leases(WORKER, [claims[a].lease_token, claims[b].lease_token, WRONG_TOKEN],
+                                   LONG_LEASE_MS)
+    after = store.now_ms()
+    assert before <= now <= after
+    assert held == {claims[b].lease_token}
+
+    now, held = store.renew_leases(WORKER, [], LONG_LEASE_MS)
+    assert held == set() and now >= after
+
+
+def test_renew_leases_beats_the_registered_worker(store: Store) -> None:
+    store.register_worker(WORKER, "host-a", 4242, 3)
+    now, _ = store.renew_leases(WORKER, [], LONG_LEASE_MS, busy=2, undead=1)
+    (worker,) = [w for w in store.list_workers() if w["id"] == WORKER]
+    assert worker["heartbeat_ms"] == now
+    assert (worker["host"], worker["pid"], worker["concurrency"]) == ("host-a", 4242, 3)
+    assert (worker["busy"], worker["undead"], worker["status"]) == (2, 1, "running")
+    store.worker_stopped(WORKER)
+    (worker,) = [w for w in store.list_workers() if w["id"] == WORKER]
+    assert worker["status"] == "stopped" and worker["busy"] == 0
+
+
+def test_expired_leases_lists_only_leases_past_their_time(store: Store) -> None:
+    _, (short, long_) = create_run(store, {}, {})
+    s = claim_one(store, lease_ms=1)
+    lg = claim_one(store, lease_ms=LONG_LEASE_MS)
+    assert (s.job_id, lg.job_id) == (short, long_)
+
+    expired = wait_for(lambda: store.expired_leases(), timeout=10)
+    assert isinstance(expired, list)
+    assert [(e.job_id, e.run_id, e.pipeline, e.step, e.attempt, e.lease_token) for e in expired] == \
+        [(short, s.run_id, PIPELINE, s.step, 1, s.lease_token)]
+
+
+def test_a_renewed_lease_outlives_its_first_term(store: Store) -> None:
+    create_run(store)
+    c = claim_one(store, lease_ms=1200)
+    now, held = store.renew_leases(WORKER, [c.lease_token], LONG_LEASE_MS)
+    assert now < c.started_ms + 1200, "the renewal came after the first term ended; test is void"
+    assert held == {c.lease_token}
+    wait_for(lambda: store.now_ms() > c.started_ms + 1250, timeout=10)
+    assert store.expired_leases() == []
+
+
+def test_an_expired_lease_cannot_be_both_renewed_and_rescued(store: Store) -> None:
+    _, (job_id,) = create_run(store)
+    owner = claim_one(store, lease_ms=1)
+    # A rescuer reads the expired lease (maintenance.rescue_expired) ...
+    expired = wait_for(lambda: store.expired_leases(), timeout=10)
+    assert isinstance(expired, list) and expired[0].lease_token == owner.lease_token
+    # ... the owner's late heartbeat comes in ...
+    _, held = store.renew_leases(WORKER, [owner.lease_token], LONG_LEASE_MS)
+    # ... and the rescuer re-queues the job under the token it read.
+    with store.transaction() as tx:
+        rescued = tx.retry_job(job_id, owner.lease_token, 0, crashed=True)
+    assert not (owner.lease_token in held and rescued), \
+        "the owner was told it still holds the lease, and the rescuer took the job anyway"
+
+
+def test_an_ended_attempt_is_not_an_expired_lease(store: Store) -> None:
+    _, (job_id,) = create_run(store)
+    c = claim_one(store, lease_ms=1)
+    wait_for(lambda: store.expired_leases(), timeout=10)
+    assert call(store, "complete_job", job_id, c.lease_token)
+    assert store.expired_leases() == []
+
+
+# -- retry and failure -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("crashed", [False, True], ids=["error", "crash"])
+def test_retry_job_requeues_after_the_delay_and_charges_one_budget(store: Store, crashed: bool) -> None:
+    run_id, (job_id,) = create_run(store)
+    c = claim_one(store)
+    before = store.now_ms()
+    with store.transaction() as tx:
+        assert tx.retry_job(job_id, c.lease_token, 1500, crashed=crashed)
+    after = store.now_ms()
+
+    row = job(store, run_id, job_id)
+    assert row["status"] == "pending"
+    assert before + 1500 <= row["not_before_ms"] <= after + 1500
+    assert (row["failures"], row["crashes"]) == ((0, 1) if crashed else (1, 0))
+    assert store.lease_state(job_id) == {"status": "pending", "lease_token": None}
+    assert store.next_not_before([PIPELINE]) == row["not_before_ms"]
+    assert store.claim(WORKER, [PIPELINE], 1, LONG_LEASE_MS) == [], "retried job claimed before its delay"
+
+    with store.transaction() as tx:
+        budget = tx.job_budget(job_id)
+    assert (budget.failures, budget.crashes) == ((0, 1) if crashed else (1, 0))
+    assert (budget.max_retry, budget.max_crash, budget.retry_delay_seconds) == (3, 10, 10)
+    assert (budget.run_id, budget.step, budget.pipeline) == (run_id, c.step, PIPELINE)
+
+
+def test_failures_accumulate_across_attempts(store: Store) -> None:
+    run_id, (job_id,) = create_run(store)
+    for expected_attempt in (1, 2, 3):
+        c = claim_one(store)
+        assert c.attempt == expected_attempt
+        with store.transaction() as tx:
+            assert tx.retry_job(job_id, c.lease_token, 0, crashed=expected_attempt == 2)
+    row = job(store, run_id, job_id)
+    assert (row["attempts"], row["failures"], row["crashes"]) == (3, 2, 1)
+
+
+@pytest.mark.parametrize("crashed", [False, True], ids=["error", "crash"])
+def test_fail_job_sets_failed(store: Store, crashed: bool) -> None:
+    run_id, (job_id,) = create_run(store)
+    c = claim_one(store)
+    with store.transaction() as tx:
+        assert tx.fail_job(job_id, c.lease_token, crashed=crashed)
+    row = job(store, run_id, job_id)
+    assert row["status"] == "failed" and row["finished_ms"] is not None
+    assert (row["failures"], row["crashes"]) == ((0, 1) if crashed else (1, 0))
+    assert store.claim(WORKER, [PIPELINE], 1, LONG_LEASE_MS) == []
+
+
+def test_release_job_is_claimable_again_at_once_without_charge(store: Store) -> None:
+    run_id, (job_id,) = create_run(store)
+    c = claim_one(store)
+    assert call(store, "release_job", job_id, c.lease_token)
+    again = claim_one(store)
+    assert (again.job_id, again.attempt) == (job_id, 2)
+    row = job(store, run_id, job_id)
+    assert (row["failures"], row["crashes"]) == (0, 0)
+
+
+# -- runs: complete, halt, revive --------------------------------------------------
+
+
+def test_complete_run_only_once_and_only_when_running(store: Store) -> None:
+    run_id, _ = create_run(store)
+    with store.transaction() as tx:
+        assert tx.complete_run(run_id, '"out"') is False, "a pending run cannot complete"
+    claim_one(store)
+    with store.transaction() as tx:
+        assert tx.complete_run(run_id, '"out"') is True
+        assert tx.run_status(run_id) == "completed"
+    with store.transaction() as tx:
+        assert tx.complete_run(run_id, '"again"') is False
+        assert tx.halt_run(run_id, "job_retries_exhausted", {}) is False, "a completed run cannot halt"
+        assert tx.run_status("no-such-run") is None
+    run = store.get_run(run_id)
+    assert run is not None and run["output"] == '"out"' and run["finished_ms"] is not None
+
+
+def test_halt_run_once_holds_pending_jobs(store: Store) -> None:
+    run_id, (running, pending, delayed) = create_run(store, {}, {"delay_ms": 600_000},
+                                                     {"delay_ms": 600_000})
+    c = claim_one(store)
+    assert c.job_id == running
+    meta = {"halted_step": "first", "reasons": [{"reason": "job_retries_exhausted"}]}
+    with store.transaction() as tx:
+        assert tx.halt_run(run_id, "job_retries_exhausted", meta) is True
+    run = store.get_run(run_id)
+    assert run is not None
+    assert (run["status"], run["halt_reason"]) == ("halted", "job_retries_exhausted")
+    assert json.loads(run["metadata"]) == meta
+    assert run["finished_ms"] is not None
+    statuses = {r["id"]: r["status"] for r in store.run_jobs(run_id)}
+    assert statuses == {running: "running", pending: "held", delayed: "held"}
+    assert store.next_not_before([PIPELINE]) is None
+
+    before = snapshot(store, run_id)
+    with store.transaction() as tx:
+        assert tx.halt_run(run_id, "job_crashes_exhausted", {"other": 1}) is False
+    assert snapshot(store, run_id) == before
+
+
+def test_a_pending_run_can_halt(store: Store) -> None:
+    run_id, (job_id,) = create_run(store)
+    with store.transaction() as tx:
+        assert tx.halt_run(run_id, "unsafe_to_retry", {})
+    assert job(store, run_id, job_id)["status"] == "held"
+    assert store.claim(WORKER, [PIPELINE], 10, LONG_LEASE_MS) == []
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["keep-boundary", "force"])
+def test_revive_run_makes_failed_and_held_jobs_pending(store: Store, force: bool) -> None:
+    now = store.now_ms()
+    run_id, (failed, held, done) = create_run(
+        store, {"not_before_ms": now - 3000}, {"not_before_ms": now - 1000}, {"not_before_ms": now - 2000})
+    claims = {c.job_id: c for c in store.claim(WORKER, [PIPELINE], 2, LONG_LEASE_MS)}
+    assert set(claims) == {failed, done}
+    assert store.mark_boundary(failed, claims[failed].lease_token, "sent email")
+    with store.transaction() as tx:
+        assert tx.complete_job(done, claims[done].lease_token, "1")
+        assert tx.fail_job(failed, claims[failed].lease_token)
+        assert tx.halt_run(run_id, "unsafe_to_retry", {"halted_step": "first"})
+    assert job(store, run_id, held)["status"] == "held"
+
+    assert store.revive_run(run_id, force=force) is True
+    run = store.get_run(run_id)
+    assert run is not None
+    assert (run["status"], run["halt_reason"], run["finished_ms"]) == ("running", None, None)
+    rows = {r["id"]: r for r in store.run_jobs(run_id)}
+    assert {k: r["status"] for k, r in rows.items()} == {failed: "pending", held: "pending", done: "completed"}
+    assert (rows[failed]["failures"], rows[failed]["crashes"]) == (0, 0)
+    assert rows[failed]["boundary"] == (None if force else "sent email")
+    assert rows[done]["output"] == "1"
+
+    claimed = {c.job_id for c in store.claim(WORKER, [PIPELINE], 10, LONG_LEASE_MS)}
+    assert claimed == {failed, held}
+
+    assert store.revive_run(run_id) is False, "a running run cannot be revived"
+
+
+def test_revive_run_resets_crashes_too(store: Store) -> None:
+    run_id, (job_id,) = create_run(store)
+    c = claim_one(store)
+    with store.transaction() as tx:
+        assert tx.retry_job(job_id, c.lease_token, 0)
+    c = claim_one(store)
+    with store.transaction() as tx:
+        assert tx.fail_job(job_id, c.lease_token, crashed=True)
+        assert tx.halt_run(run_id, "job_crashes_exhausted", {})
+    assert (job(store, run_id, job_id)["failures"], job(store, run_id, job_id)["crashes"]) == (1, 1)
+    assert store.revive_run(run_id)
+    row = job(store, run_id, job_id)
+    assert (row["status"], row["failures"], row["crashes"]) == ("pending", 0, 0)
+    with store.transaction() as tx:
+        budget = tx.job_budget(job_id)
+    assert (budget.failures, budget.crashes) == (0, 0)
+
+
+def test_revive_run_keeps_the_remaining_delay_of_held_jobs(store: Store) -> None:
+    run_id, (failing, delayed) = create_run(store, {}, {"delay_ms": 600_000})
+    c = claim_one(store)
+    assert c.job_id == failing
+    not_before = job(store, run_id, delayed)["not_before_ms"]
+    with store.transaction() as tx:
+        assert tx.fail_job(failing, c.lease_token)
+        assert tx.halt_run(run_id, "job_retries_exhausted", {})
+    assert store.revive_run(run_id)
+    assert job(store, run_id, delayed)["not_before_ms"] >= not_before
+    assert {c.job_id for c in store.claim(WORKER, [PIPELINE], 10, LONG_LEASE_MS)} == {failing}
+
+
+def test_a_run_halted_before_it_started_gets_its_deadline_at_the_first_claim_after_revive(
+        store: Store) -> None:
+    run_id, _ = create_run(store, timeout_seconds=60)
+    with store.transaction() as tx:
+        assert tx.halt_run(run_id, "unsafe_to_retry", {})
+    assert store.revive_run(run_id)
+    c = claim_one(store)
+    run = store.get_run(run_id)
+    assert run is not None
+    assert run["started_ms"] == c.started_ms
+    assert run["deadline_ms"] == c.started_ms + 60_000 == c.run_deadline_ms
+
+
+@pytest.mark.parametrize("requeue", ["retry_job", "retry_job_crashed", "release_job"])
+def test_a_job_requeued_after_its_run_halted_is_held(store: Store, requeue: str) -> None:
+    run_id, (failing, in_flight) = create_run(store, {}, {})
+    claims = {c.job_id: c for c in store.claim(WORKER, [PIPELINE], 2, LONG_LEASE_MS)}
+    with store.transaction() as tx:
+        assert tx.fail_job(failing, claims[failing].lease_token)
+        assert tx.halt_run(run_id, "job_retries_exhausted", {})
+    token = claims[in_flight].lease_token
+    with store.transaction() as tx:
+        if requeue == "release_job":
+            assert tx.release_job(in_flight, token)
+        else:
+            assert tx.retry_job(in_flight, token, 0, crashed=requeue == "retry_job_crashed")
+    assert store.claim(WORKER, [PIPELINE], 10, LONG_LEASE_MS) == [], "a new attempt started in a halted run"
+    assert job(store, run_id, in_flight)["status"] == "held"
+
+
+def test_revive_run_refuses_runs_that_are_not_halted(store: Store) -> None:
+    run_id, (job_id,) = create_run(store)
+    assert store.revive_run(run_id) is False  # pending
+    c = claim_one(store)
+    with store.transaction() as tx:
+        assert tx.fail_job(job_id, c.lease_token)
+    before = snapshot(store, run_id)
+    assert store.revive_run(run_id) is False  # running, with a failed job
+    assert snapshot(store, run_id) == before
+    assert store.revive_run("no-such-run") is False
