@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from datetime import datetime
 from typing import Any, NoReturn
 
@@ -15,7 +16,7 @@ from rich.table import Table
 from ductline import views
 from ductline.config import load_settings
 from ductline.durations import parse_cli_duration
-from ductline.errors import DuctlineError
+from ductline.errors import DuctlineError, StoreUnavailable
 from ductline.handle import SETTLED
 from ductline.logs import configure
 from ductline.store import Store, open_store
@@ -38,6 +39,18 @@ def _store(database: str | None, *, migrate: bool = False) -> Store:
     else:
         ensure_schema(store)
     return store
+
+
+def _store_when_available(database: str | None) -> Store:
+    """A worker started before its database waits for it instead of crash-looping."""
+    delay = 0.5
+    while True:
+        try:
+            return _store(database)
+        except StoreUnavailable as exc:
+            console.print(f"database unavailable ({exc}); retrying in {delay:.1f} s", highlight=False)
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
 
 
 def _json_list(text: str | None) -> list[Any]:
@@ -156,16 +169,25 @@ def run(target: str, args_json: str | None, concurrency: int | None, timeout: st
 @click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Child slots per process.")
 @click.option("--processes", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes, supervised and restarted when they die.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve Prometheus metrics on this port (process i of --processes uses PORT+i).")
+@click.option("--metrics-host", default=None, help="Address for --metrics-port (default 127.0.0.1).")
 @database_option
-def worker(apps: tuple[str, ...], concurrency: int | None, processes: int, database: str | None) -> None:
+def worker(apps: tuple[str, ...], concurrency: int | None, processes: int, metrics_port: int | None,
+           metrics_host: str | None, database: str | None) -> None:
     """Run a worker: claim jobs of the apps' pipelines and run them."""
     from ductline.runtime.launch import build_worker, supervise, worker_argv
+
+    if metrics_port is not None:
+        os.environ["DUCTLINE_METRICS_PORT"] = str(metrics_port)
+    if metrics_host:
+        os.environ["DUCTLINE_METRICS_HOST"] = metrics_host
 
     slots = concurrency or os.cpu_count() or 2
     if processes > 1:
         sys.exit(supervise(worker_argv(list(apps), slots, database), processes))
     settings = load_settings(database_url=database)
-    store = _store(database)
+    store = _store_when_available(database)
     w = build_worker(store, list(apps), slots, settings)
     w.install_signal_handlers()
     w.run()
@@ -257,3 +279,7 @@ def main() -> None:
 from ductline.web.command import dashboard  # noqa: E402
 
 cli.add_command(dashboard)
+
+from ductline.observability.command import health, workers  # noqa: E402
+cli.add_command(health)
+cli.add_command(workers)

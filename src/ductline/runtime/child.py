@@ -54,6 +54,7 @@ def _run_step(conn: Connection, task: Task) -> None:
     from ductline.dsl.pipeline import registered
     from ductline.dsl.steps import invoke
     from ductline.dsl.timeouts import ScaledTimeout
+    from ductline.observability.tracing import attempt_context
 
     def request(kind: str, args: tuple[Any, ...]) -> Any:
         conn.send(("request", kind, args))
@@ -73,9 +74,10 @@ def _run_step(conn: Connection, task: Task) -> None:
         if isinstance(node.options.timeout, ScaledTimeout):
             # Sized here, under the floor deadline: a size function that hangs is killed too.
             request("timeout", (node.options.timeout.seconds_for(tuple(args)),))
-        result = invoke(node.func, tuple(args))
-        if inspect.isawaitable(result):
-            result = asyncio.run(_awaited(result))
+        with attempt_context(task.run_id, task.job_id, task.attempt):  # user spans nest under the attempt
+            result = invoke(node.func, tuple(args))
+            if inspect.isawaitable(result):
+                result = asyncio.run(_awaited(result))
         output = codec.dumps(result, what=f"output of step {task.step!r}")
     except BaseException as exc:  # the step's failure is data for the parent
         conn.send(("error", task.lease_token, *describe(exc)))
@@ -123,6 +125,7 @@ def child_main(conn: Connection, apps: list[str], sys_path: list[str]) -> None:
 
         for spec in apps:
             import_app(spec)
+        import ductline.observability.tracing  # noqa: F401  (warm: the first task must not pay for it)
     except BaseException as exc:
         conn.send(("fatal", None, *describe(exc)))
         return

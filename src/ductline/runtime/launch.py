@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Callable
 
 from ductline.apps import import_app
 from ductline.config import Settings
@@ -40,12 +39,16 @@ def build_worker(store: Store, apps: list[str], concurrency: int, settings: Sett
             log.error("Pipeline %r is invalid and will not be run: %s", name, exc)
     if not definitions:
         raise TargetError(f"the apps {apps} define no ductline Pipeline")
+    from ductline.observability.setup import install_from_env
+
+    install_from_env(store)  # metrics endpoint, StatsD, OpenTelemetry: as the environment asks
     return Worker(store, definitions, apps, concurrency, settings, sys_path=folders)
 
 
 def supervise(argv: list[str], processes: int, restart_delay: float = 1.0) -> int:
     """Run ``processes`` copies of a single-process worker command, restart any that
-    dies, and pass SIGTERM/SIGINT on to all of them."""
+    dies, and pass SIGTERM/SIGINT on to all of them. With ``DUCTLINE_METRICS_PORT=P``
+    worker process ``i`` serves its metrics on port ``P + i``."""
     stopping = False
     children: list[subprocess.Popen[bytes]] = []
 
@@ -58,8 +61,15 @@ def supervise(argv: list[str], processes: int, restart_delay: float = 1.0) -> in
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    start: Callable[[], subprocess.Popen[bytes]] = lambda: subprocess.Popen(argv)
-    children.extend(start() for _ in range(processes))
+    base_port = os.environ.get("DUCTLINE_METRICS_PORT")
+
+    def start(index: int) -> subprocess.Popen[bytes]:
+        env = dict(os.environ)
+        if base_port:
+            env["DUCTLINE_METRICS_PORT"] = str(int(base_port) + index)
+        return subprocess.Popen(argv, env=env)
+
+    children.extend(start(i) for i in range(processes))
     log.info("Supervisor %d started %d worker process(es)", os.getpid(), processes)
     while True:
         alive = False
@@ -70,7 +80,7 @@ def supervise(argv: list[str], processes: int, restart_delay: float = 1.0) -> in
             elif not stopping:
                 log.warning("Worker process %d exited with %s; restarting", child.pid, code)
                 time.sleep(restart_delay)
-                children[i] = start()
+                children[i] = start(i)
                 alive = True
         if not alive:
             return 0

@@ -107,9 +107,8 @@ class Worker(ChildEvents):
 
     def run(self, stop_when: Callable[[], bool] | None = None) -> None:
         """Run until stopped (signal, `request_stop`, or ``stop_when()`` true)."""
-        sent = time.monotonic()
-        self.store.register_worker(self.id, socket.gethostname(), os.getpid(), len(self.slots))
-        self._measure_offset(self.store.now_ms(), sent, time.monotonic())
+        if not self._register():
+            return
         for slot in self.slots:
             slot.child = Child(self.apps, self.sys_path)
         self._spare = Child(self.apps, self.sys_path)
@@ -160,6 +159,25 @@ class Worker(ChildEvents):
             return "stopping"
         return "unhealthy" if self.undead_count() > self.settings.max_undead else "running"
 
+    def _register(self) -> bool:
+        """Register with the database, waiting for it if it is down (a worker started
+        before its database must not crash-loop). False if stopped meanwhile."""
+        delay = 0.5
+        while True:
+            try:
+                sent = time.monotonic()
+                self.store.register_worker(self.id, socket.gethostname(), os.getpid(), len(self.slots))
+                self._measure_offset(self.store.now_ms(), sent, time.monotonic())
+                return True
+            except StoreError as exc:
+                log.warning("Database unavailable at start (%s); retrying in %.1f s", exc, delay)
+            deadline = time.monotonic() + delay
+            while time.monotonic() < deadline:
+                if self.stopping:
+                    return False
+                time.sleep(0.05)
+            delay = min(delay * 2, 10.0)
+
     # -- phases ------------------------------------------------------------------------
     def _store_ok(self) -> bool:
         return time.monotonic() >= self._store_backoff
@@ -204,6 +222,7 @@ class Worker(ChildEvents):
                 self._start(slot, job)
                 emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,
                      job_id=job.job_id, attempt=job.attempt, deadline_ms=job.deadline_ms,
+                     started_ms=job.started_ms,
                      pickup_latency_seconds=max(0, job.started_ms - job.not_before_ms) / 1000)
             if jobs:
                 faults.checkpoint("after_dispatch")

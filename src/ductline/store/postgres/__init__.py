@@ -71,6 +71,9 @@ class PostgresDialect:
                     kwargs={"autocommit": True, "row_factory": dict_row,
                             "connect_timeout": CONNECT_TIMEOUT_SECONDS},
                     name="ductline",
+                    # A server restart leaves dead connections in the pool; checking at
+                    # checkout costs one local round trip and spares callers the error.
+                    check=ConnectionPool.check_connection,
                 )
             return self._pool
 

@@ -1,0 +1,83 @@
+"""``ductline health`` (a liveness probe) and ``ductline workers`` (the worker table)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ductline.observability import health as health_checks
+
+_database = click.option("--database", "database", metavar="URL", default=None,
+                         help="Database URL (default: DUCTLINE_DATABASE_URL or sqlite:///ductline.db).")
+_host = click.option("--host", default=None, metavar="HOST",
+                     help="Only worker processes on this host (e.g. $(hostname) in a container probe).")
+
+
+def _open(database: str | None) -> tuple[object, float]:
+    from ductline.config import load_settings
+    from ductline.store import open_store
+    from ductline.stores import ensure_schema
+
+    settings = load_settings(database_url=database)
+    store = open_store(settings.database_url)
+    try:
+        ensure_schema(store)
+    except BaseException:
+        store.close()
+        raise
+    return store, settings.lease_seconds
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the report and the worker table as JSON.")
+@click.option("--max-age", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Oldest acceptable heartbeat (default: 2 x the lease length).")
+@_host
+@_database
+def health(as_json: bool, max_age: float | None, host: str | None, database: str | None) -> None:
+    """Exit 0 if every live worker process heartbeated within --max-age, 1 if
+    one did not or none is live (2 if the database cannot be read)."""
+    store, lease_seconds = _open(database)
+    try:
+        limit = health_checks.default_max_age(lease_seconds) if max_age is None else max_age
+        report = health_checks.check(store, limit, host=host)
+    finally:
+        store.close()  # type: ignore[attr-defined]
+    if as_json:
+        print(json.dumps(report.as_dict()))
+    else:
+        click.echo(("healthy: " if report.healthy else "unhealthy: ") + report.message,
+                   err=not report.healthy)
+    sys.exit(0 if report.healthy else 1)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+@click.option("--max-age", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Heartbeat age beyond which a live worker shows as stale (default: 2 x the lease).")
+@_host
+@_database
+def workers(as_json: bool, max_age: float | None, host: str | None, database: str | None) -> None:
+    """List worker processes: host, pid, slots busy/undead, last heartbeat."""
+    store, lease_seconds = _open(database)
+    try:
+        limit = health_checks.default_max_age(lease_seconds) if max_age is None else max_age
+        rows = health_checks.worker_table(store, limit, host=host)
+    finally:
+        store.close()  # type: ignore[attr-defined]
+    if as_json:
+        print(json.dumps([w.as_dict() for w in rows]))
+        return
+    table = Table("worker", "host", "pid", "status", "busy", "slots", "undead", "last heartbeat", "age (s)",
+                  "health")
+    for w in rows:
+        state = "" if w.healthy is None else ("[green]ok[/green]" if w.healthy else "[red]stale[/red]")
+        table.add_row(w.id[:12], w.host, str(w.pid), w.status, str(w.busy), str(w.concurrency),
+                      f"[red]{w.undead}[/red]" if w.undead else "0", w.last_heartbeat, f"{w.age_seconds:.1f}",
+                      state)
+    # Piped (not a terminal): wide enough that no column is cut.
+    Console(width=None if sys.stdout.isatty() else 200).print(table)

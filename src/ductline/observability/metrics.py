@@ -1,0 +1,355 @@
+"""Metrics: one event subscriber feeding one small in-process registry.
+
+`MetricsSubscriber` turns the engine events of `ductline.observability.events`
+into counter increments and histogram samples of the metrics in `METRICS` (the
+seeds' names, prefixed ``ductline.``). The `Registry` keeps the values (the
+Prometheus endpoint reads them at scrape time) and forwards every increment and
+sample to its sinks (OpenTelemetry metrics, StatsD) as it happens.
+
+Labels are a fixed set per metric -- ``pipeline``, ``step``, ``result``,
+``reason`` -- and anything else an event carries (run ids, job ids, attempts) is
+dropped here, so no sink can ever get a label per run.
+
+The gauges of ready and delayed jobs per pipeline are never kept up to date by
+events: they are read on demand (a scrape, a collection, a StatsD tick) from ONE
+aggregate query over the pending jobs (`queue_depths`), never by loading rows.
+Durations are in seconds everywhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Protocol
+
+from ductline.errors import StoreError
+from ductline.observability.events import EventName
+
+log = logging.getLogger("ductline.observability")
+
+COUNTER = "counter"
+HISTOGRAM = "histogram"
+GAUGE = "gauge"
+
+# Histogram bucket upper bounds, in seconds (attempts of milliseconds up to runs of a day).
+BUCKETS: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                              120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """One metric: ``name`` is the dotted name (``ductline.job.completed``)."""
+
+    name: str
+    kind: str
+    labels: tuple[str, ...]
+    description: str
+    unit: str = ""
+
+    @property
+    def prometheus_name(self) -> str:
+        """``ductline_job_completed`` (the exposition adds ``_total``),
+        ``ductline_job_runtime_seconds``, ``ductline_jobs_ready``."""
+        base = self.name.replace(".", "_")
+        return f"{base}_seconds" if self.unit == "s" else base
+
+
+PIPELINE = ("pipeline",)
+STEP = ("pipeline", "step")
+
+METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("ductline.pipeline.triggered", COUNTER, PIPELINE, "Runs triggered."),
+    MetricSpec("ductline.pipeline.completed", COUNTER, PIPELINE, "Runs that completed."),
+    MetricSpec("ductline.pipeline.halted", COUNTER, ("pipeline", "reason"),
+               "Runs halted (a step failed for good), by halt reason."),
+    MetricSpec("ductline.pipeline.failed", COUNTER, ("pipeline", "reason"),
+               "Runs failed by their whole-run deadline."),
+    MetricSpec("ductline.pipeline.cancelled", COUNTER, PIPELINE, "Runs cancelled."),
+    MetricSpec("ductline.pipeline.runtime", HISTOGRAM, ("pipeline", "result"),
+               "Run duration, first attempt start to end, by how the run ended.", "s"),
+    MetricSpec("ductline.job.enqueued", COUNTER, STEP, "Step runs (jobs) created."),
+    MetricSpec("ductline.job.completed", COUNTER, ("pipeline", "step", "result"),
+               "Attempts recorded, by result (success, error, timed_out, crashed, cancelled)."),
+    MetricSpec("ductline.job.runtime", HISTOGRAM, ("pipeline", "step", "result"),
+               "Attempt duration, claim to recorded outcome.", "s"),
+    MetricSpec("ductline.job.pickup_latency", HISTOGRAM, STEP,
+               "From a job's not-before time to the start of its attempt.", "s"),
+    MetricSpec("ductline.timeout.overrun", HISTOGRAM, STEP,
+               "From an attempt's deadline to its child process being gone.", "s"),
+    MetricSpec("ductline.thread.undead", COUNTER, STEP, "Thread attempts that could not be stopped."),
+    MetricSpec("ductline.process.undead", COUNTER, STEP, "Child processes that survived SIGKILL."),
+    MetricSpec("ductline.lease.lost", COUNTER, STEP, "Attempts whose lease was lost (killed)."),
+    MetricSpec("ductline.jobs.ready", GAUGE, PIPELINE, "Pending jobs whose not-before time has passed."),
+    MetricSpec("ductline.jobs.delayed", GAUGE, PIPELINE, "Pending jobs waiting for their not-before time."),
+)
+
+SPECS: dict[str, MetricSpec] = {m.name: m for m in METRICS}
+READY = "ductline.jobs.ready"
+DELAYED = "ductline.jobs.delayed"
+
+LabelValues = tuple[str, ...]
+
+
+class Sink(Protocol):
+    """Receives every increment and sample as it is recorded."""
+
+    def add(self, spec: MetricSpec, value: float, labels: dict[str, str]) -> None: ...
+
+    def observe(self, spec: MetricSpec, value: float, labels: dict[str, str]) -> None: ...
+
+
+@dataclass(slots=True)
+class Histogram:
+    """Samples of one histogram series: count, sum, min, max and bucket counts
+    (``buckets[i]`` counts the samples <= ``BUCKETS[i]``, not cumulative)."""
+
+    count: int = 0
+    sum: float = 0.0
+    min: float = math.inf
+    max: float = -math.inf
+    buckets: list[int] = field(default_factory=lambda: [0] * len(BUCKETS))
+
+    def observe(self, value: float) -> None:
+        self.count += 1
+        self.sum += value
+        self.min = min(self.min, value)
+        self.max = max(self.max, value)
+        for i, bound in enumerate(BUCKETS):
+            if value <= bound:
+                self.buckets[i] += 1
+                break
+
+    def cumulative(self) -> list[tuple[float, int]]:
+        """``[(upper_bound, samples <= bound), ...]`` without the ``+Inf`` bucket."""
+        total, out = 0, []
+        for bound, n in zip(BUCKETS, self.buckets):
+            total += n
+            out.append((bound, total))
+        return out
+
+    def copy(self) -> "Histogram":
+        return Histogram(self.count, self.sum, self.min, self.max, list(self.buckets))
+
+
+def label_values(spec: MetricSpec, labels: dict[str, Any]) -> LabelValues:
+    """The values of the spec's labels, in order (missing ones are ``""``);
+    every other key is dropped."""
+    return tuple("" if labels.get(k) is None else str(labels[k]) for k in spec.labels)
+
+
+class Registry:
+    """Counters and histograms of `METRICS`, plus the gauges read on demand.
+
+    Thread-safe: events arrive from the worker loop, triggers from any thread,
+    scrapes from the HTTP server's threads.
+    """
+
+    def __init__(self, gauge_source: Callable[[], dict[str, tuple[int, int]]] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._counters: dict[str, dict[LabelValues, float]] = {}
+        self._histograms: dict[str, dict[LabelValues, Histogram]] = {}
+        self._sinks: list[Sink] = []
+        self.gauge_source = gauge_source
+
+    # -- sinks ---------------------------------------------------------------------
+    def add_sink(self, sink: Sink) -> None:
+        with self._lock:
+            self._sinks.append(sink)
+
+    def remove_sink(self, sink: Sink) -> None:
+        with self._lock:
+            if sink in self._sinks:
+                self._sinks.remove(sink)
+
+    def _targets(self) -> list[Sink]:
+        with self._lock:
+            return list(self._sinks)
+
+    # -- recording -------------------------------------------------------------------
+    def add(self, name: str, value: float = 1, **labels: Any) -> None:
+        """Increment a counter (unknown metric names raise ``KeyError``)."""
+        spec = SPECS[name]
+        key = label_values(spec, labels)
+        with self._lock:
+            series = self._counters.setdefault(name, {})
+            series[key] = series.get(key, 0) + value
+        clean = dict(zip(spec.labels, key))
+        for sink in self._targets():
+            try:
+                sink.add(spec, value, clean)
+            except Exception:
+                log.exception("metrics sink %r failed", sink)
+
+    def observe(self, name: str, value: float, **labels: Any) -> None:
+        """Record a histogram sample (seconds)."""
+        spec = SPECS[name]
+        key = label_values(spec, labels)
+        value = max(0.0, float(value))
+        with self._lock:
+            self._histograms.setdefault(name, {}).setdefault(key, Histogram()).observe(value)
+        clean = dict(zip(spec.labels, key))
+        for sink in self._targets():
+            try:
+                sink.observe(spec, value, clean)
+            except Exception:
+                log.exception("metrics sink %r failed", sink)
+
+    # -- reading -----------------------------------------------------------------------
+    def counters(self, name: str) -> dict[LabelValues, float]:
+        with self._lock:
+            return dict(self._counters.get(name, {}))
+
+    def histograms(self, name: str) -> dict[LabelValues, Histogram]:
+        with self._lock:
+            return {k: h.copy() for k, h in self._histograms.get(name, {}).items()}
+
+    def counter(self, name: str, **labels: Any) -> float:
+        """The sum of a counter over the series matching the given labels."""
+        spec = SPECS[name]
+        return sum(v for k, v in self.counters(name).items() if _matches(spec, k, labels))
+
+    def histogram(self, name: str, **labels: Any) -> Histogram:
+        """The series matching the given labels, merged into one `Histogram`."""
+        spec = SPECS[name]
+        merged = Histogram()
+        for key, h in self.histograms(name).items():
+            if _matches(spec, key, labels):
+                merged.count += h.count
+                merged.sum += h.sum
+                merged.min = min(merged.min, h.min)
+                merged.max = max(merged.max, h.max)
+                merged.buckets = [a + b for a, b in zip(merged.buckets, h.buckets)]
+        return merged
+
+    def gauges(self) -> dict[str, dict[LabelValues, float]]:
+        """``{"ductline.jobs.ready": {(pipeline,): n}, "ductline.jobs.delayed": {...}}``,
+        read now from the gauge source (empty without one, or if the database fails)."""
+        if self.gauge_source is None:
+            return {}
+        try:
+            depths = self.gauge_source()
+        except StoreError as exc:
+            log.warning("queue depth gauges unavailable: %s", exc)
+            return {}
+        return {READY: {(p,): float(r) for p, (r, _) in depths.items()},
+                DELAYED: {(p,): float(d) for p, (_, d) in depths.items()}}
+
+
+def _matches(spec: MetricSpec, key: LabelValues, labels: dict[str, Any]) -> bool:
+    values = dict(zip(spec.labels, key))
+    return all(values.get(k) == str(v) for k, v in labels.items())
+
+
+# -- the gauges' one aggregate query --------------------------------------------------------
+def queue_depths(store: Any) -> dict[str, tuple[int, int]]:
+    """``{pipeline: (ready, delayed)}`` of the pending jobs, from one aggregate
+    query (``metrics_queue_depths``) over the partial index of pending jobs.
+    Read-only; pipelines without pending jobs are absent."""
+    with store.dialect.reader() as session:
+        rows = session.fetch("metrics_queue_depths", {})
+    return {r["pipeline"]: (int(r["ready"] or 0), int(r["delayed"] or 0)) for r in rows}
+
+
+class QueueDepths:
+    """A gauge source over `queue_depths`: remembers the pipelines it has seen (so
+    they read 0 once their queue drains, instead of vanishing) and caches a
+    reading for ``cache_seconds`` so simultaneous readers cost one query."""
+
+    def __init__(self, store: Any, cache_seconds: float = 1.0, pipelines: Iterable[str] = ()) -> None:
+        self.store = store
+        self.cache_seconds = cache_seconds
+        self._known = set(pipelines)
+        self._lock = threading.Lock()
+        self._cached: dict[str, tuple[int, int]] | None = None
+        self._at = 0.0
+
+    def __call__(self) -> dict[str, tuple[int, int]]:
+        with self._lock:
+            now = time.monotonic()
+            if self._cached is not None and now - self._at < self.cache_seconds:
+                return dict(self._cached)
+            depths = queue_depths(self.store)
+            self._known.update(depths)
+            result = {p: depths.get(p, (0, 0)) for p in sorted(self._known)}
+            self._cached, self._at = result, now
+            return dict(result)
+
+
+# -- the subscriber ---------------------------------------------------------------------------
+_RUN_ENDS = {EventName.PIPELINE_COMPLETED: "completed", EventName.PIPELINE_HALTED: "halted",
+             EventName.PIPELINE_FAILED: "failed", EventName.PIPELINE_CANCELLED: "cancelled"}
+
+
+class MetricsSubscriber:
+    """Turns engine events into registry updates (subscribe it with
+    `ductline.observability.events.subscribe`).
+
+    Args:
+        registry: where the values go.
+        store: used only to read a run's duration when a run-end event does not
+            carry ``runtime_seconds`` (``started_ms``/``finished_ms`` of the run).
+    """
+
+    def __init__(self, registry: Registry, store: Any = None) -> None:
+        self.registry = registry
+        self.store = store
+
+    def __call__(self, name: EventName, a: dict[str, Any]) -> None:
+        r = self.registry
+        pipeline, step = a.get("pipeline"), a.get("step")
+        if name is EventName.PIPELINE_TRIGGERED:
+            r.add("ductline.pipeline.triggered", pipeline=pipeline)
+        elif name is EventName.JOB_ENQUEUED:
+            r.add("ductline.job.enqueued", a.get("count", 1), pipeline=pipeline, step=step)
+        elif name is EventName.ATTEMPT_STARTED:
+            if a.get("pickup_latency_seconds") is not None:
+                r.observe("ductline.job.pickup_latency", a["pickup_latency_seconds"], pipeline=pipeline, step=step)
+        elif name is EventName.JOB_COMPLETED:
+            r.add("ductline.job.completed", pipeline=pipeline, step=step, result=a.get("result"))
+            if a.get("runtime_seconds") is not None:
+                r.observe("ductline.job.runtime", a["runtime_seconds"], pipeline=pipeline, step=step,
+                          result=a.get("result"))
+        elif name is EventName.TIMEOUT_OVERRUN:
+            r.observe("ductline.timeout.overrun", a.get("overrun_seconds") or 0.0, pipeline=pipeline, step=step)
+        elif name is EventName.THREAD_UNDEAD:
+            r.add("ductline.thread.undead", pipeline=pipeline, step=step)
+        elif name is EventName.PROCESS_UNDEAD:
+            r.add("ductline.process.undead", pipeline=pipeline, step=step)
+        elif name is EventName.LEASE_LOST:
+            r.add("ductline.lease.lost", pipeline=pipeline, step=step)
+        elif name in _RUN_ENDS:
+            self._run_ended(name, a)
+
+    def _run_ended(self, name: EventName, a: dict[str, Any]) -> None:
+        r = self.registry
+        pipeline = a.get("pipeline")
+        result = _RUN_ENDS[name]
+        if name is EventName.PIPELINE_COMPLETED:
+            r.add("ductline.pipeline.completed", pipeline=pipeline)
+        elif name is EventName.PIPELINE_HALTED:
+            r.add("ductline.pipeline.halted", pipeline=pipeline, reason=a.get("reason"))
+        elif name is EventName.PIPELINE_FAILED:
+            r.add("ductline.pipeline.failed", pipeline=pipeline, reason=a.get("reason") or "timeout_exceeded")
+        else:
+            r.add("ductline.pipeline.cancelled", pipeline=pipeline)
+        runtime = a.get("runtime_seconds")
+        if runtime is None:
+            runtime = self._run_runtime(a.get("run_id"))
+        if runtime is not None:
+            r.observe("ductline.pipeline.runtime", runtime, pipeline=pipeline, result=result)
+
+    def _run_runtime(self, run_id: str | None) -> float | None:
+        if self.store is None or run_id is None:
+            return None
+        try:
+            run = self.store.get_run(run_id)
+        except StoreError as exc:
+            log.warning("cannot read run %s for pipeline.runtime: %s", run_id, exc)
+            return None
+        if run is None or run.get("finished_ms") is None:
+            return None
+        start = run.get("started_ms") or run.get("created_ms")
+        return None if start is None else max(0.0, (int(run["finished_ms"]) - int(start)) / 1000)

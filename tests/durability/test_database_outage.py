@@ -1,0 +1,107 @@
+"""A PostgreSQL that goes away and comes back (a private cluster, started by the
+test, so the shared one is never touched): nothing recorded is lost or duplicated,
+and the worker recovers by itself. Also: a worker started before its database."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import rt_app
+from helpers import start_worker, stop_worker
+
+from ductline.store import open_store
+from ductline.views import run_view
+
+BIN = Path("/usr/lib/postgresql") / sorted(os.listdir("/usr/lib/postgresql"))[-1] / "bin"
+
+
+def as_postgres(*argv: str) -> None:
+    cmd = list(argv)
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        cmd = ["runuser", "-u", "postgres", "--", *cmd]
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+class Cluster:
+    def __init__(self, root: Path) -> None:
+        self.data = root / "data"
+        self.sockets = root
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        shutil.chown(root, "postgres") if os.geteuid() == 0 else None
+        as_postgres(str(BIN / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres")
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> None:
+        as_postgres(str(BIN / "pg_ctl"), "-D", str(self.data), "-w", "-l", str(self.sockets / "log"),
+                    "-o", f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1", "start")
+
+    def stop(self) -> None:
+        as_postgres(str(BIN / "pg_ctl"), "-D", str(self.data), "-w", "-m", "fast", "stop")
+
+
+@pytest.fixture
+def cluster():
+    # Not under pytest's tmp_path: that is private to root, and PostgreSQL runs as postgres.
+    root = Path(tempfile.mkdtemp(prefix="ductline-pg-"))
+    os.chmod(root, 0o755)
+    c = Cluster(root)
+    c.start()
+    yield c
+    try:
+        c.stop()
+    except subprocess.CalledProcessError:
+        pass
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_database_restarted_mid_run_loses_and_duplicates_nothing(cluster):
+    store = open_store(cluster.url)
+    store.migrate()
+    worker = start_worker(cluster.url, env={"DUCTLINE_LEASE_SECONDS": "3"})
+    try:
+        handles = [rt_app.slow_chain.trigger(i, database=store) for i in range(6)]
+        deadline = time.monotonic() + 20
+        while not any(s["status"] == "completed" for h in handles for s in run_view(store, h.id)["steps"]):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        cluster.stop()
+        time.sleep(3)
+        assert worker.poll() is None, "the worker died with its database"
+        cluster.start()
+        for handle in handles:
+            assert handle.wait(90) == "completed"
+            assert handle.output() == 2 * run_view(store, handle.id)["args"][0]
+        for handle in handles:
+            for step in run_view(store, handle.id)["steps"]:
+                results = [a["result"] for a in step["attempts"]]
+                assert results.count("succeeded") == 1, (step["step"], results)
+    finally:
+        stop_worker(worker)
+        store.close()
+
+
+def test_a_worker_started_before_its_database_waits_for_it(cluster):
+    store = open_store(cluster.url)
+    store.migrate()
+    handle = rt_app.chain.trigger(2, database=store)
+    store.close()
+    cluster.stop()
+    worker = start_worker(cluster.url)
+    try:
+        time.sleep(2)
+        assert worker.poll() is None, "the worker gave up instead of waiting"
+        cluster.start()
+        store = open_store(cluster.url)
+        assert handle.__class__(handle.id, store).wait(60) == "completed"
+        store.close()
+    finally:
+        stop_worker(worker)

@@ -1,0 +1,110 @@
+"""``ductline health`` and ``ductline workers`` on both backends."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from click.testing import CliRunner
+
+from ductline.cli import cli
+from ductline.observability import health as checks
+from ductline.observability.command import health, workers
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ductline", *args], check=False, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **(env or {})})
+
+
+def test_commands_are_registered():
+    assert cli.commands["health"] is health
+    assert cli.commands["workers"] is workers
+
+
+def test_health_exits_0_only_when_every_live_worker_heartbeated(store, db_url):
+    # No worker at all: a liveness probe must fail.
+    out = run_cli("health", "--database", db_url)
+    assert out.returncode == 1
+    assert "no live worker process" in out.stderr
+
+    store.register_worker("w-1", "host-a", 101, 4)
+    store.register_worker("w-2", "host-b", 202, 2)
+    out = run_cli("health", "--json", "--database", db_url, env={"DUCTLINE_LEASE_SECONDS": "30"})
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["healthy"] is True
+    assert report["max_age_seconds"] == 60.0  # 2 x the lease
+    assert sorted(w["id"] for w in report["workers"]) == ["w-1", "w-2"]
+
+
+def test_health_json_reports_each_worker_and_stale_heartbeats(store, db_url):
+    runner = CliRunner()
+    store.register_worker("w-fresh", "host-a", 101, 4)
+    store.register_worker("w-stale", "host-b", 202, 2)
+    time.sleep(0.4)
+    store.renew_leases("w-fresh", [], 30_000, busy=3, undead=1, status="running")
+    result = runner.invoke(health, ["--json", "--max-age", "0.3", "--database", db_url])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["healthy"] is False
+    assert report["max_age_seconds"] == 0.3
+    assert (report["live"], report["unhealthy"]) == (2, 1)
+    assert "host-b:202" in report["message"]
+    rows = {w["id"]: w for w in report["workers"]}
+    fresh, stale = rows["w-fresh"], rows["w-stale"]
+    assert set(fresh) == {"id", "host", "pid", "concurrency", "busy", "undead", "status", "started",
+                          "last_heartbeat", "age_seconds", "live", "healthy"}
+    assert (fresh["host"], fresh["pid"], fresh["concurrency"], fresh["busy"], fresh["undead"]) == \
+        ("host-a", 101, 4, 3, 1)
+    assert fresh["status"] == "running" and fresh["healthy"] is True and fresh["age_seconds"] < 0.3
+    assert stale["healthy"] is False and stale["age_seconds"] >= 0.4
+    assert stale["last_heartbeat"].endswith("+00:00") and "T" in stale["last_heartbeat"]
+
+    # Only this host's processes (a container's probe).
+    assert runner.invoke(health, ["--max-age", "0.3", "--host", "host-a", "--database", db_url]).exit_code == 0
+    # A worker that stopped cleanly is not live: it no longer counts.
+    store.worker_stopped("w-stale")
+    result = runner.invoke(health, ["--json", "--max-age", "0.3", "--database", db_url])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert {w["id"]: w["healthy"] for w in report["workers"]} == {"w-fresh": True, "w-stale": None}
+
+
+def test_default_max_age_is_two_leases(store, db_url):
+    store.register_worker("w", "h", 1, 1)
+    time.sleep(0.3)
+    out = run_cli("health", "--json", "--database", db_url, env={"DUCTLINE_LEASE_SECONDS": "0.1"})
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["max_age_seconds"] == 0.2
+    out = run_cli("health", "--database", db_url, env={"DUCTLINE_LEASE_SECONDS": "30"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("healthy: 1 live worker process(es) heartbeated within 60 s")
+
+
+def test_workers_table(store, db_url):
+    store.register_worker("0123456789abcdef", "host-a", 4242, 8)
+    store.renew_leases("0123456789abcdef", [], 30_000, busy=5, undead=2, status="stopping")
+    result = CliRunner().invoke(workers, ["--database", db_url])
+    assert result.exit_code == 0, result.output
+    for text in ("0123456789ab", "host-a", "4242", "stopping", "5", "8", "2", "ok"):
+        assert text in result.output
+    listed = json.loads(CliRunner().invoke(workers, ["--json", "--database", db_url]).stdout)
+    assert [(w["host"], w["pid"], w["busy"], w["undead"], w["status"]) for w in listed] == \
+        [("host-a", 4242, 5, 2, "stopping")]
+
+
+def test_an_unreadable_database_is_exit_2(tmp_path):
+    out = run_cli("health", "--database", f"sqlite:///{tmp_path}/missing/dir/ductline.db")
+    assert out.returncode == 2
+    assert "does not exist" in out.stderr
+
+
+def test_check_helper(store):
+    store.register_worker("w", "h", 1, 1)
+    report = checks.check(store, 60)
+    assert report.healthy and [w.id for w in report.live] == ["w"]
+    assert checks.default_max_age(30) == 60
