@@ -110,10 +110,12 @@ def migrate(database: str | None) -> None:
 @click.option("--delay", metavar="D", help="Start delay: 30s, 5m, 2h, 1d or seconds.")
 @click.option("--delay-until", metavar="ISO", help="Start time, ISO 8601 with offset.")
 @click.option("--timeout", metavar="D", help="Whole-run deadline: 30s, 5m, 2h, 1d or seconds.")
+@click.option("--key", metavar="KEY", help="Idempotency key: while a run holding it is active, "
+              "print that run instead of starting another.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 @database_option
 def trigger(target: str, args_json: str | None, delay: str | None, delay_until: str | None,
-            timeout: str | None, as_json: bool, database: str | None) -> None:
+            timeout: str | None, key: str | None, as_json: bool, database: str | None) -> None:
     """Trigger a run of TARGET (module:attr or path/to/file.py:attr); prints the run id."""
     from ductline.apps import load_pipeline
 
@@ -121,8 +123,13 @@ def trigger(target: str, args_json: str | None, delay: str | None, delay_until: 
     store = _store(database)
     handle = pipeline.trigger(*_json_list(args_json), delay=_duration(delay, "--delay"),
                               delay_until=_when(delay_until), timeout=_duration(timeout, "--timeout"),
-                              database=store)
-    out.print_json(json.dumps({"run_id": handle.id})) if as_json else out.print(handle.id)
+                              database=store, key=key)
+    if as_json:
+        out.print_json(json.dumps({"run_id": handle.id, "created": handle.created}))
+    else:
+        out.print(handle.id)
+        if not handle.created:
+            console.print(f"an active run already holds key {key!r}; nothing new was started", highlight=False)
 
 
 @cli.command()

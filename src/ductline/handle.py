@@ -20,10 +20,13 @@ class RunHandle:
 
     Attributes:
         id: the run id (32 hex characters).
+        created: ``False`` when ``trigger(..., key=...)`` found an active run holding
+            the key and returned it instead of starting a new one.
     """
 
-    def __init__(self, run_id: str, store: "Store") -> None:
+    def __init__(self, run_id: str, store: "Store", *, created: bool = True) -> None:
         self.id = run_id
+        self.created = created
         self._store = store
 
     def _row(self) -> dict[str, Any]:

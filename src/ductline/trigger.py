@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ductline import codec
 from ductline.config import load_settings
 from ductline.durations import optional_seconds
+from ductline.errors import StoreError
 from ductline.handle import RunHandle
 from ductline.observability.events import EventName, emit
 from ductline.runtime.advance import timeout_floor
@@ -34,10 +35,31 @@ def _start_time(delay: Any, delay_until: Any, default_delay: int) -> tuple[int, 
     return (default_delay if seconds is None else seconds) * 1000, None
 
 
+MAX_KEY_LENGTH = 1000
+
+
+def check_key(key: Any) -> str | None:
+    """Validate an idempotency key: ``None`` or a non-empty ``str`` of at most
+    `MAX_KEY_LENGTH` characters without NUL (PostgreSQL text cannot hold NUL).
+
+    Raises:
+        TypeError: not a ``str``.
+        ValueError: empty, too long, or containing NUL.
+    """
+    if key is None:
+        return None
+    if not isinstance(key, str):
+        raise TypeError(f"key must be a str, not {type(key).__name__} ({key!r})")
+    if not key or len(key) > MAX_KEY_LENGTH or "\x00" in key:
+        raise ValueError(f"key must be 1 to {MAX_KEY_LENGTH} characters without NUL, got {key[:40]!r}")
+    return key
+
+
 def trigger_run(pipeline: "Pipeline", args: tuple[Any, ...], *, delay: Any, delay_until: Any,
-                timeout: Any, database: Any) -> RunHandle:
+                timeout: Any, database: Any, key: Any = None) -> RunHandle:
     """See `Pipeline.trigger`."""
     definition = pipeline.definition()
+    key = check_key(key)
     encoded = codec.dumps(list(args), what="trigger arguments")
     timeout_seconds = optional_seconds(timeout, field="timeout", allow_zero=False)
     if timeout_seconds is None:
@@ -47,10 +69,26 @@ def trigger_run(pipeline: "Pipeline", args: tuple[Any, ...], *, delay: Any, dela
     settings = load_settings()
     store = store_for(database)
     run_id = uuid.uuid4().hex
+    existing: str | None = None
     with store.transaction() as tx:
         if not_before_ms is not None and not_before_ms <= tx.now_ms():
             raise ValueError("delay_until is in the past (by the database clock)")
-        tx.insert_run(NewRun(run_id, definition.name, encoded, timeout_seconds, delay_ms, not_before_ms))
+        # A key held by an active run: the insert writes nothing (the unique index
+        # decides, also against a trigger racing in another process) and that run's
+        # handle is returned. The lookup after a refused insert can only miss if the
+        # holder ended in between; then the key is free and the insert is retried.
+        for _ in range(3):
+            if tx.insert_run(NewRun(run_id, definition.name, encoded, timeout_seconds, delay_ms,
+                                    not_before_ms, key)):
+                break
+            assert key is not None
+            existing = tx.active_run_by_key(definition.name, key)
+            if existing is not None:
+                break
+        else:  # pragma: no cover - the key flipped between held and free three times
+            raise StoreError(f"could not trigger with key {key!r}: it is contended; try again")
+        if existing is not None:
+            return RunHandle(existing, store, created=False)
         tx.insert_jobs([NewJob(
             id=uuid.uuid4().hex, run_id=run_id, pipeline=definition.name, step=start.name, scope="",
             parent_scope=None, elem_index=None, status="pending", input=encoded, delay_ms=delay_ms,

@@ -53,7 +53,8 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
         })
     return {
         "run_id": run["id"], "pipeline": run["pipeline"], "status": run["status"],
-        "halt_reason": run["halt_reason"], "metadata": json.loads(run["metadata"] or "{}"),
+        "halt_reason": run["halt_reason"], "key": run.get("idempotency_key"),
+        "metadata": json.loads(run["metadata"] or "{}"),
         "args": codec.loads(run["args"]), "output": codec.loads(run["output"]),
         "not_before": iso(run["not_before_ms"]), "deadline": iso(run["deadline_ms"]),
         "created_at": iso(run["created_ms"]), "started_at": iso(run["started_ms"]),

@@ -123,6 +123,7 @@ class Pipeline(Cursor):
         delay_until: "datetime | None" = None,
         timeout: Any = None,
         database: Any = None,
+        key: str | None = None,
     ) -> "RunHandle":
         """Start a run of this pipeline.
 
@@ -132,6 +133,11 @@ class Pipeline(Cursor):
             delay_until: an aware ``datetime`` to start at instead.
             timeout: overrides the whole-run deadline (seconds or ``timedelta``).
             database: a database URL or a ``Store``; defaults to the configured one.
+            key: an idempotency key (1 to 1000 characters, no NUL). While a run of
+                this pipeline holding the same key is active (pending, running,
+                paused or halted), triggering again starts nothing and returns that
+                run's handle with ``created=False``; once it completed, failed or was
+                cancelled the key is free again.
 
         Returns:
             A `RunHandle` with ``id``, ``status()`` and ``wait(timeout)``.
@@ -140,12 +146,13 @@ class Pipeline(Cursor):
             TypeError: an argument does not round-trip through JSON, or a duration
                 has the wrong type.
             ValueError: ``delay`` and ``delay_until`` together, a naive or past
-                ``delay_until``, or a negative duration. Nothing is written.
+                ``delay_until``, a negative duration, or an invalid ``key``.
+                Nothing is written.
         """
         from ductline.trigger import trigger_run
 
         return trigger_run(self, args, delay=delay, delay_until=delay_until, timeout=timeout,
-                           database=database)
+                           database=database, key=key)
 
     def __repr__(self) -> str:
         return f"Pipeline({self.name!r})"

@@ -13,6 +13,7 @@ class NewRun:
     timeout_seconds: int | None
     delay_ms: int
     not_before_ms: int | None  # absolute start (delay_until), else now + delay_ms
+    idempotency_key: str | None = None  # at most one active run per (pipeline, key)
 
 
 @dataclass(frozen=True, slots=True)

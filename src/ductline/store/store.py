@@ -29,12 +29,19 @@ class Tx:
         return int(self.s.fetch("now")[0]["now_ms"])
 
     # -- creating work ---------------------------------------------------------
-    def insert_run(self, run: NewRun) -> None:
-        self.s.execute("insert_run", {
+    def insert_run(self, run: NewRun) -> bool:
+        """Insert a run; ``False`` (nothing written) when ``run.idempotency_key`` is
+        held by an active run of the same pipeline."""
+        return self.s.execute("insert_run", {
             "id": run.id, "pipeline": run.pipeline, "args": run.args,
             "timeout_seconds": run.timeout_seconds, "delay_ms": run.delay_ms,
-            "not_before_ms": run.not_before_ms,
-        })
+            "not_before_ms": run.not_before_ms, "idempotency_key": run.idempotency_key,
+        }) == 1
+
+    def active_run_by_key(self, pipeline: str, key: str) -> str | None:
+        """The id of the active run (pending, running, paused, halted) holding ``key``."""
+        rows = self.s.fetch("active_run_by_key", {"pipeline": pipeline, "idempotency_key": key})
+        return rows[0]["id"] if rows else None
 
     def insert_jobs(self, jobs: list[NewJob]) -> None:
         """Create jobs; a job that already exists (same run, step, scope) is left as is."""

@@ -11,9 +11,20 @@ INSERT INTO ductline_schema_version (version) VALUES (:version);
 SELECT ductline_now_ms() AS now_ms;
 
 -- name: insert_run
-INSERT INTO ductline_runs (id, pipeline, status, args, timeout_seconds, not_before_ms, created_ms)
+-- A second trigger with the key of an active run inserts nothing (0 rows): the
+-- partial unique index ductline_runs_idempotency decides, also between racing triggers.
+INSERT INTO ductline_runs (id, pipeline, status, args, timeout_seconds, not_before_ms, created_ms,
+                           idempotency_key)
 VALUES (:id, :pipeline, 'pending', :args, :timeout_seconds,
-        coalesce(:not_before_ms, ductline_now_ms() + :delay_ms), ductline_now_ms());
+        coalesce(:not_before_ms, ductline_now_ms() + :delay_ms), ductline_now_ms(), :idempotency_key)
+ON CONFLICT (pipeline, idempotency_key)
+    WHERE idempotency_key IS NOT NULL AND status IN ('pending', 'running', 'paused', 'halted')
+DO NOTHING;
+
+-- name: active_run_by_key
+SELECT id FROM ductline_runs
+WHERE pipeline = :pipeline AND idempotency_key = :idempotency_key
+  AND status IN ('pending', 'running', 'paused', 'halted');
 
 -- name: insert_job
 -- pg_notify (on commit) wakes workers waiting in LISTEN.
@@ -197,7 +208,7 @@ WHERE status = 'pending' AND pipeline IN (SELECT jsonb_array_elements_text(:pipe
 
 -- name: get_run
 SELECT id, pipeline, status, args, output, halt_reason, metadata, timeout_seconds, deadline_ms,
-       not_before_ms, created_ms, started_ms, finished_ms
+       not_before_ms, created_ms, started_ms, finished_ms, idempotency_key
 FROM ductline_runs WHERE id = :run_id;
 
 -- name: list_runs

@@ -22,7 +22,8 @@ CREATE TABLE ductline_runs (
     not_before_ms BIGINT NOT NULL,
     created_ms BIGINT NOT NULL,
     started_ms BIGINT,
-    finished_ms BIGINT
+    finished_ms BIGINT,
+    idempotency_key TEXT
 );
 CREATE INDEX ductline_runs_listing ON ductline_runs (created_ms);
 CREATE INDEX ductline_runs_status ON ductline_runs (status, created_ms);
@@ -113,3 +114,13 @@ CREATE TABLE ductline_workers (
 -- (created_ms, id), optionally filtered by pipeline and status).
 CREATE INDEX ductline_runs_pipeline ON ductline_runs (pipeline, created_ms, id);
 CREATE INDEX ductline_runs_pipeline_status ON ductline_runs (pipeline, status, created_ms, id);
+
+-- 0003: operating features (issue 8).
+-- Idempotency: trigger(..., key=...) stores the key on the run. At most one *active*
+-- run (pending, running, paused or halted: a halted run may still be retried) holds
+-- a key per pipeline; a completed, failed or cancelled run releases it, so the same
+-- key can start a new run later. The unique partial index is the arbiter between
+-- racing triggers (INSERT ... ON CONFLICT DO NOTHING), not a read-then-write.
+-- (ductline_runs.idempotency_key is added by this migration.)
+CREATE UNIQUE INDEX ductline_runs_idempotency ON ductline_runs (pipeline, idempotency_key)
+    WHERE idempotency_key IS NOT NULL AND status IN ('pending', 'running', 'paused', 'halted');
