@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from ductline import codec
 from ductline.dsl.graph import Definition, Node, TransitionKind
-from ductline.model.states import JobStatus, RunStatus
 from ductline.runtime import scopes
 from ductline.store.records import NewJob
 from ductline.store.store import Tx
@@ -78,18 +77,22 @@ class Advanced:
     run_completed: bool = False
 
 
-def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int) -> Advanced:
+def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int,
+            sink: list[NewJob] | None = None) -> Advanced:
     """Create the jobs that follow ``done`` (or complete the run after its last step).
 
     A halted run keeps advancing what finishes, but the jobs it creates are held
-    until the run is retried, so nothing new starts.
+    until the run is retried, so nothing new starts (the insert decides, reading the
+    run's status in the same statement).
+
+    Args:
+        sink: if given, the new jobs are appended to it for the caller to insert
+            with others of the same transaction; otherwise they are inserted here.
     """
     node = definition.node(done.step)
     if definition.on_halt is not None and node is definition.on_halt:
         return Advanced({})
-    run_status = tx.run_status(done.run_id)
-    status = JobStatus.PENDING.value if run_status in (RunStatus.PENDING, RunStatus.RUNNING) \
-        else JobStatus.HELD.value
+    status = "auto"
     transition = node.next
     if transition is None:
         return Advanced({}, run_completed=tx.complete_run(done.run_id, done.output))
@@ -130,7 +133,10 @@ def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int) -
         if tx.arrive_fanin(done.run_id, target, done.scope, len(sources)):
             outputs = tx.gather_branches(done.run_id, done.scope, sources)
             jobs = [make(target, done.scope, "[[" + ",".join(outputs[s] for s in sources) + "]]")]
-    tx.insert_jobs(jobs)
+    if sink is None:
+        tx.insert_jobs(jobs)
+    else:
+        sink.extend(jobs)
     enqueued: dict[str, int] = {}
     for job in jobs:
         enqueued[job.step] = enqueued.get(job.step, 0) + 1

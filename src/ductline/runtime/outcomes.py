@@ -10,10 +10,13 @@ import logging
 import time
 from dataclasses import dataclass
 
-from ductline.dsl.graph import Definition
+from ductline.dsl.graph import Definition, TransitionKind
 from ductline.model.states import AttemptResult
 from ductline.observability.events import RESULT_LABELS, EventName, emit
 from ductline.runtime import record
+from ductline.runtime.advance import Completed, advance
+from ductline.store.records import NewJob
+from ductline.store.store import Tx
 from ductline.store import Store
 
 log = logging.getLogger("ductline.worker")
@@ -39,22 +42,61 @@ def job_extra(a: record.Attempt) -> dict[str, object]:
 def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, Definition],
                  retry_delay: int) -> list[record.Recorded]:
     """Record every outcome in one transaction. Raises `StoreError` (and records
-    nothing) if the database fails; the caller keeps the batch and tries again."""
-    results = []
+    nothing) if the database fails; the caller keeps the batch and tries again.
+
+    Plain successes -- the bulk of the work -- are recorded together: one statement
+    completes them all, one closes their attempts, one inserts every job they
+    create. Everything else (failures, fan-outs to check, deadlines) goes one by one.
+    """
+    results: list[record.Recorded | None] = [None] * len(outcomes)
     with store.transaction() as tx:
-        for o in outcomes:
+        bulk = []
+        for i, o in enumerate(outcomes):
             definition = definitions.get(o.pipeline)
             if o.run_deadline:
-                done = record.run_deadline(tx, definition, o.attempt)
+                results[i] = record.run_deadline(tx, definition, o.attempt)
             elif o.release:
-                done = record.Recorded("released" if record.release(tx, o.attempt, o.error or "") else "lost")
+                results[i] = record.Recorded("released" if record.release(tx, o.attempt, o.error or "")
+                                             else "lost")
             elif o.result is AttemptResult.SUCCEEDED and definition is not None:
                 assert o.output is not None
-                done = record.success(tx, definition, o.attempt, o.output, retry_delay)
+                if o.attempt.step in definition.nodes and not needs_fanout_check(definition, o.attempt.step):
+                    bulk.append(i)
+                else:
+                    results[i] = record.success(tx, definition, o.attempt, o.output, retry_delay)
             else:
-                done = record.failure(tx, definition, o.attempt, o.result, o.error_type, o.error,
-                                      o.traceback)
-            results.append(done)
+                results[i] = record.failure(tx, definition, o.attempt, o.result, o.error_type, o.error,
+                                            o.traceback)
+        if bulk:
+            _record_successes(tx, outcomes, bulk, definitions, retry_delay, results)
+    return _finish(outcomes, [r for r in results if r is not None])
+
+
+def needs_fanout_check(definition: Definition, step: str) -> bool:
+    transition = definition.nodes[step].next
+    return transition is not None and transition.kind is TransitionKind.EXPAND
+
+
+def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
+                      definitions: dict[str, Definition], retry_delay: int,
+                      results: list[record.Recorded | None]) -> None:
+    attempts = [outcomes[i].attempt for i in indexes]
+    held = tx.complete_jobs([(a.job_id, a.lease_token, outcomes[i].output or "null")
+                             for i, a in zip(indexes, attempts)])
+    tx.close_succeeded([(a.job_id, a.attempt, a.lease_token) for a in attempts if a.job_id in held])
+    sink: list[NewJob] = []
+    for i, a in zip(indexes, attempts):
+        if a.job_id not in held:
+            results[i] = record.LOST
+            continue
+        o = outcomes[i]
+        moved = advance(tx, definitions[o.pipeline], Completed(a.run_id, a.step, a.scope, o.output or "null"),
+                        retry_delay, sink)
+        results[i] = record.Recorded("completed", run_completed=moved.run_completed, enqueued=moved.enqueued)
+    tx.insert_jobs(sink)
+
+
+def _finish(outcomes: list[Outcome], results: list[record.Recorded]) -> list[record.Recorded]:
     for o, done in zip(outcomes, results):
         _log(o, done)
         _emit(o, done)

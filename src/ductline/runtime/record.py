@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ductline.dsl.graph import Definition
+from ductline.dsl.options import StepOptions
 from ductline.model import retry
 from ductline.model.states import AttemptResult, HaltReason
 from ductline.runtime.advance import Completed, FanoutRefused, advance, check_fanout
@@ -109,21 +110,38 @@ def failure(tx: Tx, definition: Definition | None, a: Attempt, result: AttemptRe
 
     Errors and timeouts share ``max_retry``; crashes use ``max_crash`` with backoff.
     An attempt that crossed a boundary (`ductline.cross_boundary`) is never retried
-    automatically: the run halts with ``unsafe_to_retry``.
+    automatically: the run halts with ``unsafe_to_retry``. The step's `Backoff`
+    spaces retries; ``no_retry_on`` halts at once (``non_retryable_error``),
+    ``retry_on`` retries whatever the budget; a requested `ductline.Retry` is
+    retried after its delay without charge.
     """
     budget = tx.job_budget(a.job_id)
     crashed = result is AttemptResult.CRASHED
+    errored = result is AttemptResult.ERRORED
+    requested = retry.requested_retry(error_type, error) if errored else None
     if budget.boundary is not None:
         decision = retry.RetryDecision(retry=False)
         reason = HaltReason.UNSAFE_TO_RETRY
     elif crashed:
         decision = retry.after_crash(budget.crashes + 1, budget.max_crash)
         reason = HaltReason.JOB_CRASHES_EXHAUSTED
-    else:
-        decision = retry.after_failure(budget.failures + 1, budget.max_retry, budget.retry_delay_seconds)
+    elif requested is not None:
+        decision = requested
         reason = HaltReason.JOB_RETRIES_EXHAUSTED
+    else:
+        options = _options(definition, a.step)
+        failures = budget.failures + 1
+        decision = retry.after_failure(
+            failures, budget.max_retry, budget.retry_delay_seconds,
+            delay_ms=None if options is None or options.backoff is None else options.backoff.delay_ms(failures),
+            error_type=error_type if errored else None,
+            retry_on=() if options is None else options.retry_on,
+            no_retry_on=() if options is None else options.no_retry_on,
+        )
+        reason = HaltReason.NON_RETRYABLE_ERROR if decision.never else HaltReason.JOB_RETRIES_EXHAUSTED
     if decision.retry:
-        changed = tx.retry_job(a.job_id, a.lease_token, decision.delay_ms, crashed=crashed)
+        changed = tx.retry_job(a.job_id, a.lease_token, decision.delay_ms, crashed=crashed,
+                               charged=decision.charge)
     else:
         changed = tx.fail_job(a.job_id, a.lease_token, crashed=crashed)
     if not changed:
@@ -136,6 +154,17 @@ def failure(tx: Tx, definition: Definition | None, a: Attempt, result: AttemptRe
     detail = error if budget.boundary is None else f"crossed boundary {budget.boundary!r}: {error}"
     halted = halt(tx, definition, a.run_id, reason, a.step, detail)
     return Recorded("failed", halted, reason.value)
+
+
+def _options(definition: Definition | None, step: str) -> StepOptions | None:
+    """The step's options from the definition this worker loaded (``None`` if the
+    pipeline or step is unknown here: the job's stored fixed delay applies)."""
+    if definition is None:
+        return None
+    try:
+        return definition.node(step).options
+    except KeyError:
+        return None
 
 
 def run_deadline(tx: Tx, definition: Definition | None, a: Attempt) -> Recorded:

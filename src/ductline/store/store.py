@@ -57,16 +57,34 @@ class Tx:
         self.s.fetch("notify")
 
     # -- ending attempts (fenced) ----------------------------------------------
+    def complete_jobs(self, items: list[tuple[str, str, str]]) -> set[str]:
+        """Record succeeded attempts ``(job_id, lease_token, output)`` in one statement
+        and close their attempt rows; returns the job ids whose lease was still held."""
+        if not items:
+            return set()
+        rows = self.s.fetch("complete_jobs", {"items": json.dumps(
+            [{"job_id": j, "lease_token": t, "output": o} for j, t, o in items])})
+        done = {r["id"] for r in rows}
+        return done
+
+    def close_succeeded(self, items: list[tuple[str, int, str]]) -> None:
+        """Close attempt rows ``(job_id, attempt, lease_token)`` as succeeded."""
+        if items:
+            self.s.execute("close_succeeded_attempts", {"items": json.dumps(
+                [{"job_id": j, "attempt": a, "lease_token": t} for j, a, t in items])})
+
     def complete_job(self, job_id: str, lease_token: str, output: str) -> bool:
         return self.s.execute("complete_job", {"job_id": job_id, "lease_token": lease_token,
                                                "output": output}) == 1
 
-    def retry_job(self, job_id: str, lease_token: str, delay_ms: int, *, crashed: bool = False) -> bool:
+    def retry_job(self, job_id: str, lease_token: str, delay_ms: int, *, crashed: bool = False,
+                  charged: bool = True) -> bool:
         """Put a job back to pending ``delay_ms`` from now (held if its run is halted),
-        charging one failure or crash."""
+        charging one failure or crash (nothing when ``charged`` is false: a retry the
+        step requested with `ductline.Retry`)."""
         changed = self.s.execute("retry_job", {
             "job_id": job_id, "lease_token": lease_token, "delay_ms": delay_ms,
-            "failed": 0 if crashed else 1, "crashed": 1 if crashed else 0,
+            "failed": 1 if charged and not crashed else 0, "crashed": 1 if charged and crashed else 0,
         }) == 1
         if changed:
             self.s.fetch("notify")
@@ -237,12 +255,12 @@ class Store:
                                           "lease_ms": lease_ms, "worker_id": worker_id})
             if not rows:
                 return []
-            deadlines: dict[str, int | None] = {}
-            for row in rows:
-                run_id = row["run_id"]
-                if run_id not in deadlines:
-                    s.execute("start_run", {"run_id": run_id, "now_ms": row["claimed_ms"]})
-                    deadlines[run_id] = s.fetch("run_deadline", {"run_id": run_id})[0]["deadline_ms"]
+            # One statement starts every run of the batch, one reads their deadlines:
+            # the cost of a claim does not grow with the number of runs it touches.
+            run_ids = json.dumps(sorted({row["run_id"] for row in rows}))
+            first_ms = min(int(row["claimed_ms"]) for row in rows)
+            s.execute("start_runs", {"run_ids": run_ids, "now_ms": first_ms})
+            deadlines = {r["id"]: r["deadline_ms"] for r in s.fetch("run_deadlines", {"run_ids": run_ids})}
             claimed = []
             for row in rows:
                 started = int(row["claimed_ms"])

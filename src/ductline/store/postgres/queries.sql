@@ -32,8 +32,11 @@ WHERE pipeline = :pipeline AND idempotency_key = :idempotency_key
 -- transaction that records the previous step's completion, i.e. just before commit.
 INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
                            not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds, created_ms)
-VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index, :status, :input,
-        coalesce(:not_before_ms, ductline_now_ms() + :delay_ms), :max_retry, :max_crash,
+VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
+        CASE WHEN :status::text <> 'auto' THEN :status::text
+             WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = :run_id) IN ('pending', 'running') THEN 'pending'
+             ELSE 'held' END,
+        :input, coalesce(:not_before_ms, ductline_now_ms() + :delay_ms), :max_retry, :max_crash,
         :retry_delay_seconds, :timeout_seconds, ductline_now_ms())
 ON CONFLICT (run_id, step, scope) DO NOTHING;
 
@@ -298,3 +301,30 @@ SELECT metadata, timeout_seconds, status FROM ductline_runs WHERE id = :run_id;
 -- name: set_attempt_deadline
 UPDATE ductline_attempts SET deadline_ms = :deadline_ms
 WHERE job_id = :job_id AND attempt = :attempt AND lease_token = :lease_token AND result IS NULL;
+
+-- name: complete_jobs
+-- Record many succeeded attempts in one statement (fenced per row by its token).
+UPDATE ductline_jobs
+SET status = 'completed', output = x.output, lease_token = NULL, lease_expires_ms = NULL,
+    finished_ms = ductline_now_ms()
+FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, lease_token text, output text)
+WHERE ductline_jobs.id = x.job_id AND ductline_jobs.lease_token = x.lease_token
+  AND ductline_jobs.status = 'running'
+RETURNING ductline_jobs.id AS id;
+
+-- name: close_succeeded_attempts
+UPDATE ductline_attempts
+SET result = 'succeeded', finished_ms = ductline_now_ms()
+FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt int, lease_token text)
+WHERE ductline_attempts.job_id = x.job_id AND ductline_attempts.attempt = x.attempt
+  AND ductline_attempts.lease_token = x.lease_token AND ductline_attempts.result IS NULL;
+
+-- name: start_runs
+-- The earliest claim starts a run (and its deadline); a later one never moves it later.
+UPDATE ductline_runs
+SET status = 'running', started_ms = :now_ms,
+    deadline_ms = CASE WHEN timeout_seconds IS NULL THEN NULL ELSE :now_ms + timeout_seconds * 1000 END
+WHERE id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb)) AND (status = 'pending' OR (status = 'running' AND started_ms > :now_ms));
+
+-- name: run_deadlines
+SELECT id, deadline_ms FROM ductline_runs WHERE id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb));
