@@ -7,6 +7,7 @@ C code or a syscall.
 """
 
 from ductline.step_context import StepContext, context, cross_boundary
+from ductline.dsl.backoff import Backoff
 from ductline.dsl.pipeline import Pipeline
 from ductline.dsl.steps import Step
 from ductline.errors import (
@@ -16,6 +17,7 @@ from ductline.errors import (
     ExecutionError,
     InvalidStateError,
     PipelineNotFound,
+    Retry,
     RunNotFound,
     SchemaError,
     StoreError,
@@ -23,8 +25,10 @@ from ductline.errors import (
     TargetError,
 )
 from ductline.handle import RunHandle
+from ductline.local import StepResult, WorkflowResult, execute, execute_async
 
 __all__ = [
+    "Backoff",
     "ConfigurationError",
     "DefinitionError",
     "DuctlineError",
@@ -32,16 +36,21 @@ __all__ = [
     "InvalidStateError",
     "Pipeline",
     "PipelineNotFound",
+    "Retry",
     "RunHandle",
     "RunNotFound",
     "SchemaError",
     "Step",
     "StepContext",
+    "StepResult",
     "StoreError",
     "StoreUnavailable",
     "TargetError",
+    "WorkflowResult",
     "context",
     "cross_boundary",
+    "execute",
+    "execute_async",
 ]
 
 __version__ = "0.1.0"

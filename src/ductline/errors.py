@@ -54,3 +54,33 @@ class ExecutionError(DuctlineError):
 class WorkerStop(BaseException):
     """Internal: unwinds a worker loop. A `BaseException` so a step's
     `except Exception` cannot swallow it."""
+
+
+class Retry(Exception):
+    """Raised by a step to ask for another attempt after ``delay``.
+
+    A requested retry is not a failure: it does not consume ``max_retry`` and is
+    not subject to ``retry_on``/``no_retry_on``; the attempt is recorded
+    ``errored`` with ``error_type="ductline.Retry"`` and the job waits ``delay``
+    on the database clock. Bound a step that may ask forever with the run's
+    ``timeout``. Raising it after `ductline.cross_boundary` halts the run with
+    ``unsafe_to_retry`` like any other failure there.
+
+    Args:
+        delay: int seconds or a whole-second ``timedelta`` (default 0).
+        reason: optional text recorded with the attempt.
+
+    Raises:
+        TypeError / ValueError: ``delay`` is not a valid duration.
+    """
+
+    def __init__(self, delay: object = 0, reason: str = "") -> None:
+        from ductline.durations import to_seconds
+
+        self.delay_seconds = to_seconds(delay, field="Retry delay")
+        self.reason = str(reason)
+        super().__init__(f"retry requested in {self.delay_seconds} s" + (f": {self.reason}" if self.reason else ""))
+
+
+# Attempts record ``module.qualname`` of the raised type: make it the public name.
+Retry.__module__ = "ductline"

@@ -1,0 +1,271 @@
+"""Module-level steps for the in-process executor tests (imported by the tests and,
+by name, by the child processes that run the sync ones).
+
+Steps that report their process id write it to the file named by the argument,
+so a test can check that the child is gone afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import time
+
+import ductline
+
+_libc = ctypes.CDLL(None)
+
+
+# -- plain values -------------------------------------------------------------------
+def add_one(x):
+    return x + 1
+
+
+def double(x):
+    return x * 2
+
+
+def identity(x=None):
+    return x
+
+
+def make_list(n):
+    return list(range(n))
+
+
+def square(x):
+    return x * x
+
+
+def tag_a(x):
+    return f"a:{x}"
+
+
+def tag_b(x):
+    return f"b:{x}"
+
+
+def tag_c(x):
+    return f"c:{x}"
+
+
+def gather(values):
+    return values
+
+
+def pairs(n):
+    return [[i, i + 10] for i in range(n)]
+
+
+def split_pair(pair):
+    return pair
+
+
+def negate(x):
+    return -x
+
+
+def classify(x):
+    return "big" if x >= 10 else "small"
+
+
+async def route_big(value):
+    return "went big"
+
+
+async def route_small(value):
+    return "went small"
+
+
+def route_other(value):
+    return "went otherwise"
+
+
+def not_a_list(x):
+    return {"x": x}
+
+
+def returns_tuple(x):
+    return (x, x)
+
+
+def fail(x=None):
+    raise ValueError(f"always fails: {x}")
+
+
+def pid_of_this_process(x=None):
+    return os.getpid()
+
+
+# -- slow steps -----------------------------------------------------------------------
+def sleep_in_c(x):
+    """Record the child's pid, then sleep 30 s inside libc (no Python bytecode runs,
+    so only a signal can stop it)."""
+    path = x["pidfile"] if isinstance(x, dict) else None
+    if path:
+        with open(path, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+    _libc.sleep(30)
+    return "woke up"
+
+
+def quick(x):
+    time.sleep(0.05)
+    return x
+
+
+def sleep_short(x):
+    time.sleep(0.3)
+    return x
+
+
+def sleep_python(x):
+    time.sleep(30)
+    return x
+
+
+async def async_identity(x=None):
+    await asyncio.sleep(0)
+    return x
+
+
+async def async_noop(x=None):
+    return x
+
+
+async def async_add_one(x):
+    await asyncio.sleep(0)
+    return x + 1
+
+
+async def async_sleep_long(x):
+    await asyncio.sleep(30)
+    return x
+
+
+async def async_swallows_cancel(x):
+    """Ignores the first cancellation and keeps going (a misbehaving step)."""
+    try:
+        await asyncio.sleep(30)
+    except asyncio.CancelledError:
+        pass
+    await asyncio.sleep(30)
+    return "finished anyway"
+
+
+async def async_returns_set(x):
+    return {1, 2}
+
+
+# -- retries --------------------------------------------------------------------------
+def fails_twice(x):
+    attempt = ductline.context().attempt
+    if attempt < 3:
+        raise RuntimeError(f"failure on attempt {attempt}")
+    return {"x": x, "attempt": attempt}
+
+
+async def async_fails_twice(x):
+    attempt = ductline.context().attempt
+    if attempt < 3:
+        raise RuntimeError(f"failure on attempt {attempt}")
+    return {"x": x, "attempt": attempt}
+
+
+def slow_then_fast(x):
+    """Stuck in C on its first attempt, instant on the next."""
+    if ductline.context().attempt == 1:
+        _libc.sleep(30)
+    return "second time lucky"
+
+
+def crosses_then_fails(x):
+    ductline.cross_boundary("charged the card")
+    raise RuntimeError("failed after the boundary")
+
+
+# -- context --------------------------------------------------------------------------
+def writes_context(x):
+    ctx = ductline.context()
+    ctx.set("seen", {"x": x, "step": ctx.step})
+    return x
+
+
+async def async_reads_context(x):
+    ctx = ductline.context()
+    return {"seen": ctx.get("seen"), "missing": ctx.get("nope", "default"), "step": ctx.step}
+
+
+def exits_hard(x):
+    os._exit(3)
+
+
+class Doubler(ductline.Step):
+    def execute(self):
+        return self.input * 2
+
+
+def thread_stuck(x):
+    while True:  # runs bytecode, so an interruption is delivered
+        time.sleep(0.01)
+
+
+# -- on_halt --------------------------------------------------------------------------
+def record_halt(reasons):
+    return reasons
+
+
+# -- order checks ---------------------------------------------------------------------
+async def finish_in_reverse(x):
+    """Element x of 0..4 finishes after element x+1."""
+    await asyncio.sleep((5 - x) * 0.03)
+    return x * 10
+
+
+async def slow_tag_a(x):
+    await asyncio.sleep(0.2)
+    return f"a:{x}"
+
+
+async def async_tag_b(x):
+    return f"b:{x}"
+
+
+async def async_fail(x=None):
+    raise ValueError(f"always fails: {x}")
+
+
+async def async_sleep_short(x):
+    await asyncio.sleep(0.3)
+    return x
+
+
+async def async_current_span(x):
+    """The id of the span current inside the step (its attempt's span)."""
+    from opentelemetry import trace
+
+    await asyncio.sleep(0)
+    return trace.get_current_span().get_span_context().span_id
+
+
+# -- scaled timeouts --------------------------------------------------------------------
+def size_of(x):
+    return x
+
+
+def sleeps_a_while(x):
+    time.sleep(1.3)
+    return x
+
+
+async def async_sleeps_a_while(x):
+    await asyncio.sleep(1.3)
+    return x
+
+
+def current_span(x):
+    """The id of the span current inside the step (in its child process)."""
+    from opentelemetry import trace
+
+    return trace.get_current_span().get_span_context().span_id

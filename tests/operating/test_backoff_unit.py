@@ -1,0 +1,86 @@
+"""Backoff policies, retry_on / no_retry_on and retry requests: definition-time
+validation and the pure retry decisions."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+import ductline
+from ductline import Backoff, Pipeline
+from ductline.model import retry
+
+
+def test_policies_compute_delays_in_milliseconds_with_cap():
+    assert [Backoff.fixed(5).delay_ms(n) for n in (1, 2, 9)] == [5000, 5000, 5000]
+    assert [Backoff.linear(2, cap=5).delay_ms(n) for n in (1, 2, 3, 4)] == [2000, 4000, 5000, 5000]
+    exp = Backoff.exponential(timedelta(seconds=1), cap=timedelta(minutes=1))
+    assert [exp.delay_ms(n) for n in (1, 2, 3, 7, 8, 500)] == [1000, 2000, 4000, 60000, 60000, 60000]
+    assert Backoff.exponential(1).delay_ms(10_000) == 2**53  # no overflow without a cap
+
+
+def test_jitter_only_shortens_a_delay():
+    policy = Backoff.exponential(10, cap=40, jitter=0.5)
+    assert policy.delay_ms(3, rng=lambda: 0.0) == 40_000
+    assert policy.delay_ms(3, rng=lambda: 0.999) == pytest.approx(20_020, abs=1)
+    assert policy.delay_ms(1, rng=lambda: 0.5) == 7_500
+
+
+@pytest.mark.parametrize("build, error", [
+    (lambda: Backoff.fixed(1.5), TypeError),
+    (lambda: Backoff.linear("5s"), TypeError),
+    (lambda: Backoff.exponential(0), ValueError),
+    (lambda: Backoff.exponential(10, cap=5), ValueError),
+    (lambda: Backoff.exponential(1, jitter=1.5), ValueError),
+    (lambda: Backoff.exponential(1, jitter=True), TypeError),
+    (lambda: Backoff.linear(-1), ValueError),
+])
+def test_invalid_policies_are_refused_at_definition_time(build, error):
+    with pytest.raises(error):
+        build()
+
+
+def _noop(x):
+    return x
+
+
+def test_step_options_take_a_policy_and_error_type_lists():
+    p = Pipeline("ops_unit_options").start(_noop, retry_delay=Backoff.linear(3), retry_on=KeyError,
+                                          no_retry_on=[ValueError, "payments.Declined"])
+    options = p.definition().node("_noop").options
+    assert options.backoff == Backoff.linear(3) and options.retry_delay == 3
+    assert options.retry_on == ("KeyError",)
+    assert options.no_retry_on == ("ValueError", "payments.Declined")
+
+
+@pytest.mark.parametrize("opts, error", [
+    ({"retry_on": [ValueError], "no_retry_on": ["ValueError"]}, ValueError),
+    ({"retry_on": [42]}, TypeError),
+    ({"no_retry_on": [int]}, TypeError),
+    ({"retry_delay": 2.5}, TypeError),
+])
+def test_invalid_retry_options_are_refused(opts, error):
+    with pytest.raises(error):
+        Pipeline("ops_unit_bad").start(_noop, **opts)
+
+
+def test_decisions_for_never_always_and_budget():
+    never = retry.after_failure(1, 5, 0, error_type="ValueError", no_retry_on=("ValueError",))
+    assert not never.retry and never.never
+    always = retry.after_failure(9, 1, 0, delay_ms=1234, error_type="KeyError", retry_on=("KeyError",))
+    assert always.retry and always.delay_ms == 1234 and always.charge
+    # a timeout carries no error type: only the budget decides
+    assert not retry.after_failure(1, 1, 0, error_type=None, retry_on=("TimeoutError",)).retry
+    assert retry.after_failure(1, 3, 7) == retry.RetryDecision(True, 7000)
+
+
+def test_a_retry_request_is_recognised_and_free():
+    exc = ductline.Retry(delay=timedelta(seconds=30), reason="rate limited")
+    assert str(exc) == "retry requested in 30 s: rate limited"
+    assert type(exc).__module__ + "." + type(exc).__qualname__ == retry.RETRY_REQUEST_TYPE
+    decision = retry.requested_retry(retry.RETRY_REQUEST_TYPE, str(exc))
+    assert decision == retry.RetryDecision(True, 30_000, charge=False)
+    assert retry.requested_retry("RuntimeError", str(exc)) is None
+    with pytest.raises(TypeError):
+        ductline.Retry(delay=0.5)
