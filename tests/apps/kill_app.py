@@ -35,8 +35,9 @@ def ignore_sigterm(x):
 
 def start_grandchildren(pidfile):
     procs = [subprocess.Popen(["sleep", "300"]) for _ in range(2)]
-    with open(pidfile, "w") as fh:
+    with open(pidfile + ".tmp", "w") as fh:
         fh.write(" ".join(str(p.pid) for p in procs))
+    os.rename(pidfile + ".tmp", pidfile)
     time.sleep(120)
 
 
@@ -63,7 +64,8 @@ c_block = pipeline_for(block_in_c, "kill_c")
 syscall_block = pipeline_for(block_in_syscall, "kill_syscall")
 spinning = pipeline_for(spin, "kill_spin")
 sigterm_ignored = pipeline_for(ignore_sigterm, "kill_sigterm_ignored")
-grandchildren = pipeline_for(start_grandchildren, "kill_grandchildren")
+# 3 s: starting the grandchildren must finish well before the kill, even on a busy machine.
+grandchildren = Pipeline("kill_grandchildren").start(start_grandchildren, timeout=3, max_retry=1)
 transaction_held = pipeline_for(hold_transaction, "kill_transaction")
 
 

@@ -76,8 +76,10 @@ def test_no_grandchild_survives(store, kill_worker, tmp_path):
     pidfile = tmp_path / "pids"
     kill_worker()
     handle = kill_app.grandchildren.trigger(str(pidfile), database=store)
-    timed_out_then_halted(store, handle)
-    pids = [int(p) for p in wait_for(lambda: pidfile.exists() and pidfile.read_text()).split()]
+    assert handle.wait(30) == "halted"
+    [attempt] = run_view(store, handle.id)["steps"][0]["attempts"]
+    assert attempt["result"] == "timed_out"
+    pids = [int(p) for p in pidfile.read_text().split()]
 
     def gone(pid):
         try:
