@@ -63,7 +63,8 @@ def pipeline_for(step, name):
 c_block = pipeline_for(block_in_c, "kill_c")
 syscall_block = pipeline_for(block_in_syscall, "kill_syscall")
 spinning = pipeline_for(spin, "kill_spin")
-sigterm_ignored = pipeline_for(ignore_sigterm, "kill_sigterm_ignored")
+# 3 s: the step must have installed SIG_IGN before the kill, even on a busy machine.
+sigterm_ignored = Pipeline("kill_sigterm_ignored").start(ignore_sigterm, timeout=3, max_retry=1)
 # 3 s: starting the grandchildren must finish well before the kill, even on a busy machine.
 grandchildren = Pipeline("kill_grandchildren").start(start_grandchildren, timeout=3, max_retry=1)
 transaction_held = pipeline_for(hold_transaction, "kill_transaction")
@@ -119,4 +120,4 @@ from ductline.dsl.timeouts import ScaledTimeout  # noqa: E402
 
 scaled = Pipeline("kill_scaled").start(
     sleeps_three_seconds, max_retry=1,
-    timeout=ScaledTimeout(floor=1, cap=10, size=payload_size, seconds_per_unit=1, unit=1))
+    timeout=ScaledTimeout(floor=2, cap=10, size=payload_size, seconds_per_unit=1, unit=1))

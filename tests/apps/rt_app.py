@@ -212,3 +212,13 @@ fail_fast = (Pipeline("rt_fail_fast", on_failure="fail_fast").start(quick)
              .divide(to=[fails_at_once, stuck], max_retry=1).combine(into=after))
 
 cancellable = Pipeline("rt_cancellable").start(stuck).chain(to=after)
+
+
+# -- a 5,000-step chain (no recursion anywhere: building, advancing, skipping) ------------------
+def hop(x):
+    return x + 1
+
+
+long_chain = Pipeline("rt_long_chain", timeout=3).start(hop, name="hop_0")
+for _i in range(1, 5000):
+    long_chain.chain(to=hop, name=f"hop_{_i}")

@@ -126,14 +126,14 @@ def test_a_process_that_survives_sigkill_is_abandoned(store, inprocess_worker, e
 
 def test_scaled_timeout_gives_a_big_input_more_time(store, inprocess_worker):
     inprocess_worker()
-    big = kill_app.scaled.trigger(5, database=store)     # 5 s: the 3 s step fits
-    small = kill_app.scaled.trigger(1, database=store)   # floor 1 s: killed
+    big = kill_app.scaled.trigger(6, database=store)     # 6 s: the 3 s step fits
+    small = kill_app.scaled.trigger(1, database=store)   # floor 2 s: killed
     assert big.wait(30) == "completed"
     assert small.wait(30) == "halted"
     attempt = run_view(store, small.id)["steps"][0]["attempts"][0]
-    assert attempt["result"] == "timed_out" and "step timeout of 1 s" in attempt["error"]
+    assert attempt["result"] == "timed_out" and "step timeout of 2 s" in attempt["error"]
     big_attempt = store.run_attempts(big.id)[0]
-    assert big_attempt["deadline_ms"] == big_attempt["started_ms"] + 5000
+    assert big_attempt["deadline_ms"] == big_attempt["started_ms"] + 6000
 
 
 def test_scaled_timeout_validation():

@@ -53,7 +53,7 @@ def test_a_stuck_child_is_killed_at_its_deadline(store, kill_worker, pipeline):
     timed_out_then_halted(store, handle)
     elapsed, attempt = duration_ms(store, handle)
     assert elapsed >= 1000  # never early
-    assert elapsed < 1000 + 900  # SIGTERM works: no grace, no poll interval
+    assert elapsed < 1000 + 2000  # SIGTERM works: no grace, no 5 s poll (generous: busy CI machines)
 
 
 def test_a_child_blocked_in_a_syscall_is_killed(store, kill_worker, tmp_path):
@@ -67,9 +67,10 @@ def test_a_child_blocked_in_a_syscall_is_killed(store, kill_worker, tmp_path):
 def test_a_child_ignoring_sigterm_gets_sigkill_after_the_grace(store, kill_worker):
     kill_worker(DUCTLINE_KILL_GRACE_SECONDS="1")
     handle = kill_app.sigterm_ignored.trigger(1, database=store)
-    timed_out_then_halted(store, handle)
-    elapsed, _ = duration_ms(store, handle)
-    assert elapsed >= 2000  # 1 s timeout + 1 s grace
+    assert handle.wait(30) == "halted"
+    elapsed, attempt = duration_ms(store, handle)
+    assert attempt["result"] == "timed_out"
+    assert elapsed >= 4000  # 3 s timeout + 1 s grace: SIGTERM alone did not stop it
 
 
 def test_no_grandchild_survives(store, kill_worker, tmp_path):
@@ -137,6 +138,6 @@ def test_the_worker_wall_clock_does_not_matter(store, db_url, tmp_path):
         handle = kill_app.c_block.trigger(1, database=store)
         timed_out_then_halted(store, handle)
         elapsed, _ = duration_ms(store, handle)
-        assert 1000 <= elapsed < 1900
+        assert 1000 <= elapsed < 3000
     finally:
         stop_worker(proc)

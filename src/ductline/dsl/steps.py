@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from typing import Any, Callable
+from typing import Any
 
 from ductline.errors import DefinitionError
 

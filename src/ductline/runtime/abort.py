@@ -43,6 +43,10 @@ def expire(tx: Tx, definition: Definition | None, run_id: str) -> bool:
     """End a run whose deadline passed: ``failed`` with ``timeout_exceeded``.
 
     Returns whether this call ended it (``False`` if it had already ended).
+
+    Raises:
+        Unchanged: the run ended between the check and the write; the caller's
+            transaction must roll back (`expire_due` and `record.run_deadline` do).
     """
     info = tx.run_metadata(run_id)
     if info is None or info["status"] not in ("pending", "running"):
@@ -51,13 +55,18 @@ def expire(tx: Tx, definition: Definition | None, run_id: str) -> bool:
     error = f"the run exceeded its deadline of {seconds} s"
     open_jobs = tx.open_jobs(run_id)
     metadata = {**info["metadata"], "timeout_exceeded": True, "timeout_seconds": seconds, "error": error}
-    if not tx.expire_run(run_id, metadata):
-        return False
+    # Lock order job -> attempt -> run, as recording a completion does: no deadlock.
     tx.abort_running(run_id, "failed", AttemptResult.TIMED_OUT, "TimeoutError",
                      f"cancelled at the run deadline: {error}")
     tx.skip_waiting(run_id, WORKFLOW_TIMEOUT, None)
+    if not tx.expire_run(run_id, metadata):
+        raise Unchanged()
     _skip_dependents(tx, definition, run_id, open_jobs, WORKFLOW_TIMEOUT)
     return True
+
+
+class Unchanged(Exception):
+    """The run finished meanwhile: roll the transaction back."""
 
 
 def cancel(tx: Tx, definition: Definition | None, run_id: str) -> None:
@@ -73,9 +82,11 @@ def cancel(tx: Tx, definition: Definition | None, run_id: str) -> None:
     if info["status"] not in ("pending", "running", "halted"):
         raise InvalidStateError(f"run {run_id} is {info['status']}; only an unfinished run can be cancelled")
     open_jobs = tx.open_jobs(run_id)
-    tx.cancel_run(run_id, {**info["metadata"], "cancelled": True})
+    # Lock order job -> attempt -> run, as recording a completion does: no deadlock.
     tx.abort_running(run_id, "cancelled", AttemptResult.CANCELLED, "Cancelled", "the run was cancelled")
     tx.skip_waiting(run_id, CANCELLED, None)
+    if not tx.cancel_run(run_id, {**info["metadata"], "cancelled": True}):
+        raise InvalidStateError(f"run {run_id} finished while it was being cancelled")
     _skip_dependents(tx, definition, run_id, open_jobs, CANCELLED)
 
 
@@ -98,8 +109,11 @@ def expire_due(store: Store, definitions: dict[str, Definition]) -> int:
     """Expire every run whose deadline passed; returns how many this call ended."""
     ended = 0
     for row in store.due_deadlines():
-        with store.transaction() as tx:
-            done = expire(tx, definitions.get(row["pipeline"]), row["id"])
+        try:
+            with store.transaction() as tx:
+                done = expire(tx, definitions.get(row["pipeline"]), row["id"])
+        except Unchanged:
+            continue
         if done:
             ended += 1
             emit(EventName.PIPELINE_FAILED, pipeline=row["pipeline"], run_id=row["id"])

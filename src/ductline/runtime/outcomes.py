@@ -54,7 +54,7 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
         for i, o in enumerate(outcomes):
             definition = definitions.get(o.pipeline)
             if o.run_deadline:
-                results[i] = record.run_deadline(tx, definition, o.attempt)
+                continue  # ends the whole run: its own transaction, below
             elif o.release:
                 results[i] = record.Recorded("released" if record.release(tx, o.attempt, o.error or "")
                                              else "lost")
@@ -69,6 +69,9 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
                                             o.traceback)
         if bulk:
             _record_successes(tx, outcomes, bulk, definitions, retry_delay, results)
+    for i, o in enumerate(outcomes):
+        if o.run_deadline:
+            results[i] = record.run_deadline_in_own_transaction(store, definitions.get(o.pipeline), o.attempt)
     return _finish(outcomes, [r for r in results if r is not None])
 
 

@@ -19,7 +19,7 @@ from ductline.model.states import AttemptResult, HaltReason
 from ductline.runtime.advance import Completed, FanoutRefused, advance, check_fanout
 from ductline.runtime.advance import timeout_floor
 from ductline.store.records import NewJob
-from ductline.store.store import Tx
+from ductline.store.store import Store, Tx
 
 ON_HALT_STEP = "__on_halt__"
 
@@ -167,13 +167,18 @@ def _options(definition: Definition | None, step: str) -> StepOptions | None:
         return None
 
 
-def run_deadline(tx: Tx, definition: Definition | None, a: Attempt) -> Recorded:
-    """The run deadline killed this attempt: end the whole run (`abort.expire`)."""
-    from ductline.runtime.abort import expire
+def run_deadline_in_own_transaction(store: "Store", definition: Definition | None, a: Attempt) -> Recorded:
+    """The run deadline killed this attempt: end the whole run (`abort.expire`), in a
+    transaction of its own (it rolls back if the run ended meanwhile)."""
+    from ductline.runtime.abort import Unchanged, expire
 
-    if tx.lease_state(a.job_id) != (a.lease_token, "running"):
+    try:
+        with store.transaction() as tx:
+            if tx.lease_state(a.job_id) != (a.lease_token, "running"):
+                return LOST
+            ended = expire(tx, definition, a.run_id)
+    except Unchanged:
         return LOST
-    ended = expire(tx, definition, a.run_id)
     return Recorded("failed", reason="timeout_exceeded", run_failed=ended)
 
 

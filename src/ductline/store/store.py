@@ -143,10 +143,10 @@ class Tx:
                       error_type: str, error: str) -> int:
         """End every running attempt of the run (their leases are revoked: the
         workers running them see it at their next heartbeat and kill the child)."""
-        self.s.execute("close_open_attempts", {"run_id": run_id, "result": attempt_result.value,
-                                               "error_type": error_type, "error": error})
         changed = self.s.execute("abort_running_jobs", {"run_id": run_id, "status": job_status,
                                                         "reason": error})
+        self.s.execute("close_open_attempts", {"run_id": run_id, "result": attempt_result.value,
+                                               "error_type": error_type, "error": error})
         self.s.fetch("notify_cancel")
         return changed
 
