@@ -118,3 +118,22 @@ def expire_due(store: Store, definitions: dict[str, Definition]) -> int:
             ended += 1
             emit(EventName.PIPELINE_FAILED, pipeline=row["pipeline"], run_id=row["id"])
     return ended
+
+
+def sweep_orphans(store: Store) -> int:
+    """Finish the jobs of runs that ended while one of their jobs was being claimed
+    (the claim committed just after the cancel or deadline looked). Their leases are
+    no longer renewed, so their workers kill the attempts; this records them."""
+    swept = 0
+    for row in store.orphaned_runs():
+        with store.transaction() as tx:
+            if row["status"] == "cancelled":
+                tx.abort_running(row["run_id"], "cancelled", AttemptResult.CANCELLED, "Cancelled",
+                                 "the run was cancelled")
+                tx.skip_waiting(row["run_id"], CANCELLED, None)
+            else:
+                tx.abort_running(row["run_id"], "failed", AttemptResult.TIMED_OUT, "TimeoutError",
+                                 "cancelled at the run deadline")
+                tx.skip_waiting(row["run_id"], WORKFLOW_TIMEOUT, None)
+        swept += 1
+    return swept

@@ -25,6 +25,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("ductline.worker")
 
 
+_KINDS = {"request": 3, "fatal": 5, "done": 3, "error": 5, "reply": 2}
+
+
+def _well_formed(message: Any) -> bool:
+    return (isinstance(message, tuple) and len(message) >= 2 and isinstance(message[0], str)
+            and len(message) >= _KINDS.get(message[0], 99))
+
+
 class ChildEvents:
     def _handle(self: "Worker", ready: Any) -> None:
         if ready == self.wakeup.fileno():
@@ -42,8 +50,25 @@ class ChildEvents:
                         message = runner.conn.recv()
                     except (EOFError, OSError):
                         return  # the sentinel reports the end
+                    except Exception as exc:  # noqa: BLE001 - the step wrote into the pipe
+                        self._garbled(slot, runner, f"{type(exc).__name__}: {exc}")
+                        return
+                    if not _well_formed(message):
+                        self._garbled(slot, runner, f"unexpected message {message!r:.100}")
+                        return
                     self._message(slot, message)
                     return
+
+    def _garbled(self: "Worker", slot: Slot, runner: Any, why: str) -> None:
+        """The child's end of the pipe carried something that is not our protocol (a
+        step wrote into an inherited descriptor). The child cannot be trusted any
+        more: kill it; its death is recorded as a crash of this attempt alone."""
+        log.error("Child %d broke the worker protocol (%s); killing it", runner.pid, why,
+                  extra=job_extra(self._attempt(slot)) if slot.busy else None)
+        if slot.busy:
+            self.enforcer.kill(slot.index, "garbled", grace=0.0)
+        else:
+            runner.signal_group(9)
 
     def _message(self: "Worker", slot: Slot, message: tuple[Any, ...]) -> None:
         kind = message[0]

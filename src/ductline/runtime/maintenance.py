@@ -63,12 +63,13 @@ class Maintainer:
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
-        from ductline.runtime.abort import expire_due
+        from ductline.runtime.abort import expire_due, sweep_orphans
 
         while not self._stop.wait(self._interval):
             try:
                 rescue_expired(self._store, self._definitions)
                 expire_due(self._store, self._definitions)
+                sweep_orphans(self._store)
             except StoreError as exc:
                 log.warning("Maintenance skipped: database unavailable: %s", exc)
             except Exception:  # keep maintaining; the next round may succeed

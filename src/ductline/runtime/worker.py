@@ -273,7 +273,9 @@ class Worker(ChildEvents):
         if now < self._next_heartbeat:
             return
         busy = [s for s in self.slots if s.busy and not s.undead]
-        tokens = [s.job.lease_token for s in busy if s.job is not None]
+        # Outcomes not yet recorded (the database was down) keep their leases too.
+        tokens = [s.job.lease_token for s in busy if s.job is not None] + \
+            [o.attempt.lease_token for o in self.pending]
         try:
             sent = time.monotonic()
             db_now, renewed = self.store.renew_leases(
@@ -335,7 +337,15 @@ class Worker(ChildEvents):
         """True when the loop may end: nothing busy, or the grace ran out."""
         busy = [s for s in self.slots if s.busy and not s.undead]
         if not busy:
-            return not self.pending or not self._store_ok()
+            if not self.pending:
+                return True
+            # Outcomes wait for the database while their leases still hold: a result
+            # recorded late is still the result; one dropped would run the step again.
+            if time.monotonic() - self.enforcer.last_renewal < self.settings.lease_seconds * 0.75:
+                return False
+            log.error("Stopping with %d outcome(s) unrecorded: the database stayed unavailable; "
+                      "their jobs will be re-run when their leases expire", len(self.pending))
+            return True
         now = time.monotonic()
         if self._shutdown_deadline is not None and now >= self._shutdown_deadline:
             for slot in busy:

@@ -311,6 +311,11 @@ class Store:
             return s.execute("mark_boundary", {"job_id": job_id, "lease_token": lease_token,
                                                "boundary": reason}) == 1
 
+    def orphaned_runs(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Ended runs that still have unfinished jobs (a claim raced their end)."""
+        with self.dialect.reader() as s:
+            return s.fetch("orphaned_runs", {"limit": limit})
+
     def due_deadlines(self, limit: int = 100) -> list[dict[str, Any]]:
         """Pending or running runs whose deadline has passed on the database clock."""
         with self.dialect.reader() as s:

@@ -45,7 +45,7 @@ ON CONFLICT (run_id, step, scope) DO NOTHING;
 -- each other; the partial index on pending jobs keeps the scan to ready rows.
 WITH picked AS (
     SELECT id FROM ductline_jobs
-    WHERE status = 'pending' AND not_before_ms <= ductline_now_ms()
+    WHERE status = 'pending' AND not_before_ms <= (SELECT ductline_now_ms())
       AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
     ORDER BY not_before_ms
     LIMIT :limit
@@ -74,14 +74,19 @@ VALUES (:job_id, :attempt, :run_id, :lease_token, :worker_id, :started_ms, :dead
 -- name: renew_leases
 UPDATE ductline_jobs SET lease_expires_ms = ductline_now_ms() + :lease_ms
 -- An expired lease is never renewed: rescuers may already have taken it.
-WHERE status = 'running' AND lease_expires_ms >= ductline_now_ms() AND lease_token IN (SELECT jsonb_array_elements_text(:tokens::jsonb))
+-- A lease in a run that ended (cancelled, failed) is lost: its worker kills the attempt.
+WHERE status = 'running' AND lease_expires_ms >= ductline_now_ms() AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = ductline_jobs.run_id
+                 AND r.status IN ('pending', 'running', 'halted'))
+  AND lease_token IN (SELECT jsonb_array_elements_text(:tokens::jsonb))
 RETURNING lease_token;
 
 -- name: complete_job
 UPDATE ductline_jobs
 SET status = 'completed', output = :output, lease_token = NULL, lease_expires_ms = NULL,
     finished_ms = ductline_now_ms()
-WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
+WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
+  AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = ductline_jobs.run_id
+                 AND r.status IN ('pending', 'running', 'halted'));
 
 -- name: retry_job
 -- A job re-queued while its run is halted is held, so nothing new starts until a retry.
@@ -152,7 +157,7 @@ WHERE run_id = :run_id AND scope = :scope AND status = 'completed'
 
 -- name: expired_leases
 SELECT id, run_id, pipeline, step, scope, attempts, lease_token FROM ductline_jobs
-WHERE status = 'running' AND lease_expires_ms < ductline_now_ms()
+WHERE status = 'running' AND lease_expires_ms < (SELECT ductline_now_ms())
 ORDER BY lease_expires_ms
 LIMIT :limit
 FOR UPDATE SKIP LOCKED;
@@ -206,8 +211,11 @@ SELECT id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_m
 FROM ductline_workers ORDER BY started_ms DESC LIMIT :limit;
 
 -- name: next_not_before
-SELECT min(not_before_ms) AS not_before_ms FROM ductline_jobs
-WHERE status = 'pending' AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb));
+-- ORDER BY ... LIMIT 1 on the partial index: an index lookup, however many jobs wait.
+SELECT not_before_ms FROM ductline_jobs
+WHERE status = 'pending' AND pipeline = ANY(ARRAY(SELECT jsonb_array_elements_text(:pipelines::jsonb)))
+ORDER BY not_before_ms
+LIMIT 1;
 
 -- name: get_run
 SELECT id, pipeline, status, args, output, halt_reason, metadata, timeout_seconds, deadline_ms,
@@ -286,7 +294,7 @@ WHERE id = :run_id AND status IN ('pending', 'running', 'halted');
 
 -- name: due_deadlines
 SELECT id, pipeline, timeout_seconds, metadata FROM ductline_runs
-WHERE status IN ('pending', 'running') AND deadline_ms <= ductline_now_ms()
+WHERE status IN ('pending', 'running') AND deadline_ms <= (SELECT ductline_now_ms())
 ORDER BY deadline_ms
 LIMIT :limit;
 
@@ -310,6 +318,9 @@ SET status = 'completed', output = x.output, lease_token = NULL, lease_expires_m
 FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, lease_token text, output text)
 WHERE ductline_jobs.id = x.job_id AND ductline_jobs.lease_token = x.lease_token
   AND ductline_jobs.status = 'running'
+  -- a result that arrives after its run was cancelled or failed is dropped
+  AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = ductline_jobs.run_id
+                 AND r.status IN ('pending', 'running', 'halted'))
 RETURNING ductline_jobs.id AS id;
 
 -- name: close_succeeded_attempts
@@ -328,3 +339,10 @@ WHERE id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb)) AND (status = 'p
 
 -- name: run_deadlines
 SELECT id, deadline_ms FROM ductline_runs WHERE id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb));
+
+-- name: orphaned_runs
+-- Runs that ended (cancelled, failed) while one of their jobs was being claimed:
+-- the claim committed after the cancel looked. Maintenance finishes those jobs.
+SELECT DISTINCT j.run_id, r.status FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
+WHERE j.status IN ('pending', 'held', 'running') AND r.status IN ('cancelled', 'failed')
+LIMIT :limit;

@@ -70,14 +70,19 @@ VALUES (:job_id, :attempt, :run_id, :lease_token, :worker_id, :started_ms, :dead
 -- name: renew_leases
 UPDATE ductline_jobs SET lease_expires_ms = ductline_now_ms() + :lease_ms
 -- An expired lease is never renewed: rescuers may already have taken it.
-WHERE status = 'running' AND lease_expires_ms >= ductline_now_ms() AND lease_token IN (SELECT value FROM json_each(:tokens))
+-- A lease in a run that ended (cancelled, failed) is lost: its worker kills the attempt.
+WHERE status = 'running' AND lease_expires_ms >= ductline_now_ms() AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = ductline_jobs.run_id
+                 AND r.status IN ('pending', 'running', 'halted'))
+  AND lease_token IN (SELECT value FROM json_each(:tokens))
 RETURNING lease_token;
 
 -- name: complete_job
 UPDATE ductline_jobs
 SET status = 'completed', output = :output, lease_token = NULL, lease_expires_ms = NULL,
     finished_ms = ductline_now_ms()
-WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
+WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
+  AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = ductline_jobs.run_id
+                 AND r.status IN ('pending', 'running', 'halted'));
 
 -- name: retry_job
 -- A job re-queued while its run is halted is held, so nothing new starts until a retry.
@@ -306,6 +311,9 @@ FROM (SELECT json_extract(value, '$.job_id') AS job_id, json_extract(value, '$.l
               json_extract(value, '$.output') AS output FROM json_each(:items)) AS x
 WHERE ductline_jobs.id = x.job_id AND ductline_jobs.lease_token = x.lease_token
   AND ductline_jobs.status = 'running'
+  -- a result that arrives after its run was cancelled or failed is dropped
+  AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = ductline_jobs.run_id
+                 AND r.status IN ('pending', 'running', 'halted'))
 RETURNING ductline_jobs.id AS id;
 
 -- name: close_succeeded_attempts
@@ -325,3 +333,10 @@ WHERE id IN (SELECT value FROM json_each(:run_ids)) AND (status = 'pending' OR (
 
 -- name: run_deadlines
 SELECT id, deadline_ms FROM ductline_runs WHERE id IN (SELECT value FROM json_each(:run_ids));
+
+-- name: orphaned_runs
+-- Runs that ended (cancelled, failed) while one of their jobs was being claimed:
+-- the claim committed after the cancel looked. Maintenance finishes those jobs.
+SELECT DISTINCT j.run_id, r.status FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
+WHERE j.status IN ('pending', 'held', 'running') AND r.status IN ('cancelled', 'failed')
+LIMIT :limit;
