@@ -1,0 +1,52 @@
+"""Pipelines used by bench/core.py. Workers import this file as the module
+``bench_app`` (``--app bench/bench_app.py``); the benchmark driver imports it by
+the same name, so both sides agree on the pipeline definitions."""
+
+from __future__ import annotations
+
+from ductline import Pipeline
+
+
+# -- 1. drain: a single no-op step --------------------------------------------------
+def noop(x=None):
+    return x
+
+
+bench_noop = Pipeline("bench_noop").start(noop)
+
+
+# -- 2. hop latency: a three-step chain of no-ops -------------------------------------
+def chain_a(x=None):
+    return x
+
+
+def chain_b(x=None):
+    return x
+
+
+def chain_c(x=None):
+    return x
+
+
+bench_chain3 = Pipeline("bench_chain3").start(chain_a).chain(to=chain_b).chain(to=chain_c)
+
+
+# -- 3. expand / collapse ---------------------------------------------------------------
+def expand_source(n):
+    return list(range(n))
+
+
+def expand_element(x):
+    return x
+
+
+def expand_count(items):
+    return len(items)
+
+
+bench_expand = (
+    Pipeline("bench_expand")
+    .start(expand_source)
+    .expand(to=expand_element)
+    .collapse(into=expand_count)
+)
