@@ -20,13 +20,11 @@ from ductline.store import Store, open_store
 PG_ADMIN_URL = os.environ.get("DUCTLINE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 # One database per pytest process, so test runs side by side never share state.
 PG_TEST_DB = f"ductline_test_{os.getpid()}"
-TABLES = ("ductline_attempts", "ductline_jobs", "ductline_fanins", "ductline_context", "ductline_runs",
-          "ductline_workers")
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE / "apps"))
 sys.path.insert(0, str(HERE))
 
-from helpers import start_worker, stop_worker, wait_for  # noqa: E402,F401
+from helpers import start_worker, stop_worker, truncate as _truncate, wait_for  # noqa: E402,F401
 
 
 def pg_url(database: str) -> str:
@@ -52,10 +50,6 @@ def pg_base_url() -> Iterator[str]:
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{PG_TEST_DB}" WITH (FORCE)')
 
-
-def _truncate(url: str) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE " + ", ".join(TABLES))
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -11,6 +11,17 @@ from pathlib import Path
 from typing import Callable
 
 
+def truncate(url: str) -> None:
+    """Empty every ductline table of a PostgreSQL test database (not the schema version)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE 'ductline%%' "
+            "AND tablename <> 'ductline_schema_version'")]
+        conn.execute("TRUNCATE " + ", ".join(tables))
+
+
 def wait_for(condition: Callable[[], object], timeout: float = 30.0, interval: float = 0.02) -> object:
     """Poll until ``condition()`` is truthy; fail the test after ``timeout`` seconds."""
     end = time.monotonic() + timeout

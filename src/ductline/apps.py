@@ -49,10 +49,15 @@ def import_app(spec: str) -> tuple[ModuleType, str | None]:
         if loaded is not None and (loaded_file is None or os.path.abspath(loaded_file) != path):
             raise TargetError(f"{spec!r}: a different module named {name!r} is already imported "
                               f"({loaded_file or 'built in'}); rename the file")
+    elif os.getcwd() not in sys.path:
+        # Like `python -m`: a module in the working directory is importable by name.
+        sys.path.insert(0, os.getcwd())
+        folder = os.getcwd()
     try:
         return importlib.import_module(name), folder
     except ImportError as exc:
-        raise TargetError(f"{spec!r}: cannot import {name!r}: {exc}") from exc
+        hint = "" if module_part.endswith(".py") else f" (or give a file path, e.g. {name.replace('.', '/')}.py)"
+        raise TargetError(f"{spec!r}: cannot import {name!r}: {exc}{hint}") from exc
     except Exception as exc:  # the user's module raised while importing
         raise TargetError(f"{spec!r}: importing {name!r} raised {type(exc).__name__}: {exc}") from exc
 

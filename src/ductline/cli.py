@@ -16,7 +16,7 @@ from rich.table import Table
 from ductline import views
 from ductline.config import load_settings
 from ductline.durations import parse_cli_duration
-from ductline.errors import DuctlineError, StoreUnavailable
+from ductline.errors import DuctlineError, StoreError, StoreUnavailable
 from ductline.handle import SETTLED
 from ductline.logs import configure
 from ductline.store import Store, open_store
@@ -60,6 +60,8 @@ def _json_list(text: str | None) -> list[Any]:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         fail(f"--args is not valid JSON: {exc}")
+    except RecursionError:
+        fail("--args is nested too deeply")
     if not isinstance(value, list):
         fail(f"--args must be a JSON list of arguments, got {type(value).__name__}")
     return value
@@ -156,18 +158,28 @@ def run(target: str, args_json: str | None, concurrency: int | None, timeout: st
     handle = pipeline.trigger(*_json_list(args_json), timeout=_duration(timeout, "--timeout"), database=store)
     console.print(f"run [bold]{handle.id}[/bold] of pipeline [bold]{pipeline.name}[/bold]", highlight=False)
     worker.install_signal_handlers()
+
+    def settled() -> bool:
+        try:
+            return handle.status() in SETTLED
+        except StoreError:  # the database is away for a moment: keep working
+            return False
+
     with RunProgress(store, handle.id, console):
-        worker.run(stop_when=lambda: handle.status() in SETTLED)
+        worker.run(stop_when=settled)
+    if worker.interrupted and handle.status() not in SETTLED:
+        fail(f"interrupted; run {handle.id} is still {handle.status()}: `ductline worker --app "
+             f"{module_part}` finishes it, `ductline cancel {handle.id}` stops it", code=130)
     view = views.run_view(store, handle.id)
     status = view["status"]
     colour = "green" if status == "completed" else "red"
     console.print(f"run {handle.id}: [{colour}]{status}[/{colour}]"
                   + (f" ({view['halt_reason']})" if view["halt_reason"] else ""), highlight=False)
     if view["output"] is not None and not as_json:
-        out.print_json(json.dumps(view["output"]))
+        out.print_json(views.to_json(view["output"]))
     if as_json:
-        print(json.dumps({k: view[k] for k in ("run_id", "pipeline", "status", "output", "halt_reason",
-                                                "metadata")}))
+        print(views.to_json({k: view[k] for k in ("run_id", "pipeline", "status", "output", "halt_reason",
+                                                   "metadata")}))
     sys.exit(0 if status == "completed" else 1)
 
 
@@ -213,6 +225,8 @@ def runs(status: str | None, pipeline: str | None, limit: int, as_json: bool, da
         print(json.dumps(rows))
         return
     table = Table("run", "pipeline", "status", "halt reason", "created", "finished")
+    table.columns[0].no_wrap = True
+    table.columns[0].min_width = 32  # run ids are never shortened: they are what you paste
     for r in rows:
         table.add_row(r["run_id"], r["pipeline"], r["status"], r["halt_reason"] or "", r["created_at"] or "",
                       r["finished_at"] or "")
@@ -225,9 +239,10 @@ def runs(status: str | None, pipeline: str | None, limit: int, as_json: bool, da
 @database_option
 def show(run_id: str, as_json: bool, database: str | None) -> None:
     """Show one run: its steps and their attempts."""
-    view = views.run_view(_store(database), run_id)
+    store = _store(database)
+    view = views.run_view(store, views.resolve_run_id(store, run_id))
     if as_json:
-        print(json.dumps(view))
+        print(views.to_json(view))
         return
     out.print(f"[bold]{view['run_id']}[/bold] {view['pipeline']}: {view['status']}"
               + (f" ({view['halt_reason']})" if view["halt_reason"] else ""), highlight=False)
@@ -247,6 +262,7 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
 def retry(run_id: str, force: bool, database: str | None) -> None:
     """Revive a halted run from its failed step(s) with fresh budgets."""
     store = _store(database)
+    run_id = views.resolve_run_id(store, run_id)
     run = store.get_run(run_id)
     if run is None:
         fail(f"run {run_id!r} not found")
@@ -265,7 +281,9 @@ def cancel(run_id: str, database: str | None) -> None:
     """Cancel a run: kill its running attempts, skip the rest."""
     from ductline.runtime.abort import cancel_run
 
-    cancel_run(_store(database), run_id)
+    store = _store(database)
+    run_id = views.resolve_run_id(store, run_id)
+    cancel_run(store, run_id)
     out.print(f"run {run_id} cancelled")
 
 

@@ -12,6 +12,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 
+# Far beyond any real delay, and far inside what databases and datetime can store.
+MAX_SECONDS = 100 * 365 * 86400
+
+
 def to_seconds(value: object, *, field: str, allow_zero: bool = True) -> int:
     """Convert a duration to whole seconds.
 
@@ -42,6 +46,8 @@ def to_seconds(value: object, *, field: str, allow_zero: bool = True) -> int:
         seconds = value
     if seconds < 0:
         raise ValueError(f"{field} must not be negative, got {seconds} s")
+    if seconds > MAX_SECONDS:
+        raise ValueError(f"{field} must be at most {MAX_SECONDS} s (100 years), got {seconds} s")
     if seconds == 0 and not allow_zero:
         raise ValueError(f"{field} must be greater than 0 seconds")
     return seconds

@@ -32,18 +32,28 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
     Raises:
         RunNotFound: no such run.
     """
+    run_id = resolve_run_id(store, run_id)
     run = store.get_run(run_id)
     if run is None:
         raise RunNotFound(f"run {run_id!r} not found")
     attempts: dict[str, list[dict[str, Any]]] = {}
-    for a in store.run_attempts(run_id):
+    attempt_rows = store.run_attempts(run_id)
+    for a in attempt_rows:
         attempts.setdefault(a["job_id"], []).append({
             "attempt": a["attempt"], "result": a["result"], "started_at": iso(a["started_ms"]),
             "finished_at": iso(a["finished_ms"]), "deadline": iso(a["deadline_ms"]),
             "error_type": a["error_type"], "error": a["error"], "traceback": a["traceback"],
         })
     steps = []
-    for job in store.run_jobs(run_id):
+    jobs = store.run_jobs(run_id)
+    started: dict[str, int] = {}
+    for a in attempt_rows:
+        started[a["job_id"]] = min(started.get(a["job_id"], a["started_ms"]), a["started_ms"])
+    # Creation order at millisecond resolution can tie (fast hops); the first
+    # attempt's start then orders steps as they ran, and element index within an expand.
+    jobs.sort(key=lambda j: (j["created_ms"], started.get(j["id"]) or float("inf"),
+                             -1 if j["elem_index"] is None else j["elem_index"]))
+    for job in jobs:
         status = JobStatus(job["status"])
         steps.append({
             "step": job["step"], "index": job["elem_index"], "scope": job["scope"], "status": status.public,
@@ -60,3 +70,31 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
         "created_at": iso(run["created_ms"]), "started_at": iso(run["started_ms"]),
         "finished_at": iso(run["finished_ms"]), "steps": steps,
     }
+
+
+def to_json(value: Any) -> str:
+    """JSON for people and scripts: aware datetimes in outputs become ISO 8601 text."""
+    return json.dumps(value, default=_default)
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def resolve_run_id(store: Store, text: str) -> str:
+    """A full run id, or a unique prefix of one (at least 6 characters).
+
+    Raises:
+        RunNotFound: no run, or several runs, start with it.
+    """
+    if store.get_run(text) is not None or len(text) < 6 or len(text) >= 32:
+        return text
+    matches = store.runs_with_prefix(text)
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise RunNotFound(f"run {text!r} not found")
+    raise RunNotFound(f"{text!r} matches several runs: {', '.join(m[:12] for m in matches)}; give more characters")
+

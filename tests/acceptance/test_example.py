@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conftest import _truncate
+from helpers import truncate as _truncate
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "stdlib_index.py"

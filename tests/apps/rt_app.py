@@ -216,6 +216,7 @@ cancellable = Pipeline("rt_cancellable").start(stuck).chain(to=after)
 
 # -- a 5,000-step chain (no recursion anywhere: building, advancing, skipping) ------------------
 def hop(x):
+    time.sleep(0.002)  # 5,000 hops take longer than the 3 s deadline on any machine
     return x + 1
 
 

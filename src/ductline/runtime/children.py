@@ -49,7 +49,10 @@ class ChildEvents:
                     try:
                         message = runner.conn.recv()
                     except (EOFError, OSError):
-                        return  # the sentinel reports the end
+                        # The sentinel reports the end; stop waiting on this pipe, or
+                        # the loop would spin on its EOF until the process is gone.
+                        runner.eof = True
+                        return
                     except Exception as exc:  # noqa: BLE001 - the step wrote into the pipe
                         self._garbled(slot, runner, f"{type(exc).__name__}: {exc}")
                         return

@@ -51,6 +51,9 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
     results: list[record.Recorded | None] = [None] * len(outcomes)
     with store.transaction() as tx:
         bulk = []
+        # Jobs created by this batch are inserted by its last statement, so their
+        # not-before times count from (just before) the commit, not from earlier work.
+        sink: list[NewJob] = []
         for i, o in enumerate(outcomes):
             definition = definitions.get(o.pipeline)
             if o.run_deadline:
@@ -63,12 +66,13 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
                 if o.attempt.step in definition.nodes and not needs_fanout_check(definition, o.attempt.step):
                     bulk.append(i)
                 else:
-                    results[i] = record.success(tx, definition, o.attempt, o.output, retry_delay)
+                    results[i] = record.success(tx, definition, o.attempt, o.output, retry_delay, sink)
             else:
                 results[i] = record.failure(tx, definition, o.attempt, o.result, o.error_type, o.error,
                                             o.traceback)
         if bulk:
-            _record_successes(tx, outcomes, bulk, definitions, retry_delay, results)
+            _record_successes(tx, outcomes, bulk, definitions, retry_delay, results, sink)
+        tx.insert_jobs(sink)
     for i, o in enumerate(outcomes):
         if o.run_deadline:
             results[i] = record.run_deadline_in_own_transaction(store, definitions.get(o.pipeline), o.attempt)
@@ -82,12 +86,11 @@ def needs_fanout_check(definition: Definition, step: str) -> bool:
 
 def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
                       definitions: dict[str, Definition], retry_delay: int,
-                      results: list[record.Recorded | None]) -> None:
+                      results: list[record.Recorded | None], sink: list[NewJob]) -> None:
     attempts = [outcomes[i].attempt for i in indexes]
     held = tx.complete_jobs([(a.job_id, a.lease_token, outcomes[i].output or "null")
                              for i, a in zip(indexes, attempts)])
     tx.close_succeeded([(a.job_id, a.attempt, a.lease_token) for a in attempts if a.job_id in held])
-    sink: list[NewJob] = []
     for i, a in zip(indexes, attempts):
         if a.job_id not in held:
             results[i] = record.LOST
@@ -96,7 +99,6 @@ def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
         moved = advance(tx, definitions[o.pipeline], Completed(a.run_id, a.step, a.scope, o.output or "null"),
                         retry_delay, sink)
         results[i] = record.Recorded("completed", run_completed=moved.run_completed, enqueued=moved.enqueued)
-    tx.insert_jobs(sink)
 
 
 def _finish(outcomes: list[Outcome], results: list[record.Recorded]) -> list[record.Recorded]:

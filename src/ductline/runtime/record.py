@@ -80,7 +80,8 @@ def _json_args(value: Any) -> str:
     return codec.dumps([value], what="on_halt reasons")
 
 
-def success(tx: Tx, definition: Definition, a: Attempt, output: str, retry_delay: int) -> Recorded:
+def success(tx: Tx, definition: Definition, a: Attempt, output: str, retry_delay: int,
+            sink: list[NewJob] | None = None) -> Recorded:
     """Record a succeeded attempt and advance the run in the same transaction."""
     node = definition.node(a.step) if a.step != ON_HALT_STEP else definition.on_halt
     assert node is not None
@@ -100,7 +101,7 @@ def success(tx: Tx, definition: Definition, a: Attempt, output: str, retry_delay
     tx.close_attempt(a.job_id, a.attempt, a.lease_token, AttemptResult.SUCCEEDED)
     if a.step == ON_HALT_STEP:
         return Recorded("completed")
-    moved = advance(tx, definition, Completed(a.run_id, a.step, a.scope, output), retry_delay)
+    moved = advance(tx, definition, Completed(a.run_id, a.step, a.scope, output), retry_delay, sink)
     return Recorded("completed", run_completed=moved.run_completed, enqueued=moved.enqueued)
 
 
@@ -139,14 +140,18 @@ def failure(tx: Tx, definition: Definition | None, a: Attempt, result: AttemptRe
             no_retry_on=() if options is None else options.no_retry_on,
         )
         reason = HaltReason.NON_RETRYABLE_ERROR if decision.never else HaltReason.JOB_RETRIES_EXHAUSTED
+    if tx.lease_state(a.job_id) != (a.lease_token, "running"):
+        return LOST
+    # The attempt ends first, so the retry's not-before (read by the next statement)
+    # is never earlier than the attempt's finish plus the delay.
+    tx.close_attempt(a.job_id, a.attempt, a.lease_token, result, error_type, error, traceback)
     if decision.retry:
         changed = tx.retry_job(a.job_id, a.lease_token, decision.delay_ms, crashed=crashed,
                                charged=decision.charge)
     else:
         changed = tx.fail_job(a.job_id, a.lease_token, crashed=crashed)
-    if not changed:
+    if not changed:  # the job's run ended (cancel, deadline): the attempt stays closed
         return LOST
-    tx.close_attempt(a.job_id, a.attempt, a.lease_token, result, error_type, error, traceback)
     if decision.retry:
         return Recorded("retry")
     if a.step == ON_HALT_STEP:

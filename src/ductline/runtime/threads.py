@@ -35,6 +35,7 @@ class ThreadAttempt:
 
     def __init__(self, task: Task) -> None:
         self.conn, thread_end = multiprocessing.Pipe(duplex=True)
+        self.eof = False
         self.sentinel, self._done = os.pipe()
         self._thread = threading.Thread(target=self._run, args=(thread_end, task), daemon=True,
                                         name=f"ductline-step-{task.step}")

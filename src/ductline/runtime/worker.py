@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from ductline.config import Settings
 from ductline.dsl.graph import Definition
-from ductline.errors import StoreError
+from ductline.errors import StoreError, StoreUnavailable
 from ductline.runtime import abort, faults, maintenance
 from ductline.runtime.outcomes import Outcome, job_extra, record_batch
 from ductline.observability.events import EventName, emit
@@ -62,6 +62,7 @@ class Worker(ChildEvents):
         self.slots = [Slot(i) for i in range(concurrency)]
         self.pending: list[Outcome] = []
         self.stopping = False
+        self.interrupted = False  # a signal asked it to stop
         self.wakeup = Wakeup()
         self.enforcer = Enforcer(settings.kill_grace_seconds, settings.lease_seconds, self.wakeup.wake)
         self._offset_ms = 0.0          # database clock minus monotonic clock, in ms
@@ -98,6 +99,7 @@ class Worker(ChildEvents):
 
     def install_signal_handlers(self) -> None:
         def handler(signum: int, frame: Any) -> None:
+            self.interrupted = True
             if self.stopping and signum == signal.SIGINT:
                 self._shutdown_deadline = time.monotonic()  # second Ctrl-C: stop now
             self.request_stop()
@@ -193,12 +195,29 @@ class Worker(ChildEvents):
         try:
             faults.checkpoint("before_record")
             record_batch(self.store, batch, self.definitions, self.settings.retry_delay)
-        except StoreError as exc:
+        except StoreUnavailable as exc:
             self.pending = batch + self.pending
             self._store_failed("recording", exc)
             return
+        except Exception as exc:  # noqa: BLE001 - one bad outcome must not stall the rest
+            self._record_one_by_one(batch, exc)
         faults.checkpoint("after_record")
         self._next_claim = 0.0  # completions may have made new jobs ready
+
+    def _record_one_by_one(self, batch: list[Outcome], first_error: Exception) -> None:
+        """A batch failed for a reason other than an outage: record its outcomes one
+        at a time, so one that cannot be recorded (and is logged and dropped: its
+        lease expires and the job runs again) does not hold back the others."""
+        log.warning("Recording a batch failed (%s); recording its %d outcome(s) one by one",
+                    first_error, len(batch))
+        for outcome in batch:
+            try:
+                record_batch(self.store, [outcome], self.definitions, self.settings.retry_delay)
+            except StoreUnavailable:
+                self.pending.append(outcome)
+            except Exception:  # noqa: BLE001
+                log.exception("Cannot record this outcome; dropped (the job will run again)",
+                              extra=job_extra(outcome.attempt))
 
     def _claim(self) -> None:
         if self.undead_count() > self.settings.max_undead:
@@ -210,6 +229,7 @@ class Worker(ChildEvents):
         if not free or not due or not self._store_ok():
             return
         self.wakeup.clear()
+        self._timer = None  # fired (or superseded): the claim below sets the next one
         try:
             sent = time.monotonic()
             jobs = self.store.claim(self.id, self.pipelines, len(free), self.settings.lease_ms)
@@ -309,7 +329,8 @@ class Worker(ChildEvents):
     def _wait(self) -> None:
         now = time.monotonic()
         horizon = [now + self._poll, self._next_heartbeat, self._next_maintenance]
-        if self._timer is not None:
+        free = any(not s.busy and not s.undead and s.child is not None for s in self.slots)
+        if self._timer is not None and free:  # with no free slot the timer cannot help
             horizon.append(self._timer)
         if self._deadline_timer is not None:
             horizon.append(self._deadline_timer)
@@ -323,7 +344,7 @@ class Worker(ChildEvents):
                 continue
             if slot.child is not None:
                 waitables.append(slot.child.sentinel)
-            if slot.busy and slot.runner is not None:
+            if slot.busy and slot.runner is not None and not getattr(slot.runner, "eof", False):
                 waitables.append(slot.runner.conn)
                 if slot.runner is not slot.child:
                     waitables.append(slot.runner.sentinel)

@@ -384,6 +384,12 @@ class Store:
         with self.dialect.reader() as s:
             return s.fetch("list_runs", {"status": status, "pipeline": pipeline, "limit": limit})
 
+    def runs_with_prefix(self, prefix: str) -> list[str]:
+        """Run ids starting with ``prefix`` (at most 5), by an index range scan."""
+        with self.dialect.reader() as s:
+            rows = s.fetch("runs_with_prefix", {"prefix": prefix, "upper": prefix + "\uffff"})
+        return [r["id"] for r in rows]
+
     def run_jobs(self, run_id: str) -> list[dict[str, Any]]:
         with self.dialect.reader() as s:
             return s.fetch("run_jobs", {"run_id": run_id})

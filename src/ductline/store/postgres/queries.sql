@@ -232,7 +232,7 @@ LIMIT :limit;
 -- name: run_jobs
 SELECT id, step, scope, parent_scope, elem_index, status, output, not_before_ms, attempts, failures,
        crashes, boundary, skip_reason, skip_root, created_ms, finished_ms
-FROM ductline_jobs WHERE run_id = :run_id ORDER BY created_ms, scope;
+FROM ductline_jobs WHERE run_id = :run_id ORDER BY created_ms, elem_index, scope;
 
 -- name: run_attempts
 SELECT job_id, attempt, result, started_ms, deadline_ms, finished_ms, error_type, error, traceback, worker_id
@@ -346,3 +346,6 @@ SELECT id, deadline_ms FROM ductline_runs WHERE id IN (SELECT jsonb_array_elemen
 SELECT DISTINCT j.run_id, r.status FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
 WHERE j.status IN ('pending', 'held', 'running') AND r.status IN ('cancelled', 'failed')
 LIMIT :limit;
+
+-- name: runs_with_prefix
+SELECT id FROM ductline_runs WHERE id >= :prefix AND id < :upper ORDER BY id LIMIT 5;
