@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from ductline.dsl.builder import Cursor, _Graph
@@ -14,6 +15,8 @@ from ductline.errors import DefinitionError, PipelineNotFound
 if TYPE_CHECKING:
     from datetime import datetime
     from ductline.handle import RunHandle
+
+log = logging.getLogger("ductline")
 
 # Pipelines register themselves by name when they are defined, so a worker that
 # imported an app module can find the definition of any run it claims.
@@ -70,6 +73,9 @@ class Pipeline(Cursor):
         self._start: str | None = None
         self._on_halt: Node | None = None
         self._definition: Definition | None = None
+        if name in _REGISTRY:
+            log.warning("Pipeline %r is defined twice in this process; the later definition replaces "
+                        "the earlier (give pipelines unique names)", name)
         _REGISTRY[name] = self
 
     def start(self, step: Any, *, name: str | None = None, **opts: Any) -> "Pipeline":

@@ -69,7 +69,13 @@ def _run_step(conn: Connection, task: Task) -> None:
     ))
     try:
         definition = registered(task.pipeline).definition()
-        node = definition.node(task.step)
+        try:
+            node = definition.node(task.step)
+        except KeyError:
+            raise LookupError(
+                f"step {task.step!r} is not in pipeline {task.pipeline!r} as this worker loaded it "
+                "(renamed or removed by a deploy?); deploy a definition that has it, or cancel the run"
+            ) from None
         args = codec.loads(task.input)
         if isinstance(node.options.timeout, ScaledTimeout):
             # Sized here, under the floor deadline: a size function that hangs is killed too.

@@ -3,6 +3,7 @@ worker processes when asked to."""
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
@@ -67,7 +68,8 @@ def supervise(argv: list[str], processes: int, restart_delay: float = 1.0) -> in
         env = dict(os.environ)
         if base_port:
             env["DUCTLINE_METRICS_PORT"] = str(int(base_port) + index)
-        return subprocess.Popen(argv, env=env)
+        # Workers get SIGTERM (a graceful stop) if the supervisor dies, never orphaned.
+        return subprocess.Popen(argv, env=env, preexec_fn=_term_with_parent)
 
     children.extend(start(i) for i in range(processes))
     log.info("Supervisor %d started %d worker process(es)", os.getpid(), processes)
@@ -85,6 +87,13 @@ def supervise(argv: list[str], processes: int, restart_delay: float = 1.0) -> in
         if not alive:
             return 0
         time.sleep(0.2)
+
+
+def _term_with_parent() -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def worker_argv(apps: list[str], concurrency: int, database: str | None) -> list[str]:

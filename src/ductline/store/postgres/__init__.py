@@ -82,8 +82,19 @@ class PostgresDialect:
         try:
             with self._get_pool().connection() as conn:
                 yield conn
-        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+        except PoolTimeout as exc:
+            raise StoreUnavailable(f"PostgreSQL connection: {self._why_unreachable() or exc}") from exc
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise _translate(exc, "connection") from exc
+
+    def _why_unreachable(self) -> str | None:
+        """The pool only says it timed out; one direct attempt says why (refused,
+        unknown role or database, bad password)."""
+        try:
+            with psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_SECONDS):
+                return None
+        except psycopg.Error as exc:
+            return str(exc).strip()
 
     @contextmanager
     def transaction(self) -> Iterator[_Session]:
