@@ -92,6 +92,9 @@ def test_more_undead_slots_than_the_cap_stop_claiming(store, inprocess_worker):
 class StandInChild:
     """A child that survives SIGKILL (a process in kernel D state)."""
 
+    eof = False
+    ready = True
+
     def __init__(self, real):
         self.real, self.pid, self.conn = real, real.pid, real.conn
         self.sentinel = os.eventfd(0) if hasattr(os, "eventfd") else os.pipe()[0]

@@ -130,6 +130,8 @@ class Pool:
                     child.send(reply)
                 except (OSError, ValueError):
                     pass
+            elif kind == "ready":
+                pass  # the child finished starting; the probe below tells us the same
             elif kind == "fatal":
                 settle(Outcome("errored", None, message[2], message[3], message[4]))
             elif message[1] != task.lease_token:

@@ -132,6 +132,8 @@ def child_main(conn: Connection, apps: list[str], sys_path: list[str]) -> None:
         for spec in apps:
             import_app(spec)
         import ductline.observability.tracing  # noqa: F401  (warm: the first task must not pay for it)
+        # Only a ready child gets a job, so an attempt's clock never counts our start-up.
+        conn.send(("ready", os.getpid()))
     except BaseException as exc:
         conn.send(("fatal", None, *describe(exc)))
         return

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("ductline.worker")
 
 
-_KINDS = {"request": 3, "fatal": 5, "done": 3, "error": 5, "reply": 2}
+_KINDS = {"request": 3, "fatal": 5, "done": 3, "error": 5, "reply": 2, "ready": 2}
 
 
 def _well_formed(message: Any) -> bool:
@@ -75,6 +75,11 @@ class ChildEvents:
 
     def _message(self: "Worker", slot: Slot, message: tuple[Any, ...]) -> None:
         kind = message[0]
+        if kind == "ready":
+            if slot.child is not None:
+                slot.child.ready = True
+                self._next_claim = 0.0  # a slot just became usable
+            return
         job = slot.job
         if kind == "request":
             if job is None:

@@ -45,6 +45,7 @@ class Child:
         child_end.close()
         self.conn = Connection(parent_end.detach())
         self.eof = False  # the pipe reached its end: the process is exiting
+        self.ready = False  # it imported the apps and said so
         self.pid: int = self.process.pid
         # A pidfd becomes readable when the process exits: the loop waits on it
         # together with the pipes, so a death is seen at once, never polled for.

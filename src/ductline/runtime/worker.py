@@ -222,7 +222,7 @@ class Worker(ChildEvents):
     def _claim(self) -> None:
         if self.undead_count() > self.settings.max_undead:
             return  # unhealthy: stop claiming (the heartbeat reports it)
-        free = [s for s in self.slots if not s.busy and s.child is not None and not s.undead]
+        free = [s for s in self.slots if not s.busy and s.child is not None and s.child.ready and not s.undead]
         now = time.monotonic()
         due = now >= self._next_claim or (self._timer is not None and now >= self._timer) \
             or self.wakeup.pending()
@@ -329,7 +329,7 @@ class Worker(ChildEvents):
     def _wait(self) -> None:
         now = time.monotonic()
         horizon = [now + self._poll, self._next_heartbeat, self._next_maintenance]
-        free = any(not s.busy and not s.undead and s.child is not None for s in self.slots)
+        free = any(not s.busy and not s.undead and s.child is not None and s.child.ready for s in self.slots)
         if self._timer is not None and free:  # with no free slot the timer cannot help
             horizon.append(self._timer)
         if self._deadline_timer is not None:
@@ -344,11 +344,13 @@ class Worker(ChildEvents):
                 continue
             if slot.child is not None:
                 waitables.append(slot.child.sentinel)
+                if not slot.busy and not slot.child.ready and not slot.child.eof:
+                    waitables.append(slot.child.conn)  # its "ready" message
             if slot.busy and slot.runner is not None and not getattr(slot.runner, "eof", False):
                 waitables.append(slot.runner.conn)
                 if slot.runner is not slot.child:
                     waitables.append(slot.runner.sentinel)
-        if any(not s.busy for s in self.slots) and not self.stopping and self._next_claim == 0.0:
+        if free and not self.stopping and self._next_claim == 0.0:
             horizon.append(now)
         timeout = max(0.0, min(horizon) - now)
         for ready in wait(waitables, timeout):
