@@ -29,7 +29,7 @@ def test_a_5000_step_chain_runs_until_its_deadline_and_skips_the_rest(store, wor
 
 def test_cancel_racing_completion_has_exactly_one_outcome(store):
     definition = rt_app.chain.definition()
-    runs = 300 if store.dialect.name == "sqlite" else 1000
+    runs = 1000
     outcomes = {"completed": 0, "cancelled": 0}
     for _ in range(runs):
         handle = rt_app.chain.trigger(1, database=store)

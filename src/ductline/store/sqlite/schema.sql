@@ -118,3 +118,6 @@ CREATE INDEX ductline_runs_pipeline_status ON ductline_runs (pipeline, status, c
 -- (ductline_runs.idempotency_key is added by this migration.)
 CREATE UNIQUE INDEX ductline_runs_idempotency ON ductline_runs (pipeline, idempotency_key)
     WHERE idempotency_key IS NOT NULL AND status IN ('pending', 'running', 'paused', 'halted');
+
+-- Attempts still open (result IS NULL): recording a batch of results never scans finished ones.
+CREATE INDEX ductline_attempts_open ON ductline_attempts (job_id, attempt) WHERE result IS NULL;
