@@ -25,6 +25,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("ductline.worker")
 
 
+# Warm spares kept per worker: kills can come faster than one interpreter starts.
+SPARES = 2
+
+
+def _note_ready(child: Child) -> None:
+    """Read a spare's "ready" message if it has arrived (spares are not waited on)."""
+    try:
+        while not child.ready and child.conn.poll(0):
+            message = child.conn.recv()
+            if isinstance(message, tuple) and message[:1] == ("ready",):
+                child.ready = True
+    except (EOFError, OSError):
+        child.eof = True
+
+
 _KINDS = {"request": 3, "fatal": 5, "done": 3, "error": 5, "reply": 2, "ready": 2}
 
 
@@ -149,14 +164,18 @@ class ChildEvents:
             slot.child = None if self.stopping else self._fresh_child()
 
     def _fresh_child(self: "Worker") -> Child:
-        """A warm spare if there is one (it imported the apps already), replaced at
-        once in the background, so a killed slot serves its next job without
-        waiting for an interpreter to start."""
-        child = self._spare
-        self._spare = Child(self.apps, self.sys_path)
-        if child is None or child.reap() is not None:
-            return Child(self.apps, self.sys_path)
-        return child
+        """A warm spare (it imported the apps already) -- one that said it is ready if
+        any did -- replaced at once in the background, so a killed slot serves its
+        next job without waiting for an interpreter to start."""
+        alive = [c for c in self._spares if c.reap() is None]
+        for child in alive:
+            _note_ready(child)
+        ready = [c for c in alive if c.ready]
+        chosen = ready[0] if ready else (alive[0] if alive else Child(self.apps, self.sys_path))
+        self._spares = [c for c in alive if c is not chosen]
+        while len(self._spares) < SPARES:
+            self._spares.append(Child(self.apps, self.sys_path))
+        return chosen
 
     def _queue_timeout(self: "Worker", slot: Slot) -> None:
         job = slot.job

@@ -25,7 +25,7 @@ from ductline.errors import StoreError, StoreUnavailable
 from ductline.runtime import abort, faults, maintenance
 from ductline.runtime.outcomes import Outcome, job_extra, record_batch
 from ductline.observability.events import EventName, emit
-from ductline.runtime.children import ChildEvents
+from ductline.runtime.children import SPARES, ChildEvents
 from ductline.runtime.enforcer import Enforcer
 from ductline.runtime.slots import Child, Slot
 from ductline.runtime.threads import ThreadAttempt
@@ -73,7 +73,7 @@ class Worker(ChildEvents):
         self._deadline_timer: float | None = None
         self._shutdown_deadline: float | None = None
         self._store_backoff = 0.0
-        self._spare: Child | None = None
+        self._spares: list[Child] = []
         self._retired: list[ThreadAttempt] = []
         poll = settings.poll_interval
         # SQLite cannot notify other processes; poll it more often (the query is indexed).
@@ -113,7 +113,7 @@ class Worker(ChildEvents):
             return
         for slot in self.slots:
             slot.child = Child(self.apps, self.sys_path)
-        self._spare = Child(self.apps, self.sys_path)
+        self._spares = [Child(self.apps, self.sys_path) for _ in range(SPARES)]
         listener = self.wakeup.listen(self.store)
         self.enforcer.start()
         maintainer = maintenance.Maintainer(self.store, self.definitions, self.settings.health_check_interval)
@@ -142,7 +142,7 @@ class Worker(ChildEvents):
             maintainer.stop()
             self.enforcer.stop()
             self.wakeup.close(listener)
-            children = [c for c in [s.child for s in self.slots] + [self._spare] if c]
+            children = [c for c in [s.child for s in self.slots] + self._spares if c]
             for child in children:
                 child.stop()
             for child in children:
