@@ -207,11 +207,11 @@ def instrument_worker(worker: Any, rec: Recorder) -> None:
             current.pop("job", None)
 
     def fresh() -> Any:
-        spare = worker._spare
+        spares = list(getattr(worker, "_spares", []))
         t = time.monotonic()
         child = original_fresh()
         rec.fresh.append({"t": t, "dt": time.monotonic() - t, "pid": child.pid,
-                          "was_spare": spare is not None and child is spare,
+                          "was_spare": child in spares,
                           "age": t - rec.spawned.get(child.pid, t)})
         return child
 

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("ductline.worker")
 
 
-# Warm spares kept per worker: kills can come faster than one interpreter starts.
-SPARES = 2
+# Warm spares kept per worker, at most one per slot: slots that time out together
+# (claimed together, same timeout) each get a ready child at once.
+SPARES = 4
 
 
 def _note_ready(child: Child) -> None:
@@ -173,7 +174,7 @@ class ChildEvents:
         ready = [c for c in alive if c.ready]
         chosen = ready[0] if ready else (alive[0] if alive else Child(self.apps, self.sys_path))
         self._spares = [c for c in alive if c is not chosen]
-        while len(self._spares) < SPARES:
+        while len(self._spares) < self.spare_count:
             self._spares.append(Child(self.apps, self.sys_path))
         return chosen
 

@@ -74,6 +74,7 @@ class Worker(ChildEvents):
         self._shutdown_deadline: float | None = None
         self._store_backoff = 0.0
         self._spares: list[Child] = []
+        self.spare_count = min(concurrency, SPARES)
         self._retired: list[ThreadAttempt] = []
         poll = settings.poll_interval
         # SQLite cannot notify other processes; poll it more often (the query is indexed).
@@ -113,7 +114,7 @@ class Worker(ChildEvents):
             return
         for slot in self.slots:
             slot.child = Child(self.apps, self.sys_path)
-        self._spares = [Child(self.apps, self.sys_path) for _ in range(SPARES)]
+        self._spares = [Child(self.apps, self.sys_path) for _ in range(self.spare_count)]
         listener = self.wakeup.listen(self.store)
         self.enforcer.start()
         maintainer = maintenance.Maintainer(self.store, self.definitions, self.settings.health_check_interval)
