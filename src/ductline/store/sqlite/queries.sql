@@ -224,7 +224,7 @@ LIMIT :limit;
 -- name: run_jobs
 SELECT id, step, scope, parent_scope, elem_index, status, output, not_before_ms, attempts, failures,
        crashes, boundary, skip_reason, skip_root, created_ms, finished_ms
-FROM ductline_jobs WHERE run_id = :run_id ORDER BY created_ms, elem_index, scope;
+FROM ductline_jobs WHERE run_id = :run_id ORDER BY created_ms, coalesce(elem_index, -1), scope;
 
 -- name: run_attempts
 SELECT job_id, attempt, result, started_ms, deadline_ms, finished_ms, error_type, error, traceback, worker_id
