@@ -1,0 +1,200 @@
+"""`Tx`: the verbs available inside one write transaction of the `Store`.
+
+Every verb that ends or moves an attempt is conditional on the attempt's lease
+token (fencing): zero rows changed means the lease was lost.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from ductline.model.states import AttemptResult
+from ductline.store.records import JobBudget, NewJob, NewRun
+from ductline.store.session import Session
+
+
+class Tx:
+    """The verbs available inside one write transaction."""
+
+    def __init__(self, session: Session) -> None:
+        self.s = session
+
+    def now_ms(self) -> int:
+        """The database clock, read inside this transaction."""
+        return int(self.s.fetch("now")[0]["now_ms"])
+
+    # -- creating work ---------------------------------------------------------
+    def insert_run(self, run: NewRun) -> bool:
+        """Insert a run; ``False`` (nothing written) when ``run.idempotency_key`` is
+        held by an active run of the same pipeline."""
+        return self.s.execute("insert_run", {
+            "id": run.id, "pipeline": run.pipeline, "args": run.args,
+            "timeout_seconds": run.timeout_seconds, "delay_ms": run.delay_ms,
+            "not_before_ms": run.not_before_ms, "idempotency_key": run.idempotency_key,
+        }) == 1
+
+    def active_run_by_key(self, pipeline: str, key: str) -> str | None:
+        """The id of the active run (pending, running, paused, halted) holding ``key``."""
+        rows = self.s.fetch("active_run_by_key", {"pipeline": pipeline, "idempotency_key": key})
+        return rows[0]["id"] if rows else None
+
+    def insert_jobs(self, jobs: list[NewJob]) -> None:
+        """Create jobs; a job that already exists (same run, step, scope) is left as is."""
+        if not jobs:
+            return
+        self.s.execute_many("insert_job", [{
+            "id": j.id, "run_id": j.run_id, "pipeline": j.pipeline, "step": j.step, "scope": j.scope,
+            "parent_scope": j.parent_scope, "elem_index": j.elem_index, "status": j.status,
+            "input": j.input, "delay_ms": j.delay_ms, "not_before_ms": j.not_before_ms,
+            "max_retry": j.max_retry, "max_crash": j.max_crash,
+            "retry_delay_seconds": j.retry_delay_seconds, "timeout_seconds": j.timeout_seconds,
+        } for j in jobs])
+        self.s.fetch("notify")
+
+    # -- ending attempts (fenced) ----------------------------------------------
+    def complete_jobs(self, items: list[tuple[str, str, str]]) -> set[str]:
+        """Record succeeded attempts ``(job_id, lease_token, output)`` in one statement
+        and close their attempt rows; returns the job ids whose lease was still held."""
+        if not items:
+            return set()
+        rows = self.s.fetch("complete_jobs", {"items": json.dumps(
+            [{"job_id": j, "lease_token": t, "output": o} for j, t, o in items])})
+        done = {r["id"] for r in rows}
+        return done
+
+    def close_succeeded(self, items: list[tuple[str, int, str]]) -> None:
+        """Close attempt rows ``(job_id, attempt, lease_token)`` as succeeded."""
+        if items:
+            self.s.execute("close_succeeded_attempts", {"items": json.dumps(
+                [{"job_id": j, "attempt": a, "lease_token": t} for j, a, t in items])})
+
+    def complete_job(self, job_id: str, lease_token: str, output: str) -> bool:
+        return self.s.execute("complete_job", {"job_id": job_id, "lease_token": lease_token,
+                                               "output": output}) == 1
+
+    def retry_job(self, job_id: str, lease_token: str, delay_ms: int, *, crashed: bool = False,
+                  charged: bool = True) -> bool:
+        """Put a job back to pending ``delay_ms`` from now (held if its run is halted),
+        charging one failure or crash (nothing when ``charged`` is false: a retry the
+        step requested with `ductline.Retry`)."""
+        changed = self.s.execute("retry_job", {
+            "job_id": job_id, "lease_token": lease_token, "delay_ms": delay_ms,
+            "failed": 1 if charged and not crashed else 0, "crashed": 1 if charged and crashed else 0,
+        }) == 1
+        if changed:
+            self.s.fetch("notify")
+        return changed
+
+    def fail_job(self, job_id: str, lease_token: str, *, crashed: bool = False) -> bool:
+        return self.s.execute("fail_job", {
+            "job_id": job_id, "lease_token": lease_token,
+            "failed": 0 if crashed else 1, "crashed": 1 if crashed else 0,
+        }) == 1
+
+    def release_job(self, job_id: str, lease_token: str) -> bool:
+        """Give a job back without charging any budget (worker shutdown)."""
+        return self.s.execute("release_job", {"job_id": job_id, "lease_token": lease_token}) == 1
+
+    def close_attempt(self, job_id: str, attempt: int, lease_token: str, result: AttemptResult,
+                      error_type: str | None = None, error: str | None = None,
+                      traceback: str | None = None) -> None:
+        self.s.execute("close_attempt", {
+            "job_id": job_id, "attempt": attempt, "lease_token": lease_token, "result": result.value,
+            "error_type": error_type, "error": error, "traceback": traceback,
+        })
+
+    def lease_state(self, job_id: str) -> tuple[str | None, str] | None:
+        """``(lease_token, status)`` of a job, read in this transaction."""
+        rows = self.s.fetch("lease_state", {"job_id": job_id})
+        return None if not rows else (rows[0]["lease_token"], rows[0]["status"])
+
+    def job_budget(self, job_id: str) -> JobBudget:
+        row = self.s.fetch("job_budget", {"job_id": job_id})[0]
+        return JobBudget(**row)
+
+    # -- runs ------------------------------------------------------------------
+    def run_status(self, run_id: str) -> str | None:
+        rows = self.s.fetch("run_state", {"run_id": run_id})
+        return rows[0]["status"] if rows else None
+
+    def halt_run(self, run_id: str, reason: str, metadata: dict[str, Any]) -> bool:
+        """Halt a pending or running run and hold its pending jobs. Returns whether
+        this call halted it (a run halts once until it is retried)."""
+        halted = self.s.execute("halt_run", {"run_id": run_id, "reason": reason,
+                                             "metadata": json.dumps(metadata)}) == 1
+        if halted:
+            self.s.execute("hold_jobs", {"run_id": run_id})
+        return halted
+
+    def complete_run(self, run_id: str, output: str) -> bool:
+        return self.s.execute("complete_run", {"run_id": run_id, "output": output}) == 1
+
+    # -- ending a whole run (deadline, cancel, fail-fast) -----------------------
+    def open_jobs(self, run_id: str) -> list[dict[str, Any]]:
+        """Jobs of the run that have not finished: pending, held or running."""
+        return self.s.fetch("open_jobs", {"run_id": run_id})
+
+    def abort_running(self, run_id: str, job_status: str, attempt_result: AttemptResult,
+                      error_type: str, error: str) -> int:
+        """End every running attempt of the run (their leases are revoked: the
+        workers running them see it at their next heartbeat and kill the child)."""
+        changed = self.s.execute("abort_running_jobs", {"run_id": run_id, "status": job_status,
+                                                        "reason": error})
+        self.s.execute("close_open_attempts", {"run_id": run_id, "result": attempt_result.value,
+                                               "error_type": error_type, "error": error})
+        self.s.fetch("notify_cancel")
+        return changed
+
+    def skip_waiting(self, run_id: str, reason: str, root: str | None) -> int:
+        """Skip every pending or held job of the run."""
+        return self.s.execute("skip_waiting_jobs", {"run_id": run_id, "reason": reason, "root": root})
+
+    def insert_skipped(self, run_id: str, pipeline: str, jobs: list[tuple[str, str, int | None, str | None]],
+                       reason: str) -> None:
+        """Record never-created dependents as skipped: ``(step, scope, elem_index, root)``."""
+        self.s.execute_many("insert_skipped_job", [{
+            "id": uuid.uuid4().hex, "run_id": run_id, "pipeline": pipeline, "step": step, "scope": scope,
+            "parent_scope": scope.rpartition("/")[0] if index is not None else None, "elem_index": index,
+            "reason": reason, "root": root,
+        } for step, scope, index, root in jobs])
+
+    def expire_run(self, run_id: str, metadata: dict[str, Any]) -> bool:
+        return self.s.execute("expire_run", {"run_id": run_id, "metadata": json.dumps(metadata)}) == 1
+
+    def cancel_run(self, run_id: str, metadata: dict[str, Any]) -> bool:
+        return self.s.execute("cancel_run", {"run_id": run_id, "metadata": json.dumps(metadata)}) == 1
+
+    def run_pipeline(self, run_id: str) -> str | None:
+        rows = self.s.fetch("get_run", {"run_id": run_id})
+        return rows[0]["pipeline"] if rows else None
+
+    def run_metadata(self, run_id: str) -> dict[str, Any] | None:
+        rows = self.s.fetch("run_metadata", {"run_id": run_id})
+        if not rows:
+            return None
+        row = rows[0]
+        return {"metadata": json.loads(row["metadata"] or "{}"), "timeout_seconds": row["timeout_seconds"],
+                "status": row["status"]}
+
+    # -- fan-in ----------------------------------------------------------------
+    def create_fanin(self, run_id: str, step: str, scope: str, expected: int) -> None:
+        self.s.execute("create_fanin", {"run_id": run_id, "step": step, "scope": scope,
+                                        "expected": expected})
+
+    def arrive_fanin(self, run_id: str, step: str, scope: str, expected: int) -> bool:
+        """Count one arrival; ``True`` exactly once, for the arrival that completes it."""
+        row = self.s.fetch("arrive_fanin", {"run_id": run_id, "step": step, "scope": scope,
+                                            "expected": expected})[0]
+        return int(row["arrived"]) == int(row["expected"])
+
+    def gather_elements(self, run_id: str, step: str, parent_scope: str) -> list[str]:
+        rows = self.s.fetch("gather_elements", {"run_id": run_id, "step": step,
+                                                "parent_scope": parent_scope})
+        return [r["output"] for r in rows]
+
+    def gather_branches(self, run_id: str, scope: str, steps: list[str]) -> dict[str, str]:
+        rows = self.s.fetch("gather_branches", {"run_id": run_id, "scope": scope,
+                                                "steps": json.dumps(steps)})
+        return {r["step"]: r["output"] for r in rows}
