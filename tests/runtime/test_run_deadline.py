@@ -91,7 +91,13 @@ def test_fail_fast_cancels_running_siblings(store, workers):
     workers(concurrency=3)
     handle = rt_app.fail_fast.trigger(1, database=store)
     assert handle.wait(30) == "halted"
-    wait_for(lambda: steps_by_name(run_view(store, handle.id))["stuck"]["status"] == "cancelled")
+    # A sibling that was running is cancelled at once; one not yet started is held for
+    # `ductline retry` (it shows as pending, with no attempt).
+    wait_for(lambda: steps_by_name(run_view(store, handle.id))["stuck"]["status"] in ("cancelled", "pending"))
     steps = steps_by_name(run_view(store, handle.id))
     assert steps["fails_at_once"]["status"] == "failed"
-    assert "fail_fast" in steps["stuck"]["attempts"][0]["error"]
+    stuck = steps["stuck"]
+    if stuck["status"] == "cancelled":
+        assert "fail_fast" in stuck["attempts"][0]["error"]
+    else:
+        assert stuck["attempts"] == []
