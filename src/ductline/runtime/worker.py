@@ -251,11 +251,10 @@ class Worker(ChildEvents):
                 self._next_claim = 0.0  # there may be more
                 return
             self._next_claim = now + self._poll
-            upcoming = self.store.next_not_before(self.pipelines)
+            upcoming, deadline = self.store.next_wakeups(self.pipelines)
             # Small jitter spreads workers woken by the same not-before time.
             self._timer = None if upcoming is None else \
                 self.to_monotonic(upcoming) + random.uniform(0.0005, 0.003)
-            deadline = self.store.next_run_deadline(self.pipelines)
             self._deadline_timer = None if deadline is None else self.to_monotonic(deadline)
         except StoreError as exc:
             self._store_failed("claiming", exc)

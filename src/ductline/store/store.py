@@ -149,6 +149,14 @@ class Store:
             return s.execute("set_attempt_deadline", {"job_id": job_id, "attempt": attempt,
                                                       "lease_token": lease_token, "deadline_ms": deadline_ms}) == 1
 
+    def next_wakeups(self, pipelines: list[str]) -> tuple[int | None, int | None]:
+        """``(earliest pending not-before, earliest active run deadline)`` in one query:
+        what an idle worker sets its timers to."""
+        with self.dialect.reader() as s:
+            row = s.fetch("next_wakeups", {"pipelines": json.dumps(pipelines)})[0]
+        return (None if row["not_before_ms"] is None else int(row["not_before_ms"]),
+                None if row["deadline_ms"] is None else int(row["deadline_ms"]))
+
     def next_not_before(self, pipelines: list[str]) -> int | None:
         """The earliest not-before time of any pending job (the wake-up timer)."""
         with self.dialect.reader() as s:

@@ -349,3 +349,13 @@ LIMIT :limit;
 
 -- name: runs_with_prefix
 SELECT id FROM ductline_runs WHERE id >= :prefix AND id < :upper ORDER BY id LIMIT 5;
+
+-- name: next_wakeups
+-- Both of a worker's timers in one round trip: the earliest not-before time of a
+-- pending job and the earliest deadline of an active run (each an index lookup).
+SELECT (SELECT not_before_ms FROM ductline_jobs
+        WHERE status = 'pending' AND pipeline = ANY(ARRAY(SELECT jsonb_array_elements_text(:pipelines::jsonb)))
+        ORDER BY not_before_ms LIMIT 1) AS not_before_ms,
+       (SELECT min(deadline_ms) FROM ductline_runs
+        WHERE status IN ('pending', 'running') AND deadline_ms IS NOT NULL
+          AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))) AS deadline_ms;
