@@ -22,7 +22,8 @@ from ductline.logs import configure
 from ductline.store import Store, open_store
 from ductline.stores import ensure_schema
 
-console = Console(stderr=True)
+# Error lines are never wrapped: operators grep them and scripts parse them.
+console = Console(stderr=True, soft_wrap=True)
 out = Console()
 
 
