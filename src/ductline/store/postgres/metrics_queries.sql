@@ -9,6 +9,6 @@ SELECT j.pipeline AS pipeline,
        count(*) FILTER (WHERE j.not_before_ms <= clock.now_ms) AS ready,
        count(*) FILTER (WHERE j.not_before_ms > clock.now_ms) AS delayed
 FROM ductline_jobs AS j CROSS JOIN clock
-WHERE j.status = 'pending'
+WHERE j.status = 'pending' AND j.throttled = 0
 GROUP BY j.pipeline
 ORDER BY j.pipeline;

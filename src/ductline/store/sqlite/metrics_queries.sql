@@ -8,6 +8,6 @@ SELECT j.pipeline AS pipeline,
        sum(CASE WHEN j.not_before_ms <= clock.now_ms THEN 1 ELSE 0 END) AS ready,
        sum(CASE WHEN j.not_before_ms > clock.now_ms THEN 1 ELSE 0 END) AS delayed
 FROM ductline_jobs AS j, clock
-WHERE j.status = 'pending'
+WHERE j.status = 'pending' AND j.throttled = 0
 GROUP BY j.pipeline
 ORDER BY j.pipeline;

@@ -174,7 +174,7 @@ WHERE id = :run_id AND status = 'halted';
 
 -- name: revive_jobs
 UPDATE ductline_jobs
-SET status = 'pending', failures = 0, crashes = 0, finished_ms = NULL,
+SET status = 'pending', failures = 0, crashes = 0, finished_ms = NULL, throttled = 0,
     not_before_ms = CASE WHEN not_before_ms > ductline_now_ms() THEN not_before_ms ELSE ductline_now_ms() END,
     boundary = CASE WHEN :force THEN NULL ELSE boundary END
 WHERE run_id = :run_id AND status IN ('failed', 'held', 'cancelled');
@@ -207,7 +207,7 @@ FROM ductline_workers ORDER BY started_ms DESC LIMIT :limit;
 
 -- name: next_not_before
 SELECT min(not_before_ms) AS not_before_ms FROM ductline_jobs
-WHERE status = 'pending' AND pipeline IN (SELECT value FROM json_each(:pipelines));
+WHERE status = 'pending' AND throttled = 0 AND pipeline IN (SELECT value FROM json_each(:pipelines));
 
 -- name: get_run
 SELECT id, pipeline, status, args, output, halt_reason, metadata, timeout_seconds, deadline_ms,
@@ -348,7 +348,7 @@ SELECT id FROM ductline_runs WHERE id >= :prefix AND id < :upper ORDER BY id LIM
 -- Both of a worker's timers in one round trip: the earliest not-before time of a
 -- pending job and the earliest deadline of an active run (each an index lookup).
 SELECT (SELECT min(not_before_ms) FROM ductline_jobs
-        WHERE status = 'pending' AND pipeline IN (SELECT value FROM json_each(:pipelines))) AS not_before_ms,
+        WHERE status = 'pending' AND throttled = 0 AND pipeline IN (SELECT value FROM json_each(:pipelines))) AS not_before_ms,
        (SELECT min(deadline_ms) FROM ductline_runs
         WHERE status IN ('pending', 'running') AND deadline_ms IS NOT NULL
           AND pipeline IN (SELECT value FROM json_each(:pipelines))) AS deadline_ms;

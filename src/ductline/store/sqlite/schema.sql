@@ -18,7 +18,7 @@ CREATE TABLE ductline_runs (
     created_ms INTEGER NOT NULL,
     started_ms INTEGER,
     finished_ms INTEGER
-, idempotency_key TEXT);
+, idempotency_key TEXT, priority INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX ductline_runs_listing ON ductline_runs (created_ms);
 CREATE INDEX ductline_runs_status ON ductline_runs (status, created_ms);
 -- Workers set a timer to the earliest run deadline they know of.
@@ -51,11 +51,9 @@ CREATE TABLE ductline_jobs (
     skip_root TEXT,
     created_ms INTEGER NOT NULL,
     finished_ms INTEGER
-);
+, priority INTEGER NOT NULL DEFAULT 0, limit_key TEXT, throttled INTEGER NOT NULL DEFAULT 0, pause_expires_ms INTEGER);
 -- A step run exists once per (run, step, scope): creating it twice is impossible.
 CREATE UNIQUE INDEX ductline_jobs_identity ON ductline_jobs (run_id, step, scope);
--- The claim and the wake-up timer read only this partial index.
-CREATE INDEX ductline_jobs_ready ON ductline_jobs (not_before_ms) WHERE status = 'pending';
 CREATE INDEX ductline_jobs_leases ON ductline_jobs (lease_expires_ms) WHERE status = 'running';
 CREATE INDEX ductline_jobs_elements ON ductline_jobs (run_id, step, parent_scope, elem_index);
 
@@ -121,3 +119,51 @@ CREATE UNIQUE INDEX ductline_runs_idempotency ON ductline_runs (pipeline, idempo
 
 -- Attempts still open (result IS NULL): recording a batch of results never scans finished ones.
 CREATE INDEX ductline_attempts_open ON ductline_attempts (job_id, attempt) WHERE result IS NULL;
+
+-- 0005: operating features, second part (issue 8); columns are in the tables above.
+-- The claim and the wake-up timer read only the two ready indexes.
+CREATE INDEX ductline_jobs_ready ON ductline_jobs (not_before_ms) WHERE status = 'pending' AND throttled = 0;
+CREATE INDEX ductline_jobs_ready_priority ON ductline_jobs (priority, not_before_ms)
+    WHERE status = 'pending' AND throttled = 0;
+CREATE INDEX ductline_jobs_limited ON ductline_jobs (limit_key) WHERE status = 'running' AND limit_key IS NOT NULL;
+CREATE INDEX ductline_jobs_throttled ON ductline_jobs (limit_key, priority, not_before_ms) WHERE throttled = 1;
+CREATE INDEX ductline_jobs_paused ON ductline_jobs (pause_expires_ms) WHERE status = 'paused';
+
+-- One token bucket per rate-limited key, read and written under the key's lock.
+CREATE TABLE ductline_rate_buckets (
+    limit_key TEXT PRIMARY KEY,
+    tokens REAL NOT NULL,
+    refreshed_ms INTEGER NOT NULL
+);
+
+-- Schedules: one row per schedule; the worker that moves next_fire_ms forward (a
+-- compare-and-set in the transaction that inserts the run) owns that tick.
+CREATE TABLE ductline_schedules (
+    name TEXT PRIMARY KEY,
+    pipeline TEXT NOT NULL,
+    cron TEXT NOT NULL,
+    args TEXT NOT NULL,
+    enabled INTEGER NOT NULL DEFAULT 1,
+    next_fire_ms INTEGER NOT NULL,
+    last_fire_ms INTEGER,
+    last_run_id TEXT,
+    updated_ms INTEGER NOT NULL
+);
+CREATE INDEX ductline_schedules_due ON ductline_schedules (next_fire_ms) WHERE enabled = 1;
+
+-- Large payloads: values above the inline limit are stored out of line in chunks and
+-- referenced from the job's input or output.
+CREATE TABLE ductline_payloads (
+    id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    chunks INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+CREATE INDEX ductline_payloads_run ON ductline_payloads (run_id);
+CREATE TABLE ductline_payload_chunks (
+    payload_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (payload_id, seq)
+);

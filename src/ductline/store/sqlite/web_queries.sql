@@ -76,8 +76,8 @@ SELECT pipeline, status, count(*) AS n FROM ductline_runs GROUP BY pipeline, sta
 -- name: web_job_counts
 -- Each count reads one of the partial indexes on pending and running jobs.
 SELECT
-    (SELECT count(*) FROM ductline_jobs WHERE status = 'pending' AND not_before_ms <= t.now_ms) AS ready,
-    (SELECT count(*) FROM ductline_jobs WHERE status = 'pending' AND not_before_ms > t.now_ms) AS delayed,
+    (SELECT count(*) FROM ductline_jobs WHERE status = 'pending' AND throttled = 0 AND not_before_ms <= t.now_ms) AS ready,
+    (SELECT count(*) FROM ductline_jobs WHERE status = 'pending' AND throttled = 0 AND not_before_ms > t.now_ms) AS delayed,
     (SELECT count(*) FROM ductline_jobs WHERE status = 'running') AS running,
     t.now_ms AS now_ms
 FROM (SELECT ductline_now_ms() AS now_ms) AS t;
