@@ -14,6 +14,7 @@ class NewRun:
     delay_ms: int
     not_before_ms: int | None  # absolute start (delay_until), else now + delay_ms
     idempotency_key: str | None = None  # at most one active run per (pipeline, key)
+    priority: int = 0          # the pipeline's default or the trigger's override
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,8 @@ class NewJob:
     retry_delay_seconds: int
     timeout_seconds: int | None
     not_before_ms: int | None = None
+    priority: int = 0          # the step's, added to its run's by the insert
+    limit_key: str | None = None  # concurrency/rate limit key, None when unlimited
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,7 @@ class ClaimedJob:
     started_ms: int
     deadline_ms: int | None
     run_deadline_ms: int | None
+    limit_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ class Tx:
             "id": run.id, "pipeline": run.pipeline, "args": run.args,
             "timeout_seconds": run.timeout_seconds, "delay_ms": run.delay_ms,
             "not_before_ms": run.not_before_ms, "idempotency_key": run.idempotency_key,
+            "priority": run.priority,
         }) == 1
 
     def active_run_by_key(self, pipeline: str, key: str) -> str | None:
@@ -50,6 +51,7 @@ class Tx:
             "input": j.input, "delay_ms": j.delay_ms, "not_before_ms": j.not_before_ms,
             "max_retry": j.max_retry, "max_crash": j.max_crash,
             "retry_delay_seconds": j.retry_delay_seconds, "timeout_seconds": j.timeout_seconds,
+            "priority": j.priority, "limit_key": j.limit_key,
         } for j in jobs])
         self.s.fetch("notify")
 

@@ -14,9 +14,9 @@ SELECT ductline_now_ms() AS now_ms;
 -- A second trigger with the key of an active run inserts nothing (0 rows): the
 -- partial unique index ductline_runs_idempotency decides, also between racing triggers.
 INSERT INTO ductline_runs (id, pipeline, status, args, timeout_seconds, not_before_ms, created_ms,
-                           idempotency_key)
+                           idempotency_key, priority)
 VALUES (:id, :pipeline, 'pending', :args, :timeout_seconds,
-        coalesce(:not_before_ms, ductline_now_ms() + :delay_ms), ductline_now_ms(), :idempotency_key)
+        coalesce(:not_before_ms, ductline_now_ms() + :delay_ms), ductline_now_ms(), :idempotency_key, :priority)
 ON CONFLICT (pipeline, idempotency_key)
     WHERE idempotency_key IS NOT NULL AND status IN ('pending', 'running', 'paused', 'halted')
 DO NOTHING;
@@ -31,13 +31,16 @@ WHERE pipeline = :pipeline AND idempotency_key = :idempotency_key
 -- The not-before time is read from the clock when this statement runs, inside the
 -- transaction that records the previous step's completion, i.e. just before commit.
 INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
-                           not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds, created_ms)
+                           not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds, created_ms,
+                           priority, limit_key)
 VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
         CASE WHEN :status::text <> 'auto' THEN :status::text
              WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = :run_id) IN ('pending', 'running') THEN 'pending'
              ELSE 'held' END,
         :input, coalesce(:not_before_ms, ductline_now_ms() + :delay_ms), :max_retry, :max_crash,
-        :retry_delay_seconds, :timeout_seconds, ductline_now_ms())
+        :retry_delay_seconds, :timeout_seconds, ductline_now_ms(),
+        -- a job's priority is its run's plus its step's (see Pipeline(priority=))
+        coalesce((SELECT r.priority FROM ductline_runs r WHERE r.id = :run_id), 0) + :priority, :limit_key)
 ON CONFLICT (run_id, step, scope) DO NOTHING;
 
 -- name: claim_jobs
