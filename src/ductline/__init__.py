@@ -9,6 +9,7 @@ C code or a syscall.
 from ductline.step_context import StepContext, context, cross_boundary
 from ductline.dsl.backoff import Backoff
 from ductline.dsl.pipeline import Pipeline
+from ductline.dsl.schedule import Schedule, schedule
 from ductline.dsl.steps import Step
 from ductline.errors import (
     ConfigurationError,
@@ -39,6 +40,7 @@ __all__ = [
     "Retry",
     "RunHandle",
     "RunNotFound",
+    "Schedule",
     "SchemaError",
     "Step",
     "StepContext",
@@ -51,6 +53,7 @@ __all__ = [
     "cross_boundary",
     "execute",
     "execute_async",
+    "schedule",
 ]
 
 __version__ = "0.1.0"

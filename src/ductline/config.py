@@ -3,7 +3,8 @@
 Environment variables: ``DUCTLINE_DATABASE_URL``, ``DUCTLINE_LEASE_SECONDS``,
 ``DUCTLINE_RETRY_DELAY``, ``DUCTLINE_HEALTH_CHECK_INTERVAL``,
 ``DUCTLINE_KILL_GRACE_SECONDS``, ``DUCTLINE_POLL_INTERVAL``,
-``DUCTLINE_SHUTDOWN_GRACE_SECONDS``, ``DUCTLINE_MAX_UNDEAD``. The TOML file is ``ductline.toml`` in the
+``DUCTLINE_SHUTDOWN_GRACE_SECONDS``, ``DUCTLINE_MAX_UNDEAD``,
+``DUCTLINE_PAYLOAD_INLINE_BYTES``, ``DUCTLINE_PAYLOAD_MAX_BYTES``. The TOML file is ``ductline.toml`` in the
 working directory (or the path in ``DUCTLINE_CONFIG``), with the same names in
 lower case without the prefix, e.g. ``database_url = "postgresql://..."``.
 """
@@ -35,6 +36,12 @@ class Settings:
         shutdown_grace_seconds: how long SIGTERM lets running attempts finish.
         max_undead: undead slots (threads or children that would not die) a worker
             tolerates; with more it stops claiming and reports itself unhealthy.
+        payload_inline_bytes: JSON values (outputs, inputs, trigger arguments) up to
+            this many bytes are stored inline; larger ones out of line in chunks
+            (`ductline.store.payloads`). Default 1 MiB (1,048,576).
+        payload_max_bytes: a step output above this many bytes fails its attempt with
+            `ductline.PayloadTooLarge`; trigger arguments above it are refused.
+            Default 64 MiB (67,108,864).
     """
 
     database_url: str = "sqlite:///ductline.db"
@@ -45,10 +52,16 @@ class Settings:
     poll_interval: float = 1.0
     shutdown_grace_seconds: float = 30.0
     max_undead: int = 2
+    payload_inline_bytes: int = 1_048_576
+    payload_max_bytes: int = 67_108_864
 
     @property
     def lease_ms(self) -> int:
         return int(self.lease_seconds * 1000)
+
+
+_POSITIVE = ("lease_seconds", "payload_inline_bytes", "payload_max_bytes")
+_INTS = ("retry_delay", "max_undead", "payload_inline_bytes", "payload_max_bytes")
 
 
 def _coerce(name: str, kind: type, raw: Any, source: str) -> Any:
@@ -69,7 +82,7 @@ def _coerce(name: str, kind: type, raw: Any, source: str) -> Any:
             value = float(raw)
             if not math.isfinite(value):
                 raise ValueError
-        if value < 0 or (name == "lease_seconds" and value <= 0):
+        if value < 0 or (name in _POSITIVE and value <= 0):
             raise ValueError
         return value
     except (TypeError, ValueError):
@@ -83,7 +96,7 @@ def load_settings(**overrides: Any) -> Settings:
     Raises:
         ConfigurationError: an unreadable file or an invalid value.
     """
-    types = {f.name: (str if f.name == "database_url" else int if f.name in ("retry_delay", "max_undead")
+    types = {f.name: (str if f.name == "database_url" else int if f.name in _INTS
                       else float)
              for f in fields(Settings)}
     values: dict[str, Any] = {}

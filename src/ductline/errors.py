@@ -56,6 +56,33 @@ class WorkerStop(BaseException):
     `except Exception` cannot swallow it."""
 
 
+class PayloadTooLarge(DuctlineError, ValueError):
+    """A value's JSON encoding is above the hard payload limit (``payload_max_bytes``,
+    default 64 MiB; see `ductline.store.payloads`).
+
+    Raised inside the child for a step's output (the attempt is recorded ``errored``
+    with ``error_type="ductline.PayloadTooLarge"`` and, being deterministic, is not
+    retried: the run halts with ``non_retryable_error`` unless the step's
+    ``retry_on`` names it), and by ``trigger`` for oversized arguments (before
+    anything is written).
+
+    Args:
+        what: the value, e.g. ``"output of step 'load'"`` or ``"trigger arguments"``.
+        size: its size in bytes (UTF-8 JSON text).
+        limit: the limit in bytes.
+    """
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        self.what, self.size, self.limit = what, size, limit
+        super().__init__(f"{what}: {size} bytes of JSON exceed the limit of {limit} bytes (payload_max_bytes)")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.what, self.size, self.limit))
+
+
+PayloadTooLarge.__module__ = "ductline"
+
+
 class Retry(Exception):
     """Raised by a step to ask for another attempt after ``delay``.
 

@@ -24,6 +24,7 @@ from typing import Any
 from ductline import codec
 from ductline import step_context as context
 from ductline.errors import ExecutionError
+from ductline.store import payloads
 
 PR_SET_PDEATHSIG = 1
 
@@ -40,6 +41,7 @@ class Task:
     input: str              # JSON list of positional arguments
     deadline_ms: int | None  # database clock, for ductline.context().deadline
     lease_token: str
+    max_output_bytes: int = payloads.DEFAULT_MAX_BYTES  # larger outputs fail: PayloadTooLarge
 
 
 def describe(exc: BaseException) -> tuple[str, str, str]:
@@ -76,7 +78,8 @@ def _run_step(conn: Connection, task: Task) -> None:
                 f"step {task.step!r} is not in pipeline {task.pipeline!r} as this worker loaded it "
                 "(renamed or removed by a deploy?); deploy a definition that has it, or cancel the run"
             ) from None
-        args = codec.loads(task.input)
+        # Out-of-line values in the input are read chunk by chunk through the parent.
+        args = codec.loads(payloads.resolve(task.input, lambda pid, seq: request("payload_chunk", (pid, seq))))
         if isinstance(node.options.timeout, ScaledTimeout):
             # Sized here, under the floor deadline: a size function that hangs is killed too.
             request("timeout", (node.options.timeout.seconds_for(tuple(args)),))
@@ -85,6 +88,7 @@ def _run_step(conn: Connection, task: Task) -> None:
             if inspect.isawaitable(result):
                 result = asyncio.run(_awaited(result))
         output = codec.dumps(result, what=f"output of step {task.step!r}")
+        payloads.check_size(output, f"output of step {task.step!r}", task.max_output_bytes)
     except BaseException as exc:  # the step's failure is data for the parent
         conn.send(("error", task.lease_token, *describe(exc)))
         return

@@ -7,16 +7,18 @@ A mixin of `ductline.runtime.worker.Worker`, kept apart so each file reads on it
 from __future__ import annotations
 
 import logging
+import pickle
 import time
 from typing import TYPE_CHECKING, Any
 
-from ductline.errors import StoreError
+from ductline.errors import PayloadTooLarge, StoreError
 from ductline.model.states import AttemptResult
 from ductline.observability.events import EventName, emit
 from ductline.runtime.outcomes import Outcome, job_extra
-from ductline.runtime.record import Attempt
+from ductline.runtime.record import PAYLOAD_TOO_LARGE, Attempt
 from ductline.runtime.requests import answer
 from ductline.runtime.slots import Child, Slot
+from ductline.store import payloads
 from ductline.store.records import ClaimedJob
 
 if TYPE_CHECKING:
@@ -44,6 +46,27 @@ def _note_ready(child: Child) -> None:
 _KINDS = {"request": 3, "fatal": 5, "done": 3, "error": 5, "reply": 2, "ready": 2}
 
 
+class _Oversized(Exception):
+    """A child's message is longer than the worker reads."""
+
+
+def _receive(conn: Any, cap: int) -> Any:
+    """One message from a child, read only if its length header says at most ``cap``
+    bytes: a child writing hundreds of MiB cannot make the parent allocate them.
+
+    Raises:
+        _Oversized: the message is longer (it is left unread; kill the child).
+        EOFError, OSError: the pipe ended.
+    """
+    try:
+        data = conn.recv_bytes(cap)
+    except OSError as exc:
+        if str(exc) == "bad message length":  # multiprocessing's "longer than maxlength"
+            raise _Oversized from None
+        raise
+    return pickle.loads(data)
+
+
 def _well_formed(message: Any) -> bool:
     return (isinstance(message, tuple) and len(message) >= 2 and isinstance(message[0], str)
             and len(message) >= _KINDS.get(message[0], 99))
@@ -63,7 +86,11 @@ class ChildEvents:
                     return
                 if ready is runner.conn:
                     try:
-                        message = runner.conn.recv()
+                        message = _receive(runner.conn, self.payload_limits.message_cap)
+                    except _Oversized:
+                        runner.eof = True  # the rest of that message is never read
+                        self._oversized(slot, runner)
+                        return
                     except (EOFError, OSError):
                         # The sentinel reports the end; stop waiting on this pipe, or
                         # the loop would spin on its EOF until the process is gone.
@@ -86,6 +113,19 @@ class ChildEvents:
                   extra=job_extra(self._attempt(slot)) if slot.busy else None)
         if slot.busy:
             self.enforcer.kill(slot.index, "garbled", grace=0.0)
+        else:
+            runner.signal_group(9)
+
+    def _oversized(self: "Worker", slot: Slot, runner: Any) -> None:
+        """A child began a message larger than the worker reads (``payload_max_bytes``
+        plus `payloads.MESSAGE_SLACK_BYTES`): it is killed unread, and its attempt is
+        recorded as errored with `ductline.PayloadTooLarge` (not a crash)."""
+        log.error("Child %d sent a message over %d bytes; killing it", runner.pid,
+                  self.payload_limits.message_cap, extra=job_extra(self._attempt(slot)) if slot.busy else None)
+        if slot.busy and runner is slot.runner:
+            self.enforcer.kill(slot.index, "oversized", grace=0.0)
+            if getattr(runner, "is_thread", False):
+                runner.conn.close()  # the thread's blocked write fails, and it ends
         else:
             runner.signal_group(9)
 
@@ -114,6 +154,11 @@ class ChildEvents:
         if job is None or message[1] != job.lease_token or not self.enforcer.finish(slot.index):
             return  # a result of an attempt being killed, or no longer current, is never taken
         if kind == "done":
+            size = payloads.size_of(message[2]) if isinstance(message[2], str) else 0
+            if size > self.payload_limits.max_bytes:  # the child checks too; this is the parent's guard
+                self._queue(slot, AttemptResult.ERRORED, error_type=PAYLOAD_TOO_LARGE, error=str(
+                    PayloadTooLarge(f"output of step {job.step!r}", size, self.payload_limits.max_bytes)))
+                return
             self._queue(slot, AttemptResult.SUCCEEDED, output=message[2])
         elif kind == "error":
             self._queue(slot, AttemptResult.ERRORED, error_type=message[2], error=message[3],
@@ -131,7 +176,7 @@ class ChildEvents:
         job = slot.job
         assert job is not None
         return Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token,
-                       job.started_ms)
+                       job.started_ms, job.limit_key)
 
     def _runner_gone(self: "Worker", slot: Slot, runner: Any) -> None:
         """A child process exited, or a thread-isolated step's thread ended."""
@@ -157,6 +202,12 @@ class ChildEvents:
                             error="worker shut down before the attempt finished")
             elif reason == "lease":
                 slot.release()  # the lease is gone; whoever holds the job records it
+            elif reason == "oversized":
+                self._queue(slot, AttemptResult.ERRORED, error_type=PAYLOAD_TOO_LARGE,
+                            error=f"step {slot.job.step!r} sent the worker a message of more than "
+                                  f"{self.payload_limits.message_cap} bytes (payload_max_bytes "
+                                  f"{self.payload_limits.max_bytes} plus {payloads.MESSAGE_SLACK_BYTES} for the "
+                                  "envelope); the child was killed")
             else:
                 self._queue(slot, AttemptResult.CRASHED, error_type="ChildDied",
                             error=f"the child process running the step exited with code {code}")

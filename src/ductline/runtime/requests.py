@@ -1,4 +1,5 @@
-"""Answering a child's requests (context values, boundary crossings) from the
+"""Answering a child's requests (context values, boundary crossings, chunks of
+its input's out-of-line values) from the
 parent, which alone talks to the database."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from typing import Any
 
 from ductline.errors import StoreError
 from ductline.runtime.slots import Child
-from ductline.store import Store
+from ductline.store import Store, payloads
 from ductline.store.records import ClaimedJob
 
 log = logging.getLogger("ductline.worker")
@@ -22,6 +23,8 @@ def answer(store: Store, child: Child, job: ClaimedJob, kind: str, args: tuple[A
             value = store.context_set(job.run_id, args[0], args[1], overwrite=bool(args[2]))
         elif kind == "boundary":
             value = store.mark_boundary(job.job_id, job.lease_token, args[0])
+        elif kind == "payload_chunk":  # the child reads its input's out-of-line values
+            value = payloads.read_chunk(store, job.run_id, str(args[0]), int(args[1]))
         else:
             child.send(("reply_error", f"unknown request {kind!r}"))
             return

@@ -16,6 +16,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from ductline.runtime.child import Task
+from ductline.store import payloads
 from ductline.store.records import ClaimedJob
 
 UNDEAD_AFTER_SECONDS = 1.0
@@ -105,6 +106,7 @@ class Slot:
     runner: Any = None                 # what runs the job: the child, or a ThreadAttempt
     undead: bool = False
     timeout_seconds: int | None = None  # a scaled timeout reported by the attempt
+    max_output_bytes: int = payloads.DEFAULT_MAX_BYTES  # the worker's payload_max_bytes
 
     @property
     def busy(self) -> bool:
@@ -112,7 +114,7 @@ class Slot:
 
     def task(self, job: ClaimedJob) -> Task:
         return Task(job.job_id, job.run_id, job.pipeline, job.step, job.attempt, job.input,
-                    job.deadline_ms, job.lease_token)
+                    job.deadline_ms, job.lease_token, self.max_output_bytes)
 
     def assign(self, job: ClaimedJob, runner: Any) -> None:
         self.job, self.runner, self.timeout_seconds = job, runner, job.timeout_seconds

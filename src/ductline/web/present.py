@@ -6,6 +6,8 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from ductline.store import payloads
+
 PREVIEW_CHARS = 240
 FULL_CHARS = 20_000
 
@@ -55,16 +57,24 @@ def short_id(run_id: str) -> str:
 
 
 def preview(text: str | None, limit: int = PREVIEW_CHARS) -> str:
-    """The first ``limit`` characters of a JSON payload, pretty enough to scan."""
+    """The first ``limit`` characters of a JSON payload, pretty enough to scan; a value
+    stored out of line shows as ``<payload 3.2 MiB>`` (its size, never its content)."""
     if text is None:
         return ""
+    described = payloads.describe(text)
+    if described is not None:
+        return described
     return text if len(text) <= limit else text[:limit] + " …"
 
 
 def pretty(text: str | None, limit: int = FULL_CHARS) -> str:
-    """A JSON payload indented for reading, cut at ``limit`` characters."""
+    """A JSON payload indented for reading, cut at ``limit`` characters (an out-of-line
+    value: ``<payload 3.2 MiB>``; the page links to its download)."""
     if text is None:
         return ""
+    described = payloads.describe(text)
+    if described is not None:
+        return described
     try:
         shown = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
     except (ValueError, TypeError):
@@ -74,9 +84,15 @@ def pretty(text: str | None, limit: int = FULL_CHARS) -> str:
     return shown
 
 
+def payload_id(text: str | None) -> str:
+    """The payload id when ``text`` is an out-of-line reference, else ``""``."""
+    ref = payloads.parse_reference(text)
+    return "" if ref is None else ref.id
+
+
 def dumps(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
 FILTERS = {"clock": clock, "iso": iso, "duration": duration, "short_id": short_id, "preview": preview,
-           "pretty": pretty, "dumps": dumps}
+           "pretty": pretty, "dumps": dumps, "payload_id": payload_id}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from ductline import views
 from ductline.errors import RunNotFound
@@ -18,6 +18,7 @@ from ductline.store import Store
 
 # A cursor later than any run: the first page of a newest-first listing.
 _TOP_MS = 2 ** 62
+_PAYLOAD_ID = re.compile(r"[0-9a-f]{32}")
 _CURSOR = re.compile(r"^(\d{1,18})\.([0-9A-Za-z_-]{1,128})$")
 MAX_PAGE = 200
 STATUSES = tuple(s.value for s in RunStatus)
@@ -204,6 +205,22 @@ class DashboardReader:
 
     def run_attempts(self, run_id: str) -> list[dict[str, Any]]:
         return self._store.run_attempts(run_id)
+
+    def payload(self, run_id: str, payload_id: str) -> dict[str, Any] | None:
+        """``{id, run_id, size, chunks, created_ms}`` of an out-of-line value of the run,
+        or ``None`` (also for a malformed id)."""
+        from ductline.store import payloads
+
+        if not _PAYLOAD_ID.fullmatch(payload_id):
+            return None
+        row = payloads.info(self._store, payload_id)
+        return row if row is not None and row["run_id"] == run_id else None
+
+    def payload_chunks(self, run_id: str, payload_id: str) -> Iterator[bytes]:
+        """The value's stored JSON text, one chunk (256 KiB) at a time."""
+        from ductline.store import payloads
+
+        return payloads.stream(self._store, run_id, payload_id)
 
     def run_events(self, run_id: str) -> list[dict[str, Any]]:
         """Every attempt of the run with its step, oldest first (the event stream's source)."""
