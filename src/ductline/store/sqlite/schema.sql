@@ -138,12 +138,15 @@ CREATE TABLE ductline_rate_buckets (
 
 -- Schedules: one row per schedule; the worker that moves next_fire_ms forward (a
 -- compare-and-set in the transaction that inserts the run) owns that tick.
+-- enabled is the operator's switch (ductline schedules disable/enable); defined is 0
+-- while the code of the workers serving the pipeline no longer declares it.
 CREATE TABLE ductline_schedules (
     name TEXT PRIMARY KEY,
     pipeline TEXT NOT NULL,
     cron TEXT NOT NULL,
     args TEXT NOT NULL,
     enabled INTEGER NOT NULL DEFAULT 1,
+    defined INTEGER NOT NULL DEFAULT 1,
     next_fire_ms INTEGER NOT NULL,
     last_fire_ms INTEGER,
     last_run_id TEXT,
