@@ -15,6 +15,9 @@ DEFAULT_MAX_RETRY = 3
 DEFAULT_MAX_CRASH = 10
 DEFAULT_MAX_FANOUT = 100_000
 ISOLATIONS = ("process", "thread")
+# Priorities are small integers: a claim probes each distinct priority of the ready
+# jobs once, so the range bounds what a claim can cost.
+MIN_PRIORITY, MAX_PRIORITY = -100, 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,14 @@ class StepOptions:
             fails at once and the run halts with ``non_retryable_error``.
         max_crash: budget for crashed attempts (worker died, lease expired).
         isolation: ``"process"`` (a killable child, the default) or ``"thread"``.
+        priority: added to the run's priority to give the job's; claims take higher
+            priorities first (-100 to 100, default 0).
+        concurrency: at most this many attempts of the step run at once across all
+            workers and hosts (per value of ``concurrency_key`` when given), or ``None``.
+        concurrency_key: name of a field of the step's first argument (a dict) whose
+            value partitions the step's limits (e.g. one attempt per customer).
+        rate: at most this many attempts of the step start per second (per key),
+            spaced at least ``1/rate`` s apart, or ``None``.
     """
 
     timeout: "int | ScaledTimeout | None" = None
@@ -47,6 +58,49 @@ class StepOptions:
     backoff: Backoff | None = None
     retry_on: tuple[str, ...] = ()
     no_retry_on: tuple[str, ...] = ()
+    priority: int = 0
+    concurrency: int | None = None
+    concurrency_key: str | None = None
+    rate: float | None = None
+
+    @property
+    def limited(self) -> bool:
+        """Whether attempts of this step are subject to a concurrency or rate limit."""
+        return self.concurrency is not None or self.rate is not None
+
+
+def check_priority(value: Any, field: str = "priority") -> int:
+    """Validate a priority: an ``int`` from `MIN_PRIORITY` to `MAX_PRIORITY`.
+
+    Raises:
+        TypeError: not an ``int`` (``bool`` included).
+        ValueError: outside the range.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{field} must be an int, not {type(value).__name__} ({value!r})")
+    if not MIN_PRIORITY <= value <= MAX_PRIORITY:
+        raise ValueError(f"{field} must be from {MIN_PRIORITY} to {MAX_PRIORITY}, got {value}")
+    return value
+
+
+def _limits(concurrency: Any, concurrency_key: Any, rate: Any) -> tuple[int | None, str | None, float | None]:
+    if concurrency is not None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int):
+            raise TypeError(f"concurrency must be an int, not {type(concurrency).__name__} ({concurrency!r})")
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    if rate is not None:
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)):
+            raise TypeError(f"rate must be a number of attempts per second, not {type(rate).__name__} ({rate!r})")
+        if not 0 < rate <= 10_000 or rate != rate:
+            raise ValueError(f"rate must be more than 0 and at most 10000 attempts per second, got {rate}")
+        rate = float(rate)
+    if concurrency_key is not None:
+        if not isinstance(concurrency_key, str) or not concurrency_key:
+            raise TypeError(f"concurrency_key must be the name of a field of the step's input, got {concurrency_key!r}")
+        if concurrency is None and rate is None:
+            raise ValueError("concurrency_key needs concurrency= or rate= to limit")
+    return concurrency, concurrency_key, rate
 
 
 def _count(value: Any, field: str) -> int:
@@ -93,13 +147,19 @@ def build_options(
     isolation: Any = None,
     retry_on: Any = None,
     no_retry_on: Any = None,
+    priority: Any = None,
+    concurrency: Any = None,
+    concurrency_key: Any = None,
+    rate: Any = None,
 ) -> StepOptions:
     """Validate the keyword options of a transition (DESIGN.md's duration rule).
 
     Raises:
         TypeError / ValueError: as the duration rule says; ``retry_on`` and
             ``no_retry_on`` that are not exception types or names, or that share
-            a type.
+            a type; a ``priority`` outside -100..100; a ``concurrency`` below 1; a
+            ``rate`` that is not more than 0 and at most 10000 per second; a
+            ``concurrency_key`` that is not a field name or has nothing to limit.
     """
     iso = "process" if isolation is None else isolation
     if iso not in ISOLATIONS:
@@ -111,6 +171,7 @@ def build_options(
     if set(always) & set(never):
         raise ValueError(f"retry_on and no_retry_on both name {sorted(set(always) & set(never))}")
     backoff = retry_delay if isinstance(retry_delay, Backoff) else None
+    limit, limit_key, limit_rate = _limits(concurrency, concurrency_key, rate)
 
     return StepOptions(
         timeout=timeout if isinstance(timeout, ScaledTimeout)
@@ -123,4 +184,8 @@ def build_options(
         backoff=backoff,
         retry_on=always,
         no_retry_on=never,
+        priority=0 if priority is None else check_priority(priority),
+        concurrency=limit,
+        concurrency_key=limit_key,
+        rate=limit_rate,
     )

@@ -70,6 +70,7 @@ class Maintainer:
                 rescue_expired(self._store, self._definitions)
                 expire_due(self._store, self._definitions)
                 sweep_orphans(self._store)
+                self._store.unthrottle_idle_keys()
             except StoreError as exc:
                 log.warning("Maintenance skipped: database unavailable: %s", exc)
             except Exception:  # keep maintaining; the next round may succeed

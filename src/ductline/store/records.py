@@ -39,6 +39,15 @@ class NewJob:
 
 
 @dataclass(frozen=True, slots=True)
+class StepLimit:
+    """A step's limits per limit key: at most ``concurrency`` running attempts and
+    ``rate`` starts per second (either may be ``None``)."""
+
+    concurrency: int | None
+    rate: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimedJob:
     """A job claimed by a worker: one attempt under one lease token.
 

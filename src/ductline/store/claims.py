@@ -1,0 +1,161 @@
+"""Which ready jobs a claim takes: priorities, the starvation bound, and the
+concurrency and rate limits of steps.
+
+Order: the highest priority first, then the oldest not-before time. So that a
+steady stream of high-priority work cannot starve the rest, every `FIFO_EVERY`-th
+claim of a worker takes the oldest ready jobs whatever their priority: a ready job
+is passed over by at most ``FIFO_EVERY - 1`` consecutive claims of any one worker
+once it is the oldest (the rule a round-robin over queues gives, without queues).
+
+Limits are enforced where jobs are claimed, in the claim's transaction, so they hold
+across every worker and host: candidates are read (locked with SKIP LOCKED on
+PostgreSQL, not yet claimed), each limit key is locked in sorted order (an advisory
+transaction lock on PostgreSQL; SQLite's single writer needs none), and
+
+- a key already running ``concurrency`` attempts gets none: its candidates are
+  *throttled* -- they leave the ready index until an attempt of the key ends and
+  hands its slot on (`unthrottle`), so blocked jobs are not read again by every claim;
+- a rate-limited key hands out start slots ``1/rate`` seconds apart (a generic cell
+  rate algorithm): a candidate whose slot is in the future gets it as its not-before
+  time and keeps it, and starts when it comes -- one row, no rescans, no bursts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from typing import Any
+
+from ductline.store.records import StepLimit
+from ductline.store.session import Session
+
+FIFO_EVERY = 8
+MAX_ROUNDS = 4  # candidate rounds per claim when some were throttled or deferred
+
+
+def claim_rows(s: Session, *, per_level: bool, pipelines: list[str], limit: int, lease_ms: int,
+               worker_id: str, limits: dict[tuple[str, str], StepLimit], fifo: bool) -> list[dict[str, Any]]:
+    """Claim up to ``limit`` jobs; returns the claimed rows (``claim_jobs`` columns).
+
+    Args:
+        per_level: the dialect claims one priority level per statement (SQLite).
+        limits: ``{(pipeline, step): StepLimit}`` of the limited steps served.
+        fifo: take the oldest ready jobs whatever their priority.
+    """
+    base = {"pipelines": json.dumps(pipelines), "lease_ms": lease_ms, "worker_id": worker_id}
+    if not limits and not fifo:
+        if not per_level:
+            return s.fetch("claim_jobs", {**base, "limit": limit, "priority": 0})
+        rows: list[dict[str, Any]] = []
+        for level in _levels(s):
+            rows += s.fetch("claim_jobs", {**base, "limit": limit - len(rows), "priority": level})
+            if len(rows) >= limit:
+                break
+        return rows
+    claimed: list[dict[str, Any]] = []
+    for _ in range(MAX_ROUNDS):
+        candidates = _candidates(s, per_level, fifo, base, limit - len(claimed))
+        if not candidates:
+            break
+        now = int(s.fetch("now")[0]["now_ms"])
+        admitted, held_back = _admit(s, candidates, limits, now)
+        if admitted:
+            claimed += s.fetch("claim_by_ids", {**base, "ids": json.dumps(admitted), "now_ms": now})
+        if not held_back or len(claimed) >= limit:
+            break  # nothing was held back, so no more candidates are waiting behind
+    return claimed
+
+
+def _levels(s: Session) -> list[int]:
+    return [int(r["priority"]) for r in s.fetch("ready_levels")]
+
+
+def _candidates(s: Session, per_level: bool, fifo: bool, base: dict[str, Any],
+                limit: int) -> list[dict[str, Any]]:
+    if fifo:
+        return s.fetch("claim_candidates_fifo", {**base, "limit": limit})
+    if not per_level:
+        return s.fetch("claim_candidates", {**base, "limit": limit, "priority": 0})
+    found: list[dict[str, Any]] = []
+    for level in _levels(s):
+        found += s.fetch("claim_candidates", {**base, "limit": limit - len(found), "priority": level})
+        if len(found) >= limit:
+            break
+    return found
+
+
+def _admit(s: Session, candidates: list[dict[str, Any]],
+           limits: dict[tuple[str, str], StepLimit], now: int) -> tuple[list[str], int]:
+    """Decide the candidates; returns ``(ids to claim, how many were held back)``.
+
+    A candidate whose step is not limited here (or that was created before its step
+    had a limit, so it has no key) is admitted as is.
+    """
+    admitted: list[str] = []
+    by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for c in candidates:
+        rule = limits.get((c["pipeline"], c["step"])) if c["limit_key"] is not None else None
+        if rule is None:
+            admitted.append(c["id"])
+        else:
+            by_key[c["limit_key"]].append(c)
+    held_back = 0
+    for key in sorted(by_key):  # one order for every transaction: no deadlock
+        group = by_key[key]
+        rule = limits[(group[0]["pipeline"], group[0]["step"])]
+        s.fetch("lock_limit_key", {"limit_key": key})
+        if rule.concurrency is not None:
+            running = int(s.fetch("running_with_key", {"limit_key": key})[0]["n"])
+            room = max(0, rule.concurrency - running)
+            if len(group) > room:
+                s.execute("throttle_jobs", {"ids": json.dumps([c["id"] for c in group[room:]])})
+                held_back += len(group) - room
+                group = group[:room]
+        if rule.rate is not None and group:
+            group, deferred = _rate_slots(s, key, rule.rate, group, now)
+            held_back += deferred
+        admitted += [c["id"] for c in group]
+    return admitted, held_back
+
+
+def _rate_slots(s: Session, key: str, rate: float, group: list[dict[str, Any]],
+                now: int) -> tuple[list[dict[str, Any]], int]:
+    """Give each candidate of a rate-limited key its start slot; returns the ones
+    that start now and how many were deferred.
+
+    Slots are handed out ``1/rate`` apart in arrival order and kept by the jobs that
+    wait for them. Whatever the slots say, two starts of a key are never closer than
+    ``1/rate``: a slot missed (every worker busy) is taken late, never in a burst.
+    """
+    interval = 1000.0 / rate
+    row = s.fetch("rate_next_slot", {"limit_key": key})
+    next_slot = float(row[0]["next_slot_ms"]) if row else float(now)
+    last_start = float(row[0]["last_start_ms"]) if row else float(now) - interval
+    start_now: list[dict[str, Any]] = []
+    deferred = []
+    for c in group:
+        reserved = c["rate_slot_ms"]
+        if reserved is not None and int(reserved) <= now:
+            want = float(now)  # it waited for this slot: it is its turn
+        else:
+            want = max(float(now), next_slot)
+            next_slot = want + interval
+        want = max(want, last_start + interval)
+        if want <= now:
+            start_now.append(c)
+            last_start = float(now)
+        else:
+            deferred.append({"id": c["id"], "not_before_ms": math.ceil(want)})
+    s.execute("save_rate_next_slot", {"limit_key": key, "next_slot_ms": next_slot, "last_start_ms": last_start})
+    if deferred:
+        s.execute_many("defer_jobs", deferred)
+    return start_now, len(deferred)
+
+
+def unthrottle(s: Session, keys: list[str]) -> None:
+    """Attempts of these limit keys ended (one entry per attempt): hand each freed
+    slot to the next throttled job of its key (highest priority, then oldest)."""
+    for key in sorted(keys):
+        s.fetch("lock_limit_key", {"limit_key": key})
+        s.execute("unthrottle_next", {"limit_key": key})

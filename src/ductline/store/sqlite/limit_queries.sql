@@ -1,0 +1,86 @@
+-- Claims that enforce concurrency and rate limits, and priorities' starvation bound.
+-- SQLite serialises writers (BEGIN IMMEDIATE): counting and admitting inside the
+-- claim's transaction needs no further lock.
+
+-- name: ready_levels
+-- Distinct priorities of pending jobs, highest first: one index lookup per level.
+WITH RECURSIVE levels(priority) AS (
+    SELECT (SELECT priority FROM ductline_jobs WHERE status = 'pending' AND throttled = 0
+            ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM ductline_jobs j
+            WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority < levels.priority
+            ORDER BY j.priority DESC LIMIT 1)
+    FROM levels WHERE levels.priority IS NOT NULL
+)
+SELECT priority FROM levels WHERE priority IS NOT NULL;
+
+-- name: claim_candidates
+-- One priority level's ready jobs, oldest first, not yet claimed.
+SELECT id, limit_key, pipeline, step, rate_slot_ms FROM ductline_jobs
+WHERE status = 'pending' AND throttled = 0 AND priority = :priority
+  AND not_before_ms <= ductline_now_ms()
+  AND pipeline IN (SELECT value FROM json_each(:pipelines))
+ORDER BY not_before_ms
+LIMIT :limit;
+
+-- name: claim_candidates_fifo
+-- Oldest not-before first whatever the priority: the claim that bounds starvation.
+SELECT id, limit_key, pipeline, step, rate_slot_ms FROM ductline_jobs
+WHERE status = 'pending' AND throttled = 0 AND not_before_ms <= ductline_now_ms()
+  AND pipeline IN (SELECT value FROM json_each(:pipelines))
+ORDER BY not_before_ms
+LIMIT :limit;
+
+-- name: claim_by_ids
+-- :now_ms is the clock the admission read in this transaction, so a rate limit's
+-- spacing holds between the recorded attempt starts.
+UPDATE ductline_jobs
+SET status = 'running', attempts = attempts + 1, lease_token = lower(hex(randomblob(16))),
+    lease_expires_ms = :now_ms + :lease_ms, worker_id = :worker_id, rate_slot_ms = NULL
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'pending'
+RETURNING id, run_id, pipeline, step, scope, input, attempts, lease_token, timeout_seconds,
+          boundary, not_before_ms, limit_key, :now_ms AS claimed_ms;
+
+-- name: lock_limit_key
+-- The write transaction already excludes every other writer.
+SELECT 1 AS locked;
+
+-- name: running_with_key
+SELECT count(*) AS n FROM ductline_jobs
+WHERE limit_key = :limit_key AND status = 'running' AND limit_key IS NOT NULL;
+
+-- name: rate_next_slot
+SELECT next_slot_ms, last_start_ms FROM ductline_rate_slots WHERE limit_key = :limit_key;
+
+-- name: save_rate_next_slot
+INSERT INTO ductline_rate_slots (limit_key, next_slot_ms, last_start_ms)
+VALUES (:limit_key, :next_slot_ms, :last_start_ms)
+ON CONFLICT (limit_key) DO UPDATE SET next_slot_ms = excluded.next_slot_ms, last_start_ms = excluded.last_start_ms;
+
+-- name: throttle_jobs
+-- Jobs whose key is at capacity leave the ready index until a slot frees.
+UPDATE ductline_jobs SET throttled = 1
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'pending';
+
+-- name: defer_jobs
+-- A job that must wait for its rate slot: it becomes ready at the slot, and holds it.
+UPDATE ductline_jobs SET not_before_ms = :not_before_ms, rate_slot_ms = :not_before_ms
+WHERE id = :id AND status = 'pending';
+
+-- name: unthrottle_next
+-- A slot of the key freed: the next throttled job (highest priority, then oldest)
+-- becomes ready again.
+UPDATE ductline_jobs SET throttled = 0
+WHERE id = (SELECT id FROM ductline_jobs
+            WHERE limit_key = :limit_key AND throttled = 1 AND status = 'pending'
+            ORDER BY priority DESC, not_before_ms LIMIT 1);
+
+-- name: unthrottle_idle_keys
+-- Safety net run by maintenance: throttled jobs of a key with nothing running (a slot
+-- freed by a path that does not hand it on, e.g. a cancel) become ready again.
+UPDATE ductline_jobs SET throttled = 0
+WHERE throttled = 1 AND status IN ('pending', 'held')
+  AND NOT EXISTS (SELECT 1 FROM ductline_jobs r
+                  WHERE r.limit_key = ductline_jobs.limit_key AND r.status = 'running'
+                    AND r.limit_key IS NOT NULL);

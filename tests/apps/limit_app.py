@@ -1,0 +1,41 @@
+"""Pipelines with priorities and concurrency/rate limits, for tests/limits."""
+
+from __future__ import annotations
+
+import time
+
+from ductline import Pipeline
+
+
+def hold(x):
+    time.sleep(0.3)
+    return x
+
+
+def hold_order(order):
+    time.sleep(0.25)
+    return order["n"]
+
+
+def quick(x):
+    return x
+
+
+def note(x):
+    return x
+
+
+def first(x):
+    return x
+
+
+def second(x):
+    return x
+
+
+capped = Pipeline("capped").start(hold, concurrency=2)
+per_customer = Pipeline("per_customer").start(quick, name="receive").chain(
+    to=hold_order, concurrency=1, concurrency_key="customer")
+rated = Pipeline("rated").start(quick, rate=4)
+ranked = Pipeline("ranked", priority=1).start(note)
+stepped = Pipeline("stepped").start(first, priority=10).chain(to=second, priority=-3)

@@ -1,0 +1,151 @@
+"""Concurrency and rate limits, enforced across several worker processes through the
+database (both backends)."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import limit_app
+import psycopg
+import pytest
+from helpers import wait_for
+
+from ductline.dsl.options import build_options
+from ductline.runtime.limits import limit_key
+
+APP = str(__import__("pathlib").Path(limit_app.__file__))
+
+
+def sql(db_url: str, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Read the database directly (what a second host would see)."""
+    if db_url.startswith("sqlite"):
+        conn = sqlite3.connect(db_url.removeprefix("sqlite:///"))
+        try:
+            return conn.execute(query.replace("%s", "?"), params).fetchall()
+        finally:
+            conn.close()
+    with psycopg.connect(db_url) as conn:
+        return conn.execute(query, params).fetchall()
+
+
+def most_at_once(spans: list[tuple[int, int]]) -> int:
+    """The most spans open at one instant (an end at t comes before a start at t)."""
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda e: (e[0], e[1]))
+    open_, best = 0, 0
+    for _, step in events:
+        open_ += step
+        best = max(best, open_)
+    return best
+
+
+def attempt_spans(db_url: str, step: str) -> list[tuple[int, int, Any]]:
+    return [(int(a), int(b), key) for a, b, key in sql(
+        db_url, "SELECT a.started_ms, a.finished_ms, j.limit_key FROM ductline_attempts a "
+                "JOIN ductline_jobs j ON j.id = a.job_id WHERE j.step = %s ORDER BY a.started_ms", (step,))]
+
+
+def settle_all(handles, timeout=90):
+    for handle in handles:
+        assert handle.wait(timeout) == "completed"
+
+
+def test_a_step_runs_at_most_concurrency_attempts_across_workers(store, db_url, workers):
+    handles = [limit_app.capped.trigger(i, database=store) for i in range(10)]
+    for _ in range(3):
+        workers(concurrency=3, app=APP)
+    settle_all(handles)
+    spans = attempt_spans(db_url, "hold")
+    assert len(spans) == 10
+    assert most_at_once([(a, b) for a, b, _ in spans]) == 2  # reached, never passed
+    assert sql(db_url, "SELECT count(*) FROM ductline_jobs WHERE throttled = 1") == [(0,)]
+
+
+def test_a_key_from_the_input_limits_each_customer_on_its_own(store, db_url, workers):
+    orders = [{"customer": c, "n": n} for n in range(3) for c in ("ada", "bob", "cy")]
+    handles = [limit_app.per_customer.trigger(o, database=store) for o in orders]
+    for _ in range(2):
+        workers(concurrency=4, app=APP)
+    settle_all(handles)
+    spans = attempt_spans(db_url, "hold_order")
+    assert len(spans) == 9
+    assert {key for _, _, key in spans} == {'per_customer:hold_order:"ada"', 'per_customer:hold_order:"bob"',
+                                            'per_customer:hold_order:"cy"'}
+    for customer in ("ada", "bob", "cy"):
+        mine = [(a, b) for a, b, key in spans if key.endswith(f'"{customer}"')]
+        assert most_at_once(mine) == 1
+    assert most_at_once([(a, b) for a, b, _ in spans]) >= 2  # customers run side by side
+
+
+def test_rate_limited_starts_are_spaced_across_workers(store, db_url, workers):
+    handles = [limit_app.rated.trigger(i, database=store) for i in range(8)]
+    for _ in range(2):
+        workers(concurrency=3, app=APP)
+    settle_all(handles)
+    starts = [a for a, _, _ in attempt_spans(db_url, "quick")]
+    assert len(starts) == 8
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert min(gaps) >= 250, gaps  # 4 per second: never closer than 250 ms
+    assert starts[-1] - starts[0] >= 7 * 250
+
+
+def test_a_throttled_job_waits_in_one_row_and_starts_when_a_slot_frees(store, db_url, workers):
+    handles = [limit_app.capped.trigger(i, database=store) for i in range(5)]
+    workers(concurrency=5, app=APP)
+    # Two run; the others were throttled out of the ready index, not polled.
+    wait_for(lambda: sql(db_url, "SELECT count(*) FROM ductline_jobs WHERE throttled = 1")[0][0] >= 1, 20)
+    assert sql(db_url, "SELECT count(*) FROM ductline_jobs WHERE status = 'running'")[0][0] <= 2
+    settle_all(handles)
+    assert sql(db_url, "SELECT count(*) FROM ductline_jobs WHERE throttled = 1") == [(0,)]
+
+
+def test_maintenance_frees_throttled_jobs_of_a_key_with_nothing_running(store, db_url):
+    handle = limit_app.capped.trigger(1, database=store)
+    sql_update = "UPDATE ductline_jobs SET throttled = 1 WHERE run_id = %s"
+    if db_url.startswith("sqlite"):
+        conn = sqlite3.connect(db_url.removeprefix("sqlite:///"))
+        conn.execute(sql_update.replace("%s", "?"), (handle.id,))
+        conn.commit()
+        conn.close()
+    else:
+        with psycopg.connect(db_url) as conn:
+            conn.execute(sql_update, (handle.id,))
+    assert store.claim("w", ["capped"], 5, 3000) == []  # throttled: not claimable
+    assert store.unthrottle_idle_keys() == 1
+    assert [j.job_id for j in store.claim("w", ["capped"], 5, 3000,
+                                           limits={("capped", "hold"): _limit(2)})] != []
+
+
+def _limit(n):
+    from ductline.store.records import StepLimit
+
+    return StepLimit(n, None)
+
+
+def test_the_limit_key_names_pipeline_step_and_value():
+    opts = build_options(concurrency=1, concurrency_key="customer")
+    assert limit_key("p", "s", opts, '[{"customer": "ada"}]') == 'p:s:"ada"'
+    assert limit_key("p", "s", opts, '[{"customer": 7}]') == "p:s:7"
+    assert limit_key("p", "s", opts, '[{"other": 1}]') == "p:s:null"
+    assert limit_key("p", "s", opts, '[3]') == "p:s:null"
+    assert limit_key("p", "s", build_options(rate=2), "[1]") == "p:s"
+    assert limit_key("p", "s", build_options(), "[1]") is None
+
+
+@pytest.mark.parametrize(("kwargs", "error", "message"), [
+    ({"concurrency": 0}, ValueError, "concurrency must be at least 1, got 0"),
+    ({"concurrency": 1.5}, TypeError, "concurrency must be an int, not float (1.5)"),
+    ({"concurrency": True}, TypeError, "concurrency must be an int, not bool (True)"),
+    ({"rate": 0}, ValueError, "rate must be more than 0 and at most 10000 attempts per second, got 0"),
+    ({"rate": 10_001}, ValueError, "rate must be more than 0 and at most 10000 attempts per second, got 10001"),
+    ({"rate": "5/s"}, TypeError, "rate must be a number of attempts per second, not str ('5/s')"),
+    ({"concurrency_key": "customer"}, ValueError, "concurrency_key needs concurrency= or rate= to limit"),
+    ({"concurrency": 1, "concurrency_key": ""}, TypeError,
+     "concurrency_key must be the name of a field of the step's input, got ''"),
+])
+def test_limit_options_are_validated_at_definition_time(kwargs, error, message):
+    from ductline import Pipeline
+
+    with pytest.raises(error) as info:
+        Pipeline("bad_limits").start(limit_app.quick, **kwargs)
+    assert str(info.value) == message
