@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from ductline.dsl.graph import Definition, TransitionKind
 from ductline.local.childapps import child_setup
 from ductline.local.children import Pool
+from ductline.local.gates import Gate
 from ductline.local.state import Outcome, Scope, StepRun, scope_key, scope_text, utcnow
 from ductline.local.tracing import Tracing
 
@@ -68,6 +69,7 @@ class RunBase:
         self.fanins: dict[tuple[str, Scope], int] = {}   # arrivals so far
         self.values: dict[str, str] = {}                  # ductline.context() get/set
         self.tasks: set[asyncio.Task[None]] = set()
+        self.gates: dict[str, Gate] = {}  # concurrency/rate limits, by limit key
         self.idle = asyncio.Event()
         self.bug: BaseException | None = None
         self.halt: dict[str, Any] | None = None

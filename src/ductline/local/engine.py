@@ -21,8 +21,10 @@ from ductline.local.base import ON_HALT, WORKFLOW_TIMEOUT, Clock, RealClock, log
 from ductline.local.childapps import needs_child
 from ductline.local.children import ChildStartError
 from ductline.local.flow import Flow
+from ductline.local.gates import Gate
 from ductline.local.results import WorkflowResult
 from ductline.local.state import Outcome, Scope, StepRun, utcnow
+from ductline.runtime.limits import limit_key
 from ductline.runtime.slots import UNDEAD_AFTER_SECONDS
 
 __all__ = ["Clock", "RealClock", "Run"]
@@ -128,6 +130,15 @@ class Run(Attempts, Flow):
         else:
             self._launch(sr, sr.node.options.delay)
 
+    async def _gated_attempt(self, sr: StepRun) -> Outcome:
+        """An attempt, once the step's concurrency and rate limits let it start."""
+        key = limit_key(self.d.name, sr.node.name, sr.node.options, sr.input)
+        if key is None:
+            return await self._attempt(sr)
+        gate = self.gates.setdefault(key, Gate(sr.node.options))
+        async with gate.enter(self.clock):
+            return await self._attempt(sr)
+
     async def _drive(self, sr: StepRun, delay: int) -> None:
         if delay:
             await self.clock.sleep(delay)
@@ -135,7 +146,7 @@ class Run(Attempts, Flow):
             if self.halt is not None and sr is not self.on_halt_run:
                 self._skip(sr, self.halt_text)
                 return
-            outcome = await self._attempt(sr)
+            outcome = await self._gated_attempt(sr)
             if self.stopped is not None or sr.status != "running":
                 return
             wait = self._record(sr, outcome)

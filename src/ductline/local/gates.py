@@ -1,0 +1,41 @@
+"""Concurrency and rate limits of steps in the in-process executor.
+
+The same rules as the workers' (`ductline.store.claims`), within one run: at most
+``concurrency`` attempts of a limit key at once, and starts of a key at least
+``1/rate`` seconds apart on the executor's clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
+
+from ductline.dsl.options import StepOptions
+
+
+class Gate:
+    """The limits of one limit key."""
+
+    def __init__(self, options: StepOptions) -> None:
+        self._slots = None if options.concurrency is None else asyncio.Semaphore(options.concurrency)
+        self._interval = None if options.rate is None else 1.0 / options.rate
+        self._next_start = float("-inf")
+        self._turn = asyncio.Lock()  # starts take their rate slots one at a time
+
+    @asynccontextmanager
+    async def enter(self, clock) -> AsyncIterator[None]:  # type: ignore[no-untyped-def]
+        """Wait for a slot (and the key's next start time), hold it for the attempt."""
+        if self._slots is not None:
+            await self._slots.acquire()
+        try:
+            if self._interval is not None:
+                async with self._turn:
+                    wait = self._next_start - clock.now()
+                    if wait > 0:
+                        await clock.sleep(wait)
+                    self._next_start = clock.now() + self._interval
+            yield
+        finally:
+            if self._slots is not None:
+                self._slots.release()

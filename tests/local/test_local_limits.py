@@ -1,0 +1,40 @@
+"""Concurrency and rate limits in the in-process executor: the workers' rules within
+one run."""
+
+from __future__ import annotations
+
+import uuid
+
+import ductline
+import local_steps as s
+from ductline import Pipeline
+
+
+def name() -> str:
+    return f"limits_{uuid.uuid4().hex[:10]}"
+
+
+def most_at_once(spans):
+    events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans], key=lambda e: (e[0], e[1]))
+    open_, best = 0, 0
+    for _, step in events:
+        open_ += step
+        best = max(best, open_)
+    return best
+
+
+def test_an_expand_runs_at_most_concurrency_elements_at_once() -> None:
+    pipeline = (Pipeline(name()).start(s.make_list).expand(to=s.sleep_short, concurrency=2)
+                .collapse(into=s.gather))
+    result = ductline.execute(pipeline, 6, concurrency=6)
+    assert result.output == [0, 1, 2, 3, 4, 5]
+    spans = [(r.started_at, r.finished_at) for r in result.steps if r.step == "sleep_short"]
+    assert most_at_once(spans) == 2
+
+
+def test_rate_limited_elements_start_spaced() -> None:
+    pipeline = Pipeline(name()).start(s.make_list).expand(to=s.identity, rate=10).collapse(into=s.gather)
+    result = ductline.execute(pipeline, 5, concurrency=5)
+    starts = sorted(r.started_at for r in result.steps if r.step == "identity")
+    gaps = [(b - a).total_seconds() for a, b in zip(starts, starts[1:])]
+    assert min(gaps) >= 0.099, gaps  # 10 per second
