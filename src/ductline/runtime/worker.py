@@ -24,6 +24,7 @@ from ductline.dsl.graph import Definition
 from ductline.errors import StoreError, StoreUnavailable
 from ductline.runtime import abort, faults, maintenance
 from ductline.runtime.outcomes import Outcome, job_extra, record_batch
+from ductline.runtime.scheduler import Scheduler, earliest
 from ductline.observability.events import EventName, emit
 from ductline.runtime.children import SPARES, ChildEvents
 from ductline.runtime.enforcer import Enforcer
@@ -65,6 +66,8 @@ class Worker(ChildEvents):
         self.interrupted = False  # a signal asked it to stop
         self.wakeup = Wakeup()
         self.enforcer = Enforcer(settings.kill_grace_seconds, settings.lease_seconds, self.wakeup.wake)
+        self.scheduler = Scheduler(store, definitions, lambda: self._offset_ms + time.monotonic() * 1000,
+                                   settings.poll_interval)
         self._offset_ms = 0.0          # database clock minus monotonic clock, in ms
         self._next_heartbeat = 0.0
         self._next_maintenance = 0.0
@@ -119,6 +122,7 @@ class Worker(ChildEvents):
         self.enforcer.start()
         maintainer = maintenance.Maintainer(self.store, self.definitions, self.settings.health_check_interval)
         maintainer.start()
+        self.scheduler.start()
         next_stop_check = 0.0
         log.info("Worker %s started: %d slot(s), pipelines %s", self.id[:8], len(self.slots),
                  ", ".join(self.pipelines))
@@ -251,7 +255,11 @@ class Worker(ChildEvents):
                 self._next_claim = 0.0  # there may be more
                 return
             self._next_claim = now + self._poll
+            # No ready job is left for a free slot: now (and only now) schedules fire.
+            if self.scheduler.fire_due():
+                self._next_claim = 0.0  # the runs just started have ready jobs
             upcoming, deadline = self.store.next_wakeups(self.pipelines)
+            upcoming = earliest(upcoming, self.scheduler.next_fire_ms)
             # Small jitter spreads workers woken by the same not-before time.
             self._timer = None if upcoming is None else \
                 self.to_monotonic(upcoming) + random.uniform(0.0005, 0.003)
