@@ -309,3 +309,6 @@ cli.add_command(dashboard)
 from ductline.observability.command import health, workers  # noqa: E402
 cli.add_command(health)
 cli.add_command(workers)
+
+from ductline.schedule_command import schedules  # noqa: E402
+cli.add_command(schedules)

@@ -1,0 +1,117 @@
+"""``ductline schedules``: list schedules; ``disable NAME`` / ``enable NAME``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+_database = click.option("--database", "database", metavar="URL", default=None,
+                         help="Database URL (default: DUCTLINE_DATABASE_URL or sqlite:///ductline.db).")
+
+
+def _open(database: str | None) -> Any:
+    from ductline.config import load_settings
+    from ductline.store import open_store
+    from ductline.stores import ensure_schema
+
+    store = open_store(load_settings(database_url=database).database_url)
+    try:
+        ensure_schema(store)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def _at(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def schedule_view(row: dict[str, Any]) -> dict[str, Any]:
+    """One schedule row as shown by the CLI and the dashboard (times ISO 8601 UTC)."""
+    from ductline import codec
+    from ductline.runtime.scheduler import describe
+
+    return {
+        "name": row["name"], "pipeline": row["pipeline"], "cron": row["cron"], "args": codec.loads(row["args"]),
+        "enabled": bool(row["enabled"]), "defined": bool(row["defined"]), "state": describe(row),
+        "next_fire": _at(row["next_fire_ms"]), "next_fire_ms": row["next_fire_ms"],
+        "last_fire": _at(row["last_fire_ms"]), "last_fire_ms": row["last_fire_ms"],
+        "last_run_id": row["last_run_id"],
+    }
+
+
+@click.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+@_database
+@click.pass_context
+def schedules(ctx: click.Context, as_json: bool, database: str | None) -> None:
+    """List schedules: name, pipeline, cron (UTC), state, next fire, last fire, last run.
+
+    A schedule is written to the database by the workers that serve its pipeline
+    when they start; STATE is enabled, disabled (by `schedules disable`) or removed
+    from code (no longer declared by those workers' apps; kept, never fired).
+    """
+    if ctx.invoked_subcommand is not None:
+        ctx.obj = database
+        return
+    from ductline.store import schedules as rows
+
+    store = _open(database)
+    try:
+        views = [schedule_view(r) for r in rows.list_all(store)]
+    finally:
+        store.close()
+    if as_json:
+        print(json.dumps(views))
+        return
+    table = Table("name", "pipeline", "cron (UTC)", "state", "next fire", "last fire", "last run")
+    table.columns[6].no_wrap = True
+    for v in views:
+        state = {"enabled": "[green]enabled[/green]", "disabled": "[yellow]disabled[/yellow]"}.get(
+            v["state"], f"[red]{v['state']}[/red]")
+        table.add_row(v["name"], v["pipeline"], v["cron"], state, v["next_fire"] or "", v["last_fire"] or "",
+                      v["last_run_id"] or "")
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def _switch(ctx: click.Context, name: str, database: str | None, enabled: bool) -> None:
+    from ductline.dsl.schedule import next_tick_ms
+    from ductline.store import schedules as rows
+
+    store = _open(database or ctx.obj)
+    try:
+        changed = rows.set_enabled(store, name, enabled, next_tick_ms)
+    finally:
+        store.close()
+    if changed is None:
+        click.echo(f"error: no schedule named {name!r}", err=True)
+        sys.exit(2)
+    word = "enabled" if enabled else "disabled"
+    click.echo(f"schedule {name} {word}" if changed else f"schedule {name} was already {word}")
+
+
+@schedules.command()
+@click.argument("name")
+@_database
+@click.pass_context
+def disable(ctx: click.Context, name: str, database: str | None) -> None:
+    """Stop firing schedule NAME (workers keep it disabled across restarts)."""
+    _switch(ctx, name, database, False)
+
+
+@schedules.command()
+@click.argument("name")
+@_database
+@click.pass_context
+def enable(ctx: click.Context, name: str, database: str | None) -> None:
+    """Fire schedule NAME again, from its first tick after now (missed ticks are not fired)."""
+    _switch(ctx, name, database, True)
