@@ -39,3 +39,11 @@ per_customer = Pipeline("per_customer").start(quick, name="receive").chain(
 rated = Pipeline("rated").start(quick, rate=4)
 ranked = Pipeline("ranked", priority=1).start(note)
 stepped = Pipeline("stepped").start(first, priority=10).chain(to=second, priority=-3)
+
+
+def slow(x):
+    time.sleep(1.5)
+    return x
+
+
+single = Pipeline("single").start(slow, concurrency=1, max_crash=3)

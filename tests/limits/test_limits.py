@@ -3,6 +3,7 @@ database (both backends)."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from typing import Any
 
@@ -149,3 +150,39 @@ def test_limit_options_are_validated_at_definition_time(kwargs, error, message):
     with pytest.raises(error) as info:
         Pipeline("bad_limits").start(limit_app.quick, **kwargs)
     assert str(info.value) == message
+
+
+def test_show_marks_a_throttled_step_and_gives_priorities(store, db_url):
+    import subprocess
+    import sys
+
+    handles = [limit_app.capped.trigger(i, priority=7, database=store) for i in range(3)]
+    limits = {("capped", "hold"): _limit(2)}
+    assert len(store.claim("w", ["capped"], 5, 60_000, limits=limits)) == 2
+    from ductline.views import run_view
+
+    view = run_view(store, handles[2].id)
+    assert view["priority"] == 7
+    assert [(s["status"], s["throttled"], s["priority"], s["limit_key"]) for s in view["steps"]] == [
+        ("pending", True, 7, "capped:hold")]
+    shown = subprocess.run([sys.executable, "-m", "ductline", "show", handles[2].id, "--database", db_url],
+                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    assert shown.returncode == 0, shown.stderr
+    assert "pending (throttled)" in shown.stdout
+
+
+def test_a_slot_held_by_a_killed_worker_is_freed_and_the_throttled_job_runs(store, db_url, workers):
+    import signal
+
+    first = limit_app.single.trigger(1, database=store)
+    second = limit_app.single.trigger(2, database=store)
+    doomed = workers(concurrency=2, app=APP)
+    wait_for(lambda: sql(db_url, "SELECT count(*) FROM ductline_jobs WHERE throttled = 1")[0][0] == 1, 20)
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait(10)
+    workers(concurrency=2, app=APP)  # rescues the lease once it expires (3 s), frees the slot
+    assert first.wait(60) == "completed" and second.wait(60) == "completed"
+    results = sorted(r for (r,) in sql(db_url, "SELECT result FROM ductline_attempts"))
+    assert results == ["crashed", "succeeded", "succeeded"]
+    spans = attempt_spans(db_url, "slow")
+    assert most_at_once([(a, b) for a, b, _ in spans]) == 1
