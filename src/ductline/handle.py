@@ -40,8 +40,15 @@ class RunHandle:
         return str(self._row()["status"])
 
     def output(self) -> Any:
-        """The last step's output once the run completed, else ``None``."""
-        return codec.loads(self._row()["output"])
+        """The last step's output once the run completed, else ``None``. An output
+        stored out of line (above ``payload_inline_bytes``) is read back in full.
+
+        Raises:
+            RunNotFound: no such run.
+        """
+        from ductline.store import payloads
+
+        return codec.loads(payloads.load(self._store, self.id, self._row()["output"]))
 
     def wait(self, timeout: float | None = None, *, poll_interval: float = 0.05) -> str:
         """Block until the run settles (completed, halted, failed or cancelled).

@@ -14,6 +14,7 @@ from ductline.errors import StoreError
 from ductline.handle import RunHandle
 from ductline.observability.events import EventName, emit
 from ductline.runtime.advance import timeout_floor
+from ductline.store import payloads
 from ductline.store.records import NewJob, NewRun
 from ductline.stores import store_for
 
@@ -67,6 +68,12 @@ def trigger_run(pipeline: "Pipeline", args: tuple[Any, ...], *, delay: Any, dela
     start = definition.node(definition.start)
     delay_ms, not_before_ms = _start_time(delay, delay_until, start.options.delay)
     settings = load_settings()
+    # Arguments above payload_max_bytes are refused before anything is written; above
+    # payload_inline_bytes they are stored out of line with the run (the triggering
+    # process's settings decide).
+    limits = payloads.Limits.from_settings(settings)
+    payloads.check_size(encoded, "trigger arguments", limits.max_bytes)
+    stored_args, pending = payloads.prepare(encoded, limits)
     store = store_for(database)
     run_id = uuid.uuid4().hex
     existing: str | None = None
@@ -78,7 +85,7 @@ def trigger_run(pipeline: "Pipeline", args: tuple[Any, ...], *, delay: Any, dela
         # handle is returned. The lookup after a refused insert can only miss if the
         # holder ended in between; then the key is free and the insert is retried.
         for _ in range(3):
-            if tx.insert_run(NewRun(run_id, definition.name, encoded, timeout_seconds, delay_ms,
+            if tx.insert_run(NewRun(run_id, definition.name, stored_args, timeout_seconds, delay_ms,
                                     not_before_ms, key)):
                 break
             assert key is not None
@@ -89,9 +96,11 @@ def trigger_run(pipeline: "Pipeline", args: tuple[Any, ...], *, delay: Any, dela
             raise StoreError(f"could not trigger with key {key!r}: it is contended; try again")
         if existing is not None:
             return RunHandle(existing, store, created=False)
+        if pending is not None:
+            payloads.write(tx, run_id, pending, limits)
         tx.insert_jobs([NewJob(
             id=uuid.uuid4().hex, run_id=run_id, pipeline=definition.name, step=start.name, scope="",
-            parent_scope=None, elem_index=None, status="pending", input=encoded, delay_ms=delay_ms,
+            parent_scope=None, elem_index=None, status="pending", input=stored_args, delay_ms=delay_ms,
             not_before_ms=not_before_ms, max_retry=start.options.max_retry,
             max_crash=start.options.max_crash,
             retry_delay_seconds=settings.retry_delay if start.options.retry_delay is None

@@ -9,7 +9,7 @@ from typing import Any
 from ductline import codec
 from ductline.errors import RunNotFound
 from ductline.model.states import JobStatus
-from ductline.store import Store
+from ductline.store import Store, payloads
 
 
 def iso(ms: int | None) -> str | None:
@@ -65,7 +65,9 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
         "run_id": run["id"], "pipeline": run["pipeline"], "status": run["status"],
         "halt_reason": run["halt_reason"], "key": run.get("idempotency_key"),
         "metadata": json.loads(run["metadata"] or "{}"),
-        "args": codec.loads(run["args"]), "output": codec.loads(run["output"]),
+        # Out-of-line arguments and output (ductline.store.payloads) are read back in full.
+        "args": codec.loads(payloads.load(store, run_id, run["args"])),
+        "output": codec.loads(payloads.load(store, run_id, run["output"])),
         "not_before": iso(run["not_before_ms"]), "deadline": iso(run["deadline_ms"]),
         "created_at": iso(run["created_ms"]), "started_at": iso(run["started_ms"]),
         "finished_at": iso(run["finished_ms"]), "steps": steps,

@@ -134,7 +134,9 @@ class Pipeline(Cursor):
         """Start a run of this pipeline.
 
         Args:
-            *args: arguments of the first step; each must obey the JSON rule.
+            *args: arguments of the first step; each must obey the JSON rule. Their
+                JSON above ``payload_inline_bytes`` (default 1 MiB) is stored out of
+                line with the run; above ``payload_max_bytes`` (64 MiB) it is refused.
             delay: overrides the start step's delay (int seconds or ``timedelta``).
             delay_until: an aware ``datetime`` to start at instead.
             timeout: overrides the whole-run deadline (seconds or ``timedelta``).
@@ -154,6 +156,9 @@ class Pipeline(Cursor):
             ValueError: ``delay`` and ``delay_until`` together, a naive or past
                 ``delay_until``, a negative duration, or an invalid ``key``.
                 Nothing is written.
+            ductline.PayloadTooLarge: (a ``ValueError``) the arguments' JSON is above
+                ``payload_max_bytes`` of the triggering process's settings. Nothing
+                is written.
         """
         from ductline.trigger import trigger_run
 

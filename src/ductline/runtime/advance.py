@@ -8,12 +8,14 @@ fan-in counts arrivals, and only the arrival that completes it gathers the outpu
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass
 
 from ductline import codec
 from ductline.dsl.graph import Definition, Node, TransitionKind
 from ductline.runtime import scopes
+from ductline.store import payloads
 from ductline.store.records import NewJob
 from ductline.store.store import Tx
 
@@ -31,7 +33,16 @@ class Completed:
     run_id: str
     step: str
     scope: str
-    output: str  # JSON text
+    output: str  # JSON text as stored: the value, or a payload reference (ductline.store.payloads)
+    value: str | None = None  # the full JSON text when ``output`` is a reference
+
+
+def _full_output(tx: Tx, done: Completed) -> str:
+    """The completed step's whole JSON text (an out-of-line output is read back only
+    if the caller did not pass it along)."""
+    if done.value is not None:
+        return done.value
+    return payloads.load_in(tx, done.run_id, done.output)
 
 
 def check_fanout(node: Node, output: str) -> None:
@@ -78,7 +89,7 @@ class Advanced:
 
 
 def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int,
-            sink: list[NewJob] | None = None) -> Advanced:
+            sink: list[NewJob] | None = None, limits: payloads.Limits | None = None) -> Advanced:
     """Create the jobs that follow ``done`` (or complete the run after its last step).
 
     A halted run keeps advancing what finishes, but the jobs it creates are held
@@ -88,6 +99,10 @@ def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int,
     Args:
         sink: if given, the new jobs are appended to it for the caller to insert
             with others of the same transaction; otherwise they are inserted here.
+        limits: payload limits: an expand element's or a fan-in's input above the
+            inline limit is stored out of line (default `payloads.DEFAULT_LIMITS`).
+            Other inputs are ``[output]``, and an out-of-line output is passed on as
+            its reference, never copied.
     """
     node = definition.node(done.step)
     if definition.on_halt is not None and node is definition.on_halt:
@@ -97,26 +112,34 @@ def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int,
     if transition is None:
         return Advanced({}, run_completed=tx.complete_run(done.run_id, done.output))
 
-    def make(step: str, scope: str, input_json: str) -> NewJob:
-        return new_job(definition, retry_delay, done.run_id, step, scope, input_json, status)
+    def make(step: str, scope: str, input_json: str, stored: str | None = None, *,
+             spill: bool = False) -> NewJob:
+        """A job whose input is ``input_json`` (what its limit key is computed from),
+        stored as ``stored`` (an out-of-line output stays a reference), or spilled
+        out of line when ``spill`` is set and it is above the inline limit."""
+        job = new_job(definition, retry_delay, done.run_id, step, scope, input_json, status)
+        if spill:
+            stored = payloads.spill(tx, done.run_id, input_json, limits or payloads.DEFAULT_LIMITS)
+        return job if stored is None or stored is input_json else dataclasses.replace(job, input=stored)
 
     as_args = f"[{done.output}]"
+    full_args = as_args if done.value is None else f"[{done.value}]"
     kind = transition.kind
     jobs: list[NewJob] = []
     if kind in (TransitionKind.CHAIN, TransitionKind.CONVERGE, TransitionKind.DIVIDE):
-        jobs = [make(target, done.scope, as_args) for target in transition.targets]
+        jobs = [make(target, done.scope, full_args, as_args) for target in transition.targets]
     elif kind is TransitionKind.DIVERT:
-        key = str(codec.loads(done.output))
+        key = str(codec.loads(_full_output(tx, done)))
         routes = transition.routes
         index = routes.index(key) if key in routes else routes.index("otherwise")
-        jobs = [make(transition.targets[index], done.scope, as_args)]
+        jobs = [make(transition.targets[index], done.scope, full_args, as_args)]
     elif kind is TransitionKind.EXPAND:
-        elements = codec.loads(done.output)
+        elements = codec.loads(_full_output(tx, done))
         assert transition.collapse is not None
         if elements:
             tx.create_fanin(done.run_id, transition.collapse, done.scope, len(elements))
             head = transition.targets[0]
-            jobs = [make(head, scopes.child(done.scope, i), f"[{codec.dumps(element)}]")
+            jobs = [make(head, scopes.child(done.scope, i), f"[{codec.dumps(element)}]", spill=True)
                     for i, element in enumerate(elements)]
         else:  # a collapse fires exactly once, also for zero elements
             jobs = [make(transition.collapse, done.scope, "[[]]")]
@@ -125,14 +148,16 @@ def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int,
         outer = scopes.parent(done.scope)
         # expected=-1: the row was created with the element count at expand time.
         if tx.arrive_fanin(done.run_id, target, outer, -1):
+            # Out-of-line outputs are gathered as their references (resolved when the
+            # job starts); a large gathered input is itself stored out of line.
             outputs = tx.gather_elements(done.run_id, done.step, outer)
-            jobs = [make(target, outer, "[[" + ",".join(outputs) + "]]")]
+            jobs = [make(target, outer, "[[" + ",".join(outputs) + "]]", spill=True)]
     elif kind is TransitionKind.COMBINE:
         target = transition.targets[0]
         sources = list(transition.sources)
         if tx.arrive_fanin(done.run_id, target, done.scope, len(sources)):
             outputs = tx.gather_branches(done.run_id, done.scope, sources)
-            jobs = [make(target, done.scope, "[[" + ",".join(outputs[s] for s in sources) + "]]")]
+            jobs = [make(target, done.scope, "[[" + ",".join(outputs[s] for s in sources) + "]]", spill=True)]
     if sink is None:
         tx.insert_jobs(jobs)
     else:

@@ -17,7 +17,7 @@ from ductline.runtime import record
 from ductline.runtime.advance import Completed, advance
 from ductline.store.records import NewJob
 from ductline.store.store import Tx
-from ductline.store import Store
+from ductline.store import Store, payloads
 
 log = logging.getLogger("ductline.worker")
 
@@ -40,14 +40,17 @@ def job_extra(a: record.Attempt) -> dict[str, object]:
 
 
 def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, Definition],
-                 retry_delay: int) -> list[record.Recorded]:
+                 retry_delay: int, limits: payloads.Limits | None = None) -> list[record.Recorded]:
     """Record every outcome in one transaction. Raises `StoreError` (and records
     nothing) if the database fails; the caller keeps the batch and tries again.
 
     Plain successes -- the bulk of the work -- are recorded together: one statement
     completes them all, one closes their attempts, one inserts every job they
     create. Everything else (failures, fan-outs to check, deadlines) goes one by one.
+    Outputs above ``limits.inline_bytes`` are stored out of line (`ductline.store.payloads`)
+    in this transaction, after the fenced write that completes their job.
     """
+    limits = limits or payloads.DEFAULT_LIMITS
     results: list[record.Recorded | None] = [None] * len(outcomes)
     with store.transaction() as tx:
         bulk = []
@@ -66,12 +69,13 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
                 if o.attempt.step in definition.nodes and not needs_fanout_check(definition, o.attempt.step):
                     bulk.append(i)
                 else:
-                    results[i] = record.success(tx, definition, o.attempt, o.output, retry_delay, sink)
+                    results[i] = record.success(tx, definition, o.attempt, o.output, retry_delay, sink,
+                                                limits)
             else:
                 results[i] = record.failure(tx, definition, o.attempt, o.result, o.error_type, o.error,
                                             o.traceback)
         if bulk:
-            _record_successes(tx, outcomes, bulk, definitions, retry_delay, results, sink)
+            _record_successes(tx, outcomes, bulk, definitions, retry_delay, results, sink, limits)
         tx.insert_jobs(sink)
     for i, o in enumerate(outcomes):
         if o.run_deadline:
@@ -86,9 +90,13 @@ def needs_fanout_check(definition: Definition, step: str) -> bool:
 
 def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
                       definitions: dict[str, Definition], retry_delay: int,
-                      results: list[record.Recorded | None], sink: list[NewJob]) -> None:
+                      results: list[record.Recorded | None], sink: list[NewJob],
+                      limits: payloads.Limits) -> None:
     attempts = [outcomes[i].attempt for i in indexes]
-    held = tx.complete_jobs([(a.job_id, a.lease_token, outcomes[i].output or "null")
+    # A large output's job row holds a reference; its payload is written only once
+    # the lease is known to be held (no orphan payloads from lost leases).
+    prepared = {i: payloads.prepare(outcomes[i].output or "null", limits) for i in indexes}
+    held = tx.complete_jobs([(a.job_id, a.lease_token, prepared[i][0])
                              for i, a in zip(indexes, attempts)])
     tx.close_succeeded([(a.job_id, a.attempt, a.lease_token) for a in attempts if a.job_id in held])
     for i, a in zip(indexes, attempts):
@@ -96,8 +104,12 @@ def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
             results[i] = record.LOST
             continue
         o = outcomes[i]
-        moved = advance(tx, definitions[o.pipeline], Completed(a.run_id, a.step, a.scope, o.output or "null"),
-                        retry_delay, sink)
+        stored, pending = prepared[i]
+        if pending is not None:
+            payloads.write(tx, a.run_id, pending, limits)
+        moved = advance(tx, definitions[o.pipeline],
+                        Completed(a.run_id, a.step, a.scope, stored, o.output if pending is not None else None),
+                        retry_delay, sink, limits)
         results[i] = record.Recorded("completed", run_completed=moved.run_completed, enqueued=moved.enqueued)
 
 

@@ -18,10 +18,12 @@ from ductline.model import retry
 from ductline.model.states import AttemptResult, HaltReason
 from ductline.runtime.advance import Completed, FanoutRefused, advance, check_fanout
 from ductline.runtime.advance import timeout_floor
+from ductline.store import payloads
 from ductline.store.records import NewJob
 from ductline.store.store import Store, Tx
 
 ON_HALT_STEP = "__on_halt__"
+PAYLOAD_TOO_LARGE = "ductline.PayloadTooLarge"  # the recorded error type of `ductline.PayloadTooLarge`
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +83,11 @@ def _json_args(value: Any) -> str:
 
 
 def success(tx: Tx, definition: Definition, a: Attempt, output: str, retry_delay: int,
-            sink: list[NewJob] | None = None) -> Recorded:
-    """Record a succeeded attempt and advance the run in the same transaction."""
+            sink: list[NewJob] | None = None, limits: payloads.Limits | None = None) -> Recorded:
+    """Record a succeeded attempt and advance the run in the same transaction.
+
+    An ``output`` (JSON text) above ``limits.inline_bytes`` is stored out of line
+    once the fenced write kept the job; the job's row holds its reference."""
     node = definition.node(a.step) if a.step != ON_HALT_STEP else definition.on_halt
     assert node is not None
     try:
@@ -96,12 +101,17 @@ def success(tx: Tx, definition: Definition, a: Attempt, output: str, retry_delay
             halted = halt(tx, definition, a.run_id, HaltReason.MAX_FANOUT_EXCEEDED, a.step, str(exc))
             return Recorded("failed", halted, HaltReason.MAX_FANOUT_EXCEEDED.value)
         return failure(tx, definition, a, AttemptResult.ERRORED, "TypeError", str(exc), None)
-    if not tx.complete_job(a.job_id, a.lease_token, output):
+    stored, pending = payloads.prepare(output, limits or payloads.DEFAULT_LIMITS)
+    if not tx.complete_job(a.job_id, a.lease_token, stored):
         return LOST
+    if pending is not None:
+        payloads.write(tx, a.run_id, pending, limits or payloads.DEFAULT_LIMITS)
     tx.close_attempt(a.job_id, a.attempt, a.lease_token, AttemptResult.SUCCEEDED)
     if a.step == ON_HALT_STEP:
         return Recorded("completed")
-    moved = advance(tx, definition, Completed(a.run_id, a.step, a.scope, output), retry_delay, sink)
+    moved = advance(tx, definition, Completed(a.run_id, a.step, a.scope, stored,
+                                              output if pending is not None else None),
+                    retry_delay, sink, limits)
     return Recorded("completed", run_completed=moved.run_completed, enqueued=moved.enqueued)
 
 
@@ -137,7 +147,7 @@ def failure(tx: Tx, definition: Definition | None, a: Attempt, result: AttemptRe
             delay_ms=None if options is None or options.backoff is None else options.backoff.delay_ms(failures),
             error_type=error_type if errored else None,
             retry_on=() if options is None else options.retry_on,
-            no_retry_on=() if options is None else options.no_retry_on,
+            no_retry_on=_never_retried(options),
         )
         reason = HaltReason.NON_RETRYABLE_ERROR if decision.never else HaltReason.JOB_RETRIES_EXHAUSTED
     if tx.lease_state(a.job_id) != (a.lease_token, "running"):
@@ -159,6 +169,16 @@ def failure(tx: Tx, definition: Definition | None, a: Attempt, result: AttemptRe
     detail = error if budget.boundary is None else f"crossed boundary {budget.boundary!r}: {error}"
     halted = halt(tx, definition, a.run_id, reason, a.step, detail)
     return Recorded("failed", halted, reason.value)
+
+
+def _never_retried(options: StepOptions | None) -> tuple[str, ...]:
+    """The step's ``no_retry_on`` plus `ductline.PayloadTooLarge`: an output too large
+    is deterministic, so it halts the run at once (``non_retryable_error``) unless
+    the step's ``retry_on`` names it."""
+    never = () if options is None else tuple(options.no_retry_on)
+    if options is not None and PAYLOAD_TOO_LARGE in options.retry_on:
+        return never
+    return never + (PAYLOAD_TOO_LARGE,)
 
 
 def _options(definition: Definition | None, step: str) -> StepOptions | None:

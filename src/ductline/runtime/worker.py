@@ -31,7 +31,7 @@ from ductline.runtime.enforcer import Enforcer
 from ductline.runtime.slots import Child, Slot
 from ductline.runtime.threads import ThreadAttempt
 from ductline.runtime.wakeup import Wakeup
-from ductline.store import Store
+from ductline.store import Store, payloads
 from ductline.store.records import ClaimedJob
 
 log = logging.getLogger("ductline.worker")
@@ -60,7 +60,8 @@ class Worker(ChildEvents):
         self.sys_path = sys_path or []
         self.settings = settings
         self.id = uuid.uuid4().hex
-        self.slots = [Slot(i) for i in range(concurrency)]
+        self.payload_limits = payloads.Limits.from_settings(settings)
+        self.slots = [Slot(i, max_output_bytes=self.payload_limits.max_bytes) for i in range(concurrency)]
         self.pending: list[Outcome] = []
         self.stopping = False
         self.interrupted = False  # a signal asked it to stop
@@ -199,7 +200,7 @@ class Worker(ChildEvents):
         batch, self.pending = self.pending, []
         try:
             faults.checkpoint("before_record")
-            record_batch(self.store, batch, self.definitions, self.settings.retry_delay)
+            record_batch(self.store, batch, self.definitions, self.settings.retry_delay, self.payload_limits)
         except StoreUnavailable as exc:
             self.pending = batch + self.pending
             self._store_failed("recording", exc)
@@ -217,7 +218,8 @@ class Worker(ChildEvents):
                     first_error, len(batch))
         for outcome in batch:
             try:
-                record_batch(self.store, [outcome], self.definitions, self.settings.retry_delay)
+                record_batch(self.store, [outcome], self.definitions, self.settings.retry_delay,
+                             self.payload_limits)
             except StoreUnavailable:
                 self.pending.append(outcome)
             except Exception:  # noqa: BLE001

@@ -108,6 +108,26 @@ def get_run(request: Request) -> Response:
     return ApiResponse(dashboard(request).reader.run_view(request.path_params["run_id"]))
 
 
+@openapi(parameters=[_path("run_id"), _path("payload_id")],
+         responses={"200": {"description": "the payload's JSON text (application/json), streamed chunk by chunk"},
+                    "404": {"description": "no such run, or the run has no such payload"}})
+def get_payload(request: Request) -> Response:
+    """One out-of-line value of a run (an output or arguments above the inline limit).
+
+    The run page links here from ``<payload 3.2 MiB>``; the body is the value's JSON
+    text exactly as stored, read from the database one 256 KiB chunk at a time.
+    """
+    reader = dashboard(request).reader
+    run_id, payload_id = request.path_params["run_id"], request.path_params["payload_id"]
+    reader.run(run_id)  # 404 for an unknown run
+    row = reader.payload(run_id, payload_id)
+    if row is None:
+        return json_error(404, f"run {run_id} has no payload {payload_id[:40]!r}")
+    return StreamingResponse(reader.payload_chunks(run_id, payload_id), media_type="application/json",
+                             headers={"Content-Length": str(int(row["size"])),
+                                      "Content-Disposition": f'attachment; filename="payload-{payload_id}.json"'})
+
+
 @openapi(parameters=[_path("run_id"), _query("since", "only events after this time (ms since the epoch)",
                                               "integer")],
          responses={"200": {"description": "text/event-stream of workflow_start, step_start, step_end, "
@@ -270,6 +290,7 @@ routes = [
     Route("/api/runs", list_runs),
     Route("/api/runs/{run_id}", get_run),
     Route("/api/runs/{run_id}/events", run_events),
+    Route("/api/runs/{run_id}/payloads/{payload_id}", get_payload),
     Route("/api/runs/{run_id}/retry", retry_run, methods=["POST"]),
     Route("/api/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
     Route("/api/workers", list_workers),

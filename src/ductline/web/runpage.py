@@ -18,7 +18,8 @@ HALT_EXPLAINED = {
     "job_retries_exhausted": "a step failed on every attempt its retry budget (max_retry) allows",
     "job_crashes_exhausted": "a step's attempts crashed their worker more often than max_crash allows",
     "unsafe_to_retry": "a step failed after crossing an irreversible boundary, so it was not retried",
-    "non_retryable_error": "a step raised an error its no_retry_on names, so it was not retried",
+    "non_retryable_error": "a step raised an error its no_retry_on names (or returned an output above "
+                           "payload_max_bytes: PayloadTooLarge), so it was not retried",
     "max_fanout_exceeded": "a step returned more elements than its expand allows (max_fanout)",
     "condition_unmatched": "a divert found no route for a step's output",
 }
