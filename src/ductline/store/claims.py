@@ -73,15 +73,19 @@ def _levels(s: Session) -> list[int]:
 
 def _candidates(s: Session, per_level: bool, fifo: bool, base: dict[str, Any],
                 limit: int) -> list[dict[str, Any]]:
-    if fifo:
-        return s.fetch("claim_candidates_fifo", {**base, "limit": limit})
+    name = "claim_candidates_fifo" if fifo else "claim_candidates"
     if not per_level:
-        return s.fetch("claim_candidates", {**base, "limit": limit, "priority": 0})
+        return s.fetch(name, {**base, "limit": limit, "priority": 0})
     found: list[dict[str, Any]] = []
     for level in _levels(s):
-        found += s.fetch("claim_candidates", {**base, "limit": limit - len(found), "priority": level})
+        if fifo:  # the oldest of every level, then the oldest of those
+            found += s.fetch(name, {**base, "limit": limit, "priority": level})
+            continue
+        found += s.fetch(name, {**base, "limit": limit - len(found), "priority": level})
         if len(found) >= limit:
             break
+    if fifo:
+        found = sorted(found, key=lambda c: int(c["not_before_ms"]))[:limit]
     return found
 
 

@@ -3,30 +3,12 @@
 -- each limit key's lock, counts and admits, then claims the admitted ones by id.
 
 -- name: ready_levels
--- Distinct priorities of pending jobs, highest first (SQLite claims level by level).
-WITH RECURSIVE levels AS (
-    (SELECT priority FROM ductline_jobs WHERE status = 'pending' AND throttled = 0
-     ORDER BY priority DESC LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.priority FROM ductline_jobs j
-            WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority < levels.priority
-            ORDER BY j.priority DESC LIMIT 1)
-    FROM levels WHERE levels.priority IS NOT NULL
-)
-SELECT priority FROM levels WHERE priority IS NOT NULL;
+-- Distinct priorities of claimable jobs, highest first (SQLite claims level by level).
+SELECT priority FROM ductline_ready_levels;
 
 -- name: claim_candidates
 -- The rows claim_jobs would take, locked but not claimed. :priority is unused here.
-WITH RECURSIVE levels AS (
-    (SELECT priority FROM ductline_jobs WHERE status = 'pending' AND throttled = 0
-     ORDER BY priority DESC LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.priority FROM ductline_jobs j
-            WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority < levels.priority
-            ORDER BY j.priority DESC LIMIT 1)
-    FROM levels WHERE levels.priority IS NOT NULL
-)
-SELECT c.id, c.limit_key, c.pipeline, c.step, c.rate_slot_ms FROM levels CROSS JOIN LATERAL (
+SELECT c.id, c.limit_key, c.pipeline, c.step, c.rate_slot_ms, c.not_before_ms FROM ductline_ready_levels levels CROSS JOIN LATERAL (
     SELECT id, priority, not_before_ms, limit_key, pipeline, step, rate_slot_ms FROM ductline_jobs
     WHERE status = 'pending' AND throttled = 0 AND priority = levels.priority
       AND not_before_ms <= (SELECT ductline_now_ms())
@@ -35,18 +17,24 @@ SELECT c.id, c.limit_key, c.pipeline, c.step, c.rate_slot_ms FROM levels CROSS J
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 ) c
-WHERE levels.priority IS NOT NULL
 ORDER BY c.priority DESC, c.not_before_ms
 LIMIT :limit;
 
 -- name: claim_candidates_fifo
 -- Oldest not-before first whatever the priority: the claim that bounds starvation.
-SELECT id, limit_key, pipeline, step, rate_slot_ms FROM ductline_jobs
-WHERE status = 'pending' AND throttled = 0 AND not_before_ms <= (SELECT ductline_now_ms())
-  AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
-ORDER BY not_before_ms
-LIMIT :limit
-FOR UPDATE SKIP LOCKED;
+-- Each level gives its oldest; the oldest of those are taken. :priority is unused.
+SELECT c.id, c.limit_key, c.pipeline, c.step, c.rate_slot_ms, c.not_before_ms
+FROM ductline_ready_levels levels CROSS JOIN LATERAL (
+    SELECT id, not_before_ms, limit_key, pipeline, step, rate_slot_ms FROM ductline_jobs
+    WHERE status = 'pending' AND throttled = 0 AND priority = levels.priority
+      AND not_before_ms <= (SELECT ductline_now_ms())
+      AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
+    ORDER BY not_before_ms
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+) c
+ORDER BY c.not_before_ms
+LIMIT :limit;
 
 -- name: claim_by_ids
 -- :now_ms is the clock the admission read in this transaction, so a rate limit's

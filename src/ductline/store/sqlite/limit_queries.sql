@@ -3,21 +3,12 @@
 -- claim's transaction needs no further lock.
 
 -- name: ready_levels
--- Distinct priorities of pending jobs, highest first: one index lookup per level.
-WITH RECURSIVE levels(priority) AS (
-    SELECT (SELECT priority FROM ductline_jobs WHERE status = 'pending' AND throttled = 0
-            ORDER BY priority DESC LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.priority FROM ductline_jobs j
-            WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority < levels.priority
-            ORDER BY j.priority DESC LIMIT 1)
-    FROM levels WHERE levels.priority IS NOT NULL
-)
-SELECT priority FROM levels WHERE priority IS NOT NULL;
+-- Distinct priorities of claimable jobs, highest first: one index lookup per level.
+SELECT priority FROM ductline_ready_levels;
 
 -- name: claim_candidates
 -- One priority level's ready jobs, oldest first, not yet claimed.
-SELECT id, limit_key, pipeline, step, rate_slot_ms FROM ductline_jobs
+SELECT id, limit_key, pipeline, step, rate_slot_ms, not_before_ms FROM ductline_jobs
 WHERE status = 'pending' AND throttled = 0 AND priority = :priority
   AND not_before_ms <= ductline_now_ms()
   AND pipeline IN (SELECT value FROM json_each(:pipelines))
@@ -25,9 +16,11 @@ ORDER BY not_before_ms
 LIMIT :limit;
 
 -- name: claim_candidates_fifo
--- Oldest not-before first whatever the priority: the claim that bounds starvation.
-SELECT id, limit_key, pipeline, step, rate_slot_ms FROM ductline_jobs
-WHERE status = 'pending' AND throttled = 0 AND not_before_ms <= ductline_now_ms()
+-- One level's oldest ready jobs; the store takes the oldest over all levels (the claim
+-- that bounds starvation takes the oldest whatever the priority).
+SELECT id, limit_key, pipeline, step, rate_slot_ms, not_before_ms FROM ductline_jobs
+WHERE status = 'pending' AND throttled = 0 AND priority = :priority
+  AND not_before_ms <= ductline_now_ms()
   AND pipeline IN (SELECT value FROM json_each(:pipelines))
 ORDER BY not_before_ms
 LIMIT :limit;

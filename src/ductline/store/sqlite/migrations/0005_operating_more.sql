@@ -13,19 +13,38 @@ ALTER TABLE ductline_jobs ADD COLUMN throttled INTEGER NOT NULL DEFAULT 0;
 -- Pause for a human: a paused job waits (status 'paused') until resumed, or until
 -- pause_expires_ms when the pause has a timeout.
 ALTER TABLE ductline_jobs ADD COLUMN pause_expires_ms INTEGER;
+ALTER TABLE ductline_jobs ADD COLUMN rate_slot_ms INTEGER;
 DROP INDEX ductline_jobs_ready;
-CREATE INDEX ductline_jobs_ready ON ductline_jobs (not_before_ms) WHERE status = 'pending' AND throttled = 0;
-CREATE INDEX ductline_jobs_ready_priority ON ductline_jobs (priority, not_before_ms)
-    WHERE status = 'pending' AND throttled = 0;
+-- The ready index: claims (highest priority first, then oldest) and the wake-up
+-- timer read only this, one priority level at a time (ductline_ready_levels).
+CREATE INDEX ductline_jobs_ready ON ductline_jobs (priority, not_before_ms) WHERE status = 'pending' AND throttled = 0;
+-- The distinct priorities of claimable jobs, highest first: a recursive walk down the
+-- ready index, one index lookup per level. Claims and timers read each level's jobs
+-- from the same index in not-before order, so delayed jobs are never scanned.
+CREATE VIEW ductline_ready_levels AS
+WITH RECURSIVE levels(priority) AS (
+    SELECT (SELECT priority FROM ductline_jobs WHERE status = 'pending' AND throttled = 0
+            ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM ductline_jobs j
+            WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority < levels.priority
+            ORDER BY j.priority DESC LIMIT 1)
+    FROM levels WHERE levels.priority IS NOT NULL
+)
+SELECT priority FROM levels WHERE priority IS NOT NULL;
 CREATE INDEX ductline_jobs_limited ON ductline_jobs (limit_key) WHERE status = 'running' AND limit_key IS NOT NULL;
 CREATE INDEX ductline_jobs_throttled ON ductline_jobs (limit_key, priority, not_before_ms) WHERE throttled = 1;
 CREATE INDEX ductline_jobs_paused ON ductline_jobs (pause_expires_ms) WHERE status = 'paused';
 
--- One token bucket per rate-limited key, read and written under the key's lock.
-CREATE TABLE ductline_rate_buckets (
+-- Rate limits hand out start slots 1/rate apart (a generic cell rate algorithm): one
+-- row per rate-limited key holds the next free slot, read and written under the key's
+-- lock, with the last start (two starts are never closer than 1/rate, even when
+-- slots were missed). A job that must wait is given its slot as not-before
+-- (rate_slot_ms) and keeps it.
+CREATE TABLE ductline_rate_slots (
     limit_key TEXT PRIMARY KEY,
-    tokens REAL NOT NULL,
-    refreshed_ms INTEGER NOT NULL
+    next_slot_ms REAL NOT NULL,
+    last_start_ms REAL NOT NULL
 );
 
 -- Schedules: one row per schedule; the worker that moves next_fire_ms forward (a
