@@ -50,3 +50,23 @@ bench_expand = (
     .expand(to=expand_element)
     .collapse(into=expand_count)
 )
+
+
+# -- limits (bench/limits.py) -----------------------------------------------------------
+def limited_noop(x=None):
+    return x
+
+
+def keyed_noop(order=None):
+    return order
+
+
+def rated_noop(x=None):
+    return x
+
+
+# A limit that never binds at the benchmark's concurrency: the cost of enforcing it.
+bench_capped = Pipeline("bench_capped").start(limited_noop, concurrency=1000)
+# One running attempt per key: blocked jobs are throttled out of the ready index.
+bench_keyed = Pipeline("bench_keyed").start(keyed_noop, concurrency=1, concurrency_key="k")
+bench_rated = Pipeline("bench_rated").start(rated_noop, rate=50)

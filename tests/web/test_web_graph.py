@@ -68,3 +68,10 @@ def test_without_a_definition_steps_follow_creation_order_and_on_halt_hangs_belo
 def test_steps_unknown_to_the_definition_are_still_drawn():
     graph = build(rt_app.chain.definition(), [job("add_one"), job("renamed_step", "failed")], now_ms=0)
     assert by_name(graph)["renamed_step"].state == "failed"
+
+
+def test_a_throttled_job_is_its_own_state():
+    pending = job("add_one", "pending", not_before_ms=0, attempts=0)
+    pending["throttled"] = 1
+    node = by_name(build(rt_app.chain.definition(), [pending], now_ms=1_000))["add_one"]
+    assert (node.state, node.summary) == ("throttled", "throttled: waiting for a concurrency slot")
