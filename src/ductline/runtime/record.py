@@ -37,6 +37,7 @@ class Attempt:
     attempt: int
     lease_token: str
     started_ms: int | None = None
+    limit_key: str | None = None  # the job's concurrency/rate limit key, if limited
 
 
 @dataclass(frozen=True, slots=True)
