@@ -94,7 +94,8 @@ def _admit(s: Session, candidates: list[dict[str, Any]],
     """Decide the candidates; returns ``(ids to claim, how many were held back)``.
 
     A candidate whose step is not limited here (or that was created before its step
-    had a limit, so it has no key) is admitted as is.
+    had a limit, so it has no key) is admitted as is. The keys are locked, counted and
+    their rate slots read in one statement each, however many keys there are.
     """
     admitted: list[str] = []
     by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -104,38 +105,52 @@ def _admit(s: Session, candidates: list[dict[str, Any]],
             admitted.append(c["id"])
         else:
             by_key[c["limit_key"]].append(c)
-    held_back = 0
-    for key in sorted(by_key):  # one order for every transaction: no deadlock
-        group = by_key[key]
-        rule = limits[(group[0]["pipeline"], group[0]["step"])]
-        s.fetch("lock_limit_key", {"limit_key": key})
+    if not by_key:
+        return admitted, 0
+    keys = json.dumps(sorted(by_key))
+    s.fetch("lock_limit_keys", {"keys": keys})
+    running = {r["limit_key"]: int(r["n"]) for r in s.fetch("running_with_keys", {"keys": keys})}
+    rules = {key: limits[(group[0]["pipeline"], group[0]["step"])] for key, group in by_key.items()}
+    slots = {}
+    if any(rule.rate is not None for rule in rules.values()):
+        slots = {r["limit_key"]: r for r in s.fetch("rate_next_slots", {"keys": keys})}
+    held_back, throttle, saves, deferred = 0, [], [], []
+    for key in sorted(by_key):
+        group, rule = by_key[key], rules[key]
         if rule.concurrency is not None:
-            running = int(s.fetch("running_with_key", {"limit_key": key})[0]["n"])
-            room = max(0, rule.concurrency - running)
-            if len(group) > room:
-                s.execute("throttle_jobs", {"ids": json.dumps([c["id"] for c in group[room:]])})
-                held_back += len(group) - room
-                group = group[:room]
+            room = max(0, rule.concurrency - running.get(key, 0))
+            throttle += [c["id"] for c in group[room:]]
+            held_back += len(group[room:])
+            group = group[:room]
         if rule.rate is not None and group:
-            group, deferred = _rate_slots(s, key, rule.rate, group, now)
-            held_back += deferred
+            group, wait, save = _rate_slots(key, rule.rate, group, now, slots.get(key))
+            deferred += wait
+            saves.append(save)
+            held_back += len(wait)
         admitted += [c["id"] for c in group]
+    if throttle:
+        s.execute("throttle_jobs", {"ids": json.dumps(throttle)})
+    if saves:
+        s.execute_many("save_rate_next_slot", saves)
+    if deferred:
+        s.execute_many("defer_jobs", deferred)
     return admitted, held_back
 
 
-def _rate_slots(s: Session, key: str, rate: float, group: list[dict[str, Any]],
-                now: int) -> tuple[list[dict[str, Any]], int]:
-    """Give each candidate of a rate-limited key its start slot; returns the ones
-    that start now and how many were deferred.
+def _rate_slots(key: str, rate: float, group: list[dict[str, Any]], now: int,
+                row: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """Give each candidate of a rate-limited key its start slot.
 
     Slots are handed out ``1/rate`` apart in arrival order and kept by the jobs that
     wait for them. Whatever the slots say, two starts of a key are never closer than
     ``1/rate``: a slot missed (every worker busy) is taken late, never in a burst.
+
+    Returns:
+        ``(candidates that start now, deferrals {id, not_before_ms}, the key's new row)``.
     """
     interval = 1000.0 / rate
-    row = s.fetch("rate_next_slot", {"limit_key": key})
-    next_slot = float(row[0]["next_slot_ms"]) if row else float(now)
-    last_start = float(row[0]["last_start_ms"]) if row else float(now) - interval
+    next_slot = float(row["next_slot_ms"]) if row else float(now)
+    last_start = float(row["last_start_ms"]) if row else float(now) - interval
     start_now: list[dict[str, Any]] = []
     deferred = []
     for c in group:
@@ -151,15 +166,15 @@ def _rate_slots(s: Session, key: str, rate: float, group: list[dict[str, Any]],
             last_start = float(now)
         else:
             deferred.append({"id": c["id"], "not_before_ms": math.ceil(want)})
-    s.execute("save_rate_next_slot", {"limit_key": key, "next_slot_ms": next_slot, "last_start_ms": last_start})
-    if deferred:
-        s.execute_many("defer_jobs", deferred)
-    return start_now, len(deferred)
+    return start_now, deferred, {"limit_key": key, "next_slot_ms": next_slot, "last_start_ms": last_start}
 
 
-def unthrottle(s: Session, keys: list[str]) -> None:
+def unthrottle(s: Session, keys: list[str]) -> int:
     """Attempts of these limit keys ended (one entry per attempt): hand each freed
-    slot to the next throttled job of its key (highest priority, then oldest)."""
-    for key in sorted(keys):
-        s.fetch("lock_limit_key", {"limit_key": key})
-        s.execute("unthrottle_next", {"limit_key": key})
+    slot to the next throttled job of its key (highest priority, then oldest);
+    returns how many jobs became ready."""
+    counts: dict[str, int] = defaultdict(int)
+    for key in keys:
+        counts[key] += 1
+    s.fetch("lock_limit_keys", {"keys": json.dumps(sorted(counts))})
+    return sum(s.execute("unthrottle_next", {"limit_key": key, "n": n}) for key, n in sorted(counts.items()))

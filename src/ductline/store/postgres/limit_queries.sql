@@ -46,17 +46,22 @@ WHERE j.id IN (SELECT jsonb_array_elements_text(:ids::jsonb)) AND j.status = 'pe
 RETURNING j.id, j.run_id, j.pipeline, j.step, j.scope, j.input, j.attempts, j.lease_token,
           j.timeout_seconds, j.boundary, j.not_before_ms, j.limit_key, :now_ms AS claimed_ms;
 
--- name: lock_limit_key
--- Held to commit: claims and releases of one limit key take turns across all hosts.
--- Callers take several keys in sorted order, so two transactions cannot deadlock.
-SELECT pg_advisory_xact_lock(hashtextextended(:limit_key, 0)) IS NULL AS locked;
+-- name: lock_limit_keys
+-- Held to commit: claims and hand-overs of one limit key take turns across all hosts.
+-- Keys are locked in sorted order, so two transactions cannot deadlock.
+SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) AS locked
+FROM (SELECT k FROM jsonb_array_elements_text(:keys::jsonb) AS k ORDER BY k) AS sorted;
 
--- name: running_with_key
-SELECT count(*) AS n FROM ductline_jobs
-WHERE limit_key = :limit_key AND status = 'running' AND limit_key IS NOT NULL;
+-- name: running_with_keys
+-- Read after the keys were locked (a statement of its own: it must see what committed
+-- while this transaction waited for the locks).
+SELECT limit_key, count(*) AS n FROM ductline_jobs
+WHERE status = 'running' AND limit_key IS NOT NULL AND limit_key IN (SELECT jsonb_array_elements_text(:keys::jsonb))
+GROUP BY limit_key;
 
--- name: rate_next_slot
-SELECT next_slot_ms, last_start_ms FROM ductline_rate_slots WHERE limit_key = :limit_key;
+-- name: rate_next_slots
+SELECT limit_key, next_slot_ms, last_start_ms FROM ductline_rate_slots
+WHERE limit_key IN (SELECT jsonb_array_elements_text(:keys::jsonb));
 
 -- name: save_rate_next_slot
 INSERT INTO ductline_rate_slots (limit_key, next_slot_ms, last_start_ms)
@@ -74,17 +79,17 @@ UPDATE ductline_jobs SET not_before_ms = :not_before_ms, rate_slot_ms = :not_bef
 WHERE id = :id AND status = 'pending';
 
 -- name: unthrottle_next
--- A slot of the key freed: the next throttled job (highest priority, then oldest)
--- becomes ready again.
+-- :n slots of the key freed: the next :n throttled jobs (highest priority, then
+-- oldest) become ready again.
 UPDATE ductline_jobs SET throttled = 0
-WHERE id = (SELECT id FROM ductline_jobs
-            WHERE limit_key = :limit_key AND throttled = 1 AND status = 'pending'
-            ORDER BY priority DESC, not_before_ms LIMIT 1);
+WHERE id IN (SELECT id FROM ductline_jobs
+             WHERE limit_key = :limit_key AND throttled = 1 AND status = 'pending'
+             ORDER BY priority DESC, not_before_ms LIMIT :n);
 
 -- name: unthrottle_idle_keys
 -- Safety net run by maintenance: throttled jobs of a key with nothing running (a slot
 -- freed by a path that does not hand it on, e.g. a cancel) become ready again.
 UPDATE ductline_jobs AS t SET throttled = 0
-WHERE t.throttled = 1 AND t.status IN ('pending', 'held')
+WHERE t.throttled = 1 AND t.status = 'pending'
   AND NOT EXISTS (SELECT 1 FROM ductline_jobs r
                   WHERE r.limit_key = t.limit_key AND r.status = 'running' AND r.limit_key IS NOT NULL);

@@ -35,16 +35,20 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'pending'
 RETURNING id, run_id, pipeline, step, scope, input, attempts, lease_token, timeout_seconds,
           boundary, not_before_ms, limit_key, :now_ms AS claimed_ms;
 
--- name: lock_limit_key
+-- name: lock_limit_keys
 -- The write transaction already excludes every other writer.
 SELECT 1 AS locked;
 
--- name: running_with_key
-SELECT count(*) AS n FROM ductline_jobs
-WHERE limit_key = :limit_key AND status = 'running' AND limit_key IS NOT NULL;
+-- name: running_with_keys
+-- Read after the keys were locked (a statement of its own: it must see what committed
+-- while this transaction waited for the locks).
+SELECT limit_key, count(*) AS n FROM ductline_jobs
+WHERE status = 'running' AND limit_key IS NOT NULL AND limit_key IN (SELECT value FROM json_each(:keys))
+GROUP BY limit_key;
 
--- name: rate_next_slot
-SELECT next_slot_ms, last_start_ms FROM ductline_rate_slots WHERE limit_key = :limit_key;
+-- name: rate_next_slots
+SELECT limit_key, next_slot_ms, last_start_ms FROM ductline_rate_slots
+WHERE limit_key IN (SELECT value FROM json_each(:keys));
 
 -- name: save_rate_next_slot
 INSERT INTO ductline_rate_slots (limit_key, next_slot_ms, last_start_ms)
@@ -62,18 +66,18 @@ UPDATE ductline_jobs SET not_before_ms = :not_before_ms, rate_slot_ms = :not_bef
 WHERE id = :id AND status = 'pending';
 
 -- name: unthrottle_next
--- A slot of the key freed: the next throttled job (highest priority, then oldest)
--- becomes ready again.
+-- :n slots of the key freed: the next :n throttled jobs (highest priority, then
+-- oldest) become ready again.
 UPDATE ductline_jobs SET throttled = 0
-WHERE id = (SELECT id FROM ductline_jobs
-            WHERE limit_key = :limit_key AND throttled = 1 AND status = 'pending'
-            ORDER BY priority DESC, not_before_ms LIMIT 1);
+WHERE id IN (SELECT id FROM ductline_jobs
+             WHERE limit_key = :limit_key AND throttled = 1 AND status = 'pending'
+             ORDER BY priority DESC, not_before_ms LIMIT :n);
 
 -- name: unthrottle_idle_keys
 -- Safety net run by maintenance: throttled jobs of a key with nothing running (a slot
 -- freed by a path that does not hand it on, e.g. a cancel) become ready again.
 UPDATE ductline_jobs SET throttled = 0
-WHERE throttled = 1 AND status IN ('pending', 'held')
+WHERE throttled = 1 AND status = 'pending'
   AND NOT EXISTS (SELECT 1 FROM ductline_jobs r
                   WHERE r.limit_key = ductline_jobs.limit_key AND r.status = 'running'
                     AND r.limit_key IS NOT NULL);

@@ -139,7 +139,8 @@ WITH RECURSIVE levels(priority) AS (
 )
 SELECT priority FROM levels WHERE priority IS NOT NULL;
 CREATE INDEX ductline_jobs_limited ON ductline_jobs (limit_key) WHERE status = 'running' AND limit_key IS NOT NULL;
-CREATE INDEX ductline_jobs_throttled ON ductline_jobs (limit_key, priority, not_before_ms) WHERE throttled = 1;
+CREATE INDEX ductline_jobs_throttled ON ductline_jobs (limit_key, priority, not_before_ms)
+    WHERE throttled = 1 AND status = 'pending';
 CREATE INDEX ductline_jobs_paused ON ductline_jobs (pause_expires_ms) WHERE status = 'paused';
 
 -- Rate limits hand out start slots 1/rate apart (a generic cell rate algorithm): one
