@@ -254,6 +254,14 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
         table.add_row(s["step"], "" if s["index"] is None else str(s["index"]), s["status"],
                       s["not_before"] or "", str(len(s["attempts"])), last.get("result") or "", error[:120])
     out.print(table)
+    for s in view["steps"]:
+        if s["status"] == "paused":
+            where = s["step"] + ("" if s["index"] is None else f"[{s['index']}]")
+            expiry = f"; the pause expires at {s['pause_expires']}" if s["pause_expires"] else ""
+            out.print(f"step {where} is paused, waiting for resume: ductline resume {view['run_id']} "
+                      f"[--input JSON]{expiry}", highlight=False, soft_wrap=True, markup=False)
+    if view["status"] == "failed" and view["metadata"].get("error"):
+        out.print(f"failed: {view['metadata']['error']}", highlight=False, soft_wrap=True, markup=False)
 
 
 @cli.command()
@@ -286,6 +294,31 @@ def cancel(run_id: str, database: str | None) -> None:
     run_id = views.resolve_run_id(store, run_id)
     cancel_run(store, run_id)
     out.print(f"run {run_id} cancelled")
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--input", "input_json", metavar="JSON",
+              help="A new input for the paused step: one JSON value, passed as its single argument.")
+@database_option
+def resume(run_id: str, input_json: str | None, database: str | None) -> None:
+    """Resume a paused run: its paused step runs now (optionally with a new input)."""
+    from ductline.runtime.pause import NO_INPUT, resume as resume_run
+
+    value: Any = NO_INPUT
+    if input_json is not None:
+        try:
+            value = json.loads(input_json)
+        except json.JSONDecodeError as exc:
+            fail(f"--input is not valid JSON: {exc}")
+        except RecursionError:
+            fail("--input is nested too deeply")
+    store = _store(database)
+    run_id = views.resolve_run_id(store, run_id)
+    resumed = resume_run(store, run_id, value)
+    steps = ", ".join(sorted({r["step"] for r in resumed}))
+    out.print(f"run {run_id} resumed" + (f": {steps}" if steps else "")
+              + (" with a new input" if input_json is not None else ""), highlight=False, soft_wrap=True)
 
 
 def main() -> None:

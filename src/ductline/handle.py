@@ -12,7 +12,18 @@ if TYPE_CHECKING:
     from ductline.store import Store
 
 # A run stops moving on its own in these states (halted waits for an operator).
+# A paused run is not settled: other branches may still run, and a resume or the
+# pause's timeout moves it on.
 SETTLED = ("completed", "halted", "failed", "cancelled")
+
+
+class _NoInput:
+    def __repr__(self) -> str:
+        return "NO_INPUT"
+
+
+NO_INPUT: Any = _NoInput()
+"""`RunHandle.resume` without ``input``: the step keeps the input it was paused with."""
 
 
 class RunHandle:
@@ -36,7 +47,7 @@ class RunHandle:
         return row
 
     def status(self) -> str:
-        """One of ``pending``, ``running``, ``completed``, ``halted``, ``failed``, ``cancelled``."""
+        """One of ``pending``, ``running``, ``paused``, ``completed``, ``halted``, ``failed``, ``cancelled``."""
         return str(self._row()["status"])
 
     def output(self) -> Any:
@@ -86,6 +97,30 @@ class RunHandle:
         row = self._row()
         known = _REGISTRY.get(row["pipeline"])
         cancel_run(self._store, self.id, known.definition() if known is not None else None)
+
+    def resume(self, input: Any = NO_INPUT) -> list[str]:
+        """Resume a paused run (``.pause(before=step)``): the paused step becomes
+        ready at once (workers are woken) and the run ``running`` again.
+
+        Args:
+            input: the paused step's new single argument, any value that
+                round-trips through JSON (``None`` passes null); omit it to run
+                the step with the input it was paused with.
+
+        Returns:
+            The names of the steps resumed.
+
+        Raises:
+            TypeError: ``input`` does not round-trip through JSON. Nothing is changed.
+            InvalidStateError: the run is not paused (of two racing resumes, the
+                loser gets this), or an input was given while several step runs
+                are paused. Nothing is changed.
+            RunNotFound: no such run.
+        """
+        from ductline.runtime.pause import resume
+
+        resumed = resume(self._store, self.id, input)
+        return sorted({r["step"] for r in resumed})
 
     def __repr__(self) -> str:
         return f"RunHandle({self.id!r})"

@@ -59,6 +59,8 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
             "step": job["step"], "index": job["elem_index"], "scope": job["scope"], "status": status.public,
             "not_before": iso(job["not_before_ms"]) if status in (JobStatus.PENDING, JobStatus.HELD) else None,
             "boundary": job["boundary"], "skip_reason": job["skip_reason"],
+            # a paused step waits for `ductline resume`; null: the pause never expires
+            "pause_expires": iso(job.get("pause_expires_ms")) if status is JobStatus.PAUSED else None,
             "attempts": attempts.get(job["id"], []),
         })
     return {

@@ -69,8 +69,8 @@ def test_keyset_pages_cover_every_run_once_in_both_directions(store: Store, stat
 def test_counts_by_status_pipeline_and_job_readiness(store: Store) -> None:
     web_support.seed(store)
     reader = DashboardReader(store)
-    assert reader.run_counts() == {"pending": 1, "running": 1, "completed": 1, "halted": 1, "failed": 0,
-                                   "cancelled": 0}
+    assert reader.run_counts() == {"pending": 1, "running": 1, "paused": 0, "completed": 1, "halted": 1,
+                                   "failed": 0, "cancelled": 0}
     by_pipeline = reader.pipeline_counts()
     assert by_pipeline["rt_chain"]["completed"] == 1 and by_pipeline["rt_chain"]["pending"] == 1
     assert by_pipeline["rt_failing"]["halted"] == 1

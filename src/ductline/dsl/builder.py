@@ -15,6 +15,7 @@ from typing import Any, Callable, Self
 from ductline.dsl.graph import TransitionKind, Transition
 from ductline.dsl.options import DEFAULT_MAX_FANOUT, StepOptions, build_options
 from ductline.dsl.steps import reference, step_kind
+from ductline.durations import optional_seconds
 from ductline.errors import DefinitionError
 
 
@@ -43,6 +44,7 @@ class _Graph:
     def __init__(self, pipeline: str) -> None:
         self.pipeline = pipeline
         self.drafts: dict[str, _Draft] = {}
+        self.pauses: dict[str, int | None] = {}
         self.frozen = False
 
     def check_open(self) -> None:
@@ -220,6 +222,59 @@ class Cursor:
         source.next = Transition(TransitionKind.EXPAND, source.next.targets, collapse=target,
                                  max_fanout=source.next.max_fanout)
         self._tail = target
+        return self
+
+    def pause(self, before: Any, timeout: Any = None) -> Self:
+        """Make the run wait for a person before step ``before`` runs.
+
+        When the step's job is created it is stored ``paused`` (one row: no thread,
+        no lease) and the run's status becomes ``paused``; other branches keep
+        running. ``ductline resume RUN_ID [--input JSON]`` or
+        ``RunHandle.resume(input=...)`` lets it run, optionally with a new input.
+        The tail of the cursor does not move, so transitions chain on after it.
+
+        Args:
+            before: the step to pause before: its name (``str``) or its callable,
+                already added to this pipeline; not the start step.
+            timeout: ``int`` seconds or a whole-second ``timedelta`` the pause may
+                last; when it passes without a resume the run fails closed
+                (``failed``, reason ``pause_expired``). ``None`` waits forever.
+
+        Raises:
+            TypeError: ``before`` is neither a ``str`` nor a callable, or
+                ``timeout`` is not a duration.
+            ValueError: ``timeout`` is negative or zero.
+            DefinitionError: no step ``before`` in this pipeline (yet), it names
+                the start step, several steps use that callable, or the step
+                already has a pause.
+        """
+        graph = self._graph
+        graph.check_open()
+        seconds = optional_seconds(timeout, field="pause timeout", allow_zero=False)
+        if isinstance(before, str):
+            if before not in graph.drafts:
+                raise DefinitionError(f"pause(before={before!r}): pipeline {graph.pipeline!r} has no step "
+                                      f"named {before!r} (add the step before pausing before it)")
+            name = before
+        elif callable(before):
+            names = [d.name for d in graph.drafts.values() if d.func is before]
+            label = getattr(before, "__name__", repr(before))
+            if not names:
+                raise DefinitionError(f"pause(before={label}): pipeline {graph.pipeline!r} has no step "
+                                      f"running {label} (add the step before pausing before it)")
+            if len(names) > 1:
+                raise DefinitionError(f"pause(before={label}): steps {names} all run {label}; "
+                                      "name the one to pause before")
+            name = names[0]
+        else:
+            raise TypeError(f"pause(before=...) takes a step's name or its callable, "
+                            f"not {type(before).__name__} ({before!r})")
+        if name == next(iter(graph.drafts)):
+            raise DefinitionError(f"pause(before={name!r}): {name!r} is the start step; a run cannot "
+                                  "pause before it starts (trigger it later, or pause before a later step)")
+        if name in graph.pauses:
+            raise DefinitionError(f"pipeline {graph.pipeline!r} already pauses before step {name!r}")
+        graph.pauses[name] = seconds
         return self
 
     def branch(self, step: Any) -> "Cursor":

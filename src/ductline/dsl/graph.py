@@ -84,6 +84,8 @@ class Definition:
         on_halt: the halt handler node, or ``None``.
         on_failure: ``"halt"`` (running siblings finish) or ``"fail_fast"``
             (running siblings are cancelled when a step fails for good).
+        pauses: steps that wait for a person before they run (``.pause(before=)``),
+            by name, with the pause's timeout in seconds (``None``: no timeout).
     """
 
     name: str
@@ -92,6 +94,7 @@ class Definition:
     timeout: int | None
     on_halt: Node | None
     on_failure: str = "halt"
+    pauses: dict[str, int | None] = field(default_factory=dict)
 
     def node(self, name: str) -> Node:
         if self.on_halt is not None and name == self.on_halt.name:

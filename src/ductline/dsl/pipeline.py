@@ -118,7 +118,7 @@ class Pipeline(Cursor):
                 for d in self._graph.drafts.values()
             }
             self._definition = Definition(self.name, self._start, nodes, self.timeout, self._on_halt,
-                                          self.on_failure)
+                                          self.on_failure, pauses=dict(self._graph.pauses))
             self._graph.frozen = True
         return self._definition
 

@@ -19,6 +19,7 @@ from typing import Any, Callable
 from ductline import codec
 from ductline.config import load_settings
 from ductline.dsl.graph import Definition
+from ductline.errors import DefinitionError
 from ductline.local.engine import Clock, RealClock, Run
 from ductline.local.results import StepResult, WorkflowResult
 from ductline.local.tracing import Tracing
@@ -61,6 +62,14 @@ async def execute_async(
 ) -> WorkflowResult:
     """Run ``pipeline`` to its end in the running event loop; see `execute`."""
     definition = _definition(pipeline)
+    if definition.pauses:
+        # Nobody can resume a run that lives in this call: refuse rather than hang
+        # or silently skip the human's decision.
+        steps = ", ".join(repr(s) for s in definition.pauses)
+        raise DefinitionError(
+            f"execute() cannot run pipeline {definition.name!r}: it pauses before step {steps} for a "
+            "person to resume it, and the in-process executor has nobody to resume it. Run it on a "
+            "worker (trigger, then `ductline resume`), or test the steps around the pause without it")
     args_json = codec.dumps(list(args), what="arguments")
     limit = definition.timeout if timeout is None else timeout
     seconds = None if limit is None else _seconds(limit, "timeout", allow_zero=False)
@@ -124,8 +133,9 @@ def execute(
             the wrong type.
         ValueError: a negative or zero timeout, a bad ``concurrency``.
         RuntimeError: called from a running event loop (use `execute_async`).
-        DefinitionError: the pipeline is invalid, or a sync step lives where a child
-            process cannot import it.
+        DefinitionError: the pipeline is invalid, a sync step lives where a child
+            process cannot import it, or the pipeline pauses for a human
+            (``.pause(before=)``): nobody could resume it here.
     """
     try:
         asyncio.get_running_loop()

@@ -8,9 +8,10 @@ from enum import StrEnum
 class RunStatus(StrEnum):
     PENDING = "pending"        # triggered; its first attempt has not started (e.g. start delay)
     RUNNING = "running"
+    PAUSED = "paused"          # a step waits for `ductline resume` (other branches may run)
     COMPLETED = "completed"
     HALTED = "halted"          # a step failed for good; `ductline retry` revives it
-    FAILED = "failed"          # the run deadline fired
+    FAILED = "failed"          # the run deadline fired, or a pause expired
     CANCELLED = "cancelled"
 
     @property
@@ -19,13 +20,14 @@ class RunStatus(StrEnum):
 
     @property
     def is_active(self) -> bool:
-        return self in (RunStatus.PENDING, RunStatus.RUNNING)
+        return self in (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED)
 
 
 class JobStatus(StrEnum):
     PENDING = "pending"        # claimable once not_before has passed
     HELD = "held"              # run halted: kept, not claimable until `retry`
     RUNNING = "running"        # claimed by a worker under a lease
+    PAUSED = "paused"          # waits for a resume (`.pause(before=)`); not claimable
     COMPLETED = "completed"
     FAILED = "failed"
     SKIPPED = "skipped"

@@ -23,8 +23,10 @@ class EventName(StrEnum):
     PIPELINE_TRIGGERED = "pipeline.triggered"   # run_id
     PIPELINE_COMPLETED = "pipeline.completed"   # run_id, runtime_seconds
     PIPELINE_HALTED = "pipeline.halted"         # run_id, reason
-    PIPELINE_FAILED = "pipeline.failed"         # run_id, timeout_seconds (the run deadline fired)
+    PIPELINE_FAILED = "pipeline.failed"         # run_id, reason (default: the run deadline fired)
     PIPELINE_CANCELLED = "pipeline.cancelled"   # run_id
+    PIPELINE_PAUSED = "pipeline.paused"         # run_id, step (a step waits for a resume)
+    PIPELINE_RESUMED = "pipeline.resumed"       # run_id, steps, input_replaced
     JOB_ENQUEUED = "job.enqueued"               # step, count
     ATTEMPT_STARTED = "attempt.started"         # job fields, pickup_latency_seconds, deadline_ms
     JOB_COMPLETED = "job.completed"             # job fields, result, runtime_seconds, error_type, outcome

@@ -373,6 +373,10 @@ class TracingSubscriber:
         elif name is EventName.PIPELINE_CANCELLED:
             result = "cancellation"
             message = "run cancelled"
+        elif a.get("reason") == "pause_expired":  # a pause for a human timed out: not the run deadline
+            result = "failure"
+            error_type = "pause_expired"
+            message = _metadata(row.get("metadata")).get("error") or "a pause expired without a resume"
         else:
             result = "timeout"
             metadata = _metadata(row.get("metadata"))

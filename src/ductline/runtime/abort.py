@@ -49,7 +49,7 @@ def expire(tx: Tx, definition: Definition | None, run_id: str) -> bool:
             transaction must roll back (`expire_due` and `record.run_deadline` do).
     """
     info = tx.run_metadata(run_id)
-    if info is None or info["status"] not in ("pending", "running"):
+    if info is None or info["status"] not in ("pending", "running", "paused"):
         return False
     seconds = info["timeout_seconds"]
     error = f"the run exceeded its deadline of {seconds} s"
@@ -70,7 +70,7 @@ class Unchanged(Exception):
 
 
 def cancel(tx: Tx, definition: Definition | None, run_id: str) -> None:
-    """Cancel a pending, running or halted run.
+    """Cancel a pending, running, paused or halted run.
 
     Raises:
         RunNotFound: no such run.
@@ -79,7 +79,7 @@ def cancel(tx: Tx, definition: Definition | None, run_id: str) -> None:
     info = tx.run_metadata(run_id)
     if info is None:
         raise RunNotFound(f"run {run_id!r} not found")
-    if info["status"] not in ("pending", "running", "halted"):
+    if info["status"] not in ("pending", "running", "paused", "halted"):
         raise InvalidStateError(f"run {run_id} is {info['status']}; only an unfinished run can be cancelled")
     open_jobs = tx.open_jobs(run_id)
     # Lock order job -> attempt -> run, as recording a completion does: no deadlock.
@@ -106,7 +106,10 @@ def fail_fast(tx: Tx, run_id: str, step: str) -> None:
 
 
 def expire_due(store: Store, definitions: dict[str, Definition]) -> int:
-    """Expire every run whose deadline passed; returns how many this call ended."""
+    """Expire every run whose deadline passed, and fail every run whose pause
+    expired (`ductline.runtime.pause`); returns how many this call ended."""
+    from ductline.runtime.pause import expire_pauses
+
     ended = 0
     for row in store.due_deadlines():
         try:
@@ -117,7 +120,7 @@ def expire_due(store: Store, definitions: dict[str, Definition]) -> int:
         if done:
             ended += 1
             emit(EventName.PIPELINE_FAILED, pipeline=row["pipeline"], run_id=row["id"])
-    return ended
+    return ended + expire_pauses(store, definitions)
 
 
 def sweep_orphans(store: Store) -> int:

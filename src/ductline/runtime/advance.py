@@ -86,6 +86,7 @@ def timeout_floor(timeout: object) -> int | None:
 class Advanced:
     enqueued: dict[str, int]   # jobs created, by step
     run_completed: bool = False
+    paused: tuple[str, ...] = ()  # steps whose jobs were created paused
 
 
 def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int,
@@ -158,11 +159,17 @@ def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int,
         if tx.arrive_fanin(done.run_id, target, done.scope, len(sources)):
             outputs = tx.gather_branches(done.run_id, done.scope, sources)
             jobs = [make(target, done.scope, "[[" + ",".join(outputs[s] for s in sources) + "]]", spill=True)]
+    waiting = jobs
+    if definition.pauses:  # paused steps' jobs are inserted now, as 'paused' rows
+        from ductline.runtime.pause import insert_paused
+
+        waiting = insert_paused(tx, definition, jobs)
     if sink is None:
-        tx.insert_jobs(jobs)
+        tx.insert_jobs(waiting)
     else:
-        sink.extend(jobs)
+        sink.extend(waiting)
     enqueued: dict[str, int] = {}
     for job in jobs:
         enqueued[job.step] = enqueued.get(job.step, 0) + 1
-    return Advanced(enqueued)
+    paused = tuple(sorted({j.step for j in jobs if j.step in definition.pauses}))
+    return Advanced(enqueued, paused=paused)

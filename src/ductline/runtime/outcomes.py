@@ -110,7 +110,8 @@ def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
         moved = advance(tx, definitions[o.pipeline],
                         Completed(a.run_id, a.step, a.scope, stored, o.output if pending is not None else None),
                         retry_delay, sink, limits)
-        results[i] = record.Recorded("completed", run_completed=moved.run_completed, enqueued=moved.enqueued)
+        results[i] = record.Recorded("completed", run_completed=moved.run_completed, enqueued=moved.enqueued,
+                                     paused=moved.paused)
 
 
 def _finish(outcomes: list[Outcome], results: list[record.Recorded]) -> list[record.Recorded]:
@@ -131,6 +132,8 @@ def _emit(o: Outcome, done: record.Recorded) -> None:
          error_type=o.error_type, outcome=done.outcome)
     for step, count in (done.enqueued or {}).items():
         emit(EventName.JOB_ENQUEUED, pipeline=o.pipeline, step=step, run_id=a.run_id, count=count)
+    for step in done.paused:
+        emit(EventName.PIPELINE_PAUSED, pipeline=o.pipeline, run_id=a.run_id, step=step)
     if done.run_completed:
         emit(EventName.PIPELINE_COMPLETED, pipeline=o.pipeline, run_id=a.run_id)
     if done.halted:
@@ -155,5 +158,7 @@ def _log(o: Outcome, done: record.Recorded) -> None:
         log.warning("Job errored: %s: %s", o.error_type, o.error, extra=extra)
     elif o.result is AttemptResult.CRASHED:
         log.warning("Job crashed: %s", o.error, extra=extra)
+    if done.paused:
+        log.info("Run paused before step(s) %s: waiting for resume", ", ".join(done.paused), extra=extra)
     if done.halted:
         log.error("Pipeline halted: %s", done.reason, extra=extra)

@@ -51,6 +51,7 @@ class Recorded:
     run_completed: bool = False
     run_failed: bool = False
     enqueued: dict[str, int] | None = None
+    paused: tuple[str, ...] = ()
 
 
 LOST = Recorded("lost")
@@ -113,7 +114,7 @@ def success(tx: Tx, definition: Definition, a: Attempt, output: str, retry_delay
     moved = advance(tx, definition, Completed(a.run_id, a.step, a.scope, stored,
                                               output if pending is not None else None),
                     retry_delay, sink, limits)
-    return Recorded("completed", run_completed=moved.run_completed, enqueued=moved.enqueued)
+    return Recorded("completed", run_completed=moved.run_completed, enqueued=moved.enqueued, paused=moved.paused)
 
 
 def failure(tx: Tx, definition: Definition | None, a: Attempt, result: AttemptResult,

@@ -196,6 +196,56 @@ class Store:
             s.fetch("notify")
             return True
 
+    def resume_run(self, run_id: str, input_json: str | None = None) -> list[dict[str, Any]]:
+        """Resume a paused run: its paused jobs become pending now and the run
+        running (workers are woken as for new jobs). Of racing resumes exactly one
+        succeeds; the others raise and change nothing.
+
+        Args:
+            input_json: a JSON list of arguments replacing the paused step's input
+                (the step receives them as its positional arguments); ``None``
+                keeps the input it was paused with.
+
+        Returns:
+            The resumed step runs (``id``, ``step``, ``scope``, ``elem_index``, ``pause_expires_ms``).
+
+        Raises:
+            RunNotFound: no such run.
+            InvalidStateError: the run is not paused (also: it stopped being paused
+                meanwhile), or ``input_json`` is given while several step runs are
+                paused. Nothing is changed.
+        """
+        from ductline.errors import InvalidStateError, RunNotFound
+
+        with self.dialect.transaction() as s:
+            tx = Tx(s)
+            status = tx.run_status(run_id)
+            if status is None:
+                raise RunNotFound(f"run {run_id!r} not found")
+            paused = tx.paused_jobs(run_id)
+            # 'running' with a paused job: a pause committed just after a resume had
+            # read the run (PostgreSQL, read committed). It is resumable all the same.
+            if status != "paused" and not (status == "running" and paused):
+                raise InvalidStateError(f"run {run_id} is {status}; only a paused run can be resumed")
+            if input_json is not None and len(paused) > 1:
+                where = ", ".join(p["step"] + (f"[{p['elem_index']}]" if p["elem_index"] is not None else "")
+                                  for p in paused[:10])
+                raise InvalidStateError(f"run {run_id} has {len(paused)} paused step runs ({where}); a new "
+                                        "input replaces the input of one: resume without an input")
+            # Jobs first, then the run: the lock order of cancel and of the run deadline.
+            lost = f"run {run_id} is no longer paused (resumed, cancelled or expired meanwhile)"
+            if paused and tx.resume_jobs([p["id"] for p in paused], input_json) != len(paused):
+                raise InvalidStateError(lost)
+            if not tx.resume_run(run_id) and status == "paused" and not paused:
+                raise InvalidStateError(lost)
+            s.fetch("notify")
+            return paused
+
+    def expired_pauses(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Paused jobs whose pause expired on the database clock, earliest first."""
+        with self.dialect.reader() as s:
+            return s.fetch("expired_pauses", {"limit": limit})
+
     # -- reads -----------------------------------------------------------------------
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         with self.dialect.reader() as s:

@@ -133,6 +133,39 @@ class Tx:
     def complete_run(self, run_id: str, output: str) -> bool:
         return self.s.execute("complete_run", {"run_id": run_id, "output": output}) == 1
 
+    # -- pauses (`.pause(before=)`) -------------------------------------------------
+    def pause_jobs(self, jobs: list[tuple[str, str, int | None]]) -> None:
+        """Finish pausing jobs just inserted with status ``paused``: ``(job_id,
+        run_id, timeout_seconds)``. Each gets its expiry (``None``: never) and its
+        run becomes ``paused`` (a halted run stays halted)."""
+        if not jobs:
+            return
+        self.s.execute_many("pause_job", [
+            {"job_id": job_id, "timeout_ms": None if seconds is None else seconds * 1000}
+            for job_id, _, seconds in jobs])
+        self.s.execute_many("pause_run", [{"run_id": run_id} for run_id in sorted({r for _, r, _ in jobs})])
+
+    def paused_jobs(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's paused step runs: ``id``, ``step``, ``scope``, ``elem_index``, ``pause_expires_ms``."""
+        return self.s.fetch("run_paused_jobs", {"run_id": run_id})
+
+    def resume_jobs(self, job_ids: list[str], input_json: str | None) -> int:
+        """Make paused jobs pending now (``input_json``, a JSON list of arguments,
+        replaces their input when given); returns how many were still paused."""
+        return self.s.execute("resume_jobs", {"job_ids": json.dumps(job_ids), "input": input_json})
+
+    def resume_run(self, run_id: str) -> bool:
+        """A paused run with no paused job left becomes running."""
+        return self.s.execute("resume_run", {"run_id": run_id}) == 1
+
+    def expire_paused_job(self, job_id: str, reason: str) -> bool:
+        """Record a paused job whose pause expired as ``failed`` (no attempt ran)."""
+        return self.s.execute("expire_paused_job", {"job_id": job_id, "reason": reason}) == 1
+
+    def fail_paused_run(self, run_id: str, metadata: dict[str, Any]) -> bool:
+        """End an unfinished run ``failed`` with ``halt_reason`` ``pause_expired``."""
+        return self.s.execute("fail_paused_run", {"run_id": run_id, "metadata": json.dumps(metadata)}) == 1
+
     # -- ending a whole run (deadline, cancel, fail-fast) -----------------------
     def open_jobs(self, run_id: str) -> list[dict[str, Any]]:
         """Jobs of the run that have not finished: pending, held or running."""

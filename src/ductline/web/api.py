@@ -1,5 +1,5 @@
-"""The JSON API: the same reads as the pages, plus starting, retrying and cancelling
-runs with ``Authorization: Bearer <DUCTLINE_DASHBOARD_TOKEN>``.
+"""The JSON API: the same reads as the pages, plus starting, retrying, cancelling and
+resuming runs with ``Authorization: Bearer <DUCTLINE_DASHBOARD_TOKEN>``.
 
 The OpenAPI schema at ``/api/openapi.json`` is built from the routes' docstrings
 (first paragraph: summary, the rest: description) and their ``openapi`` details.
@@ -267,6 +267,56 @@ async def cancel_run(request: Request) -> Response:
     return ApiResponse({"run_id": run_id, "cancelled": True})
 
 
+@openapi(parameters=[_path("run_id")], requestBody={"required": False, "content": {"application/json": {
+    "schema": {"type": "object", "additionalProperties": False, "properties": {
+        "input": {"description": "a new input for the paused step: any JSON value, passed as its single "
+                                 "argument; omit it to keep the input the step was paused with"}}}}}},
+    responses={"200": {"description": "{run_id, resumed: true, steps: [...]}"},
+               "400": {"description": "body is not a JSON object"},
+               "401": {"description": "missing or wrong bearer token"}, "403": {"description": "read-only"},
+               "404": {"description": "no such run"},
+               "409": {"description": "the run is not paused (or an input for several paused steps)"},
+               "422": {"description": "an unknown field, or an input that does not round-trip through JSON"}},
+    security=[{"bearer": []}])
+async def resume_run(request: Request) -> Response:
+    """Resume a paused run: its paused step runs now, optionally with a new input.
+
+    Nothing is changed when the answer is not 200; of two racing resumes one gets 409.
+    """
+    from ductline.runtime.pause import NO_INPUT, resume
+
+    refused = _refused(request)
+    if refused is not None:
+        return refused
+    d = dashboard(request)
+    run_id = request.path_params["run_id"]
+    try:
+        raw = await _body(request)
+    except start.BadStart as exc:
+        return json_error(exc.status, str(exc))
+    value: Any = NO_INPUT
+    if raw.strip():
+        try:
+            body = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            return json_error(400, f"request body is not valid JSON: {exc}")
+        if not isinstance(body, dict):
+            return json_error(400, f"request body must be a JSON object, got {type(body).__name__}")
+        unknown = sorted(set(body) - {"input"})
+        if unknown:
+            return json_error(422, f"unknown field(s) {unknown}; the only field is 'input'")
+        if "input" in body:
+            value = body["input"]
+    await run_in_threadpool(d.reader.run, run_id)  # 404 for an unknown run
+    try:
+        resumed = await run_in_threadpool(lambda: resume(d.store, run_id, value))
+    except InvalidStateError as exc:
+        return json_error(409, str(exc))
+    except (TypeError, ValueError) as exc:
+        return json_error(422, str(exc))
+    return ApiResponse({"run_id": run_id, "resumed": True, "steps": sorted({r["step"] for r in resumed})})
+
+
 class _Schema(SchemaGenerator):
     def parse_docstring(self, func_or_method: Callable[..., Any]) -> dict[str, Any]:
         summary, _, description = (inspect.getdoc(func_or_method) or "").partition("\n\n")
@@ -293,6 +343,7 @@ routes = [
     Route("/api/runs/{run_id}/payloads/{payload_id}", get_payload),
     Route("/api/runs/{run_id}/retry", retry_run, methods=["POST"]),
     Route("/api/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+    Route("/api/runs/{run_id}/resume", resume_run, methods=["POST"]),
     Route("/api/workers", list_workers),
     Route("/api/pipelines", list_pipelines),
     Route("/api/pipelines/{name}/runs", start_run, methods=["POST"]),

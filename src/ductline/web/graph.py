@@ -19,9 +19,10 @@ NODE_W, NODE_H = 184, 60
 GAP_X, GAP_Y, PAD = 64, 26, 16
 
 # Worst first: the node shows the most urgent state among its step runs.
-_PRECEDENCE = ("failed", "running", "held", "ready", "delayed", "cancelled", "completed", "skipped")
+_PRECEDENCE = ("failed", "paused", "running", "held", "ready", "delayed", "cancelled", "completed", "skipped")
 STATE_LABELS = {
-    "failed": "failed", "running": "running", "held": "held (run halted)", "ready": "ready",
+    "failed": "failed", "paused": "paused: waiting for resume", "running": "running",
+    "held": "held (run halted)", "ready": "ready",
     "delayed": "delayed", "cancelled": "cancelled", "completed": "completed", "skipped": "skipped",
     "not_reached": "not reached",
 }
@@ -55,7 +56,8 @@ class GraphNode:
         """``(state, x, width)`` of a progress bar across the node, one per state."""
         total, x, out = self.total, 0, []
         inner = self.w - 24
-        for state in ("completed", "skipped", "cancelled", "running", "ready", "delayed", "held", "failed"):
+        for state in ("completed", "skipped", "cancelled", "running", "ready", "delayed", "paused", "held",
+                      "failed"):
             n = self.counts.get(state, 0)
             if n and total:
                 width = max(2, round(inner * n / total))

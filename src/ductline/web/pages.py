@@ -1,4 +1,4 @@
-"""The HTML pages: overview, runs list, run page, login, and the retry/cancel forms."""
+"""The HTML pages: overview, runs list, run page, login, and the retry/cancel/resume forms."""
 
 from __future__ import annotations
 
@@ -180,12 +180,46 @@ async def cancel(request: Request) -> Response:
     return RedirectResponse(f"/runs/{run_id}", 303)
 
 
+async def resume(request: Request) -> Response:
+    """Resume a paused run (`ductline.runtime.pause.resume`), with the form's
+    ``input`` (JSON) as the paused step's new input when it is not empty."""
+    import json
+
+    from ductline.runtime.pause import NO_INPUT, resume as resume_run
+
+    form, refused = await _authorised_form(request)
+    if refused is not None:
+        return refused
+    assert form is not None
+    d = dashboard(request)
+    run_id = request.path_params["run_id"]
+    await run_in_threadpool(d.reader.run, run_id)  # 404 for an unknown run
+    text = str(form.get("input") or "").strip()
+    value: Any = NO_INPUT
+    if text:
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            flash(request, "error", f"Not resumed: the input is not valid JSON ({exc}).")
+            return RedirectResponse(f"/runs/{run_id}", 303)
+    try:
+        resumed = await run_in_threadpool(lambda: resume_run(d.store, run_id, value))
+    except (InvalidStateError, TypeError, ValueError) as exc:
+        flash(request, "error", f"Not resumed: {exc}")
+    else:
+        steps = ", ".join(sorted({r["step"] for r in resumed}))
+        flash(request, "ok", f"Run resumed: {steps or 'no paused step'} runs now"
+                             + (" with the new input." if text else "."))
+    return RedirectResponse(f"/runs/{run_id}", 303)
+
+
 routes = [
     Route("/", overview, include_in_schema=False),
     Route("/runs", runs, include_in_schema=False),
     Route("/runs/{run_id}", run_page, include_in_schema=False),
     Route("/runs/{run_id}/retry", retry, methods=["POST"], include_in_schema=False),
     Route("/runs/{run_id}/cancel", cancel, methods=["POST"], include_in_schema=False),
+    Route("/runs/{run_id}/resume", resume, methods=["POST"], include_in_schema=False),
     Route("/login", login, methods=["GET", "POST"], include_in_schema=False),
     Route("/logout", logout, methods=["POST"], include_in_schema=False),
 ]

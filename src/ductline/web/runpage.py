@@ -12,7 +12,7 @@ from ductline.web.graph import ON_HALT_STEP, RunGraph, job_state
 
 # More step runs than this per step are folded: problems first, then by element.
 SHOWN_PER_STEP = 25
-ACTIVE = ("pending", "running")
+ACTIVE = ("pending", "running", "paused")
 
 HALT_EXPLAINED = {
     "job_retries_exhausted": "a step failed on every attempt its retry budget (max_retry) allows",
@@ -57,6 +57,7 @@ class StepRunView:
     skip_reason: str | None
     output: str | None
     attempts: list[AttemptView]
+    pause_expires_ms: int | None = None  # a paused step run: when its pause expires (None: never)
 
 
 @dataclass(slots=True)
@@ -91,7 +92,7 @@ class StepView:
 
 @dataclass(slots=True)
 class Reason:
-    kind: str  # halted | timeout | failed | cancelled
+    kind: str  # halted | timeout | failed | cancelled | paused
     title: str
     chain: list[str] = field(default_factory=list)
 
@@ -123,7 +124,11 @@ class RunPage:
 
     @property
     def can_cancel(self) -> bool:
-        return self.status in ("pending", "running", "halted")
+        return self.status in ("pending", "running", "paused", "halted")
+
+    @property
+    def can_resume(self) -> bool:
+        return self.status == "paused"
 
     @property
     def delayed_start(self) -> bool:
@@ -143,7 +148,7 @@ def _attempts(rows: list[dict[str, Any]]) -> dict[str, list[AttemptView]]:
     return out
 
 
-_URGENCY = {"failed": 0, "running": 1, "held": 2, "ready": 3, "delayed": 4, "cancelled": 5, "skipped": 6,
+_URGENCY = {"failed": 0, "paused": 1, "running": 1, "held": 2, "ready": 3, "delayed": 4, "cancelled": 5, "skipped": 6,
             "completed": 7}
 
 
@@ -164,7 +169,9 @@ def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[di
         by_step.setdefault(j["step"], []).append(StepRunView(
             j["id"], j["elem_index"], j["scope"], job_state(j, now_ms), int(j["not_before_ms"]),
             int(j["created_ms"]), j["finished_ms"], int(j["failures"]), int(j["crashes"]), j["boundary"],
-            j["skip_reason"], j["output"], attempts.get(j["id"], [])))
+            j["skip_reason"], j["output"], attempts.get(j["id"], []),
+            pause_expires_ms=None if j.get("pause_expires_ms") is None or j["status"] != "paused"
+            else int(j["pause_expires_ms"])))
     steps = []
     for node in graph.nodes:
         runs = by_step.get(node.name, [])
@@ -223,8 +230,30 @@ def _reason(run: dict[str, Any], metadata: dict[str, Any], by_step: dict[str, li
         if metadata.get("error"):
             chain.append(str(metadata["error"]))
         return Reason("timeout", "Failed: run deadline exceeded", chain)
+    if status == "failed" and metadata.get("pause_expired"):
+        chain = [f"The {metadata.get('error') or 'pause expired without a resume'}, so the run failed closed."]
+        skipped = sum(1 for runs in by_step.values() for r in runs if r.state == "skipped")
+        cancelled = sum(1 for runs in by_step.values() for r in runs if r.state == "cancelled")
+        if cancelled:
+            chain.append(f"{cancelled} in-flight step run(s) cancelled.")
+        if skipped:
+            chain.append(f"{skipped} step run(s) skipped (pause expired).")
+        return Reason("failed", "Failed: pause expired", chain)
     if status == "failed":
         return Reason("failed", "Failed", [str(metadata.get("error") or "see metadata")])
+    if status == "paused":
+        chain = []
+        for name, runs in by_step.items():
+            for r in runs:
+                if r.state != "paused":
+                    continue
+                where = f"Step {name}" + (f" element {r.index}" if r.index is not None else "")
+                chain.append(f"{where} is waiting for a person: resume it here or with "
+                             f"`ductline resume {run['id']} [--input JSON]`.")
+                chain.append("Its pause has no timeout." if r.pause_expires_ms is None else
+                             "If nobody resumes it, the run fails when its pause expires.")
+        return Reason("paused", "Paused: waiting for resume", chain)
+
     if status == "cancelled":
         chain = []
         for key in ("reason", "cancelled_by", "error"):

@@ -34,7 +34,7 @@ INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem
                            priority, limit_key)
 VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
         CASE WHEN :status <> 'auto' THEN :status
-             WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = :run_id) IN ('pending', 'running') THEN 'pending'
+             WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = :run_id) IN ('pending', 'running', 'paused') THEN 'pending'
              ELSE 'held' END,
         :input, coalesce(:not_before_ms, ductline_now_ms() + :delay_ms), :max_retry, :max_crash,
         :retry_delay_seconds, :timeout_seconds, ductline_now_ms(),
@@ -75,7 +75,7 @@ UPDATE ductline_jobs SET lease_expires_ms = ductline_now_ms() + :lease_ms
 -- An expired lease is never renewed: rescuers may already have taken it.
 -- A lease in a run that ended (cancelled, failed) is lost: its worker kills the attempt.
 WHERE status = 'running' AND lease_expires_ms >= ductline_now_ms() AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = ductline_jobs.run_id
-                 AND r.status IN ('pending', 'running', 'halted'))
+                 AND r.status IN ('pending', 'running', 'paused', 'halted'))
   AND lease_token IN (SELECT value FROM json_each(:tokens))
 RETURNING lease_token;
 
@@ -85,12 +85,12 @@ SET status = 'completed', output = :output, lease_token = NULL, lease_expires_ms
     finished_ms = ductline_now_ms()
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
   AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = ductline_jobs.run_id
-                 AND r.status IN ('pending', 'running', 'halted'));
+                 AND r.status IN ('pending', 'running', 'paused', 'halted'));
 
 -- name: retry_job
 -- A job re-queued while its run is halted is held, so nothing new starts until a retry.
 UPDATE ductline_jobs
-SET status = CASE WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = ductline_jobs.run_id) IN ('pending', 'running')
+SET status = CASE WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = ductline_jobs.run_id) IN ('pending', 'running', 'paused')
                   THEN 'pending' ELSE 'held' END, failures = failures + :failed, crashes = crashes + :crashed,
     not_before_ms = ductline_now_ms() + :delay_ms, lease_token = NULL, lease_expires_ms = NULL,
     worker_id = NULL
@@ -122,7 +122,7 @@ SELECT status FROM ductline_runs WHERE id = :run_id;
 -- name: halt_run
 UPDATE ductline_runs
 SET status = 'halted', halt_reason = :reason, metadata = :metadata, finished_ms = ductline_now_ms()
-WHERE id = :run_id AND status IN ('pending', 'running');
+WHERE id = :run_id AND status IN ('pending', 'running', 'paused');
 
 -- name: hold_jobs
 UPDATE ductline_jobs SET status = 'held' WHERE run_id = :run_id AND status = 'pending';
@@ -162,16 +162,19 @@ LIMIT :limit;
 
 -- name: release_job
 UPDATE ductline_jobs
-SET status = CASE WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = ductline_jobs.run_id) IN ('pending', 'running')
+SET status = CASE WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = ductline_jobs.run_id) IN ('pending', 'running', 'paused')
                   THEN 'pending' ELSE 'held' END, not_before_ms = ductline_now_ms(), lease_token = NULL, lease_expires_ms = NULL,
     worker_id = NULL
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
 
 -- name: revive_run
 -- A run halted before its first attempt started goes back to pending, so its
--- deadline still starts at its first attempt.
+-- deadline still starts at its first attempt; one with a paused step, to paused.
 UPDATE ductline_runs
-SET status = CASE WHEN started_ms IS NULL THEN 'pending' ELSE 'running' END, halt_reason = NULL,
+SET status = CASE WHEN started_ms IS NULL THEN 'pending'
+                  WHEN EXISTS (SELECT 1 FROM ductline_jobs j WHERE j.run_id = ductline_runs.id
+                                 AND j.status = 'paused') THEN 'paused'
+                  ELSE 'running' END, halt_reason = NULL,
     finished_ms = NULL
 WHERE id = :run_id AND status = 'halted';
 
@@ -226,7 +229,7 @@ LIMIT :limit;
 
 -- name: run_jobs
 SELECT id, step, scope, parent_scope, elem_index, status, output, not_before_ms, attempts, failures,
-       crashes, boundary, skip_reason, skip_root, created_ms, finished_ms
+       crashes, boundary, skip_reason, skip_root, created_ms, finished_ms, pause_expires_ms
 FROM ductline_jobs WHERE run_id = :run_id ORDER BY created_ms, coalesce(elem_index, -1), scope;
 
 -- name: run_attempts
@@ -252,7 +255,7 @@ SELECT DISTINCT step FROM ductline_jobs WHERE run_id = :run_id AND status = 'run
 
 -- name: open_jobs
 SELECT id, step, scope, status FROM ductline_jobs
-WHERE run_id = :run_id AND status IN ('pending', 'held', 'running');
+WHERE run_id = :run_id AND status IN ('pending', 'held', 'paused', 'running');
 
 -- name: abort_running_jobs
 UPDATE ductline_jobs
@@ -268,7 +271,7 @@ WHERE run_id = :run_id AND result IS NULL;
 -- name: skip_waiting_jobs
 UPDATE ductline_jobs
 SET status = 'skipped', skip_reason = :reason, skip_root = :root, finished_ms = ductline_now_ms()
-WHERE run_id = :run_id AND status IN ('pending', 'held');
+WHERE run_id = :run_id AND status IN ('pending', 'held', 'paused');
 
 -- name: insert_skipped_job
 -- A dependent that was never created is recorded skipped, so a run's record is whole.
@@ -281,21 +284,21 @@ ON CONFLICT (run_id, step, scope) DO NOTHING;
 
 -- name: expire_run
 UPDATE ductline_runs SET status = 'failed', metadata = :metadata, finished_ms = ductline_now_ms()
-WHERE id = :run_id AND status IN ('pending', 'running');
+WHERE id = :run_id AND status IN ('pending', 'running', 'paused');
 
 -- name: cancel_run
 UPDATE ductline_runs SET status = 'cancelled', metadata = :metadata, finished_ms = ductline_now_ms()
-WHERE id = :run_id AND status IN ('pending', 'running', 'halted');
+WHERE id = :run_id AND status IN ('pending', 'running', 'paused', 'halted');
 
 -- name: due_deadlines
 SELECT id, pipeline, timeout_seconds, metadata FROM ductline_runs
-WHERE status IN ('pending', 'running') AND deadline_ms <= ductline_now_ms()
+WHERE status IN ('pending', 'running', 'paused') AND deadline_ms <= ductline_now_ms()
 ORDER BY deadline_ms
 LIMIT :limit;
 
 -- name: next_run_deadline
 SELECT min(deadline_ms) AS deadline_ms FROM ductline_runs
-WHERE status IN ('pending', 'running') AND deadline_ms IS NOT NULL
+WHERE status IN ('pending', 'running', 'paused') AND deadline_ms IS NOT NULL
   AND pipeline IN (SELECT value FROM json_each(:pipelines));
 
 -- name: run_metadata
@@ -316,7 +319,7 @@ WHERE ductline_jobs.id = x.job_id AND ductline_jobs.lease_token = x.lease_token
   AND ductline_jobs.status = 'running'
   -- a result that arrives after its run was cancelled or failed is dropped
   AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = ductline_jobs.run_id
-                 AND r.status IN ('pending', 'running', 'halted'))
+                 AND r.status IN ('pending', 'running', 'paused', 'halted'))
 RETURNING ductline_jobs.id AS id;
 
 -- name: close_succeeded_attempts
@@ -341,7 +344,7 @@ SELECT id, deadline_ms FROM ductline_runs WHERE id IN (SELECT value FROM json_ea
 -- Runs that ended (cancelled, failed) while one of their jobs was being claimed:
 -- the claim committed after the cancel looked. Maintenance finishes those jobs.
 SELECT DISTINCT j.run_id, r.status FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
-WHERE j.status IN ('pending', 'held', 'running') AND r.status IN ('cancelled', 'failed')
+WHERE j.status IN ('pending', 'held', 'paused', 'running') AND r.status IN ('cancelled', 'failed')
 LIMIT :limit;
 
 -- name: runs_with_prefix
@@ -349,9 +352,15 @@ SELECT id FROM ductline_runs WHERE id >= :prefix AND id < :upper ORDER BY id LIM
 
 -- name: next_wakeups
 -- Both of a worker's timers in one round trip: the earliest not-before time of a
--- pending job and the earliest deadline of an active run (each an index lookup).
+-- pending job and the earliest deadline of an active run or expiry of a pause
+-- (each an index lookup): at either, the worker ends what is due (abort.expire_due).
 SELECT (SELECT min(not_before_ms) FROM ductline_jobs
         WHERE status = 'pending' AND throttled = 0 AND pipeline IN (SELECT value FROM json_each(:pipelines))) AS not_before_ms,
-       (SELECT min(deadline_ms) FROM ductline_runs
-        WHERE status IN ('pending', 'running') AND deadline_ms IS NOT NULL
-          AND pipeline IN (SELECT value FROM json_each(:pipelines))) AS deadline_ms;
+       (SELECT min(due_ms) FROM (
+            SELECT min(deadline_ms) AS due_ms FROM ductline_runs
+            WHERE status IN ('pending', 'running', 'paused') AND deadline_ms IS NOT NULL
+              AND pipeline IN (SELECT value FROM json_each(:pipelines))
+            UNION ALL
+            SELECT min(pause_expires_ms) FROM ductline_jobs
+            WHERE status = 'paused' AND pause_expires_ms IS NOT NULL
+              AND pipeline IN (SELECT value FROM json_each(:pipelines))) AS due) AS deadline_ms;
