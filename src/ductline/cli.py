@@ -115,10 +115,13 @@ def migrate(database: str | None) -> None:
 @click.option("--timeout", metavar="D", help="Whole-run deadline: 30s, 5m, 2h, 1d or seconds.")
 @click.option("--key", metavar="KEY", help="Idempotency key: while a run holding it is active, "
               "print that run instead of starting another.")
+@click.option("--priority", type=click.IntRange(-100, 100), default=None,
+              help="This run's priority (-100..100) instead of the pipeline's; higher is claimed first.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 @database_option
 def trigger(target: str, args_json: str | None, delay: str | None, delay_until: str | None,
-            timeout: str | None, key: str | None, as_json: bool, database: str | None) -> None:
+            timeout: str | None, key: str | None, priority: int | None, as_json: bool,
+            database: str | None) -> None:
     """Trigger a run of TARGET (module:attr or path/to/file.py:attr); prints the run id."""
     from ductline.apps import load_pipeline
 
@@ -126,7 +129,7 @@ def trigger(target: str, args_json: str | None, delay: str | None, delay_until: 
     store = _store(database)
     handle = pipeline.trigger(*_json_list(args_json), delay=_duration(delay, "--delay"),
                               delay_until=_when(delay_until), timeout=_duration(timeout, "--timeout"),
-                              database=store, key=key)
+                              database=store, key=key, priority=priority)
     if as_json:
         out.print_json(json.dumps({"run_id": handle.id, "created": handle.created}))
     else:
@@ -251,7 +254,8 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
     for s in view["steps"]:
         last = s["attempts"][-1] if s["attempts"] else {}
         error = f"{last.get('error_type')}: {last.get('error')}" if last.get("error_type") else ""
-        table.add_row(s["step"], "" if s["index"] is None else str(s["index"]), s["status"],
+        status = s["status"] + (" (throttled)" if s["throttled"] else "")  # waits for a concurrency slot
+        table.add_row(s["step"], "" if s["index"] is None else str(s["index"]), status,
                       s["not_before"] or "", str(len(s["attempts"])), last.get("result") or "", error[:120])
     out.print(table)
     for s in view["steps"]:

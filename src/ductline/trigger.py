@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from ductline import codec
 from ductline.config import load_settings
+from ductline.dsl.options import check_priority
 from ductline.durations import optional_seconds
 from ductline.errors import StoreError
 from ductline.handle import RunHandle
 from ductline.observability.events import EventName, emit
 from ductline.runtime.advance import timeout_floor
+from ductline.runtime.limits import limit_key
 from ductline.store import payloads
 from ductline.store.records import NewJob, NewRun
 from ductline.stores import store_for
@@ -57,10 +59,11 @@ def check_key(key: Any) -> str | None:
 
 
 def trigger_run(pipeline: "Pipeline", args: tuple[Any, ...], *, delay: Any, delay_until: Any,
-                timeout: Any, database: Any, key: Any = None) -> RunHandle:
+                timeout: Any, database: Any, key: Any = None, priority: Any = None) -> RunHandle:
     """See `Pipeline.trigger`."""
     definition = pipeline.definition()
     key = check_key(key)
+    run_priority = definition.priority if priority is None else check_priority(priority)
     encoded = codec.dumps(list(args), what="trigger arguments")
     timeout_seconds = optional_seconds(timeout, field="timeout", allow_zero=False)
     if timeout_seconds is None:
@@ -86,7 +89,7 @@ def trigger_run(pipeline: "Pipeline", args: tuple[Any, ...], *, delay: Any, dela
         # holder ended in between; then the key is free and the insert is retried.
         for _ in range(3):
             if tx.insert_run(NewRun(run_id, definition.name, stored_args, timeout_seconds, delay_ms,
-                                    not_before_ms, key)):
+                                    not_before_ms, key, run_priority)):
                 break
             assert key is not None
             existing = tx.active_run_by_key(definition.name, key)
@@ -105,7 +108,8 @@ def trigger_run(pipeline: "Pipeline", args: tuple[Any, ...], *, delay: Any, dela
             max_crash=start.options.max_crash,
             retry_delay_seconds=settings.retry_delay if start.options.retry_delay is None
             else start.options.retry_delay,
-            timeout_seconds=timeout_floor(start.options.timeout),
+            timeout_seconds=timeout_floor(start.options.timeout), priority=start.options.priority,
+            limit_key=limit_key(definition.name, start.name, start.options, encoded),
         )])
     emit(EventName.PIPELINE_TRIGGERED, pipeline=definition.name, run_id=run_id)
     emit(EventName.JOB_ENQUEUED, pipeline=definition.name, step=start.name, run_id=run_id, count=1)

@@ -61,11 +61,14 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
             "boundary": job["boundary"], "skip_reason": job["skip_reason"],
             # a paused step waits for `ductline resume`; null: the pause never expires
             "pause_expires": iso(job.get("pause_expires_ms")) if status is JobStatus.PAUSED else None,
+            "priority": job["priority"], "limit_key": job["limit_key"],
+            # pending but waiting for a slot of its concurrency limit (not claimable)
+            "throttled": bool(job["throttled"]) and status is JobStatus.PENDING,
             "attempts": attempts.get(job["id"], []),
         })
     return {
         "run_id": run["id"], "pipeline": run["pipeline"], "status": run["status"],
-        "halt_reason": run["halt_reason"], "key": run.get("idempotency_key"),
+        "halt_reason": run["halt_reason"], "key": run.get("idempotency_key"), "priority": run["priority"],
         "metadata": json.loads(run["metadata"] or "{}"),
         # Out-of-line arguments and output (ductline.store.payloads) are read back in full.
         "args": codec.loads(payloads.load(store, run_id, run["args"])),

@@ -84,6 +84,7 @@ class Definition:
         on_halt: the halt handler node, or ``None``.
         on_failure: ``"halt"`` (running siblings finish) or ``"fail_fast"``
             (running siblings are cancelled when a step fails for good).
+        priority: the default priority of its runs (a trigger may override it).
         pauses: steps that wait for a person before they run (``.pause(before=)``),
             by name, with the pause's timeout in seconds (``None``: no timeout).
     """
@@ -94,6 +95,7 @@ class Definition:
     timeout: int | None
     on_halt: Node | None
     on_failure: str = "halt"
+    priority: int = 0
     pauses: dict[str, int | None] = field(default_factory=dict)
 
     def node(self, name: str) -> Node:

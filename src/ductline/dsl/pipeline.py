@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ductline.dsl.builder import Cursor, _Graph
 from ductline.dsl.graph import Definition, Node
-from ductline.dsl.options import build_options
+from ductline.dsl.options import build_options, check_priority
 from ductline.dsl.steps import reference, step_kind
 from ductline.durations import optional_seconds
 from ductline.errors import DefinitionError, PipelineNotFound
@@ -50,22 +50,27 @@ class Pipeline(Cursor):
         on_failure: ``"halt"`` (default: when a step fails for good, siblings
             already running finish and nothing new starts) or ``"fail_fast"``
             (siblings still running are cancelled at once).
+        priority: default priority of its runs, -100 to 100 (default 0); a
+            trigger may override it, and each step's ``priority=`` is added.
 
     Raises:
-        TypeError: ``name`` is not a ``str``, or ``timeout`` is not a duration.
-        ValueError: ``timeout`` is negative or zero.
+        TypeError: ``name`` is not a ``str``, ``timeout`` is not a duration, or
+            ``priority`` is not an ``int``.
+        ValueError: ``timeout`` is negative or zero, or ``priority`` is outside -100..100.
 
     Example::
 
         pipeline = Pipeline("enrich").start(query).expand(to=load).collapse(into=report)
     """
 
-    def __init__(self, name: str, timeout: Any = None, *, on_failure: str = "halt") -> None:
+    def __init__(self, name: str, timeout: Any = None, *, on_failure: str = "halt",
+                 priority: int = 0) -> None:
         if not isinstance(name, str) or not name.strip():
             raise TypeError(f"pipeline name must be a non-empty str, got {name!r}")
         if on_failure not in ("halt", "fail_fast"):
             raise ValueError(f"on_failure must be 'halt' or 'fail_fast', got {on_failure!r}")
         self.on_failure = on_failure
+        self.priority = check_priority(priority)
         self.name = name
         self.timeout = optional_seconds(timeout, field="timeout", allow_zero=False)
         graph = _Graph(name)
@@ -118,7 +123,7 @@ class Pipeline(Cursor):
                 for d in self._graph.drafts.values()
             }
             self._definition = Definition(self.name, self._start, nodes, self.timeout, self._on_halt,
-                                          self.on_failure, pauses=dict(self._graph.pauses))
+                                          self.on_failure, self.priority, pauses=dict(self._graph.pauses))
             self._graph.frozen = True
         return self._definition
 
@@ -130,6 +135,7 @@ class Pipeline(Cursor):
         timeout: Any = None,
         database: Any = None,
         key: str | None = None,
+        priority: int | None = None,
     ) -> "RunHandle":
         """Start a run of this pipeline.
 
@@ -146,6 +152,8 @@ class Pipeline(Cursor):
                 paused or halted), triggering again starts nothing and returns that
                 run's handle with ``created=False``; once it completed, failed or was
                 cancelled the key is free again.
+            priority: this run's priority instead of the pipeline's (-100 to 100);
+                each job's priority is its run's plus its step's ``priority=``.
 
         Returns:
             A `RunHandle` with ``id``, ``status()`` and ``wait(timeout)``.
@@ -163,7 +171,7 @@ class Pipeline(Cursor):
         from ductline.trigger import trigger_run
 
         return trigger_run(self, args, delay=delay, delay_until=delay_until, timeout=timeout,
-                           database=database, key=key)
+                           database=database, key=key, priority=priority)
 
     def __repr__(self) -> str:
         return f"Pipeline({self.name!r})"

@@ -16,6 +16,7 @@ from ductline import codec
 from ductline.dsl.graph import Definition, Node, TransitionKind
 from ductline.runtime import scopes
 from ductline.store import payloads
+from ductline.runtime.limits import limit_key
 from ductline.store.records import NewJob
 from ductline.store.store import Tx
 
@@ -70,7 +71,8 @@ def new_job(definition: Definition, retry_delay: int, run_id: str, step: str, sc
         status=status, input=input_json, delay_ms=opts.delay * 1000, max_retry=opts.max_retry,
         max_crash=opts.max_crash,
         retry_delay_seconds=retry_delay if opts.retry_delay is None else opts.retry_delay,
-        timeout_seconds=timeout_floor(opts.timeout),
+        timeout_seconds=timeout_floor(opts.timeout), priority=opts.priority,
+        limit_key=limit_key(definition.name, step, opts, input_json),
     )
 
 

@@ -77,6 +77,8 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
         if bulk:
             _record_successes(tx, outcomes, bulk, definitions, retry_delay, results, sink, limits)
         tx.insert_jobs(sink)
+        # Each ended attempt of a limited step frees a slot of its key: hand it on.
+        tx.unthrottle([o.attempt.limit_key for o in outcomes if o.attempt.limit_key and not o.run_deadline])
     for i, o in enumerate(outcomes):
         if o.run_deadline:
             results[i] = record.run_deadline_in_own_transaction(store, definitions.get(o.pipeline), o.attempt)

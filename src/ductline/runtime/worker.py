@@ -28,9 +28,11 @@ from ductline.runtime.scheduler import Scheduler, earliest
 from ductline.observability.events import EventName, emit
 from ductline.runtime.children import SPARES, ChildEvents
 from ductline.runtime.enforcer import Enforcer
+from ductline.runtime.limits import step_limits
 from ductline.runtime.slots import Child, Slot
 from ductline.runtime.threads import ThreadAttempt
 from ductline.runtime.wakeup import Wakeup
+from ductline.store.claims import FIFO_EVERY
 from ductline.store import Store, payloads
 from ductline.store.records import ClaimedJob
 
@@ -56,6 +58,8 @@ class Worker(ChildEvents):
         self.store = store
         self.definitions = definitions
         self.pipelines = sorted(definitions)
+        self.limits = step_limits(definitions)
+        self._claims = 0  # every FIFO_EVERY-th claim is oldest-first (bounds starvation)
         self.apps = apps
         self.sys_path = sys_path or []
         self.settings = settings
@@ -239,7 +243,9 @@ class Worker(ChildEvents):
         self._timer = None  # fired (or superseded): the claim below sets the next one
         try:
             sent = time.monotonic()
-            jobs = self.store.claim(self.id, self.pipelines, len(free), self.settings.lease_ms)
+            self._claims += 1
+            jobs = self.store.claim(self.id, self.pipelines, len(free), self.settings.lease_ms,
+                                    limits=self.limits, fifo=self._claims % FIFO_EVERY == 0)
             received = time.monotonic()
             if jobs:
                 self._measure_offset(jobs[0].started_ms, sent, received)

@@ -12,8 +12,8 @@ import json
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from ductline.store import migrations
-from ductline.store.records import ClaimedJob, ExpiredLease
+from ductline.store import claims, migrations
+from ductline.store.records import ClaimedJob, ExpiredLease, StepLimit
 from ductline.store.session import Dialect
 from ductline.store.tx import Tx
 
@@ -56,18 +56,27 @@ class Store:
             return int(s.fetch("now")[0]["now_ms"])
 
     # -- claiming ------------------------------------------------------------------
-    def claim(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int) -> list[ClaimedJob]:
+    def claim(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int, *,
+              limits: dict[tuple[str, str], StepLimit] | None = None, fifo: bool = False) -> list[ClaimedJob]:
         """Claim up to ``limit`` ready jobs of the given pipelines for one worker.
 
+        Higher priority first, then the oldest not-before time (`ductline.store.claims`).
         Each claimed job gets a new lease token and a new attempt row whose start is
         the claim time on the database clock; a pending run becomes running and its
         deadline (if any) starts counting now.
+
+        Args:
+            limits: ``{(pipeline, step): StepLimit}`` of the limited steps among
+                ``pipelines``; their limits are enforced by this claim.
+            fifo: take the oldest ready jobs whatever their priority (workers do
+                every `claims.FIFO_EVERY`-th claim so, to bound starvation).
         """
         if limit <= 0:
             return []
         with self.dialect.transaction() as s:
-            rows = s.fetch("claim_jobs", {"pipelines": json.dumps(pipelines), "limit": limit,
-                                          "lease_ms": lease_ms, "worker_id": worker_id})
+            rows = claims.claim_rows(s, per_level=self.dialect.name == "sqlite", pipelines=pipelines,
+                                     limit=limit, lease_ms=lease_ms, worker_id=worker_id,
+                                     limits=limits or {}, fifo=fifo)
             if not rows:
                 return []
             # One statement starts every run of the batch, one reads their deadlines:
@@ -88,12 +97,19 @@ class Store:
                     lease_token=row["lease_token"], timeout_seconds=row["timeout_seconds"],
                     boundary=row["boundary"], not_before_ms=int(row["not_before_ms"]), started_ms=started,
                     deadline_ms=min(candidates) if candidates else None, run_deadline_ms=run_deadline,
+                    limit_key=row["limit_key"],
                 ))
             s.execute_many("insert_attempt", [{
                 "job_id": c.job_id, "attempt": c.attempt, "run_id": c.run_id, "lease_token": c.lease_token,
                 "worker_id": worker_id, "started_ms": c.started_ms, "deadline_ms": c.deadline_ms,
             } for c in claimed])
             return claimed
+
+    def unthrottle_idle_keys(self) -> int:
+        """Make throttled jobs ready again where nothing of their limit key runs (a
+        slot freed by a cancel, a deadline or a rescue); returns how many."""
+        with self.dialect.transaction() as s:
+            return s.execute("unthrottle_idle_keys")
 
     def renew_leases(self, worker_id: str, tokens: list[str], lease_ms: int, *, busy: int = 0,
                      undead: int = 0, status: str = "running") -> tuple[int, set[str]]:

@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 from ductline.model.states import AttemptResult
+from ductline.store import claims
 from ductline.store.records import JobBudget, NewJob, NewRun
 from ductline.store.session import Session
 
@@ -54,6 +55,12 @@ class Tx:
             "priority": j.priority, "limit_key": j.limit_key,
         } for j in jobs])
         self.s.fetch("notify")
+
+    def unthrottle(self, keys: list[str]) -> None:
+        """Attempts of these limit keys ended (one entry per attempt): the next
+        throttled job of each key becomes ready (`ductline.store.claims`)."""
+        if keys and claims.unthrottle(self.s, keys):
+            self.s.fetch("notify")
 
     # -- ending attempts (fenced) ----------------------------------------------
     def complete_jobs(self, items: list[tuple[str, str, str]]) -> set[str]:

@@ -19,10 +19,11 @@ NODE_W, NODE_H = 184, 60
 GAP_X, GAP_Y, PAD = 64, 26, 16
 
 # Worst first: the node shows the most urgent state among its step runs.
-_PRECEDENCE = ("failed", "paused", "running", "held", "ready", "delayed", "cancelled", "completed", "skipped")
+_PRECEDENCE = ("failed", "paused", "running", "held", "ready", "throttled", "delayed", "cancelled", "completed",
+               "skipped")
 STATE_LABELS = {
     "failed": "failed", "paused": "paused: waiting for resume", "running": "running",
-    "held": "held (run halted)", "ready": "ready",
+    "held": "held (run halted)", "ready": "ready", "throttled": "throttled: waiting for a concurrency slot",
     "delayed": "delayed", "cancelled": "cancelled", "completed": "completed", "skipped": "skipped",
     "not_reached": "not reached",
 }
@@ -56,7 +57,7 @@ class GraphNode:
         """``(state, x, width)`` of a progress bar across the node, one per state."""
         total, x, out = self.total, 0, []
         inner = self.w - 24
-        for state in ("completed", "skipped", "cancelled", "running", "ready", "delayed", "paused", "held",
+        for state in ("completed", "skipped", "cancelled", "running", "ready", "throttled", "delayed", "paused", "held",
                       "failed"):
             n = self.counts.get(state, 0)
             if n and total:
@@ -91,6 +92,8 @@ def job_state(job: dict[str, Any], now_ms: int) -> str:
     """One step run's state as the graph shows it (a pending job is ready or delayed)."""
     status = str(job["status"])
     if status == "pending":
+        if job.get("throttled"):
+            return "throttled"  # its step's concurrency limit is reached (ductline.store.claims)
         return "delayed" if int(job["not_before_ms"]) > now_ms else "ready"
     return status
 

@@ -148,7 +148,7 @@ def _attempts(rows: list[dict[str, Any]]) -> dict[str, list[AttemptView]]:
     return out
 
 
-_URGENCY = {"failed": 0, "paused": 1, "running": 1, "held": 2, "ready": 3, "delayed": 4, "cancelled": 5, "skipped": 6,
+_URGENCY = {"failed": 0, "paused": 1, "running": 1, "held": 2, "ready": 3, "throttled": 3, "delayed": 4, "cancelled": 5, "skipped": 6,
             "completed": 7}
 
 
@@ -253,7 +253,6 @@ def _reason(run: dict[str, Any], metadata: dict[str, Any], by_step: dict[str, li
                 chain.append("Its pause has no timeout." if r.pause_expires_ms is None else
                              "If nobody resumes it, the run fails when its pause expires.")
         return Reason("paused", "Paused: waiting for resume", chain)
-
     if status == "cancelled":
         chain = []
         for key in ("reason", "cancelled_by", "error"):

@@ -44,22 +44,29 @@ VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
 ON CONFLICT (run_id, step, scope) DO NOTHING;
 
 -- name: claim_jobs
--- SKIP LOCKED lets any number of workers claim side by side without waiting on
--- each other; the partial index on pending jobs keeps the scan to ready rows.
+-- Highest priority first, then the oldest not-before. SKIP LOCKED lets any number of
+-- workers claim side by side. Each priority level of the claimable jobs
+-- (ductline_ready_levels) is read in not-before order from the ready index, so the
+-- claim never scans delayed jobs. :priority is unused here (SQLite claims per level).
 WITH picked AS (
-    SELECT id FROM ductline_jobs
-    WHERE status = 'pending' AND not_before_ms <= (SELECT ductline_now_ms())
-      AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
-    ORDER BY not_before_ms
+    SELECT c.id FROM ductline_ready_levels levels CROSS JOIN LATERAL (
+        SELECT id, priority, not_before_ms FROM ductline_jobs
+        WHERE status = 'pending' AND throttled = 0 AND priority = levels.priority
+          AND not_before_ms <= (SELECT ductline_now_ms())
+          AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
+        ORDER BY not_before_ms
+        LIMIT :limit
+        FOR UPDATE SKIP LOCKED
+    ) c
+    ORDER BY c.priority DESC, c.not_before_ms
     LIMIT :limit
-    FOR UPDATE SKIP LOCKED
 )
 UPDATE ductline_jobs AS j
 SET status = 'running', attempts = j.attempts + 1, lease_token = gen_random_uuid()::text,
     lease_expires_ms = ductline_now_ms() + :lease_ms, worker_id = :worker_id
 FROM picked WHERE j.id = picked.id
 RETURNING j.id, j.run_id, j.pipeline, j.step, j.scope, j.input, j.attempts, j.lease_token,
-          j.timeout_seconds, j.boundary, j.not_before_ms, ductline_now_ms() AS claimed_ms;
+          j.timeout_seconds, j.boundary, j.not_before_ms, j.limit_key, ductline_now_ms() AS claimed_ms;
 
 -- name: start_run
 UPDATE ductline_runs
@@ -217,15 +224,17 @@ SELECT id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_m
 FROM ductline_workers ORDER BY started_ms DESC LIMIT :limit;
 
 -- name: next_not_before
--- ORDER BY ... LIMIT 1 on the partial index: an index lookup, however many jobs wait.
-SELECT not_before_ms FROM ductline_jobs
-WHERE status = 'pending' AND throttled = 0 AND pipeline = ANY(ARRAY(SELECT jsonb_array_elements_text(:pipelines::jsonb)))
-ORDER BY not_before_ms
-LIMIT 1;
+-- The earliest not-before time of a claimable job: one index lookup per priority level,
+-- however many jobs wait.
+SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
+                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = l.priority
+                   AND j.pipeline = ANY(ARRAY(SELECT jsonb_array_elements_text(:pipelines::jsonb)))
+                 ORDER BY j.not_before_ms LIMIT 1))
+        FROM ductline_ready_levels l) AS not_before_ms;
 
 -- name: get_run
 SELECT id, pipeline, status, args, output, halt_reason, metadata, timeout_seconds, deadline_ms,
-       not_before_ms, created_ms, started_ms, finished_ms, idempotency_key
+       not_before_ms, created_ms, started_ms, finished_ms, idempotency_key, priority
 FROM ductline_runs WHERE id = :run_id;
 
 -- name: list_runs
@@ -237,7 +246,8 @@ LIMIT :limit;
 
 -- name: run_jobs
 SELECT id, step, scope, parent_scope, elem_index, status, output, not_before_ms, attempts, failures,
-       crashes, boundary, skip_reason, skip_root, created_ms, finished_ms, pause_expires_ms
+       crashes, boundary, skip_reason, skip_root, created_ms, finished_ms, pause_expires_ms, priority,
+       limit_key, throttled
 FROM ductline_jobs WHERE run_id = :run_id ORDER BY created_ms, coalesce(elem_index, -1), scope;
 
 -- name: run_attempts
@@ -360,9 +370,11 @@ SELECT id FROM ductline_runs WHERE id >= :prefix AND id < :upper ORDER BY id LIM
 -- Both of a worker's timers in one round trip: the earliest not-before time of a
 -- pending job and the earliest deadline of an active run or expiry of a pause
 -- (each an index lookup): at either, the worker ends what is due (abort.expire_due).
-SELECT (SELECT not_before_ms FROM ductline_jobs
-        WHERE status = 'pending' AND throttled = 0 AND pipeline = ANY(ARRAY(SELECT jsonb_array_elements_text(:pipelines::jsonb)))
-        ORDER BY not_before_ms LIMIT 1) AS not_before_ms,
+SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
+                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = l.priority
+                   AND j.pipeline = ANY(ARRAY(SELECT jsonb_array_elements_text(:pipelines::jsonb)))
+                 ORDER BY j.not_before_ms LIMIT 1))
+        FROM ductline_ready_levels l) AS not_before_ms,
        (SELECT min(due_ms) FROM (
             SELECT min(deadline_ms) AS due_ms FROM ductline_runs
             WHERE status IN ('pending', 'running', 'paused') AND deadline_ms IS NOT NULL

@@ -44,18 +44,21 @@ ON CONFLICT (run_id, step, scope) DO NOTHING;
 
 -- name: claim_jobs
 -- SQLite serialises writers (BEGIN IMMEDIATE), so no row can be claimed twice.
+-- One priority level per statement (the store walks ready_levels, highest first),
+-- read in not-before order from the priority index: delayed jobs are never scanned.
 UPDATE ductline_jobs
 SET status = 'running', attempts = attempts + 1, lease_token = lower(hex(randomblob(16))),
     lease_expires_ms = ductline_now_ms() + :lease_ms, worker_id = :worker_id
 WHERE id IN (
     SELECT id FROM ductline_jobs
-    WHERE status = 'pending' AND not_before_ms <= ductline_now_ms()
+    WHERE status = 'pending' AND throttled = 0 AND priority = :priority
+      AND not_before_ms <= ductline_now_ms()
       AND pipeline IN (SELECT value FROM json_each(:pipelines))
     ORDER BY not_before_ms
     LIMIT :limit
 )
 RETURNING id, run_id, pipeline, step, scope, input, attempts, lease_token, timeout_seconds,
-          boundary, not_before_ms, ductline_now_ms() AS claimed_ms;
+          boundary, not_before_ms, limit_key, ductline_now_ms() AS claimed_ms;
 
 -- name: start_run
 UPDATE ductline_runs
@@ -212,12 +215,17 @@ SELECT id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_m
 FROM ductline_workers ORDER BY started_ms DESC LIMIT :limit;
 
 -- name: next_not_before
-SELECT min(not_before_ms) AS not_before_ms FROM ductline_jobs
-WHERE status = 'pending' AND throttled = 0 AND pipeline IN (SELECT value FROM json_each(:pipelines));
+-- The earliest not-before time of a claimable job: one index lookup per priority level,
+-- however many jobs wait.
+SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
+                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = l.priority
+                   AND j.pipeline IN (SELECT value FROM json_each(:pipelines))
+                 ORDER BY j.not_before_ms LIMIT 1))
+        FROM ductline_ready_levels l) AS not_before_ms;
 
 -- name: get_run
 SELECT id, pipeline, status, args, output, halt_reason, metadata, timeout_seconds, deadline_ms,
-       not_before_ms, created_ms, started_ms, finished_ms, idempotency_key
+       not_before_ms, created_ms, started_ms, finished_ms, idempotency_key, priority
 FROM ductline_runs WHERE id = :run_id;
 
 -- name: list_runs
@@ -229,7 +237,8 @@ LIMIT :limit;
 
 -- name: run_jobs
 SELECT id, step, scope, parent_scope, elem_index, status, output, not_before_ms, attempts, failures,
-       crashes, boundary, skip_reason, skip_root, created_ms, finished_ms, pause_expires_ms
+       crashes, boundary, skip_reason, skip_root, created_ms, finished_ms, pause_expires_ms, priority,
+       limit_key, throttled
 FROM ductline_jobs WHERE run_id = :run_id ORDER BY created_ms, coalesce(elem_index, -1), scope;
 
 -- name: run_attempts
@@ -354,8 +363,11 @@ SELECT id FROM ductline_runs WHERE id >= :prefix AND id < :upper ORDER BY id LIM
 -- Both of a worker's timers in one round trip: the earliest not-before time of a
 -- pending job and the earliest deadline of an active run or expiry of a pause
 -- (each an index lookup): at either, the worker ends what is due (abort.expire_due).
-SELECT (SELECT min(not_before_ms) FROM ductline_jobs
-        WHERE status = 'pending' AND throttled = 0 AND pipeline IN (SELECT value FROM json_each(:pipelines))) AS not_before_ms,
+SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
+                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = l.priority
+                   AND j.pipeline IN (SELECT value FROM json_each(:pipelines))
+                 ORDER BY j.not_before_ms LIMIT 1))
+        FROM ductline_ready_levels l) AS not_before_ms,
        (SELECT min(due_ms) FROM (
             SELECT min(deadline_ms) AS due_ms FROM ductline_runs
             WHERE status IN ('pending', 'running', 'paused') AND deadline_ms IS NOT NULL
