@@ -54,7 +54,7 @@ def overview(request: Request) -> Response:
     return render(request, "overview.html", {
         "counts": reader.run_counts(), "jobs": jobs, "pipelines": reader.pipeline_counts(),
         "workers": reader.workers(d.lease_seconds), "problems": problems[:10],
-        "lease_seconds": d.lease_seconds,
+        "lease_seconds": d.lease_seconds, "schedules": reader.schedules(),
     }, now_ms=jobs["now_ms"])
 
 

@@ -104,10 +104,17 @@ class DashboardReader:
         return out
 
     def job_counts(self) -> dict[str, int]:
-        """Jobs ``ready`` (pending, due), ``delayed`` (pending, not yet due) and ``running``,
-        plus ``now_ms``, the database clock they were counted against."""
+        """Jobs ``ready`` (pending, due), ``delayed`` (pending, not yet due), ``running`` and
+        ``throttled`` (pending, waiting for a concurrency slot), plus ``now_ms``, the
+        database clock they were counted against."""
         row = self._fetch("web_job_counts")[0]
-        return {k: int(row[k] or 0) for k in ("ready", "delayed", "running", "now_ms")}
+        return {k: int(row[k] or 0) for k in ("ready", "delayed", "running", "throttled", "now_ms")}
+
+    def schedules(self) -> list[dict[str, Any]]:
+        """Every schedule (`ductline.store.schedules.list_all`), by name."""
+        from ductline.store import schedules
+
+        return schedules.list_all(self._store)
 
     def workers(self, lease_seconds: float, limit: int = 100) -> list[dict[str, Any]]:
         """Worker processes with their health, judged by heartbeat age against the lease.

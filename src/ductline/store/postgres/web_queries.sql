@@ -80,6 +80,7 @@ SELECT
     (SELECT count(*) FROM ductline_jobs WHERE status = 'pending' AND throttled = 0 AND not_before_ms <= t.now_ms) AS ready,
     (SELECT count(*) FROM ductline_jobs WHERE status = 'pending' AND throttled = 0 AND not_before_ms > t.now_ms) AS delayed,
     (SELECT count(*) FROM ductline_jobs WHERE status = 'running') AS running,
+    (SELECT count(*) FROM ductline_jobs WHERE status = 'pending' AND throttled = 1) AS throttled,
     t.now_ms AS now_ms
 FROM (SELECT ductline_now_ms() AS now_ms) AS t;
 
