@@ -186,3 +186,12 @@ def test_a_slot_held_by_a_killed_worker_is_freed_and_the_throttled_job_runs(stor
     assert results == ["crashed", "succeeded", "succeeded"]
     spans = attempt_spans(db_url, "slow")
     assert most_at_once([(a, b) for a, b, _ in spans]) == 1
+
+
+def test_the_throttled_gauge_counts_jobs_waiting_for_a_slot(store):
+    from ductline.observability.metrics import queue_depths
+
+    for i in range(3):
+        limit_app.capped.trigger(i, database=store)
+    store.claim("w", ["capped"], 5, 60_000, limits={("capped", "hold"): _limit(2)})
+    assert queue_depths(store) == {"capped": (0, 0, 1)}

@@ -263,7 +263,7 @@ def test_queue_gauges_count_ready_and_delayed_jobs_per_pipeline(store, install):
     for _ in range(2):
         obs_app.timeout_then_ok.trigger(1, database=store)
     obs_app.delayed_chain.trigger(1, delay=600, database=store)
-    assert queue_depths(store) == {"obs_timeout_then_ok": (2, 0), "obs_delayed": (0, 1)}
+    assert queue_depths(store) == {"obs_timeout_then_ok": (2, 0, 0), "obs_delayed": (0, 1, 0)}
     obs = install(metrics_port=0, store=store, gauge_cache_seconds=0)
     _, samples = scrape(obs.metrics_url)
     assert samples[("ductline_jobs_ready", (("pipeline", "obs_timeout_then_ok"),))] == 2
@@ -275,13 +275,13 @@ def test_queue_gauges_count_ready_and_delayed_jobs_per_pipeline(store, install):
 def test_queue_gauges_remember_drained_pipelines_and_cache_readings(store):
     handle = obs_app.timeout_then_ok.trigger(1, database=store)
     depths = QueueDepths(store, cache_seconds=60)
-    assert depths() == {"obs_timeout_then_ok": (1, 0)}
+    assert depths() == {"obs_timeout_then_ok": (1, 0, 0)}
     from ductline.runtime.abort import cancel_run
 
     cancel_run(store, handle.id)
-    assert depths() == {"obs_timeout_then_ok": (1, 0)}  # cached
+    assert depths() == {"obs_timeout_then_ok": (1, 0, 0)}  # cached
     depths.cache_seconds = 0
-    assert depths() == {"obs_timeout_then_ok": (0, 0)}  # drained, still reported
+    assert depths() == {"obs_timeout_then_ok": (0, 0, 0)}  # drained, still reported
 
 
 def test_otel_and_statsd_gauges(store, install, otel, udp):
@@ -292,10 +292,12 @@ def test_otel_and_statsd_gauges(store, install, otel, udp):
     assert [(dict(p.attributes), p.value) for p in points["ductline.jobs.delayed"]] == [
         ({"pipeline": "obs_delayed"}, 1)]
     assert [p.value for p in points["ductline.jobs.ready"]] == [0]
-    assert obs.statsd.send_gauges() == 2
-    lines = wait_for(lambda: len(udp.drain()) >= 2 and udp.lines, timeout=5)
+    assert [p.value for p in points["ductline.jobs.throttled"]] == [0]
+    assert obs.statsd.send_gauges() == 3
+    lines = wait_for(lambda: len(udp.drain()) >= 3 and udp.lines, timeout=5)
     assert set(lines) == {"ductline.jobs.ready:0|g|#pipeline:obs_delayed",
-                          "ductline.jobs.delayed:1|g|#pipeline:obs_delayed"}
+                          "ductline.jobs.delayed:1|g|#pipeline:obs_delayed",
+                          "ductline.jobs.throttled:0|g|#pipeline:obs_delayed"}
 
 
 def test_pipeline_runtime_is_read_from_the_store_when_the_event_has_none(store):

@@ -84,11 +84,14 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("ductline.lease.lost", COUNTER, STEP, "Attempts whose lease was lost (killed)."),
     MetricSpec("ductline.jobs.ready", GAUGE, PIPELINE, "Pending jobs whose not-before time has passed."),
     MetricSpec("ductline.jobs.delayed", GAUGE, PIPELINE, "Pending jobs waiting for their not-before time."),
+    MetricSpec("ductline.jobs.throttled", GAUGE, PIPELINE,
+               "Pending jobs waiting for a slot of their step's concurrency limit."),
 )
 
 SPECS: dict[str, MetricSpec] = {m.name: m for m in METRICS}
 READY = "ductline.jobs.ready"
 DELAYED = "ductline.jobs.delayed"
+THROTTLED = "ductline.jobs.throttled"
 
 LabelValues = tuple[str, ...]
 
@@ -147,7 +150,7 @@ class Registry:
     scrapes from the HTTP server's threads.
     """
 
-    def __init__(self, gauge_source: Callable[[], dict[str, tuple[int, int]]] | None = None) -> None:
+    def __init__(self, gauge_source: Callable[[], dict[str, tuple[int, int, int]]] | None = None) -> None:
         self._lock = threading.Lock()
         self._counters: dict[str, dict[LabelValues, float]] = {}
         self._histograms: dict[str, dict[LabelValues, Histogram]] = {}
@@ -225,7 +228,8 @@ class Registry:
         return merged
 
     def gauges(self) -> dict[str, dict[LabelValues, float]]:
-        """``{"ductline.jobs.ready": {(pipeline,): n}, "ductline.jobs.delayed": {...}}``,
+        """``{"ductline.jobs.ready": {(pipeline,): n}, "ductline.jobs.delayed": {...},
+        "ductline.jobs.throttled": {...}}``,
         read now from the gauge source (empty without one, or if the database fails)."""
         if self.gauge_source is None:
             return {}
@@ -234,8 +238,9 @@ class Registry:
         except StoreError as exc:
             log.warning("queue depth gauges unavailable: %s", exc)
             return {}
-        return {READY: {(p,): float(r) for p, (r, _) in depths.items()},
-                DELAYED: {(p,): float(d) for p, (_, d) in depths.items()}}
+        return {READY: {(p,): float(r) for p, (r, _, _) in depths.items()},
+                DELAYED: {(p,): float(d) for p, (_, d, _) in depths.items()},
+                THROTTLED: {(p,): float(t) for p, (_, _, t) in depths.items()}}
 
 
 def _matches(spec: MetricSpec, key: LabelValues, labels: dict[str, Any]) -> bool:
@@ -244,13 +249,14 @@ def _matches(spec: MetricSpec, key: LabelValues, labels: dict[str, Any]) -> bool
 
 
 # -- the gauges' one aggregate query --------------------------------------------------------
-def queue_depths(store: Any) -> dict[str, tuple[int, int]]:
-    """``{pipeline: (ready, delayed)}`` of the pending jobs, from one aggregate
+def queue_depths(store: Any) -> dict[str, tuple[int, int, int]]:
+    """``{pipeline: (ready, delayed, throttled)}`` of the pending jobs, from one aggregate
     query (``metrics_queue_depths``) over the partial index of pending jobs.
     Read-only; pipelines without pending jobs are absent."""
     with store.dialect.reader() as session:
         rows = session.fetch("metrics_queue_depths", {})
-    return {r["pipeline"]: (int(r["ready"] or 0), int(r["delayed"] or 0)) for r in rows}
+    return {r["pipeline"]: (int(r["ready"] or 0), int(r["delayed"] or 0), int(r["throttled"] or 0))
+            for r in rows}
 
 
 class QueueDepths:
@@ -263,17 +269,17 @@ class QueueDepths:
         self.cache_seconds = cache_seconds
         self._known = set(pipelines)
         self._lock = threading.Lock()
-        self._cached: dict[str, tuple[int, int]] | None = None
+        self._cached: dict[str, tuple[int, int, int]] | None = None
         self._at = 0.0
 
-    def __call__(self) -> dict[str, tuple[int, int]]:
+    def __call__(self) -> dict[str, tuple[int, int, int]]:
         with self._lock:
             now = time.monotonic()
             if self._cached is not None and now - self._at < self.cache_seconds:
                 return dict(self._cached)
             depths = queue_depths(self.store)
             self._known.update(depths)
-            result = {p: depths.get(p, (0, 0)) for p in sorted(self._known)}
+            result = {p: depths.get(p, (0, 0, 0)) for p in sorted(self._known)}
             self._cached, self._at = result, now
             return dict(result)
 

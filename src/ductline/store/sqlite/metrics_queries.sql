@@ -1,13 +1,14 @@
 -- Read-only statements of ductline.observability (metrics gauges). Nothing here writes.
 
 -- name: metrics_queue_depths
--- Ready and delayed jobs per pipeline in one aggregate over the partial index of
+-- Ready, delayed and throttled jobs per pipeline in one aggregate over the partial index of
 -- pending jobs (no rows are loaded). The clock is read once for the statement.
 WITH clock AS (SELECT ductline_now_ms() AS now_ms)
 SELECT j.pipeline AS pipeline,
-       sum(CASE WHEN j.not_before_ms <= clock.now_ms THEN 1 ELSE 0 END) AS ready,
-       sum(CASE WHEN j.not_before_ms > clock.now_ms THEN 1 ELSE 0 END) AS delayed
+       sum(CASE WHEN j.throttled = 0 AND j.not_before_ms <= clock.now_ms THEN 1 ELSE 0 END) AS ready,
+       sum(CASE WHEN j.throttled = 0 AND j.not_before_ms > clock.now_ms THEN 1 ELSE 0 END) AS delayed,
+       sum(j.throttled) AS throttled
 FROM ductline_jobs AS j, clock
-WHERE j.status = 'pending' AND j.throttled = 0
+WHERE j.status = 'pending'
 GROUP BY j.pipeline
 ORDER BY j.pipeline;
