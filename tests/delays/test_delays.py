@@ -241,9 +241,9 @@ def test_trigger_delay_and_delay_until_override_the_start_delay(store, workers):
     for h in (default, shorter, at, now):
         assert_never_early(store, h.id)
     assert succeeded(only(store, at.id, "started"))["started_ms"] >= until_ms
-    # the definition's 3 s was overridden: "shorter" ran before "default" could
-    assert succeeded(only(store, shorter.id, "started"))["started_ms"] < \
-        only(store, default.id, "started")["not_before_ms"]
+    # the definition's 3 s was overridden: "shorter" could start 2 s before "default"
+    # (when it did depends on how soon the worker was up, so only its time is compared)
+    assert only(store, shorter.id, "started")["not_before_ms"] + 1500 < only(store, default.id, "started")["not_before_ms"]
     assert default.wait(30) == "completed"
     assert_never_early(store, default.id)
 
