@@ -119,7 +119,11 @@ def test_a_worker_serves_its_ready_jobs_before_it_fires_a_due_schedule(db_url, s
     backlog = [sched_app_backlog.working.trigger(i, database=store) for i in range(8)]
     rows.sync(store, [Schedule("every_second", "sched_ticking", "* * * * * *", '["s"]')], ["sched_ticking"],
               next_tick_ms)
-    first_tick = schedule_row(store, "every_second")["next_fire_ms"]
+    # The tick is due before the worker starts (not a race against its start-up time).
+    synced = schedule_row(store, "every_second")["next_fire_ms"]
+    first_tick = latest_tick_ms("* * * * * *", store.now_ms())
+    with store.transaction() as tx:
+        assert rows.advance(tx, "every_second", "* * * * * *", synced, first_tick)
     proc = start_worker(db_url, concurrency=1, app=APP, env={"SCHED_SET": "every_second"})
     try:
         wait_for(lambda: all(h.status() == "completed" for h in backlog) and runs_of(store, "sched_ticking"),
