@@ -24,7 +24,8 @@ from ductline.stores import ensure_schema
 
 # Error lines are never wrapped: operators grep them and scripts parse them.
 console = Console(stderr=True, soft_wrap=True)
-out = Console()
+# Piped output is not cut to 80 columns (tables stay whole for grep and less).
+out = Console(width=None if sys.stdout.isatty() else 200)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -154,11 +155,13 @@ def run(target: str, args_json: str | None, concurrency: int | None, timeout: st
 
     settings = load_settings(database_url=database)
     store = _store(database, migrate=True)
-    module_part, _ = split(target)
-    worker = build_worker(store, [module_part], concurrency or os.cpu_count() or 2, settings)
     from ductline.apps import load_pipeline
 
+    module_part, _ = split(target)
     pipeline, _ = load_pipeline(target)
+    # Only this pipeline, and no schedules: `run` runs one run, not whatever else waits.
+    worker = build_worker(store, [module_part], concurrency or os.cpu_count() or 2, settings,
+                          only=pipeline.name)
     handle = pipeline.trigger(*_json_list(args_json), timeout=_duration(timeout, "--timeout"), database=store)
     console.print(f"run [bold]{handle.id}[/bold] of pipeline [bold]{pipeline.name}[/bold]", highlight=False)
     worker.install_signal_handlers()
@@ -172,7 +175,12 @@ def run(target: str, args_json: str | None, concurrency: int | None, timeout: st
     with RunProgress(store, handle.id, console):
         worker.run(stop_when=settled)
     if worker.interrupted and handle.status() not in SETTLED:
-        fail(f"interrupted; run {handle.id} is still {handle.status()}: `ductline worker --app "
+        status = handle.status()
+        if status == "paused":
+            fail(f"interrupted; run {handle.id} is paused: `ductline resume {handle.id}` lets it go on "
+                 f"(with a worker: `ductline worker --app {module_part}`), `ductline cancel {handle.id}` "
+                 "stops it", code=130)
+        fail(f"interrupted; run {handle.id} is still {status}: `ductline worker --app "
              f"{module_part}` finishes it, `ductline cancel {handle.id}` stops it", code=130)
     view = views.run_view(store, handle.id)
     status = view["status"]
@@ -253,7 +261,8 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
     table = Table("step", "index", "status", "not before", "attempts", "last result", "error")
     for s in view["steps"]:
         last = s["attempts"][-1] if s["attempts"] else {}
-        error = f"{last.get('error_type')}: {last.get('error')}" if last.get("error_type") else ""
+        error = f"{last.get('error_type')}: {last.get('error')}" if last.get("error_type") \
+            else (s["skip_reason"] or "")  # a step that never ran says why
         status = s["status"] + (" (throttled)" if s["throttled"] else "")  # waits for a concurrency slot
         table.add_row(s["step"], "" if s["index"] is None else str(s["index"]), status,
                       s["not_before"] or "", str(len(s["attempts"])), last.get("result") or "", error[:120])

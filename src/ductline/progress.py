@@ -42,8 +42,10 @@ class RunProgress:
         total = sum(counts.values())
         done = sum(counts.get(s, 0) for s in ("completed", "failed", "skipped", "cancelled"))
         current = ", ".join(running[:3]) + (" …" if len(running) > 3 else "")
-        self._progress.update(self._task, total=max(total, 1), completed=done,
-                              current=f"running: {current}" if current else "")
+        text = f"running: {current}" if current else ""
+        if counts.get("paused"):  # waits for a person: say how to let it go on
+            text = (text + "; " if text else "") + f"paused: `ductline resume {self._run_id}`"
+        self._progress.update(self._task, total=max(total, 1), completed=done, current=text)
 
     def _loop(self) -> None:
         while not self._stop.wait(0.25):

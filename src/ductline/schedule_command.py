@@ -78,7 +78,9 @@ def schedules(ctx: click.Context, as_json: bool, database: str | None) -> None:
     for v in views:
         state = {"enabled": "[green]enabled[/green]", "disabled": "[yellow]disabled[/yellow]"}.get(
             v["state"], f"[red]{v['state']}[/red]")
-        table.add_row(v["name"], v["pipeline"], v["cron"], state, v["next_fire"] or "", v["last_fire"] or "",
+        # a disabled or removed schedule fires nothing: its stored next fire is no promise
+        next_fire = (v["next_fire"] or "") if v["state"] == "enabled" else "—"
+        table.add_row(v["name"], v["pipeline"], v["cron"], state, next_fire, v["last_fire"] or "",
                       v["last_run_id"] or "")
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 

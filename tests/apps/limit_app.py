@@ -47,3 +47,16 @@ def slow(x):
 
 
 single = Pipeline("single").start(slow, concurrency=1, max_crash=3)
+
+
+def sleepy(x):
+    """Notes its pid in $LIMIT_PIDS/<x> and sleeps: a test can tell whether it still runs."""
+    import os
+
+    with open(os.path.join(os.environ["LIMIT_PIDS"], str(x)), "w") as fh:
+        fh.write(str(os.getpid()))
+    time.sleep(3)
+    return x
+
+
+exclusive = Pipeline("exclusive").start(sleepy, concurrency=1)

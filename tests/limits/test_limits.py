@@ -137,8 +137,11 @@ def test_the_limit_key_names_pipeline_step_and_value():
     ({"concurrency": 0}, ValueError, "concurrency must be at least 1, got 0"),
     ({"concurrency": 1.5}, TypeError, "concurrency must be an int, not float (1.5)"),
     ({"concurrency": True}, TypeError, "concurrency must be an int, not bool (True)"),
-    ({"rate": 0}, ValueError, "rate must be more than 0 and at most 10000 attempts per second, got 0"),
-    ({"rate": 10_001}, ValueError, "rate must be more than 0 and at most 10000 attempts per second, got 10001"),
+    ({"rate": 0}, ValueError, "rate must be from 1.65344e-06 (one a week) to 10000 attempts per second, got 0"),
+    ({"rate": 1e-17}, ValueError,
+     "rate must be from 1.65344e-06 (one a week) to 10000 attempts per second, got 1e-17"),
+    ({"rate": 10_001}, ValueError,
+     "rate must be from 1.65344e-06 (one a week) to 10000 attempts per second, got 10001"),
     ({"rate": "5/s"}, TypeError, "rate must be a number of attempts per second, not str ('5/s')"),
     ({"concurrency_key": "customer"}, ValueError, "concurrency_key needs concurrency= or rate= to limit"),
     ({"concurrency": 1, "concurrency_key": ""}, TypeError,
@@ -195,3 +198,59 @@ def test_the_throttled_gauge_counts_jobs_waiting_for_a_slot(store):
         limit_app.capped.trigger(i, database=store)
     store.claim("w", ["capped"], 5, 60_000, limits={("capped", "hold"): _limit(2)})
     assert queue_depths(store) == {"capped": (0, 0, 1)}
+
+
+def test_a_cancelled_attempt_keeps_its_slot_until_its_child_is_gone(store, db_url, workers, tmp_path):
+    from ductline.runtime.abort import cancel_run
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    first = limit_app.exclusive.trigger("a", database=store)
+    second = limit_app.exclusive.trigger("b", database=store)
+    workers(concurrency=2, app=APP, env={"LIMIT_PIDS": str(pids)})
+    wait_for(lambda: (pids / "a").exists() or (pids / "b").exists(), 30)
+    running, waiting = (first, second) if (pids / "a").exists() else (second, first)
+    holder = int(wait_for(lambda: (pids / ("a" if running is first else "b")).read_text(), 5))
+    cancel_run(store, running.id)
+    # The other run starts only once the cancelled attempt's child is gone (on SQLite
+    # its worker learns of the cancel only at its next heartbeat).
+    other = pids / ("b" if running is first else "a")
+    wait_for(other.exists, 30)
+    import os
+
+    try:
+        os.kill(holder, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive, "the next attempt of the key started while the cancelled one still ran"
+    assert waiting.wait(30) == "completed"
+
+
+def test_start_slots_of_cancelled_jobs_are_given_out_again(store):
+    import time
+
+    from ductline.runtime.abort import cancel_run
+    from ductline.store.records import StepLimit
+
+    limits = {("rated", "quick"): StepLimit(None, 4)}
+    queued = [limit_app.rated.trigger(i, database=store) for i in range(12)]
+    assert len(store.claim("w", ["rated"], 20, 60_000, limits=limits)) == 1  # the others got slots ahead
+    for handle in queued:
+        cancel_run(store, handle.id)
+    fresh = limit_app.rated.trigger(99, database=store)
+    time.sleep(0.3)  # one interval (250 ms) after the last start
+    assert [j.run_id for j in store.claim("w", ["rated"], 5, 60_000, limits=limits)] == [fresh.id]
+
+
+def test_a_raised_limit_is_used_as_soon_as_a_slot_is_handed_on(store):
+    from ductline.store.records import StepLimit
+
+    handles = [limit_app.capped.trigger(i, database=store) for i in range(4)]
+    [held] = store.claim("w", ["capped"], 5, 60_000, limits={("capped", "hold"): StepLimit(1, None)})
+    # A deploy raises the limit to 3; the running attempt ends and hands its slot on.
+    with store.transaction() as tx:
+        assert tx.complete_jobs([(held.job_id, held.lease_token, "1")]) == {held.job_id}
+        tx.unthrottle([held.limit_key])
+    claimed = store.claim("w", ["capped"], 5, 60_000, limits={("capped", "hold"): StepLimit(3, None)})
+    assert len(claimed) == 3 and {c.run_id for c in claimed} <= {h.id for h in handles}

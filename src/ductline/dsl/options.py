@@ -18,6 +18,9 @@ ISOLATIONS = ("process", "thread")
 # Priorities are small integers: a claim probes each distinct priority of the ready
 # jobs once, so the range bounds what a claim can cost.
 MIN_PRIORITY, MAX_PRIORITY = -100, 100
+# Attempts per second; below one a week, start slots of a long queue would leave the
+# range of a millisecond timestamp.
+MIN_RATE, MAX_RATE = 1 / (7 * 86400), 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +95,9 @@ def _limits(concurrency: Any, concurrency_key: Any, rate: Any) -> tuple[int | No
     if rate is not None:
         if isinstance(rate, bool) or not isinstance(rate, (int, float)):
             raise TypeError(f"rate must be a number of attempts per second, not {type(rate).__name__} ({rate!r})")
-        if not 0 < rate <= 10_000 or rate != rate:
-            raise ValueError(f"rate must be more than 0 and at most 10000 attempts per second, got {rate}")
+        if not MIN_RATE <= rate <= MAX_RATE or rate != rate:
+            raise ValueError(f"rate must be from {MIN_RATE:g} (one a week) to {MAX_RATE} attempts per second, "
+                             f"got {rate}")
         rate = float(rate)
     if concurrency_key is not None:
         if not isinstance(concurrency_key, str) or not concurrency_key:

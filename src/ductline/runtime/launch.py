@@ -21,8 +21,13 @@ from ductline.store import Store
 log = logging.getLogger("ductline.worker")
 
 
-def build_worker(store: Store, apps: list[str], concurrency: int, settings: Settings) -> Worker:
+def build_worker(store: Store, apps: list[str], concurrency: int, settings: Settings, *,
+                 only: str | None = None) -> Worker:
     """Import the apps and make a worker for every pipeline they define.
+
+    Args:
+        only: serve just this pipeline and fire no schedules (``ductline run``: one
+            run, without doing other work found in the database).
 
     Raises:
         TargetError: an app cannot be imported or defines no pipeline.
@@ -34,6 +39,8 @@ def build_worker(store: Store, apps: list[str], concurrency: int, settings: Sett
             folders.append(folder)
     definitions = {}
     for name, pipeline in list(_REGISTRY.items()):
+        if only is not None and name != only:
+            continue
         try:
             definitions[name] = pipeline.definition()
         except DefinitionError as exc:
@@ -43,7 +50,8 @@ def build_worker(store: Store, apps: list[str], concurrency: int, settings: Sett
     from ductline.observability.setup import install_from_env
 
     install_from_env(store)  # metrics endpoint, StatsD, OpenTelemetry: as the environment asks
-    return Worker(store, definitions, apps, concurrency, settings, sys_path=folders)
+    return Worker(store, definitions, apps, concurrency, settings, sys_path=folders,
+                  fire_schedules=only is None)
 
 
 def supervise(argv: list[str], processes: int, restart_delay: float = 1.0) -> int:

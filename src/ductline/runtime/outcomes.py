@@ -78,7 +78,9 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
             _record_successes(tx, outcomes, bulk, definitions, retry_delay, results, sink, limits)
         tx.insert_jobs(sink)
         # Each ended attempt of a limited step frees a slot of its key: hand it on.
-        tx.unthrottle([o.attempt.limit_key for o in outcomes if o.attempt.limit_key and not o.run_deadline])
+        limited = [o.attempt for o in outcomes if o.attempt.limit_key and not o.run_deadline]
+        tx.release_slots([a.job_id for a in limited])
+        tx.unthrottle([a.limit_key for a in limited if a.limit_key])
     for i, o in enumerate(outcomes):
         if o.run_deadline:
             results[i] = record.run_deadline_in_own_transaction(store, definitions.get(o.pipeline), o.attempt)

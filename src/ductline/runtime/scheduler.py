@@ -69,14 +69,16 @@ class Scheduler:
         now_ms: the worker's estimate of the database clock (epoch ms).
         refresh_seconds: the longest it trusts its idea of the next fire without
             reading the table again (other workers and the CLI change it too).
+        enabled: ``False`` for a worker that neither writes nor fires schedules
+            (the embedded worker of ``ductline run``).
     """
 
     def __init__(self, store: Store, definitions: dict[str, Definition], now_ms: Callable[[], float],
-                 refresh_seconds: float) -> None:
+                 refresh_seconds: float, *, enabled: bool = True) -> None:
         self.store = store
         self.pipelines = sorted(definitions)
-        self.schedules = registered_schedules(self.pipelines)
-        self.synced = False
+        self.schedules = registered_schedules(self.pipelines) if enabled else []
+        self.synced = not enabled  # a disabled scheduler must not mark schedules removed
         self.next_fire_ms: int | None = None  # database clock; None: none known
         self._now_ms = now_ms
         self._refresh = refresh_seconds

@@ -52,7 +52,8 @@ class Worker(ChildEvents):
     """
 
     def __init__(self, store: Store, definitions: dict[str, Definition], apps: list[str],
-                 concurrency: int, settings: Settings, sys_path: list[str] | None = None) -> None:
+                 concurrency: int, settings: Settings, sys_path: list[str] | None = None, *,
+                 fire_schedules: bool = True) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
         self.store = store
@@ -72,7 +73,7 @@ class Worker(ChildEvents):
         self.wakeup = Wakeup()
         self.enforcer = Enforcer(settings.kill_grace_seconds, settings.lease_seconds, self.wakeup.wake)
         self.scheduler = Scheduler(store, definitions, lambda: self._offset_ms + time.monotonic() * 1000,
-                                   settings.poll_interval)
+                                   settings.poll_interval, enabled=fire_schedules)
         self._offset_ms = 0.0          # database clock minus monotonic clock, in ms
         self._next_heartbeat = 0.0
         self._next_maintenance = 0.0

@@ -17,7 +17,11 @@ transaction lock on PostgreSQL; SQLite's single writer needs none), and
   hands its slot on (`unthrottle`), so blocked jobs are not read again by every claim;
 - a rate-limited key hands out start slots ``1/rate`` seconds apart (a generic cell
   rate algorithm): a candidate whose slot is in the future gets it as its not-before
-  time and keeps it, and starts when it comes -- one row, no rescans, no bursts.
+  time and keeps it, and starts when it comes -- one row, no rescans, no bursts. The
+  next free slot follows the last one a waiting job holds, so the slots of cancelled
+  jobs are given out again.
+- a job of a cancelled or expired run keeps its slot until its worker has killed the
+  attempt (`release_slots`), so two attempts of a key never overlap.
 """
 
 from __future__ import annotations
@@ -111,62 +115,72 @@ def _admit(s: Session, candidates: list[dict[str, Any]],
     s.fetch("lock_limit_keys", {"keys": keys})
     running = {r["limit_key"]: int(r["n"]) for r in s.fetch("running_with_keys", {"keys": keys})}
     rules = {key: limits[(group[0]["pipeline"], group[0]["step"])] for key, group in by_key.items()}
-    slots = {}
+    last_starts: dict[str, float] = {}
+    reserved: dict[str, float] = {}
     if any(rule.rate is not None for rule in rules.values()):
-        slots = {r["limit_key"]: r for r in s.fetch("rate_next_slots", {"keys": keys})}
-    held_back, throttle, saves, deferred = 0, [], [], []
+        last_starts = {r["limit_key"]: float(r["last_start_ms"]) for r in s.fetch("rate_last_starts", {"keys": keys})}
+        reserved = {r["limit_key"]: float(r["reserved_ms"]) for r in s.fetch("rate_reserved_slots", {"keys": keys})}
+    held_back, throttle, saves, deferred, spare = 0, [], [], [], {}
     for key in sorted(by_key):
         group, rule = by_key[key], rules[key]
         if rule.concurrency is not None:
             room = max(0, rule.concurrency - running.get(key, 0))
             throttle += [c["id"] for c in group[room:]]
             held_back += len(group[room:])
+            if room > len(group):
+                # Slots nobody handed on (a limit raised by a deploy, a slot freed by
+                # a cancel): throttled jobs of the key may take them now.
+                spare[key] = room - len(group)
             group = group[:room]
         if rule.rate is not None and group:
-            group, wait, save = _rate_slots(key, rule.rate, group, now, slots.get(key))
+            group, wait, last_start = _rate_slots(rule.rate, group, now, last_starts.get(key), reserved.get(key))
             deferred += wait
-            saves.append(save)
+            saves.append({"limit_key": key, "last_start_ms": last_start})
             held_back += len(wait)
         admitted += [c["id"] for c in group]
     if throttle:
         s.execute("throttle_jobs", {"ids": json.dumps(throttle)})
+    for key, n in spare.items():
+        held_back += s.execute("unthrottle_next", {"limit_key": key, "n": n})
     if saves:
-        s.execute_many("save_rate_next_slot", saves)
+        s.execute_many("save_rate_last_start", saves)
     if deferred:
         s.execute_many("defer_jobs", deferred)
     return admitted, held_back
 
 
-def _rate_slots(key: str, rate: float, group: list[dict[str, Any]], now: int,
-                row: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+def _rate_slots(rate: float, group: list[dict[str, Any]], now: int, last_start: float | None,
+                reserved: float | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float]:
     """Give each candidate of a rate-limited key its start slot.
 
-    Slots are handed out ``1/rate`` apart in arrival order and kept by the jobs that
-    wait for them. Whatever the slots say, two starts of a key are never closer than
-    ``1/rate``: a slot missed (every worker busy) is taken late, never in a burst.
+    Slots are handed out ``1/rate`` apart, after the last slot a waiting job holds
+    (``reserved``), and kept by the jobs that wait for them. Whatever the slots say,
+    two starts of a key are never closer than ``1/rate``: a slot missed (every worker
+    busy) is taken late, never in a burst.
 
     Returns:
-        ``(candidates that start now, deferrals {id, not_before_ms}, the key's new row)``.
+        ``(candidates that start now, deferrals {id, not_before_ms}, the last start)``.
     """
     interval = 1000.0 / rate
-    next_slot = float(row["next_slot_ms"]) if row else float(now)
-    last_start = float(row["last_start_ms"]) if row else float(now) - interval
+    last = float(now) - interval if last_start is None else last_start
+    next_slot = float(now) if reserved is None else reserved + interval
     start_now: list[dict[str, Any]] = []
     deferred = []
     for c in group:
-        reserved = c["rate_slot_ms"]
-        if reserved is not None and int(reserved) <= now:
+        held = c["rate_slot_ms"]
+        if held is not None and int(held) <= now:
             want = float(now)  # it waited for this slot: it is its turn
         else:
             want = max(float(now), next_slot)
             next_slot = want + interval
-        want = max(want, last_start + interval)
+        want = max(want, last + interval)
         if want <= now:
             start_now.append(c)
-            last_start = float(now)
+            last = float(now)
         else:
             deferred.append({"id": c["id"], "not_before_ms": math.ceil(want)})
-    return start_now, deferred, {"limit_key": key, "next_slot_ms": next_slot, "last_start_ms": last_start}
+            next_slot = max(next_slot, want + interval)
+    return start_now, deferred, last
 
 
 def unthrottle(s: Session, keys: list[str]) -> int:

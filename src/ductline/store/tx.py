@@ -56,6 +56,12 @@ class Tx:
         } for j in jobs])
         self.s.fetch("notify")
 
+    def release_slots(self, job_ids: list[str]) -> None:
+        """These limited jobs' attempts are gone: a job whose run was cancelled or
+        expired meanwhile frees the slot it kept (`ductline.store.claims`)."""
+        if job_ids:
+            self.s.execute("release_slots", {"ids": json.dumps(job_ids)})
+
     def unthrottle(self, keys: list[str]) -> None:
         """Attempts of these limit keys ended (one entry per attempt): the next
         throttled job of each key becomes ready (`ductline.store.claims`)."""

@@ -40,20 +40,33 @@ RETURNING id, run_id, pipeline, step, scope, input, attempts, lease_token, timeo
 SELECT 1 AS locked;
 
 -- name: running_with_keys
+-- Slots held per key: running attempts, and attempts of a cancelled or expired run
+-- whose worker has not yet killed them (their lease expiry is kept until it has).
 -- Read after the keys were locked (a statement of its own: it must see what committed
 -- while this transaction waited for the locks).
 SELECT limit_key, count(*) AS n FROM ductline_jobs
-WHERE status = 'running' AND limit_key IS NOT NULL AND limit_key IN (SELECT value FROM json_each(:keys))
+WHERE limit_key IS NOT NULL AND lease_expires_ms IS NOT NULL AND limit_key IN (SELECT value FROM json_each(:keys))
+  AND (status = 'running' OR lease_expires_ms > ductline_now_ms())
 GROUP BY limit_key;
 
--- name: rate_next_slots
-SELECT limit_key, next_slot_ms, last_start_ms FROM ductline_rate_slots
-WHERE limit_key IN (SELECT value FROM json_each(:keys));
+-- name: rate_last_starts
+SELECT limit_key, last_start_ms FROM ductline_rate_slots WHERE limit_key IN (SELECT value FROM json_each(:keys));
 
--- name: save_rate_next_slot
-INSERT INTO ductline_rate_slots (limit_key, next_slot_ms, last_start_ms)
-VALUES (:limit_key, :next_slot_ms, :last_start_ms)
-ON CONFLICT (limit_key) DO UPDATE SET next_slot_ms = excluded.next_slot_ms, last_start_ms = excluded.last_start_ms;
+-- name: rate_reserved_slots
+-- The last start slot held by a waiting job of each key: the next free slot follows it.
+SELECT limit_key, max(rate_slot_ms) AS reserved_ms FROM ductline_jobs
+WHERE status = 'pending' AND rate_slot_ms IS NOT NULL AND limit_key IN (SELECT value FROM json_each(:keys))
+GROUP BY limit_key;
+
+-- name: save_rate_last_start
+INSERT INTO ductline_rate_slots (limit_key, last_start_ms) VALUES (:limit_key, :last_start_ms)
+ON CONFLICT (limit_key) DO UPDATE SET last_start_ms = excluded.last_start_ms;
+
+-- name: release_slots
+-- The worker killed these attempts after their run was cancelled or expired: their
+-- slots are free (nothing is released while a job is still running).
+UPDATE ductline_jobs SET lease_expires_ms = NULL
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status <> 'running' AND lease_expires_ms IS NOT NULL;
 
 -- name: throttle_jobs
 -- Jobs whose key is at capacity leave the ready index until a slot frees.
@@ -74,10 +87,11 @@ WHERE id IN (SELECT id FROM ductline_jobs
              ORDER BY priority DESC, not_before_ms LIMIT :n);
 
 -- name: unthrottle_idle_keys
--- Safety net run by maintenance: throttled jobs of a key with nothing running (a slot
--- freed by a path that does not hand it on, e.g. a cancel) become ready again.
+-- Safety net run by maintenance: throttled jobs of a key holding no slot (freed by a
+-- path that does not hand it on, e.g. a rescue or a lease run out) become ready again.
 UPDATE ductline_jobs SET throttled = 0
 WHERE throttled = 1 AND status = 'pending'
   AND NOT EXISTS (SELECT 1 FROM ductline_jobs r
-                  WHERE r.limit_key = ductline_jobs.limit_key AND r.status = 'running'
-                    AND r.limit_key IS NOT NULL);
+                  WHERE r.limit_key = ductline_jobs.limit_key AND r.limit_key IS NOT NULL
+                    AND r.lease_expires_ms IS NOT NULL
+                    AND (r.status = 'running' OR r.lease_expires_ms > ductline_now_ms()));

@@ -267,8 +267,11 @@ SELECT id, step, scope, status FROM ductline_jobs
 WHERE run_id = :run_id AND status IN ('pending', 'held', 'paused', 'running');
 
 -- name: abort_running_jobs
+-- A limited job keeps its lease expiry: its slot stays held until the worker that was
+-- running it has killed the attempt (or the lease runs out), so the key's limit holds.
 UPDATE ductline_jobs
-SET status = :status, lease_token = NULL, lease_expires_ms = NULL, worker_id = NULL,
+SET status = :status, lease_token = NULL, worker_id = NULL,
+    lease_expires_ms = CASE WHEN limit_key IS NULL THEN NULL ELSE lease_expires_ms END,
     finished_ms = ductline_now_ms(), skip_reason = :reason
 WHERE run_id = :run_id AND status = 'running';
 

@@ -138,19 +138,26 @@ WITH RECURSIVE levels(priority) AS (
     FROM levels WHERE levels.priority IS NOT NULL
 )
 SELECT priority FROM levels WHERE priority IS NOT NULL;
-CREATE INDEX ductline_jobs_limited ON ductline_jobs (limit_key) WHERE status = 'running' AND limit_key IS NOT NULL;
+-- A limited job holds a slot of its key while it has a lease: running, or ended by a
+-- cancel or deadline while its worker may still be killing the attempt (the worker
+-- releases the slot once the attempt is gone, else the lease runs out).
+CREATE INDEX ductline_jobs_limited ON ductline_jobs (limit_key)
+    WHERE limit_key IS NOT NULL AND lease_expires_ms IS NOT NULL;
+-- Start slots held by rate-limited jobs waiting for them.
+CREATE INDEX ductline_jobs_rate_slots ON ductline_jobs (limit_key, rate_slot_ms)
+    WHERE status = 'pending' AND rate_slot_ms IS NOT NULL;
 CREATE INDEX ductline_jobs_throttled ON ductline_jobs (limit_key, priority, not_before_ms)
     WHERE throttled = 1 AND status = 'pending';
 CREATE INDEX ductline_jobs_paused ON ductline_jobs (pause_expires_ms) WHERE status = 'paused';
 
--- Rate limits hand out start slots 1/rate apart (a generic cell rate algorithm): one
--- row per rate-limited key holds the next free slot, read and written under the key's
--- lock, with the last start (two starts are never closer than 1/rate, even when
--- slots were missed). A job that must wait is given its slot as not-before
--- (rate_slot_ms) and keeps it.
+-- Rate limits hand out start slots 1/rate apart (a generic cell rate algorithm). A job
+-- that must wait gets its slot as not-before (rate_slot_ms) and keeps it; the next
+-- free slot follows the last slot held by a pending job, so slots of jobs that were
+-- cancelled are given out again. One row per key keeps the last start, read and
+-- written under the key's lock: two starts are never closer than 1/rate, even when
+-- slots were missed.
 CREATE TABLE ductline_rate_slots (
     limit_key TEXT PRIMARY KEY,
-    next_slot_ms REAL NOT NULL,
     last_start_ms REAL NOT NULL
 );
 
