@@ -112,9 +112,12 @@ class RunHandle:
 
         Raises:
             TypeError: ``input`` does not round-trip through JSON. Nothing is changed.
+            PayloadTooLarge: ``input`` is above ``payload_max_bytes`` as JSON (above
+                ``payload_inline_bytes`` it is stored out of line). Nothing is changed.
             InvalidStateError: the run is not paused (of two racing resumes, the
-                loser gets this), or an input was given while several step runs
-                are paused. Nothing is changed.
+                loser gets this), its pause has expired (``pause_expires_ms`` passed
+                on the database clock: it fails closed), or an input was given
+                while several step runs are paused. Nothing is changed.
             RunNotFound: no such run.
         """
         from ductline.runtime.pause import resume

@@ -27,11 +27,12 @@ import logging
 from typing import Any
 
 from ductline import codec
+from ductline.config import load_settings
 from ductline.dsl.graph import Definition
 from ductline.handle import NO_INPUT
 from ductline.model.states import AttemptResult
 from ductline.observability.events import EventName, emit
-from ductline.store import Store
+from ductline.store import Store, payloads
 from ductline.store.records import NewJob
 from ductline.store.store import Tx
 
@@ -75,17 +76,25 @@ def resume(store: Store, run_id: str, input: Any = NO_INPUT) -> list[dict[str, A
 
     Raises:
         TypeError: ``input`` does not round-trip through JSON; nothing is changed.
+        PayloadTooLarge: ``[input]`` as JSON is above ``payload_max_bytes`` (this
+            process's settings, as for trigger arguments); nothing is changed.
+            Above ``payload_inline_bytes`` it is stored out of line with the run.
         RunNotFound: no such run.
-        InvalidStateError: the run is not paused, or an input was given while
-            several step runs are paused.
+        InvalidStateError: the run is not paused, its pause has expired, or an
+            input was given while several step runs are paused.
     """
-    encoded = None if input is NO_INPUT else encode_input(input)
-    resumed = store.resume_run(run_id, encoded)
+    limits = payloads.Limits.from_settings(load_settings())
+    encoded = None
+    if input is not NO_INPUT:
+        encoded = encode_input(input)
+        payloads.check_size(encoded, "resume input", limits.max_bytes)
+    resumed = store.resume_run(run_id, encoded, limits=limits)
     pipeline = (store.get_run(run_id) or {}).get("pipeline")
     emit(EventName.PIPELINE_RESUMED, pipeline=pipeline, run_id=run_id,
          steps=sorted({r["step"] for r in resumed}), input_replaced=encoded is not None)
-    log.info("Run resumed: %s", ", ".join(sorted({r["step"] for r in resumed})) or "no paused step",
-             extra={"run_id": run_id})
+    # Debug, not info: the caller reports the resume (the CLI prints only its result).
+    log.debug("Run resumed: %s", ", ".join(sorted({r["step"] for r in resumed})) or "no paused step",
+              extra={"run_id": run_id})
     return resumed
 
 

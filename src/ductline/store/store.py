@@ -12,7 +12,7 @@ import json
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from ductline.store import claims, migrations
+from ductline.store import claims, migrations, payloads
 from ductline.store.records import ClaimedJob, ExpiredLease, StepLimit
 from ductline.store.session import Dialect
 from ductline.store.tx import Tx
@@ -212,15 +212,21 @@ class Store:
             s.fetch("notify")
             return True
 
-    def resume_run(self, run_id: str, input_json: str | None = None) -> list[dict[str, Any]]:
+    def resume_run(self, run_id: str, input_json: str | None = None, *,
+                   limits: payloads.Limits = payloads.DEFAULT_LIMITS) -> list[dict[str, Any]]:
         """Resume a paused run: its paused jobs become pending now and the run
         running (workers are woken as for new jobs). Of racing resumes exactly one
-        succeeds; the others raise and change nothing.
+        succeeds; the others raise and change nothing. A pause whose expiry
+        (``pause_expires_ms``) has passed on the database clock is never resumed:
+        it fails closed (the maintenance sweep fails the run), even before a
+        worker has noticed.
 
         Args:
             input_json: a JSON list of arguments replacing the paused step's input
                 (the step receives them as its positional arguments); ``None``
-                keeps the input it was paused with.
+                keeps the input it was paused with. Above ``limits.inline_bytes``
+                it is stored out of line with the run, in this transaction (the
+                caller checks ``limits.max_bytes`` first: `runtime.pause.resume`).
 
         Returns:
             The resumed step runs (``id``, ``step``, ``scope``, ``elem_index``, ``pause_expires_ms``).
@@ -228,10 +234,11 @@ class Store:
         Raises:
             RunNotFound: no such run.
             InvalidStateError: the run is not paused (also: it stopped being paused
-                meanwhile), or ``input_json`` is given while several step runs are
-                paused. Nothing is changed.
+                meanwhile), a pause of the run has expired, or ``input_json`` is
+                given while several step runs are paused. Nothing is changed.
         """
         from ductline.errors import InvalidStateError, RunNotFound
+        from ductline.views import iso
 
         with self.dialect.transaction() as s:
             tx = Tx(s)
@@ -243,6 +250,15 @@ class Store:
             # read the run (PostgreSQL, read committed). It is resumable all the same.
             if status != "paused" and not (status == "running" and paused):
                 raise InvalidStateError(f"run {run_id} is {status}; only a paused run can be resumed")
+            # Fail closed: an expired pause is not resumed, whether or not a worker's
+            # sweep has failed the run yet (resume_jobs is fenced on the expiry too).
+            now_ms = tx.now_ms()
+            expired = sorted((int(p["pause_expires_ms"]), p["step"]) for p in paused
+                             if p["pause_expires_ms"] is not None and int(p["pause_expires_ms"]) <= now_ms)
+            if expired:
+                expires_ms, step = expired[0]
+                raise InvalidStateError(f"run {run_id} cannot be resumed: its pause before step {step!r} expired "
+                                        f"at {iso(expires_ms)}; the run fails closed")
             if input_json is not None and len(paused) > 1:
                 where = ", ".join(p["step"] + (f"[{p['elem_index']}]" if p["elem_index"] is not None else "")
                                   for p in paused[:10])
@@ -250,8 +266,11 @@ class Store:
                                         "input replaces the input of one: resume without an input")
             # Jobs first, then the run: the lock order of cancel and of the run deadline.
             lost = f"run {run_id} is no longer paused (resumed, cancelled or expired meanwhile)"
-            if paused and tx.resume_jobs([p["id"] for p in paused], input_json) != len(paused):
+            stored_input, pending = (None, None) if input_json is None else payloads.prepare(input_json, limits)
+            if paused and tx.resume_jobs([p["id"] for p in paused], stored_input) != len(paused):
                 raise InvalidStateError(lost)
+            if pending is not None and paused:  # a large input is stored out of line with the run
+                payloads.write(tx, run_id, pending, limits)
             if not tx.resume_run(run_id) and status == "paused" and not paused:
                 raise InvalidStateError(lost)
             s.fetch("notify")

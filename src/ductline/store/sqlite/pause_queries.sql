@@ -19,11 +19,13 @@ ORDER BY created_ms, coalesce(elem_index, -1), scope;
 
 -- name: resume_jobs
 -- Ready now (or at the end of the step's own delay, if that is later); fenced on
--- status = 'paused', so of two racing resumes only the first changes these rows.
+-- status = 'paused', so of two racing resumes only the first changes these rows,
+-- and on the expiry, so a pause that expired is never resumed (it fails closed).
 UPDATE ductline_jobs
 SET status = 'pending', input = coalesce(:input, input),
     not_before_ms = CASE WHEN not_before_ms > ductline_now_ms() THEN not_before_ms ELSE ductline_now_ms() END
-WHERE status = 'paused' AND id IN (SELECT value FROM json_each(:job_ids));
+WHERE status = 'paused' AND id IN (SELECT value FROM json_each(:job_ids))
+  AND (pause_expires_ms IS NULL OR pause_expires_ms > ductline_now_ms());
 
 -- name: resume_run
 UPDATE ductline_runs SET status = 'running'
