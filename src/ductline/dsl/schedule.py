@@ -86,10 +86,15 @@ def check_cron(cron: Any) -> str:
 
     Raises:
         TypeError: not a ``str``.
-        ValueError: not a valid cron expression, or one that never fires.
+        ValueError: not 5 or 6 fields (croniter would also take a seventh, the
+            year), not a valid cron expression, or one that never fires.
     """
     if not isinstance(cron, str):
         raise TypeError(f"cron must be a str, not {type(cron).__name__} ({cron!r})")
+    fields = len(cron.split())
+    if not cron.strip().startswith("@") and fields not in (5, 6):
+        raise ValueError(f"invalid cron expression {cron!r}: it has {fields} field{'s' if fields != 1 else ''}; "
+                         "give 5 (minute hour day-of-month month day-of-week) or 6 (the same, then seconds)")
     if not croniter.is_valid(cron):
         raise ValueError(f"invalid cron expression {cron!r}")
     try:
