@@ -154,7 +154,7 @@ def test_openapi_schema_describes_the_api(client):
             "/api/pipelines/{name}/runs"} <= set(paths)
     start = paths["/api/pipelines/{name}/runs"]["post"]
     assert set(start["requestBody"]["content"]["application/json"]["schema"]["properties"]) == \
-        {"args", "delay", "delay_until", "timeout"}
+        {"args", "delay", "delay_until", "timeout", "key", "priority"}
     assert "422" in start["responses"] and start["summary"].startswith("Start a run")
     assert [p["name"] for p in paths["/api/runs"]["get"]["parameters"]] == ["status", "pipeline", "after", "before",
                                                                            "limit"]

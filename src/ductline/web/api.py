@@ -187,8 +187,16 @@ async def _body(request: Request) -> bytes:
         "args": {"type": "array", "description": "arguments of the first step"},
         "delay": {"type": "integer", "minimum": 0, "description": "start delay in seconds"},
         "delay_until": {"type": "string", "format": "date-time", "description": "start time with UTC offset"},
-        "timeout": {"type": "integer", "minimum": 1, "description": "run deadline in seconds"}}}}}},
-    responses={"201": {"description": "{run_id, ...}"}, "400": {"description": "body is not a JSON object"},
+        "timeout": {"type": "integer", "minimum": 1, "description": "run deadline in seconds"},
+        "key": {"type": "string", "minLength": 1, "maxLength": 1000,
+                "description": "idempotency key (no NUL): while a run of the pipeline holding it is active, "
+                               "that run is returned (200, created: false) and nothing is started"},
+        "priority": {"type": "integer", "minimum": -100, "maximum": 100,
+                     "description": "this run's priority instead of the pipeline's; higher is claimed first"}}}}}},
+    responses={"201": {"description": "a run was started: {run_id, pipeline, created: true, links}"},
+               "200": {"description": "an active run already holds the key; nothing was started: "
+                                      "{run_id, pipeline, created: false, links} of that run"},
+               "400": {"description": "body is not a JSON object"},
                "401": {"description": "missing or wrong bearer token"}, "403": {"description": "read-only"},
                "404": {"description": "pipeline not known to this dashboard"},
                "422": {"description": "a field is wrong; nothing was written"}},
@@ -196,7 +204,9 @@ async def _body(request: Request) -> bytes:
 async def start_run(request: Request) -> Response:
     """Start a run of a pipeline the dashboard process imported (``--app``).
 
-    Bad input gets a 4xx with a precise message and writes nothing.
+    Bad input gets a 4xx with a precise message and writes nothing. With a ``key``
+    held by an active run of the pipeline, that run is answered (200, ``created``
+    false) and nothing is started; a new run is 201 with ``created`` true.
     """
     from ductline.dsl.pipeline import registered
 
@@ -217,14 +227,16 @@ async def start_run(request: Request) -> Response:
     try:
         handle = await run_in_threadpool(lambda: pipeline.trigger(
             *wanted.args, delay=wanted.delay, delay_until=wanted.delay_until, timeout=wanted.timeout,
-            database=d.store))
+            database=d.store, key=wanted.key, priority=wanted.priority))
     except (TypeError, ValueError) as exc:  # the trigger's own checks; it wrote nothing
         return json_error(422, str(exc))
     except DefinitionError as exc:
         return json_error(500, f"pipeline {name!r} has an invalid definition: {exc}")
     links = {"run": f"/api/runs/{handle.id}", "page": f"/runs/{handle.id}", "events": f"/api/runs/{handle.id}/events"}
-    return ApiResponse({"run_id": handle.id, "pipeline": name, "links": links}, 201,
-                       headers={"Location": links["run"]})
+    body = {"run_id": handle.id, "pipeline": name, "created": handle.created, "links": links}
+    if not handle.created:  # the active run holding the key; nothing was started
+        return ApiResponse(body, 200)
+    return ApiResponse(body, 201, headers={"Location": links["run"]})
 
 
 @openapi(parameters=[_path("run_id"), _query("force", "also re-run steps that crossed a boundary", "boolean")],

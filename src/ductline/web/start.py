@@ -2,12 +2,15 @@
 
 Body (every field optional)::
 
-    {"args": [...], "delay": 30, "delay_until": "2030-01-01T09:00:00+00:00", "timeout": 3600}
+    {"args": [...], "delay": 30, "delay_until": "2030-01-01T09:00:00+00:00", "timeout": 3600,
+     "key": "order-42", "priority": 10}
 
 ``delay`` and ``timeout`` are whole seconds (DESIGN.md: a duration is an int number
 of seconds); ``delay_until`` is ISO 8601 with a UTC offset; ``timeout`` is the run
-deadline. Then `Pipeline.trigger` applies the same rules as in Python (the JSON
-rule for arguments, no past ``delay_until``) and writes nothing when it refuses.
+deadline; ``key`` is an idempotency key (1 to 1000 characters without NUL) and
+``priority`` the run's priority (an integer from -100 to 100), as for
+`Pipeline.trigger`. Then `Pipeline.trigger` applies the same rules as in Python (the
+JSON rule for arguments, no past ``delay_until``) and writes nothing when it refuses.
 """
 
 from __future__ import annotations
@@ -17,7 +20,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-FIELDS = ("args", "delay", "delay_until", "timeout")
+from ductline.dsl.options import MAX_PRIORITY, MIN_PRIORITY
+from ductline.trigger import MAX_KEY_LENGTH
+
+FIELDS = ("args", "delay", "delay_until", "timeout", "key", "priority")
 MAX_BODY_BYTES = 1_048_576
 
 
@@ -35,6 +41,8 @@ class StartRequest:
     delay: int | None = None
     delay_until: datetime | None = None
     timeout: int | None = None
+    key: str | None = None
+    priority: int | None = None
 
 
 def _seconds(body: dict[str, Any], name: str, *, minimum: int) -> int | None:
@@ -46,6 +54,31 @@ def _seconds(body: dict[str, Any], name: str, *, minimum: int) -> int | None:
                        f"got {json.dumps(value)[:60]}")
     if value < minimum:
         raise BadStart(f"{name} must be at least {minimum} second{'s' if minimum != 1 else ''}, got {value}")
+    return value
+
+
+def _key(body: dict[str, Any]) -> str | None:
+    value = body.get("key")
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadStart(f"key must be a JSON string, got {json.dumps(value)[:60]}")
+    if not value or len(value) > MAX_KEY_LENGTH or "\x00" in value:
+        raise BadStart(f"key must be 1 to {MAX_KEY_LENGTH} characters without NUL, got "
+                       f"{len(value)} character{'s' if len(value) != 1 else ''}"
+                       + (" with a NUL" if "\x00" in value else ""))
+    return value
+
+
+def _priority(body: dict[str, Any]) -> int | None:
+    value = body.get("priority")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadStart(f"priority must be a whole number from {MIN_PRIORITY} to {MAX_PRIORITY} "
+                       f"(a JSON integer), got {json.dumps(value)[:60]}")
+    if not MIN_PRIORITY <= value <= MAX_PRIORITY:
+        raise BadStart(f"priority must be from {MIN_PRIORITY} to {MAX_PRIORITY}, got {value}")
     return value
 
 
@@ -93,4 +126,4 @@ def parse(raw: bytes) -> StartRequest:
             raise BadStart(f"delay_until {when[:60]!r} has no UTC offset; add one, e.g. +00:00 or Z")
     if delay is not None and delay_until is not None:
         raise BadStart("give delay or delay_until, not both")
-    return StartRequest(args, delay, delay_until, timeout)
+    return StartRequest(args, delay, delay_until, timeout, _key(body), _priority(body))
