@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import math
 import os
 import random
@@ -123,7 +124,10 @@ class Pg:
         """The claim's SELECT and next_not_before as the worker sends them (median ms of 10)."""
         q = queries.parse(queries.read("postgres", "queries.sql"))
         claim = q["claim_jobs"]
-        select = claim[claim.index("SELECT id"):claim.index("SKIP LOCKED") + len("SKIP LOCKED")]
+        # The CTE that picks the rows (every priority level, SKIP LOCKED), without the UPDATE.
+        found = re.search(r"WITH picked AS \(\s*(SELECT .*?LIMIT :limit)\s*\)\s*UPDATE", claim, re.DOTALL)
+        assert found, claim
+        select = found.group(1)
         pipelines = json.dumps([PIPELINE])
         stmts = {
             "claim SELECT (LIMIT 4)": select.replace(":pipelines", "%(p)s").replace(":limit", "4"),
@@ -196,7 +200,7 @@ class Sqlite:
         claim = q["claim_jobs"]
         select = claim[claim.index("SELECT id"):claim.index("LIMIT :limit") + len("LIMIT :limit")]
         stmts = {"claim SELECT (LIMIT 4)": select, "next_not_before": q["next_not_before"]}
-        params = {"pipelines": json.dumps([PIPELINE]), "limit": 4}
+        params = {"pipelines": json.dumps([PIPELINE]), "limit": 4, "priority": 0}  # the one level here
         out = {}
         conn = sqlite3.connect(self.path(url), timeout=30)
         try:
