@@ -15,6 +15,7 @@ from ductline.dsl.graph import Definition
 from ductline.model.states import AttemptResult
 from ductline.observability.events import EventName, emit
 from ductline.runtime import record
+from ductline.runtime.limits import step_limits
 from ductline.runtime.outcomes import job_extra
 from ductline.errors import StoreError
 from ductline.store import Store
@@ -51,6 +52,9 @@ class Maintainer:
     def __init__(self, store: Store, definitions: dict[str, Definition], interval: float) -> None:
         self._store = store
         self._definitions = definitions
+        # Only a worker serving a limited step sweeps throttled jobs: the others would
+        # take a write transaction every interval for nothing.
+        self._limited = bool(step_limits(definitions))
         self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="ductline-maintenance")
@@ -70,7 +74,8 @@ class Maintainer:
                 rescue_expired(self._store, self._definitions)
                 expire_due(self._store, self._definitions)
                 sweep_orphans(self._store)
-                self._store.unthrottle_idle_keys()
+                if self._limited:
+                    self._store.unthrottle_idle_keys()
             except StoreError as exc:
                 log.warning("Maintenance skipped: database unavailable: %s", exc)
             except Exception:  # keep maintaining; the next round may succeed
