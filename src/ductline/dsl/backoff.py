@@ -2,7 +2,7 @@
 errored or timed-out attempt (``retry_delay=`` of any transition).
 
 A policy is validated when it is built, i.e. when the module defining the pipeline
-is imported, with the same duration rule as every other option (DESIGN.md:
+is imported, with the same duration rule as every other option (`ductline.durations`:
 ``int`` seconds or a whole-second ``timedelta``). The delay itself is computed when
 a failure is recorded, in milliseconds, and counted on the database clock.
 """

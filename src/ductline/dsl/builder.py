@@ -10,11 +10,12 @@ on its own before it is combined.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Self
+from typing import Any, Callable, Mapping, Self, Unpack
 
 from ductline.dsl.graph import TransitionKind, Transition
-from ductline.dsl.options import DEFAULT_MAX_FANOUT, StepOptions, build_options
-from ductline.dsl.steps import reference, step_kind
+from ductline.dsl.options import (DEFAULT_MAX_FANOUT, MAX_FANOUT, StepOptions, StepOptionsArgs, build_options,
+                                  check_option_names)
+from ductline.dsl.steps import check_name, reference, step_kind
 from ductline.durations import optional_seconds
 from ductline.errors import DefinitionError
 
@@ -53,13 +54,15 @@ class _Graph:
                 f"pipeline {self.pipeline!r} is already in use (triggered or loaded by a worker); "
                 "define every transition before using it")
 
-    def add(self, step: Any, depth: int, name: str | None, opts: dict[str, Any]) -> str:
+    def add(self, step: Any, depth: int, name: str | None, opts: Mapping[str, Any], where: str = "a transition") -> str:
         self.check_open()
+        check_option_names(dict(opts), where)
         kind = step_kind(step)
         ref = reference(step)
         step_name = getattr(step, "__name__", None) if name is None else name
         if not isinstance(step_name, str) or not step_name:
             raise DefinitionError(f"step name must be a non-empty str, got {step_name!r}")
+        check_name(step_name, "step name")
         if step_name in self.drafts or step_name == "__on_halt__":
             raise DefinitionError(
                 f"pipeline {self.pipeline!r} already has a step named {step_name!r}; give one name="
@@ -118,15 +121,15 @@ class Cursor:
         return list(to)
 
     # -- transitions -----------------------------------------------------------
-    def chain(self, to: Any, *, name: str | None = None, **opts: Any) -> Self:
+    def chain(self, to: Any, *, name: str | None = None, **opts: Unpack[StepOptionsArgs]) -> Self:
         """Run ``to`` after the tail, with the tail's output as its input."""
         tail = self._require_tail("chain")
-        target = self._graph.add(to, self._depth, name, opts)
+        target = self._graph.add(to, self._depth, name, opts, "chain()")
         self._graph.link(tail, Transition(TransitionKind.CHAIN, (target,)))
         self._tail = target
         return self
 
-    def divide(self, to: Any, *, name: Any = None, **opts: Any) -> Self:
+    def divide(self, to: Any, *, name: Any = None, **opts: Unpack[StepOptionsArgs]) -> Self:
         """Static fan-out: every step in ``to`` receives the tail's output.
 
         Options apply to every branch head; ``name`` is a list of names in ``to=``
@@ -136,7 +139,7 @@ class Cursor:
         tail = self._require_tail("divide")
         steps = self._step_list(to, "divide")
         names = _names(name, len(steps), "divide")
-        heads = [self._graph.add(step, self._depth, n, opts) for step, n in zip(steps, names)]
+        heads = [self._graph.add(step, self._depth, n, opts, "divide()") for step, n in zip(steps, names)]
         self._graph.link(tail, Transition(TransitionKind.DIVIDE, tuple(heads)))
         frame = _Frame(TransitionKind.DIVIDE, tail)
         frame.branches = [Cursor(self._graph, h, self._depth, f"branch {h!r}") for h in heads]
@@ -144,7 +147,7 @@ class Cursor:
         self._tail = None
         return self
 
-    def divert(self, to: Any, *, name: Any = None, **opts: Any) -> Self:
+    def divert(self, to: Any, *, name: Any = None, **opts: Unpack[StepOptionsArgs]) -> Self:
         """Conditional routing on ``str(output)``: ``to`` maps keys to steps and
         must contain ``"otherwise"``; ``name`` is a list of names in ``to=`` order
         (a ``str`` for a single route). Close with ``converge``."""
@@ -158,7 +161,7 @@ class Cursor:
                 raise DefinitionError(f"divert keys are compared with str(output); {key!r} is not a str")
         routes = tuple(to)
         names = _names(name, len(routes), "divert")
-        heads = [self._graph.add(to[key], self._depth, n, opts) for key, n in zip(routes, names)]
+        heads = [self._graph.add(to[key], self._depth, n, opts, "divert()") for key, n in zip(routes, names)]
         self._graph.link(tail, Transition(TransitionKind.DIVERT, tuple(heads), routes=routes))
         frame = _Frame(TransitionKind.DIVERT, tail, routes=routes)
         frame.branches = [Cursor(self._graph, h, self._depth, f"branch {h!r}") for h in heads]
@@ -167,53 +170,53 @@ class Cursor:
         return self
 
     def expand(self, to: Any, *, name: str | None = None, max_fanout: int = DEFAULT_MAX_FANOUT,
-               **opts: Any) -> Self:
+               **opts: Unpack[StepOptionsArgs]) -> Self:
         """Dynamic fan-out: one run of ``to`` per element of the tail's output
         (which must be a list of at most ``max_fanout`` elements). Close with
         ``collapse``."""
         tail = self._require_tail("expand")
         if isinstance(max_fanout, bool) or not isinstance(max_fanout, int):
             raise TypeError(f"max_fanout must be an int, not {type(max_fanout).__name__}")
-        if max_fanout < 1:
-            raise ValueError(f"max_fanout must be at least 1, got {max_fanout}")
-        head = self._graph.add(to, self._depth + 1, name, opts)
+        if not 1 <= max_fanout <= MAX_FANOUT:
+            raise ValueError(f"max_fanout must be from 1 to {MAX_FANOUT:,}, got {max_fanout}")
+        head = self._graph.add(to, self._depth + 1, name, opts, "expand()")
         self._graph.link(tail, Transition(TransitionKind.EXPAND, (head,), max_fanout=max_fanout))
         self._frames.append(_Frame(TransitionKind.EXPAND, tail))
         self._depth += 1
         self._tail = head
         return self
 
-    def combine(self, into: Any, *, name: str | None = None, **opts: Any) -> Self:
+    def combine(self, into: Any, *, name: str | None = None, **opts: Unpack[StepOptionsArgs]) -> Self:
         """Fan-in of the innermost ``divide``: ``into`` receives the list of branch
         outputs in ``to=`` order."""
         frame = self._peek(TransitionKind.DIVIDE, "combine")
         tails = tuple(self._branch_tail(b) for b in frame.branches)
-        target = self._graph.add(into, self._depth, name, opts)
+        target = self._graph.add(into, self._depth, name, opts, "combine()")
         self._close(frame)
         for index, tail in enumerate(tails):
             self._graph.link(tail, Transition(TransitionKind.COMBINE, (target,), branch_index=index, sources=tails))
         self._tail = target
         return self
 
-    def converge(self, into: Any, *, name: str | None = None, **opts: Any) -> Self:
+    def converge(self, into: Any, *, name: str | None = None, **opts: Unpack[StepOptionsArgs]) -> Self:
         """Fan-in of the innermost ``divert``: ``into`` receives the output of the
         route that ran."""
         frame = self._peek(TransitionKind.DIVERT, "converge")
         tails = [self._branch_tail(b) for b in frame.branches]
-        target = self._graph.add(into, self._depth, name, opts)
+        target = self._graph.add(into, self._depth, name, opts, "converge()")
         self._close(frame)
         for tail in tails:
             self._graph.link(tail, Transition(TransitionKind.CONVERGE, (target,)))
         self._tail = target
         return self
 
-    def collapse(self, into: Any, *, name: str | None = None, **opts: Any) -> Self:
+    def collapse(self, into: Any, *, name: str | None = None, **opts: Unpack[StepOptionsArgs]) -> Self:
         """Fan-in of the innermost ``expand``: ``into`` receives the list of element
         outputs in element order (``[]`` for an empty list); it runs exactly once."""
         if not self._frames or self._frames[-1].kind is not TransitionKind.EXPAND:
             raise DefinitionError("collapse without expand" + self._open_hint())
         tail = self._require_tail("collapse")
-        target = self._graph.add(into, self._depth - 1, name, opts)
+        target = self._graph.add(into, self._depth - 1, name, opts, "collapse()")
         frame = self._frames.pop()
         self._depth -= 1
         self._graph.link(tail, Transition(TransitionKind.COLLAPSE, (target,)))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal, Sequence, TypedDict
 
 if TYPE_CHECKING:
     from ductline.dsl.timeouts import ScaledTimeout
@@ -14,6 +15,11 @@ from ductline.durations import optional_seconds, to_seconds
 DEFAULT_MAX_RETRY = 3
 DEFAULT_MAX_CRASH = 10
 DEFAULT_MAX_FANOUT = 100_000
+# Upper bounds of integer options: far beyond any real use, and inside every
+# database's integer columns (so a typo cannot overflow a row at run time).
+MAX_COUNT = 1_000_000          # max_retry, max_crash
+MAX_CONCURRENCY = 1_000_000
+MAX_FANOUT = 10_000_000
 ISOLATIONS = ("process", "thread")
 # Priorities are small integers: a claim probes each distinct priority of the ready
 # jobs once, so the range bounds what a claim can cost.
@@ -72,6 +78,40 @@ class StepOptions:
         return self.concurrency is not None or self.rate is not None
 
 
+class StepOptionsArgs(TypedDict, total=False):
+    """The keyword options every transition accepts (``chain(to=f, timeout=30)``),
+    typed so that a type checker flags a misspelled or mistyped option; at run time
+    an unknown one raises `TypeError` naming it and the valid ones."""
+
+    timeout: "int | timedelta | ScaledTimeout | None"
+    delay: int | timedelta
+    max_retry: int
+    retry_delay: "int | timedelta | Backoff"
+    max_crash: int
+    isolation: Literal["process", "thread"]
+    retry_on: "type[BaseException] | str | Sequence[type[BaseException] | str]"
+    no_retry_on: "type[BaseException] | str | Sequence[type[BaseException] | str]"
+    priority: int
+    concurrency: int
+    concurrency_key: str
+    rate: float
+
+
+OPTION_NAMES = tuple(StepOptionsArgs.__annotations__)
+
+
+def check_option_names(options: dict[str, Any], where: str) -> None:
+    """Raise `TypeError` for a keyword that is not a step option (e.g. ``timout``).
+
+    Args:
+        where: the call, for the message (e.g. ``"chain()"``).
+    """
+    unknown = sorted(set(options) - set(OPTION_NAMES))
+    if unknown:
+        raise TypeError(f"{where} got unknown option{'s' if len(unknown) > 1 else ''} "
+                        f"{', '.join(repr(u) for u in unknown)}; the step options are {', '.join(OPTION_NAMES)}")
+
+
 def check_priority(value: Any, field: str = "priority") -> int:
     """Validate a priority: an ``int`` from `MIN_PRIORITY` to `MAX_PRIORITY`.
 
@@ -90,8 +130,8 @@ def _limits(concurrency: Any, concurrency_key: Any, rate: Any) -> tuple[int | No
     if concurrency is not None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int):
             raise TypeError(f"concurrency must be an int, not {type(concurrency).__name__} ({concurrency!r})")
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        if not 1 <= concurrency <= MAX_CONCURRENCY:
+            raise ValueError(f"concurrency must be from 1 to {MAX_CONCURRENCY:,}, got {concurrency}")
     if rate is not None:
         if isinstance(rate, bool) or not isinstance(rate, (int, float)):
             raise TypeError(f"rate must be a number of attempts per second, not {type(rate).__name__} ({rate!r})")
@@ -107,17 +147,19 @@ def _limits(concurrency: Any, concurrency_key: Any, rate: Any) -> tuple[int | No
     return concurrency, concurrency_key, rate
 
 
-def _count(value: Any, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+def _count(value: Any, field: str, maximum: int = MAX_COUNT) -> int:
+    if isinstance(value, bool) or type(value) is not int:  # an int subclass would be stored as an int
         raise TypeError(f"{field} must be an int, not {type(value).__name__} ({value!r})")
     if value < 0:
         raise ValueError(f"{field} must not be negative, got {value}")
+    if value > maximum:
+        raise ValueError(f"{field} must be at most {maximum:,}, got {value:,}")
     return value
 
 
 def error_type_name(kind: type) -> str:
     """The name a failed attempt records for an exception type: ``qualname`` for
-    builtins, else ``module.qualname`` (`ductline.runtime.child.describe`)."""
+    builtins, else ``module.qualname`` (`ductline.execution.child.describe`)."""
     return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
 
 
@@ -156,7 +198,7 @@ def build_options(
     concurrency_key: Any = None,
     rate: Any = None,
 ) -> StepOptions:
-    """Validate the keyword options of a transition (DESIGN.md's duration rule).
+    """Validate the keyword options of a transition (the duration rule of `ductline.durations`).
 
     Raises:
         TypeError / ValueError: as the duration rule says; ``retry_on`` and

@@ -1,29 +1,27 @@
-"""`Pipeline`: the public builder and its registry of known definitions."""
+"""`PipelineBuilder`: the DSL's pipeline declaration and the registry of the
+pipelines defined in this process. `ductline.Pipeline` adds the client verbs
+(trigger) on top of it; the DSL itself never touches a database."""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Self, Unpack
 
 from ductline.dsl.builder import Cursor, _Graph
 from ductline.dsl.graph import Definition, Node
-from ductline.dsl.options import build_options, check_priority
-from ductline.dsl.steps import reference, step_kind
+from ductline.dsl.options import StepOptionsArgs, build_options, check_priority
+from ductline.dsl.steps import check_name, reference, step_kind
 from ductline.durations import optional_seconds
 from ductline.errors import DefinitionError, PipelineNotFound
-
-if TYPE_CHECKING:
-    from datetime import datetime
-    from ductline.handle import RunHandle
 
 log = logging.getLogger("ductline")
 
 # Pipelines register themselves by name when they are defined, so a worker that
 # imported an app module can find the definition of any run it claims.
-_REGISTRY: dict[str, "Pipeline"] = {}
+_REGISTRY: dict[str, "PipelineBuilder"] = {}
 
 
-def registered(name: str) -> "Pipeline":
+def registered(name: str) -> "PipelineBuilder":
     """The pipeline of that name defined in this process.
 
     Raises:
@@ -35,11 +33,23 @@ def registered(name: str) -> "Pipeline":
         raise PipelineNotFound(f"no pipeline named {name!r} is defined in this process") from None
 
 
+def registered_definition(name: str) -> Definition | None:
+    """The validated definition of the pipeline of that name, if this process
+    defined it (and it is valid), else ``None``."""
+    known = _REGISTRY.get(name)
+    if known is None:
+        return None
+    try:
+        return known.definition()
+    except DefinitionError:
+        return None
+
+
 def registered_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-class Pipeline(Cursor):
+class PipelineBuilder(Cursor):
     """A named pipeline definition, built by chaining transitions.
 
     Args:
@@ -57,6 +67,8 @@ class Pipeline(Cursor):
         TypeError: ``name`` is not a ``str``, ``timeout`` is not a duration, or
             ``priority`` is not an ``int``.
         ValueError: ``timeout`` is negative or zero, or ``priority`` is outside -100..100.
+        DefinitionError: ``name`` is longer than 200 characters or not printable
+            text (`ductline.dsl.steps.check_name`); step names follow the same rule.
 
     Example::
 
@@ -67,6 +79,7 @@ class Pipeline(Cursor):
                  priority: int = 0) -> None:
         if not isinstance(name, str) or not name.strip():
             raise TypeError(f"pipeline name must be a non-empty str, got {name!r}")
+        check_name(name, "pipeline name")
         if on_failure not in ("halt", "fail_fast"):
             raise ValueError(f"on_failure must be 'halt' or 'fail_fast', got {on_failure!r}")
         self.on_failure = on_failure
@@ -83,7 +96,7 @@ class Pipeline(Cursor):
                         "the earlier (give pipelines unique names)", name)
         _REGISTRY[name] = self
 
-    def start(self, step: Any, *, name: str | None = None, **opts: Any) -> "Pipeline":
+    def start(self, step: Any, *, name: str | None = None, **opts: Unpack[StepOptionsArgs]) -> Self:
         """Declare the first step; it receives the trigger's arguments.
 
         Raises:
@@ -91,11 +104,11 @@ class Pipeline(Cursor):
         """
         if self._start is not None:
             raise DefinitionError(f"pipeline {self.name!r}: start() may be called only once")
-        self._start = self._graph.add(step, 0, name, opts)
+        self._start = self._graph.add(step, 0, name, opts, "start()")
         self._tail = self._start
         return self
 
-    def on_halt(self, handler: Any) -> "Pipeline":
+    def on_halt(self, handler: Any) -> Self:
         """Run ``handler(reasons)`` at most once each time a run halts; ``reasons``
         is a list of dicts with ``reason``, ``step`` and ``error``."""
         self._graph.check_open()
@@ -126,52 +139,6 @@ class Pipeline(Cursor):
                                           self.on_failure, self.priority, pauses=dict(self._graph.pauses))
             self._graph.frozen = True
         return self._definition
-
-    def trigger(
-        self,
-        *args: Any,
-        delay: Any = None,
-        delay_until: "datetime | None" = None,
-        timeout: Any = None,
-        database: Any = None,
-        key: str | None = None,
-        priority: int | None = None,
-    ) -> "RunHandle":
-        """Start a run of this pipeline.
-
-        Args:
-            *args: arguments of the first step; each must obey the JSON rule. Their
-                JSON above ``payload_inline_bytes`` (default 1 MiB) is stored out of
-                line with the run; above ``payload_max_bytes`` (64 MiB) it is refused.
-            delay: overrides the start step's delay (int seconds or ``timedelta``).
-            delay_until: an aware ``datetime`` to start at instead.
-            timeout: overrides the whole-run deadline (seconds or ``timedelta``).
-            database: a database URL or a ``Store``; defaults to the configured one.
-            key: an idempotency key (1 to 1000 characters, no NUL). While a run of
-                this pipeline holding the same key is active (pending, running,
-                paused or halted), triggering again starts nothing and returns that
-                run's handle with ``created=False``; once it completed, failed or was
-                cancelled the key is free again.
-            priority: this run's priority instead of the pipeline's (-100 to 100);
-                each job's priority is its run's plus its step's ``priority=``.
-
-        Returns:
-            A `RunHandle` with ``id``, ``status()`` and ``wait(timeout)``.
-
-        Raises:
-            TypeError: an argument does not round-trip through JSON, or a duration
-                has the wrong type.
-            ValueError: ``delay`` and ``delay_until`` together, a naive or past
-                ``delay_until``, a negative duration, or an invalid ``key``.
-                Nothing is written.
-            ductline.PayloadTooLarge: (a ``ValueError``) the arguments' JSON is above
-                ``payload_max_bytes`` of the triggering process's settings. Nothing
-                is written.
-        """
-        from ductline.trigger import trigger_run
-
-        return trigger_run(self, args, delay=delay, delay_until=delay_until, timeout=timeout,
-                           database=database, key=key, priority=priority)
 
     def __repr__(self) -> str:
         return f"Pipeline({self.name!r})"

@@ -20,7 +20,7 @@ from croniter import croniter
 from ductline import codec
 
 if TYPE_CHECKING:
-    from ductline.dsl.pipeline import Pipeline
+    from ductline.dsl.pipeline import PipelineBuilder as Pipeline
 
 # Schedules register themselves by name when they are declared (like pipelines), so a
 # worker that imported an app module knows every schedule of the pipelines it serves.
@@ -134,7 +134,7 @@ def schedule(pipeline: "Pipeline", cron: str, args: Any = (), name: str | None =
             or too long name, or a name already used by another schedule in this
             process.
     """
-    from ductline.dsl.pipeline import Pipeline
+    from ductline.dsl.pipeline import PipelineBuilder as Pipeline
 
     if not isinstance(pipeline, Pipeline):
         raise TypeError(f"schedule() needs a ductline Pipeline, got {type(pipeline).__name__}")

@@ -76,5 +76,33 @@ def reference(obj: Any) -> str:
 def invoke(obj: Any, args: tuple[Any, ...]) -> Any:
     """Call a step with its arguments; returns a value or an awaitable."""
     if inspect.isclass(obj):
-        return obj(*args).execute()
+        instance: Any = obj(*args)
+        return instance.execute()
     return obj(*args)
+
+
+MAX_NAME_LENGTH = 200
+
+
+def check_name(name: object, what: str) -> str:
+    """Validate a pipeline's or a step's name: a ``str`` of 1 to `MAX_NAME_LENGTH`
+    printable characters (names are stored, logged, shown on pages and used as metric
+    labels, so control characters, NUL and lone surrogates are refused).
+
+    Raises:
+        TypeError: not a ``str``.
+        DefinitionError: empty, too long, or not printable.
+    """
+    if type(name) is not str:
+        raise TypeError(f"{what} must be a str, got {type(name).__name__} ({name!r:.80})")
+    if not name.strip():
+        raise DefinitionError(f"{what} must not be empty")
+    if len(name) > MAX_NAME_LENGTH:
+        raise DefinitionError(f"{what} must be at most {MAX_NAME_LENGTH} characters, got {len(name)}")
+    if not name.isprintable():
+        raise DefinitionError(f"{what} must be printable text (no control characters), got {name!r:.80}")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise DefinitionError(f"{what} is not valid text (a lone surrogate): {name!r:.80}") from None
+    return name

@@ -1,4 +1,4 @@
-"""Timeouts that scale with a step's input (DESIGN.md, "Scaled deadlines"; the
+"""Timeouts that scale with a step's input (README, "Timeouts and the killable child"; the
 killable-child lesson: "a floor of about 30 minutes, scaled up by the source's
 size, capped at a few hours")."""
 

@@ -1,4 +1,10 @@
-"""States of runs, jobs and attempts, stored as their string values."""
+"""States of runs, jobs and attempts, the transitions each allows, and the named
+sets of states every driver and query uses (and the states of worker processes).
+
+States are stored as their string values. The sets below are the only place that
+says which states are "active", "waiting", "open" or "terminal"; the SQL statements
+spell the same sets out (a test checks they agree).
+"""
 
 from __future__ import annotations
 
@@ -8,35 +14,22 @@ from enum import StrEnum
 class RunStatus(StrEnum):
     PENDING = "pending"        # triggered; its first attempt has not started (e.g. start delay)
     RUNNING = "running"
-    PAUSED = "paused"          # a step waits for `ductline resume` (other branches may run)
+    PAUSED = "paused"          # a step waits for a resume (other branches may run)
     COMPLETED = "completed"
-    HALTED = "halted"          # a step failed for good; `ductline retry` revives it
+    HALTED = "halted"          # a step failed for good; a retry revives it
     FAILED = "failed"          # the run deadline fired, or a pause expired
     CANCELLED = "cancelled"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
-
-    @property
-    def is_active(self) -> bool:
-        return self in (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED)
 
 
 class JobStatus(StrEnum):
     PENDING = "pending"        # claimable once not_before has passed
-    HELD = "held"              # run halted: kept, not claimable until `retry`
+    HELD = "held"              # its run halted: kept, not claimable until a retry
     RUNNING = "running"        # claimed by a worker under a lease
     PAUSED = "paused"          # waits for a resume (`.pause(before=)`); not claimable
     COMPLETED = "completed"
     FAILED = "failed"
     SKIPPED = "skipped"
     CANCELLED = "cancelled"
-
-    @property
-    def public(self) -> str:
-        """The status shown to users: a held job is still pending."""
-        return "pending" if self is JobStatus.HELD else self.value
 
 
 class AttemptResult(StrEnum):
@@ -54,3 +47,85 @@ class HaltReason(StrEnum):
     CONDITION_UNMATCHED = "condition_unmatched"
     UNSAFE_TO_RETRY = "unsafe_to_retry"
     NON_RETRYABLE_ERROR = "non_retryable_error"  # the error's type is in the step's no_retry_on
+    PAUSE_EXPIRED = "pause_expired"              # a failed run's reason: its pause expired
+
+
+class WorkerStatus(StrEnum):
+    """A worker process's state in the worker table (not a run's or a job's)."""
+
+    RUNNING = "running"        # claims and runs attempts
+    STOPPING = "stopping"      # shutting down: no new claims, its attempts finish
+    STOPPED = "stopped"        # exited cleanly
+
+
+# -- runs --------------------------------------------------------------------------------
+# A run advances (creates jobs that can be claimed) only while active.
+ACTIVE_RUN = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED})
+# Not finished: can still be cancelled, holds its idempotency key, may be revived.
+UNFINISHED_RUN = ACTIVE_RUN | {RunStatus.HALTED}
+# A run in one of these never changes again.
+TERMINAL_RUN = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+# A run stops moving on its own in these (a halted run waits for an operator).
+SETTLED_RUN = TERMINAL_RUN | {RunStatus.HALTED}
+
+RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
+    RunStatus.PENDING: frozenset({RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.HALTED, RunStatus.FAILED,
+                                  RunStatus.CANCELLED}),
+    RunStatus.RUNNING: frozenset({RunStatus.PAUSED, RunStatus.COMPLETED, RunStatus.HALTED, RunStatus.FAILED,
+                                  RunStatus.CANCELLED}),
+    RunStatus.PAUSED: frozenset({RunStatus.RUNNING, RunStatus.HALTED, RunStatus.FAILED, RunStatus.CANCELLED}),
+    # A retry revives a halted run (to pending if it never started, paused if a step
+    # still waits for a person); a pause expiry or a cancel ends it.
+    RunStatus.HALTED: frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.FAILED,
+                                 RunStatus.CANCELLED}),
+    RunStatus.COMPLETED: frozenset(),
+    RunStatus.FAILED: frozenset(),
+    RunStatus.CANCELLED: frozenset(),
+}
+
+# -- jobs --------------------------------------------------------------------------------
+# Waiting to be claimed (pending) or to be released by a retry (held).
+WAITING_JOB = frozenset({JobStatus.PENDING, JobStatus.HELD})
+# Not finished: a cancel or a deadline has to end these.
+OPEN_JOB = WAITING_JOB | {JobStatus.RUNNING, JobStatus.PAUSED}
+TERMINAL_JOB = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.SKIPPED, JobStatus.CANCELLED})
+# A retry of a halted run makes these pending again (with fresh budgets).
+REVIVABLE_JOB = frozenset({JobStatus.FAILED, JobStatus.HELD, JobStatus.CANCELLED})
+
+JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    JobStatus.PENDING: frozenset({JobStatus.RUNNING, JobStatus.HELD, JobStatus.SKIPPED}),
+    JobStatus.HELD: frozenset({JobStatus.PENDING, JobStatus.SKIPPED}),
+    # An attempt ends: done, failed for good, back to waiting (retry, release), or
+    # stopped by a cancel, a deadline or fail-fast.
+    JobStatus.RUNNING: frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.PENDING, JobStatus.HELD,
+                                  JobStatus.CANCELLED}),
+    JobStatus.PAUSED: frozenset({JobStatus.PENDING, JobStatus.FAILED, JobStatus.SKIPPED}),
+    JobStatus.COMPLETED: frozenset(),
+    JobStatus.SKIPPED: frozenset(),
+    # Only an operator's retry of a halted run moves these (back to pending).
+    JobStatus.FAILED: frozenset({JobStatus.PENDING}),
+    JobStatus.CANCELLED: frozenset({JobStatus.PENDING}),
+}
+
+# -- workers -----------------------------------------------------------------------------
+# A live worker is expected to heartbeat; one killed without a clean exit stays live
+# (with a stale heartbeat) until an operator sees it.
+LIVE_WORKER = frozenset({WorkerStatus.RUNNING, WorkerStatus.STOPPING})
+
+
+def run_may_move(current: RunStatus, to: RunStatus) -> bool:
+    """Whether a run may go from ``current`` to ``to``."""
+    return to in RUN_TRANSITIONS[current]
+
+
+def job_may_move(current: JobStatus, to: JobStatus) -> bool:
+    """Whether a job (a step run) may go from ``current`` to ``to``."""
+    return to in JOB_TRANSITIONS[current]
+
+
+def waiting_status(run: RunStatus) -> JobStatus:
+    """The status of a job that is created or goes back to waiting (a retry, a
+    release) in a run of status ``run``: pending while the run advances, held once
+    it halted, so nothing new starts until an operator retries it."""
+    return JobStatus.PENDING if run in ACTIVE_RUN else JobStatus.HELD
+

@@ -1,0 +1,239 @@
+"""What an attempt's outcome means: complete, retry at a time, release, or fail
+(and halt the run with a reason). Pure: drivers gather the facts, call `decide`,
+and apply the `Verdict` with their own storage.
+
+Rules, each from its source:
+
+- Timeouts and errors share one budget, ``max_retry`` (Ductwork Pro, "Step
+  Timeout": "a step that times out three times with max_retry: 3 halts the
+  pipeline"): each failed attempt consumes one; ``max_retry`` is the largest number
+  of failed attempts a job can have (0 and 1 both mean "no retry"). While retries
+  remain, the next attempt waits ``retry_delay`` (or the step's `Backoff`); after
+  the last, the run halts with ``job_retries_exhausted``.
+- Crashes (the worker died, the lease expired, the child exited) have their own
+  budget, ``max_crash``, with exponential backoff, so a step that kills its worker
+  every time halts its run (``job_crashes_exhausted``) instead of looping forever.
+- ``no_retry_on`` types fail at once (``non_retryable_error``); ``retry_on`` types
+  are retried whatever is left of the budget (still counted). They apply to errors,
+  not to timeouts. `ductline.PayloadTooLarge` is never retried unless ``retry_on``
+  names it: an output that is too large is deterministic.
+- A `ductline.Retry` the step raised is retried after its delay, free of charge.
+- An attempt that crossed a boundary (`ductline.cross_boundary`) is never run again
+  automatically, whatever ended it -- error, timeout, crash, a requested retry or a
+  worker's shutdown: the run halts with ``unsafe_to_retry`` (README, "Retries,
+  crashes and halting").
+- An expand's output that is not a list is an error (retried under the budget); one
+  longer than ``max_fanout`` halts the run at once (``max_fanout_exceeded``), also
+  past a crossed boundary.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Callable
+
+from ductline.dsl.graph import Node, TransitionKind
+from ductline.dsl.options import StepOptions
+from ductline.model.states import AttemptResult, HaltReason
+
+CRASH_BACKOFF_BASE_MS = 1_000
+CRASH_BACKOFF_CAP_MS = 60_000
+
+# Error types recorded for failures ductline itself detects.
+RETRY_REQUEST_TYPE = "ductline.Retry"              # the step raised `ductline.Retry`
+PAYLOAD_TOO_LARGE_TYPE = "ductline.PayloadTooLarge"
+FANOUT_ERROR_TYPE = "FanoutError"                  # an expand's list is over max_fanout
+NOT_A_LIST_TYPE = "TypeError"                      # an expand's output is not a list
+TIMEOUT_ERROR_TYPE = "TimeoutError"
+RELEASED_TYPE = "Released"                         # a worker shut down during the attempt
+
+_REQUESTED = re.compile(r"retry requested in (\d+) s")
+
+
+class Action(StrEnum):
+    COMPLETE = "complete"   # the job completed: route its output on
+    RETRY = "retry"         # the job waits again (pending, or held in a halted run)
+    RELEASE = "release"     # the job waits again, nothing charged (worker shutdown)
+    FAIL = "fail"           # the job failed for good: halt the run (once)
+
+
+class Charge(StrEnum):
+    FAILURE = "failure"     # counts against max_retry
+    CRASH = "crash"         # counts against max_crash
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """What is known of the job when one of its attempts ends: the counts *before*
+    this attempt, its limits, its fixed retry delay and its crossed boundary."""
+
+    failures: int = 0
+    crashes: int = 0
+    max_retry: int = 3
+    max_crash: int = 10
+    retry_delay_seconds: float = 10  # a worker stores whole seconds; the in-process executor may use fractions
+    boundary: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """How an attempt ended, as the driver saw it.
+
+    Attributes:
+        result: the attempt's result.
+        error_type: the recorded type of an error (``None`` for a success).
+        error: the error's message.
+        released: the worker gave the job back unfinished (shutdown); ``result``
+            is then `AttemptResult.CANCELLED`.
+    """
+
+    result: AttemptResult
+    error_type: str | None = None
+    error: str | None = None
+    released: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What follows an attempt.
+
+    Attributes:
+        action: complete, retry, release or fail.
+        delay_ms: for a retry, how long the job waits (database clock).
+        charge: the budget the attempt consumed, if any.
+        halt: for a failure, the reason the run halts with (``None`` for the
+            ``on_halt`` handler, whose failure halts nothing).
+        detail: the text recorded with the halt.
+    """
+
+    action: Action
+    delay_ms: int = 0
+    charge: Charge | None = None
+    halt: HaltReason | None = None
+    detail: str | None = None
+
+    @property
+    def retries(self) -> bool:
+        return self.action in (Action.RETRY, Action.RELEASE)
+
+
+COMPLETE = Verdict(Action.COMPLETE)
+
+
+def crash_backoff_ms(crashes: int) -> int:
+    """The wait before re-running a job after its ``crashes``-th crash (>= 1)."""
+    return min(CRASH_BACKOFF_CAP_MS, CRASH_BACKOFF_BASE_MS * (1 << max(0, min(crashes - 1, 32))))
+
+
+def requested_delay_ms(ended: Ended) -> int | None:
+    """The delay of a retry the step asked for with `ductline.Retry`, else ``None``."""
+    if ended.result is not AttemptResult.ERRORED or ended.error_type != RETRY_REQUEST_TYPE or not ended.error:
+        return None
+    match = _REQUESTED.match(ended.error)
+    return None if match is None else int(match.group(1)) * 1000
+
+
+def _never_retried(options: StepOptions | None) -> tuple[str, ...]:
+    never = () if options is None else tuple(options.no_retry_on)
+    if options is not None and PAYLOAD_TOO_LARGE_TYPE in options.retry_on:
+        return never
+    return never + (PAYLOAD_TOO_LARGE_TYPE,)
+
+
+def halt_detail(error: str | None, boundary: str | None) -> str | None:
+    """The text a halt records: the error, and the boundary the attempt crossed."""
+    return error if boundary is None else f"crossed boundary {boundary!r}: {error}"
+
+
+def decide(ended: Ended, budget: Budget, options: StepOptions | None, *, handler: bool = False,
+           rng: Callable[[], float] = random.random) -> Verdict:
+    """Decide what follows one attempt of a job.
+
+    Args:
+        ended: how the attempt ended.
+        budget: the job's counts before this attempt, its limits and boundary.
+        options: the step's options (``None`` when this process does not know the
+            step: the job's stored limits and fixed delay still apply).
+        handler: the job runs the pipeline's ``on_halt`` handler (its failure
+            halts nothing).
+        rng: a source of floats in [0, 1) for a `Backoff`'s jitter.
+
+    Returns:
+        The `Verdict`. A success is always `COMPLETE` (check an expand's output
+        with `check_expand_output` first).
+    """
+    if ended.result is AttemptResult.SUCCEEDED:
+        return COMPLETE
+    verdict = _decide_failure(ended, budget, options, rng)
+    if verdict.action is Action.FAIL and handler:
+        return Verdict(Action.FAIL, charge=verdict.charge)
+    return verdict
+
+
+def _decide_failure(ended: Ended, budget: Budget, options: StepOptions | None,
+                    rng: Callable[[], float]) -> Verdict:
+    crashed = ended.result is AttemptResult.CRASHED
+    charge = None if ended.released else Charge.CRASH if crashed else Charge.FAILURE
+    errored = ended.result is AttemptResult.ERRORED
+    if errored and ended.error_type == FANOUT_ERROR_TYPE:
+        # The output is at fault, not the attempt: the run halts with this cause
+        # whether or not a boundary was crossed, so an operator sees why.
+        return Verdict(Action.FAIL, charge=charge, halt=HaltReason.MAX_FANOUT_EXCEEDED, detail=ended.error)
+    if budget.boundary is not None:
+        # Whatever ended it, an attempt past its boundary is not run again by itself.
+        return Verdict(Action.FAIL, charge=charge, halt=HaltReason.UNSAFE_TO_RETRY,
+                       detail=halt_detail(ended.error, budget.boundary))
+    if ended.released:
+        return Verdict(Action.RELEASE)
+    if crashed:
+        crashes = budget.crashes + 1
+        if crashes >= budget.max_crash:
+            return Verdict(Action.FAIL, charge=charge, halt=HaltReason.JOB_CRASHES_EXHAUSTED, detail=ended.error)
+        return Verdict(Action.RETRY, delay_ms=crash_backoff_ms(crashes), charge=charge)
+    requested = requested_delay_ms(ended)
+    if requested is not None:
+        return Verdict(Action.RETRY, delay_ms=requested)
+    failures = budget.failures + 1
+    backoff = None if options is None else options.backoff
+    wait = round(budget.retry_delay_seconds * 1000) if backoff is None else backoff.delay_ms(failures, rng)
+    error_type = ended.error_type if errored else None  # retry_on/no_retry_on name errors, not timeouts
+    if error_type is not None and error_type in _never_retried(options):
+        return Verdict(Action.FAIL, charge=charge, halt=HaltReason.NON_RETRYABLE_ERROR, detail=ended.error)
+    if error_type is not None and options is not None and error_type in options.retry_on:
+        return Verdict(Action.RETRY, delay_ms=wait, charge=charge)
+    if failures >= budget.max_retry:
+        return Verdict(Action.FAIL, charge=charge, halt=HaltReason.JOB_RETRIES_EXHAUSTED, detail=ended.error)
+    return Verdict(Action.RETRY, delay_ms=wait, charge=charge)
+
+
+def check_expand_output(node: Node, value: Any) -> Ended | None:
+    """An expand's source must return a list of at most ``max_fanout`` elements.
+
+    Returns:
+        ``None`` if ``node`` does not expand or its output is fine; otherwise the
+        errored `Ended` to record instead of the success (`decide` halts a
+        ``FanoutError`` at once and retries a ``TypeError`` under the budget).
+    """
+    transition = node.next
+    if transition is None or transition.kind is not TransitionKind.EXPAND:
+        return None
+    if not isinstance(value, list):
+        return Ended(AttemptResult.ERRORED, NOT_A_LIST_TYPE,
+                     f"step {node.name!r} is followed by expand, so it must return a list, "
+                     f"not {type(value).__name__}")
+    if len(value) > transition.max_fanout:
+        return Ended(AttemptResult.ERRORED, FANOUT_ERROR_TYPE,
+                     f"step {node.name!r} returned {len(value)} elements; max_fanout is {transition.max_fanout}")
+    return None
+
+
+def timeout_message(attempt: int, step: str, seconds: float | None) -> str:
+    """The error recorded for an attempt killed at its step timeout."""
+    return f"attempt {attempt} of step {step!r} exceeded the step timeout of {seconds:g} s and was killed"
+
+
+def child_died_message(code: int | None) -> str:
+    return f"the child process running the step exited with code {code}"

@@ -1,0 +1,104 @@
+"""Ending a run early: what a run deadline, a cancel, an expired pause and a
+fail-fast halt do to the run, its running attempts, its waiting jobs and the
+dependents never created.
+
+One rule for all of them (README, "Whole-run deadline, cancel, fail-fast"): in-flight attempts are
+ended (their children killed), every waiting job is skipped, and the never-created
+dependents are recorded skipped by a breadth-first walk (`ductline.model.cascade`)
+that remembers the step each was reached from. Finished step runs keep their state;
+nothing goes from a terminal state back to pending. Fail-fast is the exception
+that keeps what waits: its run is halted, and a retry revives it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ductline.model.states import ACTIVE_RUN, UNFINISHED_RUN, AttemptResult, HaltReason, JobStatus, RunStatus
+
+WORKFLOW_TIMEOUT = "workflow timeout"   # skip reason after a run deadline
+CANCELLED = "cancelled"                 # skip reason after a cancel
+PAUSE_EXPIRED = "pause expired"         # skip reason after a pause expired
+
+
+@dataclass(frozen=True, slots=True)
+class StopPlan:
+    """What a stop does.
+
+    Attributes:
+        run_status: what the run becomes (``None``: it stays as it is -- fail-fast
+            acts on a run that just halted).
+        from_statuses: the run statuses the stop applies to.
+        job_status: what its running jobs become.
+        attempt_result, error_type, error: how their open attempts are recorded.
+        skip_reason: waiting jobs and never-created dependents are skipped with
+            this reason (``None``: they are kept).
+        skip_root: the root recorded on the waiting jobs skipped (the step whose
+            pause expired), else ``None``.
+        halt_reason: the run's ``halt_reason`` afterwards, if it gets one.
+        metadata: merged into the run's metadata.
+    """
+
+    run_status: RunStatus | None
+    from_statuses: frozenset[RunStatus]
+    job_status: JobStatus
+    attempt_result: AttemptResult
+    error_type: str
+    error: str
+    skip_reason: str | None
+    skip_root: str | None = None
+    halt_reason: HaltReason | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def deadline_error(timeout_seconds: float | None) -> str:
+    """The error recorded on a run that exceeded its deadline."""
+    seconds = "?" if timeout_seconds is None else f"{timeout_seconds:g}"
+    return f"the run exceeded its deadline of {seconds} s"
+
+
+def pause_expired_reason(step: str, seconds: int) -> str:
+    """The error recorded on a run whose pause before ``step`` expired."""
+    return f"pause before step {step!r} expired after {seconds} s without a resume"
+
+
+def deadline(timeout_seconds: float | None) -> StopPlan:
+    """The run deadline passed: the run ends ``failed`` with ``timeout_exceeded``;
+    attempts in flight are recorded ``timed_out`` with ``TimeoutError``."""
+    error = deadline_error(timeout_seconds)
+    return StopPlan(
+        run_status=RunStatus.FAILED, from_statuses=ACTIVE_RUN, job_status=JobStatus.FAILED,
+        attempt_result=AttemptResult.TIMED_OUT, error_type="TimeoutError",
+        error=f"cancelled at the run deadline: {error}", skip_reason=WORKFLOW_TIMEOUT,
+        metadata={"timeout_exceeded": True, "timeout_seconds": timeout_seconds, "error": error})
+
+
+def cancel() -> StopPlan:
+    """An operator (or the API) cancelled the run."""
+    return StopPlan(
+        run_status=RunStatus.CANCELLED, from_statuses=UNFINISHED_RUN, job_status=JobStatus.CANCELLED,
+        attempt_result=AttemptResult.CANCELLED, error_type="Cancelled", error="the run was cancelled",
+        skip_reason=CANCELLED, metadata={"cancelled": True})
+
+
+def pause_expired(step: str, seconds: int) -> StopPlan:
+    """A pause before ``step`` passed its timeout without a resume: the run fails
+    closed (``halt_reason`` ``pause_expired``); the paused job itself is recorded
+    ``failed`` by the driver (it never ran)."""
+    reason = pause_expired_reason(step, seconds)
+    return StopPlan(
+        run_status=RunStatus.FAILED, from_statuses=UNFINISHED_RUN, job_status=JobStatus.CANCELLED,
+        attempt_result=AttemptResult.CANCELLED, error_type="PauseExpired", error=f"cancelled because the {reason}",
+        skip_reason=PAUSE_EXPIRED, skip_root=step, halt_reason=HaltReason.PAUSE_EXPIRED,
+        metadata={"pause_expired": True, "paused_step": step, "pause_timeout_seconds": seconds, "error": reason})
+
+
+def fail_fast(step: str) -> StopPlan:
+    """``on_failure="fail_fast"``: when ``step`` halts the run, siblings still
+    running are cancelled at once; waiting jobs stay held so a retry revives
+    everything."""
+    return StopPlan(
+        run_status=None, from_statuses=frozenset({RunStatus.HALTED}), job_status=JobStatus.CANCELLED,
+        attempt_result=AttemptResult.CANCELLED, error_type="Cancelled",
+        error=f"cancelled because step {step!r} failed (fail_fast)", skip_reason=None)
