@@ -1,29 +1,39 @@
-"""`RunHandle`: what `trigger` returns."""
+"""`RunHandle`: what `trigger` returns, or `RunHandle.attach` finds: the run's
+status, output and error, waiting for it (LISTEN/NOTIFY on PostgreSQL, polling on
+SQLite), async variants, cancel and resume."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ductline import codec
-from ductline.errors import RunNotFound
+from ductline.errors import RunFailed, RunNotFound
+from ductline.model.states import SETTLED_RUN, RunStatus
+from ductline.operations.resume import NO_INPUT, resume
+from ductline.operations.stop import cancel_run
+from ductline.store import payloads
+from ductline.stores import store_for
 
 if TYPE_CHECKING:
     from ductline.store import Store
 
-# A run stops moving on its own in these states (halted waits for an operator).
-# A paused run is not settled: other branches may still run, and a resume or the
-# pause's timeout moves it on.
-SETTLED = ("completed", "halted", "failed", "cancelled")
+# The settled statuses (`ductline.model.states.SETTLED_RUN`), kept under this name
+# for callers that import it. A paused run is not settled: other branches may
+# still run, and a resume or the pause's timeout moves it on.
+SETTLED = tuple(sorted(SETTLED_RUN))
 
+__all__ = ["NO_INPUT", "SETTLED", "RunHandle"]
 
-class _NoInput:
-    def __repr__(self) -> str:
-        return "NO_INPUT"
-
-
-NO_INPUT: Any = _NoInput()
-"""`RunHandle.resume` without ``input``: the step keeps the input it was paused with."""
+# SQLite cannot notify another process: a waiting client polls, starting fast.
+_FIRST_POLL, _LONGEST_POLL = 0.02, 0.5
+# On PostgreSQL a notification wakes the wait; it still looks this often, in case
+# one was missed (a reconnect).
+_NOTIFIED_RECHECK = 1.0
 
 
 class RunHandle:
@@ -57,31 +67,118 @@ class RunHandle:
         Raises:
             RunNotFound: no such run.
         """
-        from ductline.store import payloads
-
         return codec.loads(payloads.load(self._store, self.id, self._row()["output"]))
 
-    def wait(self, timeout: float | None = None, *, poll_interval: float = 0.05) -> str:
+    @classmethod
+    def attach(cls, run_id: str, database: Any = None) -> "RunHandle":
+        """The handle of an existing run (e.g. one triggered by another process).
+
+        Args:
+            run_id: the run's id.
+            database: a database URL or a ``Store``; defaults to the configured one.
+
+        Raises:
+            RunNotFound: no run has that id.
+            TypeError: ``run_id`` is not a ``str``.
+        """
+        if not isinstance(run_id, str):
+            raise TypeError(f"run_id must be a str, not {type(run_id).__name__}")
+        store = store_for(database)
+        handle = cls(run_id, store, created=False)
+        handle._row()
+        return handle
+
+    @property
+    def halt_reason(self) -> str | None:
+        """Why the run halted or failed (e.g. ``job_retries_exhausted``,
+        ``pause_expired``), else ``None``."""
+        value = self._row()["halt_reason"]
+        return None if value is None else str(value)
+
+    @property
+    def error(self) -> str | None:
+        """What went wrong, for a halted, failed or cancelled run: the failed step
+        and its error, the deadline, or the cancel; ``None`` otherwise."""
+        row = self._row()
+        return _error_of(row)
+
+    def wait(self, timeout: float | None = None, *, poll_interval: float | None = None,
+             stop: threading.Event | None = None) -> str:
         """Block until the run settles (completed, halted, failed or cancelled).
+
+        On PostgreSQL the wait is woken by a notification when the run settles;
+        on SQLite it polls, every 20 ms at first and at most every 0.5 s.
 
         Args:
             timeout: seconds to wait at most; ``None`` waits forever.
-            poll_interval: seconds between looks at the database.
+            poll_interval: seconds between looks at the database (fixed; default:
+                as above).
+            stop: an event that ends the wait early (`TimeoutError`).
 
         Returns:
             The settled status.
 
         Raises:
             TimeoutError: the run had not settled within ``timeout`` seconds.
+            RunNotFound: no such run.
         """
         end = None if timeout is None else time.monotonic() + timeout
-        while True:
-            status = self.status()
-            if status in SETTLED:
-                return status
-            if end is not None and time.monotonic() >= end:
-                raise TimeoutError(f"run {self.id} is still {status} after {timeout} s")
-            time.sleep(poll_interval)
+        delay = _FIRST_POLL if poll_interval is None else poll_interval
+        with self._listener() as listen:
+            while True:
+                status = self.status()
+                if status in SETTLED_RUN:
+                    return status
+                now = time.monotonic()
+                if (end is not None and now >= end) or (stop is not None and stop.is_set()):
+                    raise TimeoutError(f"run {self.id} is still {status} after {timeout} s")
+                pause = _NOTIFIED_RECHECK if listen is not None else delay
+                if end is not None:
+                    pause = min(pause, end - now)
+                if listen is not None:
+                    listen(pause)
+                else:
+                    time.sleep(pause)
+                    delay = delay if poll_interval is not None else min(delay * 1.5, _LONGEST_POLL)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Wait for the run, then its output.
+
+        Raises:
+            RunFailed: the run halted, failed or was cancelled (``status``,
+                ``halt_reason`` and ``error`` say how).
+            TimeoutError: it had not settled within ``timeout`` seconds.
+            RunNotFound: no such run.
+        """
+        status = self.wait(timeout)
+        if status != RunStatus.COMPLETED:
+            row = self._row()
+            raise RunFailed(self.id, status, row["halt_reason"], _error_of(row))
+        return self.output()
+
+    async def wait_async(self, timeout: float | None = None) -> str:
+        """`wait` for asyncio code: waits in a worker thread; cancelling the awaiting
+        task ends that wait too."""
+        stop = threading.Event()
+        try:
+            return await asyncio.to_thread(self.wait, timeout, stop=stop)
+        finally:
+            stop.set()
+
+    async def result_async(self, timeout: float | None = None) -> Any:
+        """`result` for asyncio code (see `wait_async`)."""
+        await self.wait_async(timeout)
+        return await asyncio.to_thread(self.result, 0)
+
+    @contextlib.contextmanager
+    def _listener(self) -> Iterator[Callable[[float], list[str]] | None]:
+        """A LISTEN for settled runs where the database has one, else ``None``."""
+        open_listener = getattr(self._store.dialect, "run_listener", None)
+        if open_listener is None:
+            yield None
+            return
+        with open_listener() as wait:
+            yield wait
 
     def cancel(self) -> None:
         """Cancel the run: in-flight attempts are killed and recorded ``cancelled``,
@@ -91,12 +188,7 @@ class RunHandle:
             InvalidStateError: the run already finished.
             RunNotFound: no such run.
         """
-        from ductline.dsl.pipeline import _REGISTRY
-        from ductline.runtime.abort import cancel_run
-
-        row = self._row()
-        known = _REGISTRY.get(row["pipeline"])
-        cancel_run(self._store, self.id, known.definition() if known is not None else None)
+        cancel_run(self._store, self.id)
 
     def resume(self, input: Any = NO_INPUT) -> list[str]:
         """Resume a paused run (``.pause(before=step)``): the paused step becomes
@@ -120,10 +212,21 @@ class RunHandle:
                 while several step runs are paused. Nothing is changed.
             RunNotFound: no such run.
         """
-        from ductline.runtime.pause import resume
-
         resumed = resume(self._store, self.id, input)
         return sorted({r["step"] for r in resumed})
 
     def __repr__(self) -> str:
         return f"RunHandle({self.id!r})"
+
+
+def _error_of(row: dict[str, Any]) -> str | None:
+    if row["status"] not in (RunStatus.HALTED, RunStatus.FAILED, RunStatus.CANCELLED):
+        return None
+    metadata = json.loads(row.get("metadata") or "{}")
+    if row["status"] == RunStatus.CANCELLED:
+        return "the run was cancelled"
+    error = metadata.get("error")
+    step = metadata.get("halted_step")
+    if step is not None:
+        return f"step {step!r} failed: {error}"
+    return None if error is None else str(error)

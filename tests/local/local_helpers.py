@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
+from typing import Callable
 
 
 class FakeClock:
@@ -22,6 +24,19 @@ class FakeClock:
 
     def now(self) -> float:
         return asyncio.get_running_loop().time() + self.skipped
+
+
+async def until(condition: Callable[[], bool], timeout: float = 30.0, interval: float = 0.01) -> None:
+    """Wait in the event loop until ``condition()`` holds.
+
+    Raises:
+        AssertionError: it did not hold within ``timeout`` seconds.
+    """
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"condition not met within {timeout} s")
+        await asyncio.sleep(interval)
 
 
 def child_processes() -> list[tuple[int, str, str]]:

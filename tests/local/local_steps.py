@@ -90,6 +90,10 @@ def returns_tuple(x):
     return (x, x)
 
 
+def returns_frozenset(x):
+    return frozenset({x})
+
+
 def fail(x=None):
     raise ValueError(f"always fails: {x}")
 
@@ -185,6 +189,41 @@ def crosses_then_fails(x):
     raise RuntimeError("failed after the boundary")
 
 
+def asks_retry_once(x):
+    """Asks for a retry (free of charge) on its first attempt."""
+    if ductline.context().attempt == 1:
+        raise ductline.Retry(0, reason="not ready yet")
+    return x
+
+
+async def async_asks_retry_once(x):
+    if ductline.context().attempt == 1:
+        raise ductline.Retry(0, reason="not ready yet")
+    return x
+
+
+async def async_key_error_twice(x):
+    attempt = ductline.context().attempt
+    if attempt < 3:
+        raise KeyError(f"missing on attempt {attempt}")
+    return {"x": x, "attempt": attempt}
+
+
+async def async_fail_later(x):
+    """Fails after a moment (so a sibling can fail first)."""
+    await asyncio.sleep(0.3)
+    raise RuntimeError(f"failed later: {x}")
+
+
+async def async_record_halt_and_fail(reasons):
+    raise RuntimeError("the halt handler failed")
+
+
+# -- pauses ---------------------------------------------------------------------------
+async def approve(request):
+    return {"approved": request}
+
+
 # -- context --------------------------------------------------------------------------
 def writes_context(x):
     ctx = ductline.context()
@@ -269,3 +308,27 @@ def current_span(x):
     from opentelemetry import trace
 
     return trace.get_current_span().get_span_context().span_id
+
+
+# -- steps that break the parent/child protocol ----------------------------------------
+def loud_failure(size):
+    """Fail with an error message of ``size`` characters (a message too long to read)."""
+    raise RuntimeError("x" * size)
+
+
+def garbles_once(x):
+    """On its first attempt, write bytes that are not the protocol into the child's
+    socket to its parent (found among the inherited descriptors), then wait to be
+    killed; later attempts succeed."""
+    import stat
+    import struct
+
+    if ductline.context().attempt > 1:
+        return x
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                os.write(fd, struct.pack("!i", 5) + b"hello")
+        except OSError:
+            continue
+    time.sleep(30)

@@ -104,8 +104,8 @@ def _spans(timeout: float | None, pipeline: Pipeline, *args: Any) -> tuple[ductl
 def test_spans_of_a_successful_run() -> None:
     pipeline = Pipeline(name()).start(s.add_one).chain(to=s.async_add_one)
     result, spans = _spans(None, pipeline, 1)
-    run = next(sp for sp in spans if sp.name == f"ductline.run {pipeline.name}")
-    attempts = [sp for sp in spans if sp.name.startswith("ductline.attempt ")]
+    run = next(sp for sp in spans if sp.name == f"RUN {pipeline.name}")
+    attempts = [sp for sp in spans if "cicd.pipeline.task.name" in (sp.attributes or {})]
     assert run.kind is SpanKind.SERVER
     assert run.attributes["cicd.pipeline.name"] == pipeline.name
     assert run.attributes["cicd.pipeline.run.id"] == result.metadata["run_id"]
@@ -124,13 +124,13 @@ def test_spans_of_a_timed_out_run() -> None:
     # 3 s, not 1: on a loaded machine the step's child must get to start inside the deadline
     result, spans = _spans(3, pipeline, 1)
     assert result.metadata["timeout_exceeded"] is True
-    run = next(sp for sp in spans if sp.name.startswith("ductline.run "))
+    run = next(sp for sp in spans if sp.name.startswith("RUN "))
     assert run.attributes["workflow.timeout_exceeded"] is True
     assert run.attributes["cicd.pipeline.result"] == "timeout"
     assert run.status.status_code is StatusCode.ERROR
     event = next(e for e in run.events if e.name == "workflow.timeout")
     assert event.attributes["workflow.timeout_seconds"] == 3
-    stopped = next(sp for sp in spans if sp.name == "ductline.attempt sleep_python")
+    stopped = next(sp for sp in spans if sp.name == "sleep_python")
     assert stopped.attributes["cicd.pipeline.task.run.result"] == "timeout"
     assert stopped.attributes["error.type"] == "TimeoutError"
     assert stopped.status.status_code is StatusCode.ERROR
@@ -143,10 +143,10 @@ def test_spans_of_a_failed_run(clock: FakeClock) -> None:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     ductline.execute(pipeline, 1, tracer_provider=provider, clock=clock)
     spans = exporter.get_finished_spans()
-    run = next(sp for sp in spans if sp.name.startswith("ductline.run "))
+    run = next(sp for sp in spans if sp.name.startswith("RUN "))
     assert run.attributes["cicd.pipeline.result"] == "failure"
     assert run.attributes["error.type"] == "ValueError"
-    attempts = [sp for sp in spans if sp.name.startswith("ductline.attempt ")]
+    attempts = [sp for sp in spans if "cicd.pipeline.task.name" in (sp.attributes or {})]
     assert [sp.attributes["ductline.attempt"] for sp in attempts] == [1, 2]
     assert all(sp.attributes["error.type"] == "ValueError" for sp in attempts)
 
@@ -155,7 +155,7 @@ def test_span_ids_are_derived_from_the_run_id_like_a_worker_s() -> None:
     pipeline = Pipeline(name()).start(s.add_one).chain(to=s.add_one, name="again")
     result, spans = _spans(None, pipeline, 1)
     run_id = result.metadata["run_id"]
-    run = next(sp for sp in spans if sp.name.startswith("ductline.run "))
+    run = next(sp for sp in spans if sp.name.startswith("RUN "))
     assert run.context.trace_id == derived.trace_id_for(run_id)
     assert run.context.span_id == derived.run_span_id(run_id)
     assert run.parent is None
@@ -166,7 +166,7 @@ def test_span_ids_are_derived_from_the_run_id_like_a_worker_s() -> None:
 def test_the_attempt_span_is_current_inside_a_step_in_a_child() -> None:
     pipeline = Pipeline(name()).start(s.current_span)
     result, spans = _spans(None, pipeline, "x")
-    attempt = next(sp for sp in spans if sp.name == "ductline.attempt current_span")
+    attempt = next(sp for sp in spans if sp.name == "current_span")
     assert result.output == attempt.context.span_id
 
 
@@ -176,7 +176,7 @@ def test_a_retry_links_to_the_attempt_before_it(clock: FakeClock) -> None:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     ductline.execute(pipeline, 1, tracer_provider=provider, clock=clock)
-    attempts = [sp for sp in exporter.get_finished_spans() if sp.name.startswith("ductline.attempt ")]
+    attempts = [sp for sp in exporter.get_finished_spans() if "cicd.pipeline.task.name" in (sp.attributes or {})]
     assert len(attempts) == 3 and not attempts[0].links
     for before, after in zip(attempts, attempts[1:]):
         assert [link.context.span_id for link in after.links] == [before.context.span_id]
@@ -185,7 +185,7 @@ def test_a_retry_links_to_the_attempt_before_it(clock: FakeClock) -> None:
 def test_the_attempt_span_is_current_inside_an_async_step() -> None:
     pipeline = Pipeline(name()).start(s.async_current_span)
     result, spans = _spans(None, pipeline, "x")
-    attempt = next(sp for sp in spans if sp.name == "ductline.attempt async_current_span")
+    attempt = next(sp for sp in spans if sp.name == "async_current_span")
     assert result.output == attempt.context.span_id
 
 

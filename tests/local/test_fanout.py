@@ -1,7 +1,8 @@
-"""Fan-out and fan-in in the in-process executor: the same rules as the durable
-engine (runtime/advance.py) -- combine in ``to=`` order, collapse in element order
+"""Fan-out and fan-in in the in-process executor: the rulebook's routing
+(`ductline.model.routing`), as on a worker -- combine in ``to=`` order, collapse in element order
 and exactly once (``[]`` for zero elements), divert on ``str(output)`` -- and the
-halt policy: a step failing for good starts nothing new, running siblings finish."""
+halt policy: a step failing for good starts nothing new (waiting step runs are
+held), running siblings finish."""
 
 from __future__ import annotations
 
@@ -95,8 +96,8 @@ def test_expand_of_something_else_than_a_list_is_a_type_error(clock: FakeClock) 
     step = result.step("not_a_list")
     assert step.status == "failed" and step.error_type == "TypeError" and step.attempts == 2
     assert "must return a list" in step.error
-    assert [(r.step, r.status, r.scope) for r in result.steps[1:]] == [
-        ("square", "skipped", "*"), ("gather", "skipped", "")]
+    assert [r.step for r in result.steps] == ["not_a_list"]  # a halt records nothing it never created
+    assert result.status == "halted"
 
 
 def test_too_many_elements_halt_without_retry(clock: FakeClock) -> None:
@@ -108,18 +109,15 @@ def test_too_many_elements_halt_without_retry(clock: FakeClock) -> None:
     assert result.metadata["halt_reason"] == "max_fanout_exceeded"
 
 
-def test_halt_lets_running_siblings_finish_and_skips_the_fan_in() -> None:
+def test_halt_lets_running_siblings_finish_and_never_creates_the_fan_in() -> None:
     pipeline = (Pipeline(name()).start(s.async_identity)
                 .divide(to=[s.async_fail, s.async_sleep_short], max_retry=1)
                 .combine(into=s.gather).chain(to=s.double))
     result = ductline.execute(pipeline, 1)
-    assert result.overall_status == "failed"
+    assert result.overall_status == "failed" and result.status == "halted"
     assert result.statuses() == {"async_identity": "completed", "async_fail": "failed",
-                                 "async_sleep_short": "completed", "gather": "skipped",
-                                 "double": "skipped"}
-    reason = "step 'async_fail' failed (job_retries_exhausted)"
-    assert result.step("gather").skip_reason == reason
-    assert result.step("double").skip_reason == reason
+                                 "async_sleep_short": "completed"}
+    assert result.metadata["halt_reason"] == "job_retries_exhausted"
     assert result.metadata["error"].startswith("step 'async_fail' failed: ValueError")
 
 
@@ -127,10 +125,11 @@ def test_halt_starts_nothing_new() -> None:
     pipeline = Pipeline(name()).start(s.make_list).expand(to=s.fail, max_retry=1).collapse(into=s.gather)
     result = ductline.execute(pipeline, 3, concurrency=1)
     elements = [r for r in result.steps if r.step == "fail"]
-    assert [r.status for r in elements] == ["failed", "skipped", "skipped"]
+    # The elements still waiting for a child are held (a retry of the run would release them).
+    assert [r.status for r in elements] == ["failed", "held", "held"]
     assert [r.attempts for r in elements] == [1, 0, 0]
-    assert all(r.skip_reason == "step 'fail[0]' failed (job_retries_exhausted)" for r in elements[1:])
-    assert result.step("gather").status == "skipped"
+    assert all(r.skip_reason is None and r.finished_at is None for r in elements[1:])
+    assert "gather" not in result.statuses()
 
 
 def test_on_halt_receives_the_halt_reasons() -> None:

@@ -1,4 +1,4 @@
-"""Per-step timeouts, retry budgets (model/retry.py), crashes, safe-only retry, the
+"""Per-step timeouts, retry budgets (`ductline.model.outcomes`), crashes, safe-only retry, the
 JSON rule and the step context, in the in-process executor."""
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ def test_a_sync_step_stuck_in_c_is_killed_at_its_timeout(tmp_path: Path) -> None
     stuck = result.step("sleep_in_c")
     assert stuck.status == "failed" and stuck.error_type == "TimeoutError"
     assert "step timeout of 1 s" in stuck.error and stuck.attempts == 1
-    assert result.step("double").skip_reason == "step 'sleep_in_c' failed (job_retries_exhausted)"
-    assert result.overall_status == "failed"
+    # A halted run records no dependent it never created (a retry could still revive it).
+    assert "double" not in result.statuses()
+    assert result.overall_status == "failed" and result.status == "halted"
     assert result.metadata["timeout_exceeded"] is False
     assert result.metadata["halt_reason"] == "job_retries_exhausted"
     assert result.metadata["failed_step"] == "sleep_in_c"
@@ -70,8 +71,8 @@ def test_max_retry_three_means_at_most_three_failed_attempts(clock: FakeClock) -
     assert failed.status == "failed" and failed.attempts == 3
     assert failed.error_type == "ValueError" and failed.error == "always fails: x"
     assert clock.sleeps == [1, 1]
-    skipped = result.step("identity")
-    assert skipped.status == "skipped" and "async_fail" in skipped.skip_reason
+    assert "identity" not in result.statuses()  # never created: the run halted before it
+    assert result.status == "halted"
     assert "ValueError" in result.metadata["error"]
 
 
@@ -129,9 +130,11 @@ def test_a_failure_after_cross_boundary_is_not_retried(clock: FakeClock) -> None
 
 
 def test_outputs_that_do_not_round_trip_are_errors(clock: FakeClock) -> None:
-    sync = ductline.execute(Pipeline(name()).start(s.returns_tuple, max_retry=1), 1, clock=clock)
-    assert sync.step("returns_tuple").error_type == "TypeError"
-    assert "does not round-trip" in sync.step("returns_tuple").error
+    sync = ductline.execute(Pipeline(name()).start(s.returns_frozenset, max_retry=1), 1, clock=clock)
+    assert sync.step("returns_frozenset").error_type == "TypeError"
+    assert "does not round-trip" in sync.step("returns_frozenset").error
+    kept = ductline.execute(Pipeline(name()).start(s.returns_tuple, max_retry=1), 1, clock=clock)
+    assert kept.output == (1, 1)  # a tuple round-trips with its tag
     in_loop = ductline.execute(Pipeline(name()).start(s.async_returns_set, max_retry=1), 1, clock=clock)
     assert in_loop.step("async_returns_set").error_type == "TypeError"
 
@@ -139,7 +142,7 @@ def test_outputs_that_do_not_round_trip_are_errors(clock: FakeClock) -> None:
 def test_arguments_that_do_not_round_trip_are_refused_before_anything_runs() -> None:
     pipeline = Pipeline(name()).start(s.identity)
     with pytest.raises(TypeError, match="round-trip"):
-        ductline.execute(pipeline, (1, 2))
+        ductline.execute(pipeline, {1, 2})
 
 
 def test_bad_options_are_refused() -> None:

@@ -1,30 +1,41 @@
-"""Killable children for the in-process executor: the same `Child` processes and
-message protocol as a worker, driven from an asyncio event loop.
+"""Killable children for the in-process executor: the worker's `Child` processes,
+message protocol and kill path (`ductline.execution`), driven from an asyncio
+event loop.
 
 A child is a fresh interpreter leading its own process group; it imports the
 modules that define the pipeline's steps (and `ductline.local.childboot`, which lets
 it find a step by ``module:qualname`` without the pipeline being registered in the
 child). The loop watches the child's socket and its pidfd with ``add_reader``, so
-a result or a death is seen at once; a step timeout kills the whole process group
-(SIGTERM, then SIGKILL after a grace).
+a result or a death is seen at once. Killing is the `Enforcer`'s: it sends SIGTERM
+to the group at the step timeout (or when the executor cancels the attempt),
+SIGKILL after the grace, and declares the child undead a second later, waking the
+loop with ``call_soon_threadsafe``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
-import signal
 import uuid
+from dataclasses import dataclass
 from typing import Any, Callable
 
+from ductline.execution import protocol
+from ductline.execution.enforcer import Enforcer, Reason, Watch
+from ductline.execution.process import Child
+from ductline.execution.protocol import Task
 from ductline.local.childapps import READY_REF, task_pipeline
-from ductline.local.state import Limit, Outcome
-from ductline.runtime.child import Task
-from ductline.runtime.slots import UNDEAD_AFTER_SECONDS, Child
+from ductline.local.childattempt import ChildAttempt
+from ductline.local.outcome import Limit, Outcome
+from ductline.model.outcomes import (PAYLOAD_TOO_LARGE_TYPE, TIMEOUT_ERROR_TYPE, child_died_message,
+                                     timeout_message)
+from ductline.model.states import AttemptResult
 
 log = logging.getLogger("ductline.local")
 
 STARTUP_TIMEOUT = 60.0
+STOP_WAIT_SECONDS = 2.0  # an idle child asked to stop gets this long before SIGKILL
 
 # Children that survived SIGKILL (kernel D state): never waited on again, and kept
 # referenced (a Popen of a live process warns when it is garbage-collected).
@@ -41,16 +52,40 @@ class ChildStartError(Exception):
         self.traceback = traceback
 
 
-class Pool:
-    """At most ``size`` children, started on demand and reused between attempts."""
+@dataclass(eq=False, slots=True)
+class _Tracked:
+    """A started child as the pool follows it until it is collected."""
 
-    def __init__(self, apps: list[str], sys_path: list[str], size: int, kill_grace: float) -> None:
+    key: int                        # its key in the enforcer
+    gone: asyncio.Future[None]      # done once it exited or was declared undead
+    undead: Watch | None = None     # its watch, if it survived SIGKILL
+    reading: bool = True            # the loop still watches its pidfd
+
+
+class Pool:
+    """At most ``size`` children, started on demand and reused between attempts.
+
+    Args:
+        apps, sys_path: what children import (`ductline.local.childapps`).
+        size: the most children at once.
+        kill_grace: seconds between SIGTERM and SIGKILL.
+        message_cap: the longest message read from a child, in bytes; a child that
+            sends more is killed and its attempt fails with `ductline.PayloadTooLarge`.
+        max_output_bytes: the run's largest output, in bytes (sent with each task).
+    """
+
+    def __init__(self, apps: list[str], sys_path: list[str], size: int, kill_grace: float, *,
+                 message_cap: int, max_output_bytes: int) -> None:
         self.apps = apps
         self.sys_path = sys_path
         self.kill_grace = kill_grace
+        self.message_cap = message_cap
+        self.max_output_bytes = max_output_bytes
         self._slots = asyncio.Semaphore(size)
         self._idle: list[Child] = []
-        self._live: list[Child] = []   # started and not yet collected
+        self._live: dict[Child, _Tracked] = {}   # started and not yet collected
+        self._keys = itertools.count()
+        self._enforcer: Enforcer | None = None
 
     async def acquire(self) -> Child:
         """A ready child (waits for a free slot).
@@ -62,7 +97,7 @@ class Pool:
         try:
             while self._idle:
                 child = self._idle.pop()
-                if child.process.poll() is None:
+                if not child.exited():
                     return child
                 self._collect(child)
             return await self._start()
@@ -71,186 +106,169 @@ class Pool:
             raise
 
     def release(self, child: Child, reusable: bool) -> None:
-        if reusable and child.process.poll() is None:
+        if reusable and not child.exited():
             self._idle.append(child)
         self._slots.release()
 
+    # -- children and the enforcer --------------------------------------------------------
+    def _kill_path(self) -> Enforcer:
+        """The pool's enforcer, started with the first child. The event loop's time
+        is the monotonic clock the enforcer uses, so a `Limit` is its deadline."""
+        if self._enforcer is None:
+            loop = asyncio.get_running_loop()
+
+            def wake() -> None:  # from the enforcer's thread
+                try:
+                    loop.call_soon_threadsafe(self._collect_undead)
+                except RuntimeError:  # the loop closed: nobody waits any more
+                    pass
+
+            self._enforcer = Enforcer(self.kill_grace, wake)
+            self._enforcer.start()
+        return self._enforcer
+
+    def _track(self, child: Child) -> _Tracked:
+        loop = asyncio.get_running_loop()
+        tracked = _Tracked(next(self._keys), loop.create_future())
+        self._live[child] = tracked
+
+        def exited() -> None:
+            self._unread(child, tracked)
+            if not tracked.gone.done():
+                tracked.gone.set_result(None)
+
+        loop.add_reader(child.sentinel, exited)
+        return tracked
+
+    def _unread(self, child: Child, tracked: _Tracked) -> None:
+        if tracked.reading:  # before any close: a closed fd's number may be reused
+            tracked.reading = False
+            asyncio.get_running_loop().remove_reader(child.sentinel)
+
+    def _collect_undead(self) -> None:
+        """Children the enforcer gave up on: abandon them, and wake who waits."""
+        if self._enforcer is None:
+            return  # closed meanwhile
+        for key, watch in self._enforcer.take_undead():
+            for child, tracked in list(self._live.items()):
+                if tracked.key == key:
+                    tracked.undead = watch
+                    self._abandon(child)
+                    if not tracked.gone.done():
+                        tracked.gone.set_result(None)
+
+    def _abandon(self, child: Child) -> None:
+        log.error("Child process %d survived SIGKILL; abandoned (process.undead)", child.pid)
+        tracked = self._live.pop(child, None)
+        if tracked is not None:
+            self._unread(child, tracked)
+            _UNDEAD.append(child)
+
+    def _collect(self, child: Child) -> None:
+        tracked = self._live.get(child)
+        if tracked is not None and child.exited():
+            self._unread(child, tracked)
+            child.reap()
+            del self._live[child]
+            if self._enforcer is not None:
+                self._enforcer.settle(tracked.key)
+
+    def _begin_kill(self, child: Child, reason: Reason, grace: float | None = None) -> _Tracked | None:
+        """Have the enforcer kill ``child``, unless a kill is under way."""
+        tracked = self._live.get(child)
+        if tracked is not None:
+            enforcer = self._kill_path()
+            if enforcer.state(tracked.key) is None and not tracked.gone.done():
+                enforcer.watch(tracked.key, child, None)
+            enforcer.kill(tracked.key, reason, grace)
+        return tracked
+
+    async def _kill(self, child: Child, reason: Reason, grace: float | None = None) -> None:
+        """Kill ``child`` and wait until it is gone or abandoned; then collect it."""
+        tracked = self._begin_kill(child, reason, grace)
+        if tracked is not None:
+            await asyncio.wait({tracked.gone})
+            self._collect(child)
+
     async def _start(self) -> Child:
+        self._kill_path()
         try:
             child = Child(self.apps, self.sys_path)
         except OSError as exc:  # e.g. no more processes or file descriptors
             raise ChildStartError(type(exc).__name__, f"cannot start a child process: {exc}") from exc
-        self._live.append(child)
+        self._track(child)
         probe = Task(uuid.uuid4().hex, "", task_pipeline(READY_REF, None), "__ready__", 0, "[]", None,
-                     uuid.uuid4().hex)
+                     uuid.uuid4().hex, self.max_output_bytes)
         limit = Limit(asyncio.get_running_loop().time(), STARTUP_TIMEOUT)
         try:
             outcome = await self.run(child, probe, limit, _no_requests)
         except BaseException:
-            if child in self._live:
-                child.signal_group(signal.SIGKILL)  # collected by close()
+            self._begin_kill(child, Reason.SHUTDOWN, grace=0.0)  # collected by close()
             raise
-        if outcome.result != "succeeded":
-            if child.process.poll() is None:
-                await self.kill(child)
+        if outcome.result is not AttemptResult.SUCCEEDED:
+            await self._kill(child, Reason.SHUTDOWN)
             raise ChildStartError(outcome.error_type or "ChildStartError",
                                   outcome.error or "the child process did not start",
                                   outcome.traceback)
         return child
 
+    # -- one attempt ----------------------------------------------------------------------
     async def run(self, child: Child, task: Task, limit: Limit,
                   answer: Callable[[str, tuple[Any, ...]], Any]) -> Outcome:
         """Send one attempt to ``child`` and wait for its result, its death or its
         step timeout (``limit``, which a request may move while the attempt runs;
-        then the child's process group is killed and the outcome is ``timed_out``).
-        If the waiting task is cancelled, the child is killed the same way before
-        the cancellation goes on."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[Outcome] = loop.create_future()
-        conn_fd, pid_fd = child.conn.fileno(), child.sentinel
-        watching = True
-
-        def settle(outcome: Outcome) -> None:
-            if not done.done():
-                done.set_result(outcome)
-
-        def readable() -> bool:
-            try:
-                message = child.conn.recv()
-            except (EOFError, OSError):
-                loop.remove_reader(conn_fd)  # the pidfd reports the death
-                return False
-            kind = message[0]
-            if kind == "request":
-                try:
-                    reply: tuple[Any, ...] = ("reply", answer(message[1], tuple(message[2])))
-                except Exception as exc:
-                    reply = ("reply_error", f"{type(exc).__name__}: {exc}")
-                try:
-                    child.send(reply)
-                except (OSError, ValueError):
-                    pass
-            elif kind == "ready":
-                pass  # the child finished starting; the probe below tells us the same
-            elif kind == "fatal":
-                settle(Outcome("errored", None, message[2], message[3], message[4]))
-            elif message[1] != task.lease_token:
-                log.warning("Result of an attempt that is no longer current dropped")
-            elif kind == "done":
-                settle(Outcome("succeeded", message[2], reusable=True))
-            elif kind == "error":
-                settle(Outcome("errored", None, message[2], message[3], message[4], reusable=True))
-            return True
-
-        def exited() -> None:
-            loop.remove_reader(pid_fd)
-            while not done.done() and _has_data(child) and readable():
-                pass  # a result sent just before the exit still counts
-            settle(Outcome("crashed", None, "ChildDied",
-                           f"the child process running the step exited with code {child.process.poll()}"))
-
-        def unwatch() -> None:
-            nonlocal watching
-            if watching:  # before any close: a closed fd's number may be reused
-                watching = False
-                loop.remove_reader(conn_fd)
-                loop.remove_reader(pid_fd)
-
-        loop.add_reader(conn_fd, readable)
-        loop.add_reader(pid_fd, exited)
+        then the enforcer kills the child's process group and the outcome is
+        ``timed_out``). If the waiting task is cancelled, the enforcer kills the
+        child the same way before the cancellation goes on."""
+        enforcer = self._kill_path()
+        tracked = self._live[child]
+        attempt = ChildAttempt(child, tracked.key, tracked.gone, enforcer, self.message_cap)
         try:
-            try:
-                child.send(("run", task))
-            except (OSError, ValueError):
-                pass  # the pidfd reports the death
-            while not done.done():
-                at = limit.at
-                remaining = None if at is None else at - loop.time()
-                if remaining is not None and remaining <= 0:
-                    break
-                await asyncio.wait({done}, timeout=remaining)  # a moved limit is seen here
-            unwatch()
-            if done.done():
-                outcome = done.result()
-                if outcome.result == "crashed":
-                    self._collect(child)
-                return outcome
-            await self.kill(child)
-            return Outcome("timed_out", None, "TimeoutError",
-                           f"attempt {task.attempt} of step {task.step!r} exceeded the step timeout "
-                           f"of {limit.seconds:g} s and was killed")
+            outcome = await attempt.run(task, limit, answer)
         except asyncio.CancelledError:
-            unwatch()
-            await self.kill(child)
+            await self._kill(child, Reason.CANCEL)
             raise
-        finally:
-            unwatch()
+        if outcome is not None:
+            return outcome
+        return self._ended(child, tracked, enforcer.settle(tracked.key) or tracked.undead, task, limit)
 
-    async def kill(self, child: Child) -> None:
-        """SIGTERM the child's process group, SIGKILL after the grace, collect it.
-        A child still there a second after SIGKILL is abandoned (undead)."""
-        child.signal_group(signal.SIGTERM)
-        if not await self._exited(child, self.kill_grace):
-            child.signal_group(signal.SIGKILL)
-            if not await self._exited(child, UNDEAD_AFTER_SECONDS):
-                self._abandon(child)
-                return
+    def _ended(self, child: Child, tracked: _Tracked, watch: Watch | None, task: Task, limit: Limit) -> Outcome:
+        """The outcome of an attempt whose child exited (or was abandoned) before it
+        sent a result, by why the enforcer killed it, if it did."""
+        code = None if tracked.undead is not None else child.process.poll()
         self._collect(child)
-
-    def _abandon(self, child: Child) -> None:
-        log.error("Child process %d survived SIGKILL; abandoned (process.undead)", child.pid)
-        if child in self._live:
-            self._live.remove(child)
-            _UNDEAD.append(child)
-
-    async def _exited(self, child: Child, timeout: float) -> bool:
-        if child.process.poll() is not None:
-            return True
-        loop = asyncio.get_running_loop()
-        gone: asyncio.Future[None] = loop.create_future()
-
-        def exited() -> None:
-            if not gone.done():
-                gone.set_result(None)
-
-        loop.add_reader(child.sentinel, exited)
-        try:
-            await asyncio.wait({gone}, timeout=timeout)
-        finally:
-            loop.remove_reader(child.sentinel)
-        return child.process.poll() is not None
-
-    def _collect(self, child: Child) -> None:
-        if child in self._live and child.reap() is not None:
-            self._live.remove(child)
+        reason = None if watch is None else watch.reason
+        if reason is Reason.TIMEOUT:
+            return Outcome(AttemptResult.TIMED_OUT, None, TIMEOUT_ERROR_TYPE,
+                           timeout_message(task.attempt, task.step, limit.seconds))
+        if reason is Reason.OVERSIZED:
+            return Outcome(AttemptResult.ERRORED, None, PAYLOAD_TOO_LARGE_TYPE,
+                           protocol.oversized_error(task.step, self.message_cap, self.max_output_bytes,
+                                                   parent="the executor"))
+        return Outcome(AttemptResult.CRASHED, None, "ChildDied", child_died_message(code))
 
     async def close(self) -> None:
-        """Stop idle children, kill any other, and collect them all."""
+        """Stop idle children, kill any other, collect them all, stop the enforcer."""
         idle = list(self._idle)
         self._idle.clear()
         for child in idle:
             child.stop()
-        live = list(self._live)
 
         async def finish(child: Child) -> None:
-            if not await self._exited(child, 2.0):
-                child.signal_group(signal.SIGKILL)
-                if not await self._exited(child, UNDEAD_AFTER_SECONDS):
-                    self._abandon(child)
-                    return
-            self._collect(child)
+            tracked = self._live.get(child)
+            if tracked is None:
+                return
+            if child in idle:
+                await asyncio.wait({tracked.gone}, timeout=STOP_WAIT_SECONDS)
+            if tracked.gone.done():
+                self._collect(child)
+            else:  # left over from an interrupted kill or start, or slow to stop: no grace
+                await self._kill(child, Reason.SHUTDOWN, grace=0.0)
 
-        for child in live:  # left over from an interrupted kill or start: no grace
-            if child not in idle and child.process.poll() is None:
-                child.signal_group(signal.SIGKILL)
-        await asyncio.gather(*(finish(c) for c in live))
-
-
-def _has_data(child: Child) -> bool:
-    try:
-        return bool(child.conn.poll(0))
-    except (OSError, EOFError, ValueError):
-        return False
+        await asyncio.gather(*(finish(c) for c in list(self._live)))
+        if self._enforcer is not None:
+            self._enforcer.stop()
+            self._enforcer = None
 
 
 def _no_requests(kind: str, args: tuple[Any, ...]) -> Any:

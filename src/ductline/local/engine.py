@@ -1,89 +1,142 @@
-"""The scheduling loop of the in-process executor.
+"""The scheduling loop of the in-process executor: it composes the parts of a run
+and drives them.
 
-Each step run is driven by one asyncio task (`Run._drive`): it waits out the
-step's delay, runs attempts (in a killable child, in the loop, or in a thread),
-applies the retry budgets of `ductline.model.retry`, and on success moves the
-output on exactly as `ductline.runtime.advance` does for the durable engine. The
-loop that waits for those tasks runs under ``asyncio.timeout``: at the run deadline
-every in-flight task is cancelled (a task running a child kills its process group
-as it unwinds) and awaited, running steps are recorded failed with
-``TimeoutError``, and everything that did not start is skipped.
+Each step run that waits or runs is one asyncio task (`Engine._drive`): it waits
+out its delay, runs attempts (`ductline.local.attempts`), and hands each outcome to
+the recorder, which asks the rulebook what follows (`ductline.local.record`). The
+loop that waits for those tasks runs under ``asyncio.timeout``, armed when the
+first attempt starts: at the run deadline the rulebook's stop plan applies
+(`ductline.local.stop`), every task is cancelled (a task running a child kills its
+process group as it unwinds) and awaited, and a result is returned.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import timedelta
+from typing import Any
 
-from ductline import codec
-from ductline.local.attempts import Attempts
-from ductline.local.base import ON_HALT, WORKFLOW_TIMEOUT, Clock, RealClock, log
-from ductline.local.childapps import needs_child
-from ductline.local.children import ChildStartError
-from ductline.local.flow import Flow
-from ductline.local.gates import Gate
+from ductline.dsl.graph import Definition
+from ductline.errors import InvalidStateError
+from ductline.execution.enforcer import UNDEAD_AFTER_SECONDS
+from ductline.handle import NO_INPUT
+from ductline.local.advance import Router
+from ductline.local.attempts import AttemptRunner
+from ductline.local.childapps import child_setup, needs_child
+from ductline.local.children import ChildStartError, Pool
+from ductline.local.options import RunOptions
+from ductline.local.pause import Pauses
+from ductline.local.record import Recorder
+from ductline.local.report import EndStatus, Reporter
 from ductline.local.results import WorkflowResult
-from ductline.local.state import Outcome, Scope, StepRun, utcnow
-from ductline.runtime.limits import limit_key
-from ductline.runtime.slots import UNDEAD_AFTER_SECONDS
-
-__all__ = ["Clock", "RealClock", "Run"]
+from ductline.local.state import RunState
+from ductline.local.steprun import StepRun, utcnow
+from ductline.local.stop import Stops
+from ductline.local.summary import workflow_result
+from ductline.local.tasks import TaskSet
+from ductline.local.tracing import Tracing
+from ductline.model import stops
+from ductline.model.states import TERMINAL_RUN, JobStatus, RunStatus
+from ductline.store import payloads
 
 STOP_MARGIN = 0.5
 
 
-class Run(Attempts, Flow):
+class Engine:
     """One in-process run of a definition; `run` may be awaited once."""
 
-    # -- the run -------------------------------------------------------------------
+    def __init__(self, definition: Definition, args_json: str, options: RunOptions) -> None:
+        self.options = options
+        self.clock = options.clock
+        self.timeout = options.timeout
+        self.state = RunState(definition, uuid.uuid4().hex)
+        self.tasks = TaskSet()
+        self.report = Reporter(definition.name, self.state.run_id, options.on_update,
+                               Tracing(options.tracer_provider), self.clock)
+        self.children = child_setup(definition)
+        self.pool = Pool(self.children.apps, self.children.sys_path, options.concurrency, options.kill_grace,
+                         message_cap=options.max_payload_bytes + payloads.MESSAGE_SLACK_BYTES,
+                         max_output_bytes=options.max_payload_bytes)
+        self.stopper = Stops(self.state, self.report, self.tasks, self.clock)
+        self.pauses = Pauses(self.state, self.report, self.tasks, self.clock, options.resume,
+                             options.max_payload_bytes, launch=self._launch, expire=self._expire_pause)
+        self.router = Router(self.state, self.clock, options.retry_delay, launch=self._launch,
+                             paused=self.pauses.paused)
+        self.recorder = Recorder(self.state, self.report, self.router, self.tasks, self.stopper)
+        self.runner = AttemptRunner(self.state, self.report, self.pool, self.children,
+                                    concurrency=options.concurrency, kill_grace=options.kill_grace,
+                                    clock=self.clock, max_output_bytes=options.max_payload_bytes,
+                                    on_begin=self._begins)
+        # The start step run exists from the trigger on (a cancel before the first
+        # attempt skips it); its task starts once children are warm.
+        self.first = self.router.create(definition.start, "", args_json, launch=False)
+        self._deadline: asyncio.Timeout | None = None
+        self._started_at: float | None = None  # loop time of the first attempt
+        self.finished = False
+
+    # -- what a handle may do --------------------------------------------------------
+    def cancel(self) -> None:
+        """Cancel the run (`ductline.model.stops.cancel`).
+
+        Raises:
+            InvalidStateError: the run already finished.
+        """
+        if self.finished or not self.stopper.apply(stops.cancel()):
+            raise InvalidStateError(f"run {self.state.run_id} is {self.state.status}; "
+                                    "only an unfinished run can be cancelled")
+
+    def resume(self, input: Any = NO_INPUT) -> list[str]:
+        """Resume the paused step runs; see `ductline.local.LocalRun.resume`."""
+        if self.finished:
+            raise InvalidStateError(f"run {self.state.run_id} is {self.state.status}; "
+                                    "only a paused run can be resumed")
+        return self.pauses.resume(input)
+
+    # -- the run -----------------------------------------------------------------------
     async def run(self) -> WorkflowResult:
-        started = self.clock.now()
-        self.span = self.tracing.start_run(self.d.name, self.run_id)
-        self._emit({"type": "workflow_start", "timeout_seconds": self.timeout})
+        """Run to the end; a cancellation of the awaiting task cancels the run (its
+        children are killed, its tasks awaited) and is raised again."""
+        began = self.clock.now()
+        self.report.run_started(self.timeout)
         try:
-            timed_out = await self._execute()
-        except BaseException as exc:
-            cancelled = isinstance(exc, asyncio.CancelledError)
-            await self._stop("cancelled" if cancelled else "error")
-            self.tracing.end_run(self.span, "cancellation" if cancelled else "failure",
-                                 error_type=type(exc).__name__, error=str(exc) or None)
-            self._emit({"type": "workflow_end", "status": "cancelled" if cancelled else "failed",
-                        "error": f"{type(exc).__name__}: {exc}"})
-            raise
+            try:
+                await self._execute()
+            except BaseException as exc:
+                await self._abandon(exc)
+                raise
         finally:
+            self.finished = True
             await self.pool.close()
-        result = self._result(timed_out, self.clock.now() - started)
+        result = workflow_result(self.state, self.timeout, self.clock.now() - began)
         meta = result.metadata
-        status = "timeout" if timed_out else result.overall_status
-        self.tracing.end_run(self.span, {"success": "success", "failed": "failure"}.get(status, status),
-                             error_type="TimeoutError" if timed_out else meta.get("error_type"),
-                             error=meta["error"], timeout_seconds=self.timeout)
-        self._emit({"type": "workflow_end", "status": status, "error": meta["error"]})
+        ended = self.state.status
+        status = (EndStatus.SUCCESS if ended is RunStatus.COMPLETED else EndStatus.TIMEOUT if result.timeout_exceeded
+                  else EndStatus.CANCELLED if ended is RunStatus.CANCELLED else EndStatus.FAILED)
+        self.report.run_ended(status, ended.value, error_type=meta["error_type"], error=meta["error"],
+                              timeout_seconds=self.timeout)
         return result
 
-    async def _execute(self) -> bool:
-        """Run to the end or to the deadline; true if the deadline stopped it."""
-        start = self._create(self.d.start, (), self.args_json)
-        if needs_child(start.node):
+    async def _execute(self) -> None:
+        if self.state.status in TERMINAL_RUN:
+            return  # cancelled before it began
+        if needs_child(self.first.node):
             await self._warm()  # interpreter start-up is not the run's time
-        if start.node.options.delay:  # a start delay delays the run; the deadline starts after it
-            await self.clock.sleep(start.node.options.delay)
-        if self.timeout is not None:
-            self.deadline_at = utcnow() + timedelta(seconds=self.timeout)
-        self._launch(start, 0)
-        deadline = asyncio.timeout(self.timeout)
+        if self.first.status is JobStatus.PENDING:
+            self._launch(self.first, self.first.spec.delay_ms / 1000)
+        deadline = asyncio.timeout(None)  # armed when the first attempt starts
         try:
             async with deadline:
+                self._deadline = deadline
+                self._arm_deadline()
                 await self._schedule()
         except TimeoutError:
             if not deadline.expired():
                 raise
-            if self.tasks or any(not sr.terminal for sr in self.runs.values()):
-                await self._stop("timeout")
-                self._cascade()
-                return True
-        self._cascade()
-        return False
+            self._at_deadline()
+        finally:
+            self._deadline = None  # exited: it can no longer be moved
+        await self._drain()
 
     async def _warm(self) -> None:
         try:
@@ -93,102 +146,69 @@ class Run(Attempts, Flow):
         self.pool.release(child, True)
 
     async def _schedule(self) -> None:
+        """Wait until nothing runs or waits any more (a paused run waits for a
+        resume, a cancel or its deadline)."""
         while True:
-            if self.tasks and self.bug is None:
-                self.idle.clear()
-                await self.idle.wait()
-            if self.bug is not None:
-                raise self.bug
-            if self.tasks:
-                continue
-            if self.halt is not None and self.d.on_halt is not None and self.on_halt_run is None:
-                self.on_halt_run = self._create(ON_HALT, (), codec.dumps([[self.halt]], what="on_halt reasons"))
-                self._launch(self.on_halt_run, 0)
-                continue
-            return
+            self.tasks.reset()
+            if self.tasks.bug is not None:
+                raise self.tasks.bug
+            if self.state.status in (RunStatus.FAILED, RunStatus.CANCELLED):
+                return  # a stop ended it; its tasks were cancelled
+            if not self.tasks.busy and self.state.status is not RunStatus.PAUSED:
+                return
+            await self.tasks.changed()
 
-    def _launch(self, sr: StepRun, delay: int) -> None:
-        task = asyncio.create_task(self._drive(sr, delay), name=f"ductline {sr.label()}")
-        sr.task = task
-        self.tasks.add(task)
-        task.add_done_callback(self._task_done)
+    def _launch(self, sr: StepRun, delay: float) -> None:
+        self.tasks.spawn(sr.key, self._drive(sr, delay), f"ductline {sr.label()}")
 
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self.tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None and self.bug is None:
-            self.bug = task.exception()
-            self.idle.set()
-        if not self.tasks:
-            self.idle.set()
-
-    def _spawn(self, step: str, scope: Scope, input_json: str) -> None:
-        sr = self._create(step, scope, input_json)
-        if self.stopped is not None:
-            self._skip(sr, WORKFLOW_TIMEOUT if self.stopped == "timeout" else "cancelled")
-        elif self.halt is not None:  # a halted run starts nothing new
-            self._skip(sr, self.halt_text)
-        else:
-            self._launch(sr, sr.node.options.delay)
-
-    async def _gated_attempt(self, sr: StepRun) -> Outcome:
-        """An attempt, once the step's concurrency and rate limits let it start."""
-        key = limit_key(self.d.name, sr.node.name, sr.node.options, sr.input)
-        if key is None:
-            return await self._attempt(sr)
-        gate = self.gates.setdefault(key, Gate(sr.node.options))
-        async with gate.enter(self.clock):
-            return await self._attempt(sr)
-
-    async def _drive(self, sr: StepRun, delay: int) -> None:
-        if delay:
+    async def _drive(self, sr: StepRun, delay: float) -> None:
+        if delay > 0:
             await self.clock.sleep(delay)
         while True:
-            if self.halt is not None and sr is not self.on_halt_run:
-                self._skip(sr, self.halt_text)
-                return
-            outcome = await self._gated_attempt(sr)
-            if self.stopped is not None or sr.status != "running":
-                return
-            wait = self._record(sr, outcome)
+            outcome = await self.runner.run(sr)
+            if outcome is None or sr.status is not JobStatus.RUNNING:
+                return  # it never started, or a stop recorded its attempt
+            wait = self.recorder.record(sr, outcome)
             if wait is None:
                 return
             if wait > 0:
                 await self.clock.sleep(wait)
 
-    # -- stopping --------------------------------------------------------------------
-    async def _stop(self, why: str) -> None:
-        """Stop the run: record in-flight attempts (failed with ``TimeoutError`` at
-        the deadline, else cancelled), skip what has not started, cancel every task
-        and await them (bounded: a task running a child needs at most the kill
-        grace plus a second)."""
-        self.stopped = why
-        skip_reason = WORKFLOW_TIMEOUT if why == "timeout" else "cancelled"
-        for sr in self._ordered():
-            if sr.status == "running":
-                if why == "timeout":
-                    sr.status, sr.error_type = "failed", "TimeoutError"
-                    sr.error = (f"attempt {sr.attempts} of step {sr.label()!r} was stopped at the run "
-                                f"deadline: the run exceeded its timeout of {self.timeout:g} s")
-                    result = "timed_out"
-                    self.at_deadline.append(sr)
-                else:
-                    sr.status, sr.error_type, sr.error = "cancelled", "CancelledError", "the run was cancelled"
-                    result = "cancelled"
-                sr.finished_at = utcnow()
-                self._end_attempt(sr, Outcome(result, None, sr.error_type, sr.error))
-            elif sr.status == "pending":
-                self._skip(sr, skip_reason)
-        tasks = list(self.tasks)
-        for task in tasks:
-            task.cancel()
-        if not tasks:
+    # -- the run deadline ----------------------------------------------------------------
+    def _begins(self) -> None:
+        """An attempt begins: the first one starts the run and its deadline."""
+        if self.state.status is not RunStatus.PENDING:
             return
-        gathered = asyncio.gather(*tasks, return_exceptions=True)
-        await asyncio.wait({gathered}, timeout=self.kill_grace + UNDEAD_AFTER_SECONDS + STOP_MARGIN)
-        if not gathered.done():
-            log.error("%d step task(s) did not stop in time", sum(not t.done() for t in tasks))
-            gathered.add_done_callback(lambda f: f.cancelled() or f.exception())
-            return
-        for outcome in gathered.result():
-            if isinstance(outcome, Exception):
-                log.error("Step task failed while stopping: %r", outcome)
+        self.state.move(RunStatus.RUNNING)
+        self._started_at = asyncio.get_running_loop().time()
+        if self.timeout is not None:
+            self.state.deadline_at = utcnow() + timedelta(seconds=self.timeout)
+        self._arm_deadline()
+
+    def _arm_deadline(self) -> None:
+        if self._deadline is not None and self._started_at is not None and self.timeout is not None:
+            self._deadline.reschedule(self._started_at + self.timeout)
+
+    def _at_deadline(self) -> None:
+        if self.state.status is RunStatus.HALTED:
+            self.stopper.deadline_of_halted_run(self.timeout, self.recorder.record)
+        else:
+            self.stopper.apply(stops.deadline(self.timeout))
+
+    def _expire_pause(self, sr: StepRun, seconds: int) -> None:
+        self.stopper.apply(stops.pause_expired(sr.name, seconds), expired=sr)
+
+    # -- ending ----------------------------------------------------------------------------
+    async def _drain(self) -> None:
+        self.tasks.cancel_all()
+        await self.tasks.drain(self.options.kill_grace + UNDEAD_AFTER_SECONDS + STOP_MARGIN)
+
+    async def _abandon(self, exc: BaseException) -> None:
+        """The awaiting task was cancelled, or the executor failed: cancel the run
+        (its in-flight attempts are recorded cancelled), await its tasks, report."""
+        self.stopper.apply(stops.cancel())  # unless it ended already
+        await self._drain()
+        cancelled = isinstance(exc, asyncio.CancelledError)
+        self.report.run_ended(EndStatus.CANCELLED if cancelled else EndStatus.FAILED, self.state.status.value,
+                              error_type=type(exc).__name__, error=f"{type(exc).__name__}: {exc}",
+                              timeout_seconds=self.timeout)

@@ -1,8 +1,9 @@
 """Concurrency and rate limits of steps in the in-process executor.
 
 The same rules as the workers' (`ductline.store.claims`), within one run: at most
-``concurrency`` attempts of a limit key at once, and starts of a key at least
-``1/rate`` seconds apart on the executor's clock.
+``concurrency`` attempts of a limit key (`ductline.model.limits.limit_key`, fixed
+when the step run is created) at once, and starts of a key at least ``1/rate``
+seconds apart on the executor's clock.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
 from ductline.dsl.options import StepOptions
+from ductline.local.clock import Clock
 
 
 class Gate:
@@ -24,7 +26,7 @@ class Gate:
         self._turn = asyncio.Lock()  # starts take their rate slots one at a time
 
     @asynccontextmanager
-    async def enter(self, clock) -> AsyncIterator[None]:  # type: ignore[no-untyped-def]
+    async def enter(self, clock: Clock) -> AsyncIterator[None]:
         """Wait for a slot (and the key's next start time), hold it for the attempt."""
         if self._slots is not None:
             await self._slots.acquire()

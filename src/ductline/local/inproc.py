@@ -22,8 +22,11 @@ from typing import Any, Callable
 from ductline import codec
 from ductline import step_context
 from ductline.dsl.steps import invoke
-from ductline.local.state import Outcome
-from ductline.runtime.child import describe
+from ductline.execution.child import describe
+from ductline.local.outcome import Outcome
+from ductline.model.outcomes import TIMEOUT_ERROR_TYPE
+from ductline.model.states import AttemptResult
+from ductline.store import payloads
 
 log = logging.getLogger("ductline.local")
 
@@ -46,11 +49,16 @@ def _step_context(ctx: step_context.StepContext, enter: Callable[[], Any] | None
     return copy
 
 
-def _encode(result: Any, step: str) -> Outcome:
+def _encode(result: Any, step: str, max_bytes: int) -> Outcome:
+    """The output as JSON text, under the same rules as in a child: it must
+    round-trip and stay within ``max_bytes`` (else `ductline.PayloadTooLarge`)."""
+    what = f"output of step {step!r}"
     try:
-        return Outcome("succeeded", codec.dumps(result, what=f"output of step {step!r}"))
+        output = codec.dumps(result, what=what)
+        payloads.check_size(output, what, max_bytes)
     except BaseException as exc:
-        return Outcome("errored", None, *describe(exc))
+        return Outcome(AttemptResult.ERRORED, None, *describe(exc))
+    return Outcome(AttemptResult.SUCCEEDED, output)
 
 
 async def _call(func: Callable[..., Any], args: tuple[Any, ...]) -> Any:
@@ -61,7 +69,8 @@ async def _call(func: Callable[..., Any], args: tuple[Any, ...]) -> Any:
 
 
 async def run_async(func: Callable[..., Any], args: tuple[Any, ...], ctx: step_context.StepContext,
-                    timeout: float | None, grace: float, enter: Callable[[], Any] | None = None) -> Outcome:
+                    timeout: float | None, grace: float, max_bytes: int,
+                    enter: Callable[[], Any] | None = None) -> Outcome:
     """Run an async step as its own task; cancel it at ``timeout``."""
     loop = asyncio.get_running_loop()
     task = loop.create_task(_call(func, args), name=f"ductline step {ctx.step}",
@@ -73,15 +82,15 @@ async def run_async(func: Callable[..., Any], args: tuple[Any, ...], ctx: step_c
         raise
     if not task.done():
         await stop_task(task, grace)
-        return Outcome("timed_out", None, "TimeoutError",
+        return Outcome(AttemptResult.TIMED_OUT, None, TIMEOUT_ERROR_TYPE,
                        f"attempt {ctx.attempt} of step {ctx.step!r} exceeded the step timeout "
                        f"of {timeout:g} s and was cancelled")
     if task.cancelled():
-        return Outcome("errored", None, "asyncio.exceptions.CancelledError", "the step was cancelled")
+        return Outcome(AttemptResult.ERRORED, None, "asyncio.exceptions.CancelledError", "the step was cancelled")
     exc = task.exception()
     if exc is not None:
-        return Outcome("errored", None, *describe(exc))
-    return _encode(task.result(), ctx.step)
+        return Outcome(AttemptResult.ERRORED, None, *describe(exc))
+    return _encode(task.result(), ctx.step, max_bytes)
 
 
 async def stop_task(task: asyncio.Task[Any], grace: float) -> None:
@@ -111,7 +120,7 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
 
 
 async def run_thread(func: Callable[..., Any], args: tuple[Any, ...], ctx: step_context.StepContext,
-                     timeout: float | None, enter: Callable[[], Any] | None = None) -> Outcome:
+                     timeout: float | None, max_bytes: int, enter: Callable[[], Any] | None = None) -> Outcome:
     """Run a sync step in a thread of its own; interrupt it at ``timeout``."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[Outcome] = loop.create_future()
@@ -126,9 +135,9 @@ async def run_thread(func: Callable[..., Any], args: tuple[Any, ...], ctx: step_
                 result = invoke(func, args)
                 if inspect.isawaitable(result):
                     result = asyncio.run(_awaited(result))
-                outcome = _encode(result, ctx.step)
+                outcome = _encode(result, ctx.step, max_bytes)
             except BaseException as exc:
-                outcome = Outcome("errored", None, *describe(exc))
+                outcome = Outcome(AttemptResult.ERRORED, None, *describe(exc))
             loop.call_soon_threadsafe(deliver, outcome)
         except BaseException:  # the loop closed, or a late interruption: nobody waits
             pass
@@ -144,7 +153,7 @@ async def run_thread(func: Callable[..., Any], args: tuple[Any, ...], ctx: step_
     if done.done():
         return done.result()
     await _interrupt(thread, done, ctx.step)
-    return Outcome("timed_out", None, "TimeoutError",
+    return Outcome(AttemptResult.TIMED_OUT, None, TIMEOUT_ERROR_TYPE,
                    f"attempt {ctx.attempt} of step {ctx.step!r} exceeded the step timeout "
                    f"of {timeout:g} s and was interrupted")
 

@@ -1,5 +1,9 @@
 """What `ductline.execute` returns: a `WorkflowResult` with one `StepResult` per
-step run, in declaration order."""
+step run, in declaration order, each with the history of its attempts.
+
+States are the rulebook's (`ductline.model.states`), as their string values, so a
+result reads like a worker's run (``ductline show --json``).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,35 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-StepStatus = Literal["completed", "failed", "skipped", "cancelled", "pending"]
+# `JobStatus` values: "held" and "paused" remain in a halted run; "pending" and
+# "running" are never left in a returned result.
+StepStatus = Literal["pending", "held", "running", "paused", "completed", "failed", "skipped", "cancelled"]
+# `RunStatus` values a finished in-process run can have.
+RunStatusValue = Literal["completed", "halted", "failed", "cancelled"]
 OverallStatus = Literal["success", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One attempt of a step run.
+
+    Attributes:
+        attempt: its number, from 1.
+        result: an `AttemptResult` value: ``succeeded``, ``errored``,
+            ``timed_out``, ``crashed`` or ``cancelled``.
+        error_type: the recorded type of its error (e.g. ``"ValueError"``,
+            ``"TimeoutError"``, ``"ductline.Retry"``), ``None`` if it succeeded.
+        error: the error's message.
+        started_at: when it started (aware UTC).
+        finished_at: when it ended (aware UTC).
+    """
+
+    attempt: int
+    result: str
+    error_type: str | None
+    error: str | None
+    started_at: datetime
+    finished_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,24 +47,29 @@ class StepResult:
     """The end state of one step run.
 
     Attributes:
-        step: the step's name.
+        step: the step's name (``"__on_halt__"`` for the halt handler).
         index: the element index for a step inside an ``expand`` (the innermost
-            one when expands nest); ``None`` at top level, and for a step skipped
-            before its expand produced any element.
-        status: ``completed``, ``failed``, ``skipped``, ``cancelled`` or
-            ``pending`` (the last is never left in a returned result).
+            one when expands nest); ``None`` at top level.
+        status: the step run's `JobStatus` value: ``completed``, ``failed``,
+            ``skipped``, ``cancelled``, or, in a halted run, ``held`` (it waits
+            for a retry of the run) or ``paused``.
         output: the step's output (decoded JSON) when completed, else ``None``.
-        error_type: the exception type of the last failed attempt, e.g.
-            ``"TimeoutError"``.
-        error: the message of the last failed attempt.
-        skip_reason: why a skipped step never ran: ``"workflow timeout"``, or the
-            failed root step and the halt reason.
+        error_type: the error type of the last attempt that did not succeed, e.g.
+            ``"TimeoutError"`` (``None`` once the step run completed).
+        error: that attempt's message.
+        skip_reason: why a skipped step run never ran (``"workflow timeout"``,
+            ``"cancelled"``, ``"pause expired"``); for a step whose pause expired,
+            the expiry.
         attempts: how many attempts started.
         started_at: when the first attempt started (aware UTC), or ``None``.
-        finished_at: when the step run reached its end state (aware UTC).
+        finished_at: when the step run reached its end state (aware UTC), or
+            ``None`` (held, paused).
         scope: where the step run sits inside nested expands: ``""`` at top level,
-            ``"2"`` for element 2, ``"2/0"`` for element 0 of an inner expand, and
-            ``*`` for elements that were never created.
+            ``"2"`` for element 2, ``"2/0"`` for element 0 of an inner expand.
+        skip_root: for a skipped step run that was never created, the step whose
+            open step run it was reached from (`ductline.model.cascade`); for a
+            waiting one skipped because a pause expired, the paused step.
+        history: one `AttemptRecord` per attempt, in order.
     """
 
     step: str
@@ -47,6 +83,8 @@ class StepResult:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     scope: str = ""
+    skip_root: str | None = None
+    history: tuple[AttemptRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,22 +92,28 @@ class WorkflowResult:
     """The outcome of one in-process run.
 
     Attributes:
-        overall_status: ``"success"`` or ``"failed"``.
+        overall_status: ``"success"`` when the run completed, else ``"failed"``.
         steps: one `StepResult` per step run, in declaration order (an expanded
-            step has one per element, in element order).
+            step has one per element, in element order; the halt handler last).
         metadata: ``run_id``, ``pipeline``, ``timeout_exceeded`` (bool),
-            ``timeout_seconds``, ``error`` (``None`` on success), ``output`` (the
-            last step's output), ``halt_reason`` and ``failed_step`` (after a halt),
-            ``duration_seconds``.
+            ``timeout_seconds``, ``error`` and ``error_type`` (``None`` on
+            success), ``output`` (the last step's output), ``halt_reason`` and
+            ``failed_step`` (after a halt or an expired pause), ``duration_seconds``;
+            after a cancel ``cancelled``; after an expired pause ``pause_expired``,
+            ``paused_step`` and ``pause_timeout_seconds``.
+        status: the run's `RunStatus` value: ``completed``, ``halted`` (a step
+            failed for good), ``failed`` (the run deadline passed, or a pause
+            expired) or ``cancelled``.
     """
 
     overall_status: OverallStatus
     steps: list[StepResult]
     metadata: dict[str, Any]
+    status: RunStatusValue
 
     @property
     def output(self) -> Any:
-        """The last step's output (``None`` unless the run succeeded)."""
+        """The last step's output (``None`` unless the run completed)."""
         return self.metadata.get("output")
 
     @property

@@ -1,128 +1,102 @@
-"""In-memory state of an in-process run: step runs, attempt outcomes, and the walk
-over the definition graph used to skip dependents.
+"""The in-memory state of one in-process run: its status, its step runs keyed
+``(step, scope)`` as a worker keys its jobs, fan-in counts, context values, and
+what halted or stopped it.
 
-A step run is identified by its step name and its *scope*: a tuple of element
-indexes, one per enclosing ``expand`` (``()`` at top level), the same addressing as
-the durable engine's ``"0/3"`` scopes. ``None`` in a scope stands for the elements
-of an expand that never produced any (only skipped step runs have it).
+Run status changes go through `RunState.move`, guarded by the rulebook's
+`run_may_move`: a move the worker's store would refuse does not happen here either.
 """
 
 from __future__ import annotations
 
-import asyncio
+import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Iterator
+from datetime import datetime
+from typing import Any, Iterable
 
-from ductline.dsl.graph import Definition, Node, TransitionKind
-
-Scope = tuple[int | None, ...]
-
-TERMINAL = frozenset({"completed", "failed", "skipped", "cancelled"})
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def scope_text(scope: Scope) -> str:
-    return "/".join("*" if i is None else str(i) for i in scope)
-
-
-def scope_key(scope: Scope) -> tuple[int, ...]:
-    """Sort key: element order, never-created elements last."""
-    return tuple((1 << 62) if i is None else i for i in scope)
+from ductline.dsl.graph import Definition
+from ductline.local.steprun import StepRun, utcnow
+from ductline.model import scopes
+from ductline.model.routing import JobSpec
+from ductline.model.states import TERMINAL_JOB, HaltReason, JobStatus, RunStatus, run_may_move
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
-    """How one attempt ended.
+class Halt:
+    """Why the run halted: ``step_run`` failed for good with ``reason``."""
 
-    Attributes:
-        result: ``succeeded``, ``errored``, ``timed_out`` or ``crashed``.
-        output: JSON text of the output when succeeded.
-        reusable: the child process that ran it may run another attempt.
-    """
+    reason: HaltReason
+    step_run: StepRun
+    detail: str | None
 
-    result: str
-    output: str | None = None
-    error_type: str | None = None
-    error: str | None = None
-    traceback: str | None = None
-    reusable: bool = False
+    def details(self) -> dict[str, Any]:
+        """The halt as the ``on_halt`` handler receives it (one element of its list)."""
+        return {"reason": self.reason.value, "step": self.step_run.name, "error": self.detail}
 
 
-@dataclass(slots=True)
-class Limit:
-    """An attempt's step timeout, movable while it runs (a scaled timeout is
-    reported by the attempt once it has sized its input).
+class RunState:
+    """Everything one in-process run knows; the parts of the executor share it."""
 
-    Attributes:
-        started: event-loop time the attempt started.
-        seconds: the timeout in seconds, ``None`` for none.
-    """
+    def __init__(self, definition: Definition, run_id: str) -> None:
+        self.definition = definition
+        self.run_id = run_id
+        self.status = RunStatus.PENDING
+        self.step_runs: dict[tuple[str, str], StepRun] = {}
+        # Fan-ins by (step, scope): [expected arrivals, arrivals so far]. An expand
+        # opens its collapse's with the element count; a combine's first arrival
+        # opens its own with the branch count.
+        self.fanins: dict[tuple[str, str], list[int]] = {}
+        self.values: dict[str, str] = {}  # ductline.context() get/set, as JSON text
+        self.halt: Halt | None = None
+        self.halt_reason: HaltReason | None = None
+        self.metadata: dict[str, Any] = {}  # merged from the stop that ended the run
+        self.stopped: list[str] = []  # step runs whose attempts a stop ended (labels)
+        self.output: Any = None
+        self.deadline_at: datetime | None = None  # wall-clock run deadline, once it started
+        order = {name: i for i, name in enumerate(definition.nodes)}
+        if definition.on_halt is not None:
+            order[definition.on_halt.name] = len(order)
+        self._order = order
 
-    started: float
-    seconds: float | None
+    def move(self, to: RunStatus) -> bool:
+        """Move the run to ``to`` if the rulebook allows it from where it is;
+        returns whether it moved."""
+        if not run_may_move(self.status, to):
+            return False
+        self.status = to
+        return True
 
-    @property
-    def at(self) -> float | None:
-        return None if self.seconds is None else self.started + self.seconds
+    def create(self, step: str, scope: str, input_json: str, spec: JobSpec, status: JobStatus,
+               clock_now: float) -> StepRun:
+        """Record a new step run.
 
+        Raises:
+            AssertionError: the step run exists (each is created once).
+        """
+        key = (step, scope)
+        if key in self.step_runs:
+            raise AssertionError(f"step run {step}[{scope}] created twice")
+        run = StepRun(self.definition.node(step), scope, input_json, spec, uuid.uuid4().hex, status,
+                      created_at=clock_now)
+        if status in TERMINAL_JOB:
+            run.finished_at = utcnow()
+        self.step_runs[key] = run
+        return run
 
-@dataclass(eq=False, slots=True)
-class StepRun:
-    """One step run and its attempts."""
+    def ordered(self) -> list[StepRun]:
+        """Step runs in declaration order, then element order."""
+        return sorted(self.step_runs.values(),
+                      key=lambda sr: (self._order[sr.name], scopes.sort_key(sr.scope)))
 
-    node: Node
-    scope: Scope
-    input: str                      # JSON list of positional arguments
-    job_id: str
-    status: str = "pending"         # pending | running | completed | failed | skipped | cancelled
-    output: Any = None
-    output_json: str | None = None
-    error_type: str | None = None
-    error: str | None = None
-    skip_reason: str | None = None
-    attempts: int = 0
-    failures: int = 0               # errored and timed-out attempts (max_retry)
-    crashes: int = 0                # crashed attempts (max_crash)
-    boundary: str | None = None     # set by ductline.cross_boundary()
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    attempt_started: float = 0.0    # clock.now() at the current attempt's start
-    task: asyncio.Task[None] | None = None
-    span: Any = None                # the current attempt's span, if tracing
+    def with_status(self, statuses: Iterable[JobStatus]) -> list[StepRun]:
+        wanted = frozenset(statuses)
+        return [sr for sr in self.ordered() if sr.status in wanted]
 
-    @property
-    def name(self) -> str:
-        return self.node.name
+    def open_fanin(self, step: str, scope: str, expected: int) -> None:
+        self.fanins[(step, scope)] = [expected, 0]
 
-    @property
-    def index(self) -> int | None:
-        return self.scope[-1] if self.scope else None
-
-    @property
-    def terminal(self) -> bool:
-        return self.status in TERMINAL
-
-    def label(self) -> str:
-        return self.name if not self.scope else f"{self.name}[{scope_text(self.scope)}]"
-
-
-def successors(definition: Definition, step: str, scope: Scope) -> Iterator[tuple[str, Scope]]:
-    """The step runs that would follow ``(step, scope)``, for skipping.
-
-    After an ``expand`` whose source never completed the elements are unknown:
-    they are represented once, with ``None`` as their index.
-    """
-    transition = definition.node(step).next
-    if transition is None:
-        return
-    if transition.kind is TransitionKind.EXPAND:
-        yield transition.targets[0], scope + (None,)
-    elif transition.kind is TransitionKind.COLLAPSE:
-        yield transition.targets[0], scope[:-1]
-    else:
-        for target in transition.targets:
-            yield target, scope
+    def arrive(self, step: str, scope: str, expected: int | None) -> int | None:
+        """Count one arrival at the fan-in ``(step, scope)``; returns the number of
+        arrivals it expects if this one completes it, else ``None``."""
+        counts = self.fanins.setdefault((step, scope), [expected or 0, 0])
+        counts[1] += 1
+        return counts[0] if counts[1] == counts[0] else None

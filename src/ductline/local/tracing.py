@@ -1,10 +1,10 @@
 """OpenTelemetry spans for in-process runs, when ``opentelemetry`` is installed
 (the ``otel`` extra); without it every call here does nothing.
 
-One span per run (``ductline.run <pipeline>``, kind SERVER) and one per attempt
-(``ductline.attempt <step>``, INTERNAL, a child of the run span), with the
-OpenTelemetry CI/CD attribute names and the ``workflow.*`` names of DESIGN.md --
-the same spans a worker emits. Their ids are derived from the run id exactly as
+One span per run (``RUN <pipeline>``, kind SERVER, as the OpenTelemetry CI/CD
+conventions name pipeline runs) and one per attempt (named for its step, INTERNAL,
+a child of the run span), with the CI/CD attribute names and the ``workflow.*``
+names -- the same spans a worker emits. Their ids are derived from the run id exactly as
 `ductline.observability.tracing` derives them, so a step running in a child
 process (which restores its attempt's context from those ids) nests its own spans
 under its attempt, and a retry links to the attempt before it.
@@ -14,8 +14,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-RESULTS = {"succeeded": "success", "errored": "failure", "timed_out": "timeout",
-           "crashed": "error", "cancelled": "cancellation"}
+from ductline.model.states import AttemptResult
+from ductline.observability.tracing import RUN_ACTION, run_span_name, task_span_name
+
+# An attempt's result as the CI/CD conventions' ``cicd.pipeline.task.run.result``.
+RESULTS = {AttemptResult.SUCCEEDED: "success", AttemptResult.ERRORED: "failure",
+           AttemptResult.TIMED_OUT: "timeout", AttemptResult.CRASHED: "error",
+           AttemptResult.CANCELLED: "cancellation"}
 
 
 class Tracing:
@@ -42,10 +47,11 @@ class Tracing:
         if self._trace is None:
             return None
         return self._spans._start(
-            f"ductline.run {pipeline}", trace_id=self._derived.trace_id_for(run_id),
+            run_span_name(pipeline), trace_id=self._derived.trace_id_for(run_id),
             span_id=self._derived.run_span_id(run_id), context=self._context.Context(),
             kind=self._trace.SpanKind.SERVER,
-            attributes={"cicd.pipeline.name": pipeline, "cicd.pipeline.run.id": run_id})
+            attributes={"cicd.pipeline.name": pipeline, "cicd.pipeline.run.id": run_id,
+                        "cicd.pipeline.action.name": RUN_ACTION})
 
     def end_run(self, span: Any, result: str, *, error_type: str | None = None,
                 error: str | None = None, timeout_seconds: float | None = None) -> None:
@@ -78,19 +84,18 @@ class Tracing:
             links.append(self._trace.Link(self._derived.attempt_span_context(run_id, job_id, attempt - 1),
                                           {"ductline.link": "previous_attempt"}))
         return self._spans._start(
-            f"ductline.attempt {step}", trace_id=None, span_id=self._derived.attempt_span_id(job_id, attempt),
+            task_span_name(step), trace_id=None, span_id=self._derived.attempt_span_id(job_id, attempt),
             context=self._trace.set_span_in_context(run_span), kind=self._trace.SpanKind.INTERNAL,
             attributes=attributes, links=links)
 
-    def end_attempt(self, span: Any, result: str, error_type: str | None = None,
+    def end_attempt(self, span: Any, result: AttemptResult, error_type: str | None = None,
                     error: str | None = None) -> None:
-        """``result``: an attempt result (``succeeded``, ``errored``, ``timed_out``, ...)."""
         if span is None:
             return
-        span.set_attribute("cicd.pipeline.task.run.result", RESULTS.get(result, result))
+        span.set_attribute("cicd.pipeline.task.run.result", RESULTS[result])
         if error_type:
             span.set_attribute("error.type", error_type)
-        if result != "succeeded":
+        if result is not AttemptResult.SUCCEEDED:
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, error))
         span.end()
 

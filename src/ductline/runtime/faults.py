@@ -1,18 +1,5 @@
-"""Named fault-injection checkpoints for durability tests.
+"""Fault checkpoints of the worker loop (see `ductline.faults`)."""
 
-``DUCTLINE_FAULT=<name>`` makes the worker SIGKILL itself the first time it passes
-that checkpoint; unset (always, in production) a checkpoint costs one comparison.
-Names: ``after_claim``, ``after_dispatch``, ``before_record``, ``after_record``.
-"""
+from ductline.faults import checkpoint
 
-from __future__ import annotations
-
-import os
-import signal
-
-_ARMED = os.environ.get("DUCTLINE_FAULT")
-
-
-def checkpoint(name: str) -> None:
-    if _ARMED == name:
-        os.kill(os.getpid(), signal.SIGKILL)
+__all__ = ["checkpoint"]

@@ -12,10 +12,12 @@ import logging
 import threading
 
 from ductline.dsl.graph import Definition
+from ductline.model.limits import step_limits
+from ductline.model.outcomes import Ended
 from ductline.model.states import AttemptResult
+from ductline.operations.stop import expire_due, sweep_orphans
 from ductline.observability.events import EventName, emit
 from ductline.runtime import record
-from ductline.runtime.limits import step_limits
 from ductline.runtime.outcomes import job_extra
 from ductline.errors import StoreError
 from ductline.store import Store
@@ -29,8 +31,10 @@ def rescue_expired(store: Store, definitions: dict[str, Definition], limit: int 
     for lease in store.expired_leases(limit):
         attempt = record.Attempt(lease.job_id, lease.run_id, lease.step, "", lease.attempt, lease.lease_token)
         with store.transaction() as tx:
-            done = record.failure(tx, definitions.get(lease.pipeline), attempt, AttemptResult.CRASHED,
-                                  "WorkerLost", "the lease expired: its worker stopped heartbeating", None)
+            tx.lock_runs([lease.run_id])
+            done = record.failure(tx, definitions.get(lease.pipeline), attempt,
+                                  Ended(AttemptResult.CRASHED, "WorkerLost",
+                                        "the lease expired: its worker stopped heartbeating"), None)
         if done.outcome != "lost":
             rescued += 1
             emit(EventName.JOB_COMPLETED, pipeline=lease.pipeline, step=lease.step, run_id=lease.run_id,
@@ -47,7 +51,7 @@ def rescue_expired(store: Store, definitions: dict[str, Definition], limit: int 
 class Maintainer:
     """Runs the periodic scans in a thread of their own, so that a slow scan (a big
     table, a degraded database) never sits on the path of ready jobs: the worker
-    loop keeps claiming and recording meanwhile (DESIGN.md, "Ready work first")."""
+    loop keeps claiming and recording meanwhile (README, "Delivery contract": ready work first)."""
 
     def __init__(self, store: Store, definitions: dict[str, Definition], interval: float) -> None:
         self._store = store
@@ -67,8 +71,6 @@ class Maintainer:
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
-        from ductline.runtime.abort import expire_due, sweep_orphans
-
         while not self._stop.wait(self._interval):
             try:
                 rescue_expired(self._store, self._definitions)

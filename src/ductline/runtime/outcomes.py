@@ -7,12 +7,14 @@ transaction, so a busy worker pays one commit for many completions.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
+from typing import Callable
 
 from ductline.dsl.graph import Definition, TransitionKind
-from ductline.model.states import AttemptResult
+from ductline.model.outcomes import RELEASED_TYPE, Ended
+from ductline.model.states import AttemptResult, JobStatus
 from ductline.observability.events import RESULT_LABELS, EventName, emit
+from ductline.operations.stop import Unchanged, expire
 from ductline.runtime import record
 from ductline.runtime.advance import Completed, advance
 from ductline.store.records import NewJob
@@ -34,13 +36,20 @@ class Outcome:
     release: bool = False  # give the job back without charging a budget
     run_deadline: bool = False  # the run deadline killed it: end the whole run
 
+    def ended(self) -> Ended:
+        """How the attempt ended, for the rulebook."""
+        if self.release:
+            return Ended(AttemptResult.CANCELLED, RELEASED_TYPE, self.error, released=True)
+        return Ended(self.result, self.error_type, self.error)
+
 
 def job_extra(a: record.Attempt) -> dict[str, object]:
     return {"run_id": a.run_id, "job_id": a.job_id, "step": a.step, "attempt": a.attempt}
 
 
 def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, Definition],
-                 retry_delay: int, limits: payloads.Limits | None = None) -> list[record.Recorded]:
+                 retry_delay: int, limits: payloads.Limits | None = None, *,
+                 now_ms: Callable[[], float]) -> list[record.Recorded]:
     """Record every outcome in one transaction. Raises `StoreError` (and records
     nothing) if the database fails; the caller keeps the batch and tries again.
 
@@ -49,10 +58,14 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
     create. Everything else (failures, fan-outs to check, deadlines) goes one by one.
     Outputs above ``limits.inline_bytes`` are stored out of line (`ductline.store.payloads`)
     in this transaction, after the fenced write that completes their job.
+    ``now_ms`` is the worker's reading of the database clock (job runtimes).
     """
     limits = limits or payloads.DEFAULT_LIMITS
     results: list[record.Recorded | None] = [None] * len(outcomes)
     with store.transaction() as tx:
+        # The runs first: a stop of one of them (cancel, deadline) and this batch take
+        # turns, so no outcome is recorded into a run that a stop has already ended.
+        tx.lock_runs([o.attempt.run_id for o in outcomes if not o.run_deadline])
         bulk = []
         # Jobs created by this batch are inserted by its last statement, so their
         # not-before times count from (just before) the commit, not from earlier work.
@@ -61,9 +74,6 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
             definition = definitions.get(o.pipeline)
             if o.run_deadline:
                 continue  # ends the whole run: its own transaction, below
-            elif o.release:
-                results[i] = record.Recorded("released" if record.release(tx, o.attempt, o.error or "")
-                                             else "lost")
             elif o.result is AttemptResult.SUCCEEDED and definition is not None:
                 assert o.output is not None
                 if o.attempt.step in definition.nodes and not needs_fanout_check(definition, o.attempt.step):
@@ -72,8 +82,7 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
                     results[i] = record.success(tx, definition, o.attempt, o.output, retry_delay, sink,
                                                 limits)
             else:
-                results[i] = record.failure(tx, definition, o.attempt, o.result, o.error_type, o.error,
-                                            o.traceback)
+                results[i] = record.failure(tx, definition, o.attempt, o.ended(), o.traceback, retry_delay)
         if bulk:
             _record_successes(tx, outcomes, bulk, definitions, retry_delay, results, sink, limits)
         tx.insert_jobs(sink)
@@ -83,8 +92,21 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
         tx.unthrottle([a.limit_key for a in limited if a.limit_key])
     for i, o in enumerate(outcomes):
         if o.run_deadline:
-            results[i] = record.run_deadline_in_own_transaction(store, definitions.get(o.pipeline), o.attempt)
-    return _finish(outcomes, [r for r in results if r is not None])
+            results[i] = _run_deadline(store, definitions.get(o.pipeline), o.attempt)
+    return _finish(outcomes, [r for r in results if r is not None], now_ms())
+
+
+def _run_deadline(store: Store, definition: Definition | None, a: record.Attempt) -> record.Recorded:
+    """The run deadline killed this attempt: end the whole run (`operations.stop.expire`)
+    in a transaction of its own (it rolls back if the run ended meanwhile)."""
+    try:
+        with store.transaction() as tx:
+            if tx.lease_state(a.job_id) != (a.lease_token, JobStatus.RUNNING):
+                return record.LOST
+            ended = expire(tx, definition, a.run_id)
+    except Unchanged:
+        return record.LOST
+    return record.Recorded("failed", reason="timeout_exceeded", run_failed=ended)
 
 
 def needs_fanout_check(definition: Definition, step: str) -> bool:
@@ -118,20 +140,20 @@ def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
                                      paused=moved.paused)
 
 
-def _finish(outcomes: list[Outcome], results: list[record.Recorded]) -> list[record.Recorded]:
+def _finish(outcomes: list[Outcome], results: list[record.Recorded], now_ms: float) -> list[record.Recorded]:
     for o, done in zip(outcomes, results):
         _log(o, done)
-        _emit(o, done)
+        _emit(o, done, now_ms)
     return results
 
 
-def _emit(o: Outcome, done: record.Recorded) -> None:
+def _emit(o: Outcome, done: record.Recorded, now_ms: float) -> None:
     if done.outcome in ("lost", "released"):
         return
     a = o.attempt
     fields = {"pipeline": o.pipeline, "step": a.step, "run_id": a.run_id, "job_id": a.job_id,
               "attempt": a.attempt}
-    runtime = None if a.started_ms is None else max(0.0, (time.time() * 1000 - a.started_ms) / 1000)
+    runtime = None if a.started_ms is None else max(0.0, (now_ms - a.started_ms) / 1000)
     emit(EventName.JOB_COMPLETED, **fields, result=RESULT_LABELS[o.result.value], runtime_seconds=runtime,
          error_type=o.error_type, outcome=done.outcome)
     for step, count in (done.enqueued or {}).items():

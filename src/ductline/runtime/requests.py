@@ -1,21 +1,21 @@
 """Answering a child's requests (context values, boundary crossings, chunks of
-its input's out-of-line values) from the
-parent, which alone talks to the database."""
+its input's out-of-line values) from the parent, which alone talks to the
+database."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ductline.errors import StoreError
-from ductline.runtime.slots import Child
+from ductline.execution import protocol
+from ductline.runtime.slots import Runner
 from ductline.store import Store, payloads
 from ductline.store.records import ClaimedJob
 
-log = logging.getLogger("ductline.worker")
 
-
-def answer(store: Store, child: Child, job: ClaimedJob, kind: str, args: tuple[Any, ...]) -> None:
+def answer(store: Store, runner: Runner, job: ClaimedJob, kind: str, args: tuple[Any, ...]) -> None:
+    """Answer one request of the attempt of ``job`` on ``runner`` (a REPLY, or a
+    REPLY_ERROR the step sees as `ductline.ExecutionError`)."""
     try:
         if kind == "context_get":
             value: Any = store.context_get(job.run_id, args[0])
@@ -26,9 +26,9 @@ def answer(store: Store, child: Child, job: ClaimedJob, kind: str, args: tuple[A
         elif kind == "payload_chunk":  # the child reads its input's out-of-line values
             value = payloads.read_chunk(store, job.run_id, str(args[0]), int(args[1]))
         else:
-            child.send(("reply_error", f"unknown request {kind!r}"))
+            runner.send(protocol.reply_error(f"unknown request {kind!r}"))
             return
     except StoreError as exc:
-        child.send(("reply_error", f"database unavailable: {exc}"))
+        runner.send(protocol.reply_error(f"database unavailable: {exc}"))
         return
-    child.send(("reply", value))
+    runner.send(protocol.reply(value))

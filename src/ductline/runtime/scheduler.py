@@ -28,36 +28,23 @@ number of workers and hosts.
 from __future__ import annotations
 
 import logging
-import time
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ductline import codec
+from ductline.clock import DatabaseClock
 from ductline.dsl.graph import Definition
 from ductline.dsl.pipeline import registered
 from ductline.dsl.schedule import (count_ticks, latest_tick_ms, next_tick_ms, registered_schedules, tick_iso,
                                    tick_key)
 from ductline.errors import StoreError
-from ductline.store import Store, Tx
+from ductline.store import Store
 from ductline.store import schedules as rows
+from ductline.operations.trigger import announce, insert, prepare
 
 log = logging.getLogger("ductline.worker")
 
 SKIP_COUNT_CAP = 1000
 BATCH = 50
-
-
-class _InTransaction(Store):
-    """A `Store` whose ``transaction()`` is one already open: `trigger_run` writes the
-    run through it, so the run commits together with the compare-and-set."""
-
-    def __init__(self, store: Store, tx: Tx) -> None:
-        super().__init__(store.dialect)
-        self._tx = tx
-
-    @contextmanager
-    def transaction(self) -> Iterator[Tx]:
-        yield self._tx
 
 
 class Scheduler:
@@ -66,21 +53,21 @@ class Scheduler:
     Args:
         store: the database.
         definitions: the pipelines the worker serves, by name.
-        now_ms: the worker's estimate of the database clock (epoch ms).
+        clock: the worker's clock (its estimate of the database clock, too).
         refresh_seconds: the longest it trusts its idea of the next fire without
             reading the table again (other workers and the CLI change it too).
         enabled: ``False`` for a worker that neither writes nor fires schedules
             (the embedded worker of ``ductline run``).
     """
 
-    def __init__(self, store: Store, definitions: dict[str, Definition], now_ms: Callable[[], float],
+    def __init__(self, store: Store, definitions: dict[str, Definition], clock: DatabaseClock,
                  refresh_seconds: float, *, enabled: bool = True) -> None:
         self.store = store
         self.pipelines = sorted(definitions)
         self.schedules = registered_schedules(self.pipelines) if enabled else []
         self.synced = not enabled  # a disabled scheduler must not mark schedules removed
         self.next_fire_ms: int | None = None  # database clock; None: none known
-        self._now_ms = now_ms
+        self._clock = clock
         self._refresh = refresh_seconds
         self._refresh_at = 0.0  # monotonic
 
@@ -116,8 +103,8 @@ class Scheduler:
             self.sync()
         if not self.schedules:
             return 0  # this worker's code declares none: it fires none
-        now = time.monotonic()
-        if now < self._refresh_at and (self.next_fire_ms is None or self._now_ms() < self.next_fire_ms):
+        now = self._clock.now()
+        if now < self._refresh_at and (self.next_fire_ms is None or self._clock.db_now_ms() < self.next_fire_ms):
             return 0
         upcoming = rows.upcoming(self.store, self.pipelines, BATCH)
         self._refresh_at = now + self._refresh
@@ -148,17 +135,15 @@ class Scheduler:
         key = tick_key(row.name, latest)
         try:
             pipeline = registered(row.pipeline)
-            args = tuple(codec.loads(row.args))
+            prepared = prepare(pipeline.definition(), tuple(codec.loads(row.args)), key=key)
+            # The run commits together with the compare-and-set of the tick.
             with self.store.transaction() as tx:
                 if not rows.advance(tx, row.name, row.cron, row.next_fire_ms, next_fire, last_fire_ms=latest):
                     return 0, next_fire  # another worker owns this tick
-                from ductline.trigger import trigger_run
-
-                handle = trigger_run(pipeline, args, delay=None, delay_until=None, timeout=None,
-                                     database=_InTransaction(self.store, tx), key=key)
-                rows.set_last_run(tx, row.name, handle.id)
+                handle = insert(tx, prepared)
+                rows.set_last_run(tx, row.name, handle.run_id)
                 if handle.created:
-                    rows.set_run_metadata(tx, handle.id, {"schedule": row.name, "tick": tick_iso(latest),
+                    rows.set_run_metadata(tx, handle.run_id, {"schedule": row.name, "tick": tick_iso(latest),
                                                           "skipped_ticks": skipped})
         except StoreError:
             raise
@@ -169,14 +154,15 @@ class Scheduler:
             return 0, next_fire
         if not handle.created:
             log.warning("Schedule %s: tick %s already has an active run %s; nothing new started",
-                        row.name, key, handle.id)
+                        row.name, key, handle.run_id)
             return 0, next_fire
+        announce(prepared, handle)
         late = (row.now_ms - latest) / 1000
         if skipped:
             log.warning("Schedule %s fired tick %s (%.3f s late) as run %s; %d missed tick(s) skipped "
-                        "(catch-up fires only the latest)", row.name, tick_iso(latest), late, handle.id, skipped)
+                        "(catch-up fires only the latest)", row.name, tick_iso(latest), late, handle.run_id, skipped)
         else:
-            log.info("Schedule %s fired tick %s (%.3f s late) as run %s", row.name, tick_iso(latest), late, handle.id)
+            log.info("Schedule %s fired tick %s (%.3f s late) as run %s", row.name, tick_iso(latest), late, handle.run_id)
         return 1, next_fire
 
 

@@ -8,7 +8,7 @@ recorded ``timed_out`` and retried (fencing keeps the zombie from ever recording
 result), ``thread.undead`` is counted, and its slot is gone until the process
 restarts.
 
-A `ThreadAttempt` looks like a `Child` to the worker loop: the same message
+A `ThreadAttempt` looks like a `ductline.execution.process.Child` to the worker loop: the same message
 protocol over a pipe, a sentinel that becomes readable when the thread ends, and
 ``signal_group`` (SIGTERM raises the exception; SIGKILL can do nothing more).
 """
@@ -20,9 +20,11 @@ import multiprocessing
 import os
 import signal
 import threading
+from multiprocessing.connection import Connection
 from typing import Any
 
-from ductline.runtime.child import Task, _run_step
+from ductline.execution.child import run_step
+from ductline.execution.protocol import Task
 
 
 class ThreadTimeout(BaseException):
@@ -31,6 +33,8 @@ class ThreadTimeout(BaseException):
 
 
 class ThreadAttempt:
+    """One attempt of a thread-isolated step, running in a thread of its own."""
+
     is_thread = True
 
     def __init__(self, task: Task) -> None:
@@ -42,9 +46,9 @@ class ThreadAttempt:
         self._thread.start()
         self.pid = self._thread.ident or 0
 
-    def _run(self, conn: Any, task: Task) -> None:
+    def _run(self, conn: Connection, task: Task) -> None:
         try:
-            _run_step(conn, task)
+            run_step(conn, task)
         except BaseException:  # noqa: BLE001 - the async timeout may land after the step returned
             pass
         finally:

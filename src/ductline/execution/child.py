@@ -2,9 +2,13 @@
 
 The child is its own process group leader (``setsid``), so the parent can kill it
 and everything it started with one ``killpg``, even while it is stuck in C code or
-in a syscall. The child never touches the database: it receives a task, runs the
-step, and sends back the JSON output or the error. Requests that need the database
-(context values, boundary crossings) go to the parent, which answers after commit.
+in a syscall. The child never touches the database: it receives a `Task`, runs the
+step, and sends back the JSON output or the error (`ductline.execution.protocol`).
+Requests that need the database (context values, boundary crossings, chunks of
+out-of-line input) go to the parent, which answers after commit.
+
+`run_step` is also what a thread-isolated attempt runs, over a pipe instead of a
+socket, so a step behaves the same wherever it runs.
 """
 
 from __future__ import annotations
@@ -17,31 +21,23 @@ import os
 import signal
 import sys
 import traceback
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
 from ductline import codec
 from ductline import step_context as context
 from ductline.errors import ExecutionError
+from ductline.execution import protocol
+from ductline.execution.protocol import Kind, Task
 from ductline.store import payloads
 
 PR_SET_PDEATHSIG = 1
 
-
-@dataclass(frozen=True, slots=True)
-class Task:
-    """What the parent sends the child for one attempt."""
-
-    job_id: str
-    run_id: str
-    pipeline: str
-    step: str
-    attempt: int
-    input: str              # JSON list of positional arguments
-    deadline_ms: int | None  # database clock, for ductline.context().deadline
-    lease_token: str
-    max_output_bytes: int = payloads.DEFAULT_MAX_BYTES  # larger outputs fail: PayloadTooLarge
+# What the parent's `ductline.execution.process.Child` puts in the environment.
+ENV_FD = "DUCTLINE_CHILD_FD"
+ENV_PARENT = "DUCTLINE_CHILD_PARENT"
+ENV_APPS = "DUCTLINE_CHILD_APPS"
+ENV_PATH = "DUCTLINE_CHILD_PATH"
 
 
 def describe(exc: BaseException) -> tuple[str, str, str]:
@@ -52,16 +48,17 @@ def describe(exc: BaseException) -> tuple[str, str, str]:
     return name, codec.clean_text(str(exc)), codec.clean_text(text)
 
 
-def _run_step(conn: Connection, task: Task) -> None:
+def run_step(conn: Connection, task: Task) -> None:
+    """Run one attempt and send its result on ``conn`` (its own requests go there too)."""
     from ductline.dsl.pipeline import registered
     from ductline.dsl.steps import invoke
     from ductline.dsl.timeouts import ScaledTimeout
     from ductline.observability.tracing import attempt_context
 
     def request(kind: str, args: tuple[Any, ...]) -> Any:
-        conn.send(("request", kind, args))
+        conn.send(protocol.request(kind, args))
         tag, value = conn.recv()
-        if tag == "reply_error":
+        if tag == Kind.REPLY_ERROR:
             raise ExecutionError(value)
         return value
 
@@ -90,11 +87,11 @@ def _run_step(conn: Connection, task: Task) -> None:
         output = codec.dumps(result, what=f"output of step {task.step!r}")
         payloads.check_size(output, f"output of step {task.step!r}", task.max_output_bytes)
     except BaseException as exc:  # the step's failure is data for the parent
-        conn.send(("error", task.lease_token, *describe(exc)))
+        conn.send(protocol.failed(task.lease_token, *describe(exc)))
         return
     finally:
         context.activate(None)
-    conn.send(("done", task.lease_token, output))
+    conn.send(protocol.done(task.lease_token, output))
 
 
 async def _awaited(awaitable: Any) -> Any:
@@ -102,17 +99,17 @@ async def _awaited(awaitable: Any) -> Any:
 
 
 def main() -> None:
-    """Entry point of a child process (see `ductline.runtime.slots.Child`)."""
-    _die_with_parent(int(os.environ.pop("DUCTLINE_CHILD_PARENT")))
-    conn = Connection(int(os.environ.pop("DUCTLINE_CHILD_FD")))
-    apps = json.loads(os.environ.pop("DUCTLINE_CHILD_APPS"))
-    sys_path = json.loads(os.environ.pop("DUCTLINE_CHILD_PATH"))
+    """Entry point of a child process (see `ductline.execution.process.Child`)."""
+    _die_with_parent(int(os.environ.pop(ENV_PARENT)))
+    conn = Connection(int(os.environ.pop(ENV_FD)))
+    apps = json.loads(os.environ.pop(ENV_APPS))
+    sys_path = json.loads(os.environ.pop(ENV_PATH))
     child_main(conn, apps, sys_path)
 
 
 def _die_with_parent(parent_pid: int) -> None:
-    """Ask Linux to SIGKILL this child when its worker parent dies (even by SIGKILL),
-    so an orphaned attempt cannot overlap the re-run of its job elsewhere."""
+    """Ask Linux to SIGKILL this child when its parent dies (even by SIGKILL), so an
+    orphaned attempt cannot overlap the re-run of its job elsewhere."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -137,16 +134,16 @@ def child_main(conn: Connection, apps: list[str], sys_path: list[str]) -> None:
             import_app(spec)
         import ductline.observability.tracing  # noqa: F401  (warm: the first task must not pay for it)
         # Only a ready child gets a job, so an attempt's clock never counts our start-up.
-        conn.send(("ready", os.getpid()))
+        conn.send(protocol.ready(os.getpid()))
     except BaseException as exc:
-        conn.send(("fatal", None, *describe(exc)))
+        conn.send(protocol.fatal(*describe(exc)))
         return
     while True:
         try:
             message = conn.recv()
         except (EOFError, OSError):
             return
-        if message[0] == "run":
-            _run_step(conn, message[1])
-        elif message[0] == "stop":
+        if message[0] == Kind.RUN:
+            run_step(conn, message[1])
+        elif message[0] == Kind.STOP:
             return

@@ -1,0 +1,105 @@
+"""Time as the worker parent sees it: its monotonic clock, and the database clock
+read through it.
+
+Every lease, delay and deadline is stored as a database-clock time (epoch
+milliseconds from the database). A worker waits and kills on its own monotonic
+clock, so an NTP step on the worker can neither stretch nor shrink a window
+(DESIGN.md, "Step timeouts"). `DatabaseClock` is the one place that converts
+between the two, from an offset it measures each time the database answers a
+call that returns its clock (register, claim, heartbeat).
+
+Components take a clock instead of calling `time` themselves, so tests can pass a
+`FakeClock`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    """A monotonic clock that can also wait."""
+
+    def now(self) -> float:
+        """Monotonic seconds (any origin; only differences count)."""
+
+    def sleep(self, seconds: float) -> None:
+        """Block the calling thread for ``seconds`` of this clock."""
+
+
+class SystemClock:
+    """The process's own monotonic clock (``CLOCK_MONOTONIC``, shared by the worker
+    and its children)."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
+
+
+class FakeClock:
+    """A clock that moves only when told to (tests).
+
+    Args:
+        start: its first reading, in seconds.
+    """
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self._now = start
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        with self._lock:
+            return self._now
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._now += max(0.0, seconds)
+
+
+class DatabaseClock:
+    """A monotonic clock that also converts to and from the database clock.
+
+    The offset (database clock minus monotonic clock) is measured with a round
+    trip: the database's answer is assumed to be read halfway between sending the
+    call and receiving its result, so the error is at most half the round trip.
+
+    Args:
+        base: the monotonic clock (default: the system's).
+    """
+
+    def __init__(self, base: Clock | None = None) -> None:
+        self._base: Clock = base if base is not None else SystemClock()
+        # Written by the worker loop only; a float store is atomic, so a reader in
+        # another thread (the scheduler's estimate) sees the old or the new value.
+        self._offset_ms = 0.0
+
+    def now(self) -> float:
+        """Monotonic seconds."""
+        return self._base.now()
+
+    def sleep(self, seconds: float) -> None:
+        self._base.sleep(seconds)
+
+    def measure(self, db_ms: int, sent: float, received: float) -> None:
+        """Record the offset from one round trip.
+
+        Args:
+            db_ms: the database clock the call returned (epoch milliseconds).
+            sent, received: this clock's `now` before the call and after its result.
+        """
+        self._offset_ms = db_ms - (sent + received) / 2 * 1000
+
+    def to_monotonic(self, db_ms: int | float) -> float:
+        """A database-clock time (epoch milliseconds) as monotonic seconds."""
+        return (db_ms - self._offset_ms) / 1000
+
+    def db_now_ms(self) -> float:
+        """This process's estimate of the database clock now, in epoch milliseconds."""
+        return self._offset_ms + self.now() * 1000

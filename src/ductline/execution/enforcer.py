@@ -1,0 +1,216 @@
+"""The thread that kills: deadlines and lease safety, never blocked by the caller.
+
+A worker loop talks to the database, and a database call can block (a lock, an
+outage, a slow network); the in-process executor's event loop may be busy with
+other steps. Killing must wait for neither, so a dedicated thread owns the kill
+path: SIGTERM to the child's process group at the deadline, SIGKILL after the
+grace, and *undead* one second later if it still has not exited (DESIGN.md, "Step
+timeouts"). For a worker it also kills every child whose lease could expire,
+because the worker has not renewed its leases for three quarters of the lease:
+two live executions of one job must never overlap.
+
+The enforcer only signals. Whoever started the child waits on its pidfd, learns
+from `settle` why it died, and collects undead watches with `take_undead` when
+the enforcer's ``wake`` callback says there are some.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from dataclasses import dataclass
+from enum import IntEnum, StrEnum
+from typing import Callable, Protocol
+
+from ductline.clock import Clock, SystemClock
+
+log = logging.getLogger("ductline.execution")
+
+# How long a child may take to vanish after SIGKILL before it is declared undead
+# (a process in kernel D state, or a thread that does not unwind).
+UNDEAD_AFTER_SECONDS = 1.0
+
+# Leases are renewed every third of the lease; a worker that has not renewed for
+# this share of it kills its children before anyone else may claim their jobs.
+LEASE_SAFETY_SHARE = 0.75
+
+
+class Reason(StrEnum):
+    """Why an attempt is being killed."""
+
+    TIMEOUT = "timeout"      # its deadline passed
+    LEASE = "lease"          # its lease was lost, or could expire
+    SHUTDOWN = "shutdown"    # the worker stops and the grace ran out
+    CANCEL = "cancel"        # its run was cancelled (in-process executor)
+    GARBLED = "garbled"      # it broke the message protocol
+    OVERSIZED = "oversized"  # it sent a message longer than the parent reads
+
+
+class Stage(IntEnum):
+    RUNNING = 0
+    TERM_SENT = 1
+    KILL_SENT = 2
+    UNDEAD = 3
+
+
+class Killable(Protocol):
+    """What the enforcer needs of what it kills: a `ductline.execution.process.Child`
+    or a thread-isolated attempt (for which SIGTERM raises an exception in the
+    thread and SIGKILL can do nothing more)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def signal_group(self, sig: int) -> None: ...
+
+
+@dataclass(slots=True)
+class Watch:
+    child: Killable
+    deadline: float | None         # monotonic seconds
+    stage: Stage = Stage.RUNNING
+    next_at: float = 0.0           # when the next stage is due
+    reason: Reason | None = None
+    term_at: float | None = None   # when SIGTERM was sent (overrun measurements)
+
+
+class Enforcer:
+    """Kills children on time from its own thread.
+
+    Args:
+        grace: seconds between SIGTERM and SIGKILL.
+        wake: called (from the enforcer's thread) when a watch became undead and
+            its owner must look (`take_undead`).
+        clock: the monotonic clock deadlines are given in.
+        lease_seconds: the lease length of a worker; its children are killed when
+            the last renewal is older than `LEASE_SAFETY_SHARE` of it. ``None``
+            (no leases, the in-process executor) disables this.
+    """
+
+    def __init__(self, grace: float, wake: Callable[[], None], clock: Clock | None = None, *,
+                 lease_seconds: float | None = None) -> None:
+        self._grace = grace
+        self._wake = wake
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._lease = lease_seconds
+        self._cond = threading.Condition()
+        self._watches: dict[int, Watch] = {}
+        self._stop = False
+        self.last_renewal = self._clock.now()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="ductline-enforcer")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def renewed(self, at: float) -> None:
+        """The leases were renewed (or a claim took fresh ones) at monotonic ``at``."""
+        with self._cond:
+            self.last_renewal = at
+
+    def watch(self, key: int, child: Killable, deadline: float | None) -> None:
+        """Watch ``child`` under ``key`` (a worker's slot); kill it at ``deadline``."""
+        with self._cond:
+            self._watches[key] = Watch(child, deadline)
+            self._cond.notify()
+
+    def settle(self, key: int) -> Watch | None:
+        """Stop watching a key whose child ended; returns its watch (its ``reason``
+        says why it was killed, ``None`` if it was not)."""
+        with self._cond:
+            return self._watches.pop(key, None)
+
+    def finish(self, key: int) -> bool:
+        """The attempt sent its result: stop watching and return ``True``, unless
+        its kill already began (then the result must be dropped: ``False``)."""
+        with self._cond:
+            watch = self._watches.get(key)
+            if watch is None or watch.stage is not Stage.RUNNING:
+                return False
+            del self._watches[key]
+            return True
+
+    def take_undead(self) -> list[tuple[int, Watch]]:
+        """Watches whose child survived SIGKILL; they are no longer watched."""
+        with self._cond:
+            found = [(k, w) for k, w in self._watches.items() if w.stage is Stage.UNDEAD]
+            for k, _ in found:
+                del self._watches[k]
+            return found
+
+    def move_deadline(self, key: int, deadline: float | None) -> None:
+        """A scaled timeout was reported: the attempt's deadline changes."""
+        with self._cond:
+            watch = self._watches.get(key)
+            if watch is not None and watch.stage is Stage.RUNNING:
+                watch.deadline = deadline
+            self._cond.notify()
+
+    def state(self, key: int) -> Watch | None:
+        with self._cond:
+            return self._watches.get(key)
+
+    def kill(self, key: int, reason: Reason, grace: float | None = None) -> None:
+        """Begin killing a key's child now (lease lost, shutdown, cancel, protocol
+        broken); a kill already under way goes on as it was."""
+        with self._cond:
+            watch = self._watches.get(key)
+            if watch is not None and watch.stage is Stage.RUNNING:
+                self._term(watch, reason, self._clock.now(), self._grace if grace is None else grace)
+            self._cond.notify()
+
+    def tick(self, now: float) -> float | None:
+        """Advance every due watch to its next stage; returns when the next one is
+        due. The thread calls it; tests with a fake clock may call it directly."""
+        with self._cond:
+            return self._step(now)
+
+    # -- the thread (every method below runs with the condition held) ---------------------
+    def _term(self, watch: Watch, reason: Reason, now: float, grace: float) -> None:
+        if getattr(watch.child, "is_thread", False):
+            grace = 0.0  # nothing stronger exists for a thread: undead one second later
+        watch.reason, watch.stage, watch.term_at, watch.next_at = reason, Stage.TERM_SENT, now, now + grace
+        watch.child.signal_group(signal.SIGTERM)
+
+    def _lease_unsafe(self, now: float) -> bool:
+        return self._lease is not None and now - self.last_renewal > self._lease * LEASE_SAFETY_SHARE
+
+    def _step(self, now: float) -> float | None:
+        lease_unsafe = self._lease_unsafe(now)
+        upcoming: list[float] = []
+        for watch in self._watches.values():
+            if watch.stage is Stage.RUNNING:
+                if lease_unsafe:
+                    log.error("Leases not renewed for %.1f s; killing child %d", now - self.last_renewal,
+                              watch.child.pid)
+                    self._term(watch, Reason.LEASE, now, 0.0)
+                elif watch.deadline is not None and now >= watch.deadline:
+                    self._term(watch, Reason.TIMEOUT, now, self._grace)
+                elif watch.deadline is not None:
+                    upcoming.append(watch.deadline)
+            if watch.stage is Stage.TERM_SENT and now >= watch.next_at:
+                watch.stage, watch.next_at = Stage.KILL_SENT, now + UNDEAD_AFTER_SECONDS
+                watch.child.signal_group(signal.SIGKILL)
+            elif watch.stage is Stage.KILL_SENT and now >= watch.next_at:
+                watch.stage = Stage.UNDEAD
+                self._wake()
+            if watch.stage in (Stage.TERM_SENT, Stage.KILL_SENT):
+                upcoming.append(watch.next_at)
+        if self._watches and self._lease is not None:
+            upcoming.append(self.last_renewal + self._lease * LEASE_SAFETY_SHARE + 0.001)
+        return min(upcoming) if upcoming else None
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._stop:
+                due = self._step(self._clock.now())
+                # Waits on the real clock; a fake clock's tests drive `tick` themselves.
+                timeout = None if due is None else max(0.0, due - self._clock.now())
+                self._cond.wait(timeout)

@@ -1,0 +1,119 @@
+"""The parent's handle on a killable child process.
+
+The kill path itself lives in `ductline.execution.enforcer`; what runs inside the
+child in `ductline.execution.child`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ductline.execution import protocol
+from ductline.execution.child import ENV_APPS, ENV_FD, ENV_PARENT, ENV_PATH
+
+
+class Child:
+    """A child process and the parent's end of its socket.
+
+    Children are fresh interpreters (``subprocess`` with ``start_new_session``, so
+    each leads its own process group from its first instruction). Nothing of the
+    parent -- threads, database connections, the user's ``__main__`` -- is copied
+    into them; they import the apps themselves.
+
+    Args:
+        apps: app specs the child imports before it says it is ready
+            (``module`` or ``path.py``, see `ductline.apps.import_app`).
+        sys_path: folders it puts first on ``sys.path`` before importing them.
+
+    Raises:
+        OSError: the process could not be started (no more processes or descriptors).
+    """
+
+    is_thread = False
+
+    def __init__(self, apps: list[str], sys_path: list[str]) -> None:
+        parent_end, child_end = socket.socketpair()
+        fd = child_end.fileno()
+        env = dict(os.environ)
+        env[ENV_FD] = str(fd)
+        env[ENV_PARENT] = str(os.getpid())
+        env[ENV_APPS] = json.dumps(apps)
+        env[ENV_PATH] = json.dumps(sys_path)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", "from ductline.execution.child import main; main()"],
+                pass_fds=(fd,), start_new_session=True, env=env, stdin=subprocess.DEVNULL,
+            )
+        except BaseException:
+            parent_end.close()
+            raise
+        finally:
+            child_end.close()
+        self.conn = Connection(parent_end.detach())
+        self.eof = False  # the pipe reached its end: the process is exiting
+        self.ready = False  # it imported the apps and said so
+        self.pid: int = self.process.pid
+        # A pidfd becomes readable when the process exits: a parent waits on it
+        # together with the pipes, so a death is seen at once, never polled for.
+        self.sentinel: int = os.pidfd_open(self.pid)
+        self._closed = False
+
+    def send(self, message: Any) -> None:
+        self.conn.send(message)
+
+    def exited(self) -> bool:
+        """The process has ended (`reap` also closes its descriptors)."""
+        return self.process.poll() is not None
+
+    def signal_group(self, sig: int) -> None:
+        """Signal the child's process group (the child and everything it started)."""
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def reap(self) -> int | None:
+        """Collect the exit status if the process is gone; kill leftovers of its group."""
+        code = self.process.poll()
+        if code is not None:
+            try:  # grandchildren that outlived the child (e.g. ignoring SIGTERM)
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.close()
+        return code
+
+    def close(self) -> None:
+        """Close the socket and the pidfd, once: a descriptor number closed twice may
+        by then belong to something else."""
+        if self._closed:
+            return
+        self._closed = True
+        for close in (self.conn.close, lambda: os.close(self.sentinel)):
+            try:
+                close()
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        """Ask an idle child to exit."""
+        try:
+            self.conn.send(protocol.stop())
+        except (OSError, ValueError):
+            pass
+
+    def join(self, timeout: float) -> None:
+        """Wait for a stopped child to exit; kill its group if it does not."""
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.signal_group(signal.SIGKILL)
+            self.process.wait()
+        self.close()

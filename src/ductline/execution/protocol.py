@@ -1,0 +1,203 @@
+"""The messages between a parent and the child (or thread) running an attempt.
+
+Both drivers speak it: the worker (`ductline.runtime`) and the in-process
+executor (`ductline.local`). On the wire a message is a pickled tuple whose first
+item is its `Kind`; the parent turns what it reads into a typed message with
+`receive`, which also guards it against a child that writes too much, or writes
+something that is not this protocol at all (a step that wrote into an inherited
+descriptor).
+
+Parent to child: ``RUN`` (a `Task`), ``STOP``, and ``REPLY`` / ``REPLY_ERROR``
+answering a request. Child to parent: ``READY`` once it imported its apps,
+``FATAL`` if it could not, ``REQUEST`` (context values, boundary crossings, input
+chunks, a scaled timeout), and one result per attempt, ``DONE`` or ``ERROR``,
+tagged with the attempt's lease token so a late result of an earlier attempt is
+never taken for the current one.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+class Kind(StrEnum):
+    RUN = "run"
+    STOP = "stop"
+    REPLY = "reply"
+    REPLY_ERROR = "reply_error"
+    READY = "ready"
+    FATAL = "fatal"
+    REQUEST = "request"
+    DONE = "done"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """What the parent sends the child for one attempt."""
+
+    job_id: str
+    run_id: str
+    pipeline: str
+    step: str
+    attempt: int
+    input: str              # JSON list of positional arguments
+    deadline_ms: int | None  # database clock, for ductline.context().deadline
+    lease_token: str
+    max_output_bytes: int   # a larger output fails the attempt: PayloadTooLarge
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """The child imported its apps and waits for tasks."""
+
+    pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fatal:
+    """The child could not import its apps; it exits."""
+
+    error_type: str
+    error: str
+    traceback: str
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """The running step asks its parent something; the parent answers with REPLY."""
+
+    kind: str
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """The attempt succeeded; ``output`` is its JSON text."""
+
+    lease_token: str
+    output: str
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The attempt raised."""
+
+    lease_token: str
+    error_type: str
+    error: str
+    traceback: str
+
+
+Message = Ready | Fatal | Request | Done | Failed
+
+
+class Oversized(Exception):
+    """A child began a message longer than the parent reads; it is left unread (the
+    caller kills the child: the rest of the message would be read as the next one)."""
+
+
+class Garbled(Exception):
+    """What a child sent is not this protocol."""
+
+
+class Connection(Protocol):
+    """What `receive` needs of a connection (`multiprocessing.connection.Connection`)."""
+
+    def recv_bytes(self, maxlength: int | None = None) -> bytes: ...
+
+
+# -- writing ------------------------------------------------------------------------------
+def run(task: Task) -> tuple[Any, ...]:
+    return (Kind.RUN.value, task)
+
+
+def stop() -> tuple[Any, ...]:
+    return (Kind.STOP.value,)
+
+
+def reply(value: Any) -> tuple[Any, ...]:
+    return (Kind.REPLY.value, value)
+
+
+def reply_error(text: str) -> tuple[Any, ...]:
+    return (Kind.REPLY_ERROR.value, text)
+
+
+def ready(pid: int) -> tuple[Any, ...]:
+    return (Kind.READY.value, pid)
+
+
+def fatal(error_type: str, error: str, traceback: str) -> tuple[Any, ...]:
+    return (Kind.FATAL.value, None, error_type, error, traceback)
+
+
+def request(kind: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (Kind.REQUEST.value, kind, args)
+
+
+def done(lease_token: str, output: str) -> tuple[Any, ...]:
+    return (Kind.DONE.value, lease_token, output)
+
+
+def failed(lease_token: str, error_type: str, error: str, traceback: str) -> tuple[Any, ...]:
+    return (Kind.ERROR.value, lease_token, error_type, error, traceback)
+
+
+# -- reading ------------------------------------------------------------------------------
+def receive(conn: Connection, cap: int) -> Message:
+    """One message from a child, read only if its length header says at most ``cap``
+    bytes: a child writing hundreds of MiB cannot make the parent allocate them.
+
+    Raises:
+        Oversized: the message is longer than ``cap`` (left unread; kill the child).
+        Garbled: the bytes are not a pickled message of this protocol.
+        EOFError, OSError: the connection ended.
+    """
+    try:
+        data = conn.recv_bytes(cap)
+    except OSError as exc:
+        if str(exc) == "bad message length":  # multiprocessing's "longer than maxlength"
+            raise Oversized from None
+        raise
+    try:
+        raw = pickle.loads(data)
+    except Exception as exc:  # noqa: BLE001 - anything the step wrote into the pipe
+        raise Garbled(f"{type(exc).__name__}: {exc}") from None
+    return parse(raw)
+
+
+def parse(raw: Any) -> Message:
+    """The typed message of a wire tuple.
+
+    Raises:
+        Garbled: ``raw`` is not a well-formed message from a child.
+    """
+    if not isinstance(raw, tuple) or not raw or not isinstance(raw[0], str):
+        raise Garbled(f"unexpected message {raw!r:.100}")
+    kind, fields = raw[0], raw[1:]
+    if kind == Kind.READY and len(fields) == 1 and isinstance(fields[0], int):
+        return Ready(fields[0])
+    if kind == Kind.FATAL and len(fields) == 4 and _texts(fields[1:]):
+        return Fatal(*fields[1:])
+    if kind == Kind.REQUEST and len(fields) == 2 and isinstance(fields[0], str) \
+            and isinstance(fields[1], (tuple, list)):
+        return Request(fields[0], tuple(fields[1]))
+    if kind == Kind.DONE and len(fields) == 2 and _texts(fields):
+        return Done(*fields)
+    if kind == Kind.ERROR and len(fields) == 4 and _texts(fields):
+        return Failed(*fields)
+    raise Garbled(f"unexpected message {raw!r:.100}")
+
+
+def _texts(fields: tuple[Any, ...]) -> bool:
+    return all(isinstance(f, str) for f in fields)
+
+
+def oversized_error(step: str, cap: int, max_bytes: int, parent: str = "the worker") -> str:
+    """The error recorded for an attempt killed for a message longer than ``cap``
+    (the payload limit ``max_bytes`` plus slack for the envelope)."""
+    return (f"step {step!r} sent {parent} a message of more than {cap} bytes (payload_max_bytes "
+            f"{max_bytes} plus {cap - max_bytes} for the envelope); the child was killed")

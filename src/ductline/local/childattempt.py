@@ -1,0 +1,127 @@
+"""One attempt in a child of the in-process executor: the conversation of
+`ductline.execution.protocol` driven from the event loop.
+
+The loop watches the child's socket with ``add_reader``, so a result or a request
+is handled as it arrives; requests are answered at once (context values, boundary
+crossings, a scaled timeout, which moves the enforcer's deadline). A result is
+taken only if the enforcer has not begun to kill the attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable
+
+from ductline.execution import protocol
+from ductline.execution.enforcer import Enforcer, Reason, Stage
+from ductline.execution.process import Child
+from ductline.execution.protocol import Done, Failed, Fatal, Oversized, Request, Task
+from ductline.local.outcome import Limit, Outcome
+from ductline.model.states import AttemptResult
+
+log = logging.getLogger("ductline.local")
+
+
+class ChildAttempt:
+    """Runs one attempt on a child the enforcer knows under ``key``.
+
+    Args:
+        child: a ready child.
+        key: its key in ``enforcer``.
+        gone: done once the child exited or was declared undead.
+        enforcer: the pool's kill path.
+        message_cap: the longest message read from the child, in bytes.
+    """
+
+    def __init__(self, child: Child, key: int, gone: asyncio.Future[None], enforcer: Enforcer,
+                 message_cap: int) -> None:
+        self._child = child
+        self._key = key
+        self._gone = gone
+        self._enforcer = enforcer
+        self._cap = message_cap
+        self._loop = asyncio.get_running_loop()
+        self._done: asyncio.Future[Outcome] = self._loop.create_future()
+        self._fd = child.conn.fileno()
+        self._reading = False
+
+    async def run(self, task: Task, limit: Limit, answer: Callable[[str, tuple[Any, ...]], Any]) -> Outcome | None:
+        """Send ``task`` and wait for its result; ``None`` if the child ended (or was
+        abandoned) first -- what that means is the enforcer's watch's to say."""
+        self._enforcer.watch(self._key, self._child, limit.at)
+        self._reading = True
+        self._loop.add_reader(self._fd, self._readable, task, limit, answer)
+        try:
+            try:
+                self._child.send(protocol.run(task))
+            except (OSError, ValueError):
+                pass  # the pidfd reports the death
+            either: set[asyncio.Future[Any]] = {self._done, self._gone}
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            while not self._done.done() and self._reading and _has_data(self._child) \
+                    and self._readable(task, limit, answer):
+                pass  # a result sent just before the exit still counts
+            return self._done.result() if self._done.done() else None
+        finally:
+            self._unread()
+            watch = self._enforcer.state(self._key)
+            if watch is not None and watch.stage is Stage.RUNNING and not self._gone.done():
+                self._enforcer.settle(self._key)  # it ended without a kill (e.g. FATAL): stop watching
+
+    def _unread(self) -> None:
+        if self._reading:  # before any close: a closed fd's number may be reused
+            self._reading = False
+            self._loop.remove_reader(self._fd)
+
+    def _settle(self, outcome: Outcome) -> None:
+        if not self._done.done():
+            self._done.set_result(outcome)
+
+    def _readable(self, task: Task, limit: Limit, answer: Callable[[str, tuple[Any, ...]], Any]) -> bool:
+        """Read one message; ``False`` once nothing more will come."""
+        try:
+            message = protocol.receive(self._child.conn, self._cap)
+        except Oversized:
+            self._unread()  # the rest of that message is never read
+            log.error("Child %d sent a message over %d bytes; killing it", self._child.pid, self._cap)
+            self._enforcer.kill(self._key, Reason.OVERSIZED, grace=0.0)
+            return False
+        except (EOFError, OSError):
+            self._unread()  # the pidfd reports the death
+            return False
+        except Exception as exc:  # noqa: BLE001 - Garbled, or whatever the step did to the pipe
+            self._unread()
+            log.error("Child %d broke the protocol (%s); killing it", self._child.pid, exc)
+            self._enforcer.kill(self._key, Reason.GARBLED, grace=0.0)
+            return False
+        if isinstance(message, Request):
+            try:
+                reply = protocol.reply(answer(message.kind, message.args))
+            except Exception as exc:
+                reply = protocol.reply_error(f"{type(exc).__name__}: {exc}")
+            try:
+                self._child.send(reply)
+            except (OSError, ValueError):
+                pass
+            self._enforcer.move_deadline(self._key, limit.at)  # a scaled timeout may have moved it
+        elif isinstance(message, Fatal):
+            self._settle(Outcome(AttemptResult.ERRORED, None, message.error_type, message.error, message.traceback))
+        elif isinstance(message, (Done, Failed)):
+            if message.lease_token != task.lease_token:
+                log.warning("Result of an attempt that is no longer current dropped")
+            elif not self._enforcer.finish(self._key):
+                pass  # its kill began: the result is never taken
+            elif isinstance(message, Done):
+                self._settle(Outcome(AttemptResult.SUCCEEDED, message.output, reusable=True))
+            else:
+                self._settle(Outcome(AttemptResult.ERRORED, None, message.error_type, message.error,
+                                     message.traceback, reusable=True))
+        return True  # READY: the probe's result tells the same
+
+
+def _has_data(child: Child) -> bool:
+    try:
+        return bool(child.conn.poll(0))
+    except (OSError, EOFError, ValueError):
+        return False

@@ -1,0 +1,139 @@
+"""The options of an in-process run, checked before anything runs."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Awaitable, Callable, Union
+
+from ductline import codec
+from ductline.config import load_settings
+from ductline.dsl.graph import Definition
+from ductline.errors import DefinitionError
+from ductline.handle import NO_INPUT
+from ductline.local.clock import Clock, RealClock
+
+# ``{step: new_input}``, or ``(step, current_input) -> new_input`` (may be async).
+Resume = Union[Mapping[str, Any], Callable[[str, Any], Union[Any, Awaitable[Any]]]]
+OnUpdate = Callable[[dict[str, Any]], Any]
+
+DEFAULT_CONCURRENCY = 4
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """Checked options of one in-process run (seconds as floats)."""
+
+    timeout: float | None
+    on_update: OnUpdate | None
+    clock: Clock
+    concurrency: int
+    retry_delay: float
+    kill_grace: float
+    tracer_provider: Any
+    resume: Resume | None
+    max_payload_bytes: int
+
+
+def seconds(value: Any, field: str, *, allow_zero: bool) -> float:
+    """A duration for the executor: ``int`` or ``float`` seconds, or a ``timedelta``.
+
+    Raises:
+        TypeError: not a number of seconds (``bool`` included) nor a ``timedelta``.
+        ValueError: negative, not finite, or zero when ``allow_zero`` is false.
+    """
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{field} must be a number of seconds or a datetime.timedelta, "
+                        f"not {type(value).__name__} ({value!r})")
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{field} must be {'at least 0' if allow_zero else 'greater than 0'} seconds, "
+                         f"got {value!r}")
+    return float(value)
+
+
+def definition_of(pipeline: Any) -> Definition:
+    """The definition of a `ductline.Pipeline` (or a `Definition` itself).
+
+    Raises:
+        TypeError: not a pipeline.
+        DefinitionError: the pipeline is invalid.
+    """
+    if isinstance(pipeline, Definition):
+        return pipeline
+    definition = getattr(pipeline, "definition", None)
+    if not callable(definition):
+        raise TypeError(f"execute() needs a ductline Pipeline, got {type(pipeline).__name__}")
+    return definition()  # type: ignore[no-any-return]
+
+
+def run_options(definition: Definition, *, timeout: Any, on_update: OnUpdate | None, clock: Clock | None,
+                concurrency: int | None, retry_delay: Any, kill_grace: Any, tracer_provider: Any,
+                resume: Resume | None) -> RunOptions:
+    """Check the options of `ductline.execute` (see there for their meaning).
+
+    Raises:
+        TypeError: an option has the wrong type, or a ``resume`` input does not
+            round-trip through JSON.
+        ValueError: a negative or zero timeout, a bad ``concurrency``, or a
+            ``resume`` mapping that names a step the pipeline does not pause before.
+    """
+    limit = definition.timeout if timeout is None else timeout
+    if concurrency is None:
+        concurrency = DEFAULT_CONCURRENCY
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be an int of at least 1, got {concurrency!r}")
+    settings = load_settings()
+    _check_resume(definition, resume)
+    return RunOptions(
+        timeout=None if limit is None else seconds(limit, "timeout", allow_zero=False),
+        on_update=on_update, clock=RealClock() if clock is None else clock, concurrency=concurrency,
+        retry_delay=seconds(settings.retry_delay if retry_delay is None else retry_delay, "retry_delay",
+                            allow_zero=True),
+        kill_grace=seconds(settings.kill_grace_seconds if kill_grace is None else kill_grace, "kill_grace",
+                           allow_zero=True),
+        tracer_provider=tracer_provider, resume=resume, max_payload_bytes=int(settings.payload_max_bytes))
+
+
+def _check_resume(definition: Definition, resume: Resume | None) -> None:
+    if resume is None or callable(resume):
+        return
+    if not isinstance(resume, Mapping):
+        raise TypeError("resume must be a mapping {step: new_input} or a callable (step, input) -> new_input, "
+                        f"not {type(resume).__name__}")
+    for step, value in resume.items():
+        if step not in definition.pauses:
+            paused = ", ".join(repr(s) for s in definition.pauses) or "no step"
+            raise ValueError(f"resume names step {step!r}, but pipeline {definition.name!r} pauses before "
+                             f"{paused}")
+        if value is not NO_INPUT:
+            codec.dumps([value], what=f"resume input of step {step!r}")
+
+
+def check_resumable(definition: Definition, resume: Resume | None) -> None:
+    """A run that nobody outside can resume (`ductline.execute`) must get every
+    pause without a timeout resumed by ``resume``.
+
+    Raises:
+        DefinitionError: a pause has no timeout and ``resume`` does not cover it.
+    """
+    waiting = [step for step, timeout in definition.pauses.items()
+               if timeout is None and not covers(resume, step)]
+    if not waiting:
+        return
+    steps = ", ".join(repr(s) for s in waiting)
+    raise DefinitionError(
+        f"execute() cannot run pipeline {definition.name!r}: it pauses before step {steps} without a "
+        "timeout, and nothing would resume it. Pass resume={step: new_input} (ductline.handle.NO_INPUT "
+        "keeps the input) or a resume callable, give the pause a timeout, or run it on a worker "
+        "(trigger, then `ductline resume`)")
+
+
+def covers(resume: Resume | None, step: str) -> bool:
+    """Whether ``resume`` resumes the pauses before ``step``."""
+    if resume is None:
+        return False
+    return step in resume if isinstance(resume, Mapping) else True

@@ -1,0 +1,35 @@
+"""`RunOperations`: the operations on runs bound to one store, for callers that
+hold a store and act on runs by id (the dashboard, the CLI)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ductline.dsl.graph import Definition
+from ductline.operations import revive, stop
+from ductline.operations.resume import NO_INPUT, resume
+from ductline.operations.trigger import Triggered, trigger_run
+from ductline.store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class RunOperations:
+    """Trigger, retry, cancel and resume runs in ``store``; each raises what the
+    operation it calls documents (`ductline.operations.trigger.trigger_run`,
+    `ductline.operations.revive.retry_run`, `ductline.operations.stop.cancel_run`,
+    `ductline.operations.resume.resume`)."""
+
+    store: Store
+
+    def trigger(self, definition: Definition, args: tuple[Any, ...], **options: Any) -> Triggered:
+        return trigger_run(definition, args, database=self.store, **options)[1]
+
+    def retry(self, run_id: str, *, force: Iterable[str] = ()) -> None:
+        revive.retry_run(self.store, run_id, force=force)
+
+    def cancel(self, run_id: str) -> None:
+        stop.cancel_run(self.store, run_id)
+
+    def resume(self, run_id: str, input: Any = NO_INPUT) -> list[dict[str, Any]]:
+        return resume(self.store, run_id, input)

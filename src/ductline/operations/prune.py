@@ -1,0 +1,121 @@
+"""Retention: deleting old finished runs whole, in bounded transactions.
+
+``ductline prune --older-than 30d`` and the ``retention`` setting (applied by the
+workers' maintenance thread) delete runs finished before the cutoff (database
+clock) with everything that belongs to them: jobs, attempts, payloads and their
+chunks, run context, fan-in counters. By default only ended runs go (completed,
+failed, cancelled); active, paused and halted runs are pruned only when their
+status is named explicitly.
+
+Each transaction deletes whole runs holding at most ``max_rows`` rows in all (a
+single run larger than that is deleted alone, in one transaction): a prune
+interrupted at any point leaves no run half-deleted, and never holds locks for long.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ductline.model.states import TERMINAL_RUN, RunStatus
+from ductline.store import Store
+from ductline.store.retention import Candidate, candidates, delete_runs
+
+log = logging.getLogger("ductline.prune")
+
+MAX_ROWS_PER_TRANSACTION = 1_000
+DEFAULT_STATUSES = tuple(sorted(TERMINAL_RUN))
+_PAGE = 500
+
+
+@dataclass(slots=True)
+class PruneReport:
+    """What a prune deleted (or, for a dry run, would delete)."""
+
+    runs: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+    transactions: int = 0
+    complete: bool = True  # False when stopped by ``max_seconds`` with more to do
+
+    def add(self, counts: dict[str, int]) -> None:
+        for table, n in counts.items():
+            self.rows[table] = self.rows.get(table, 0) + n
+
+
+def check_statuses(statuses: list[str] | tuple[str, ...] | None) -> list[str]:
+    """The statuses to prune (default: ended runs).
+
+    Raises:
+        ValueError: an unknown status.
+    """
+    if not statuses:
+        return list(DEFAULT_STATUSES)
+    known = {s.value for s in RunStatus}
+    unknown = sorted(set(statuses) - known)
+    if unknown:
+        raise ValueError(f"unknown run status {', '.join(unknown)}: use {', '.join(sorted(known))}")
+    return sorted(set(statuses))
+
+
+def _batches(found: list[Candidate], max_rows: int) -> list[list[Candidate]]:
+    """Runs packed into transactions of at most ``max_rows`` rows (a run larger than
+    that goes alone)."""
+    batches: list[list[Candidate]] = []
+    current: list[Candidate] = []
+    rows = 0
+    for candidate in found:
+        if current and rows + candidate.weight > max_rows:
+            batches.append(current)
+            current, rows = [], 0
+        current.append(candidate)
+        rows += candidate.weight
+    if current:
+        batches.append(current)
+    return batches
+
+
+def prune(store: Store, older_than_seconds: int, *, statuses: list[str] | tuple[str, ...] | None = None,
+          dry_run: bool = False, max_rows: int = MAX_ROWS_PER_TRANSACTION, max_seconds: float | None = None,
+          clock: Callable[[], float] = time.monotonic) -> PruneReport:
+    """Delete runs of ``statuses`` finished more than ``older_than_seconds`` ago.
+
+    Args:
+        older_than_seconds: how long ago a run ended (for a run that has not
+            ended: was created), on the database clock (>= 0).
+        statuses: run statuses to prune (default completed, failed, cancelled).
+        dry_run: count what would be deleted; delete nothing.
+        max_rows: the most rows one transaction deletes (whole runs only).
+        max_seconds: stop after about this long (the maintenance thread's budget);
+            ``complete`` is then ``False`` if more was left.
+
+    Raises:
+        ValueError: a negative age or an unknown status.
+        StoreError: the database failed; what was committed stays deleted.
+    """
+    if isinstance(older_than_seconds, bool) or not isinstance(older_than_seconds, int) or older_than_seconds < 0:
+        raise ValueError(f"older_than must be a whole number of seconds >= 0, got {older_than_seconds!r}")
+    wanted = check_statuses(statuses)
+    cutoff_ms = store.now_ms() - older_than_seconds * 1000
+    report = PruneReport()
+    started = clock()
+    after = (-1, "")
+    while True:
+        found = candidates(store, wanted, cutoff_ms, after, _PAGE)
+        if not found:
+            return report
+        after = (found[-1].age_ms, found[-1].run_id)
+        for batch in _batches(found, max_rows):
+            if max_seconds is not None and clock() - started >= max_seconds:
+                report.complete = False
+                return report
+            if dry_run:
+                report.runs += len(batch)
+                report.add({"rows": sum(c.weight for c in batch)})
+                continue
+            with store.transaction() as tx:
+                counts = delete_runs(tx, [c.run_id for c in batch], wanted)
+            report.transactions += 1
+            report.runs += counts["runs"]
+            report.add(counts)

@@ -1,0 +1,170 @@
+"""Starting runs: validate and encode everything first (`prepare`, no I/O), then
+write each run and its first job (`insert`) -- one transaction per trigger, or per
+batch for `trigger_many`, so a failed trigger writes nothing."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ductline import codec
+from ductline.config import load_settings
+from ductline.dsl.options import check_priority
+from ductline.durations import optional_seconds
+from ductline.errors import StoreError
+from ductline.observability.events import EventName, emit
+from ductline.model.routing import job_spec
+from ductline.store import payloads
+from ductline.model.states import JobStatus
+from ductline.store.records import NewJob, NewRun
+from ductline.dsl.graph import Definition
+from ductline.store.tx import Tx
+from ductline.stores import store_for
+
+if TYPE_CHECKING:
+    from ductline.store import Store
+
+
+def _start_time(delay: Any, delay_until: Any, default_delay: int) -> tuple[int, int | None]:
+    """``(delay_ms, absolute_not_before_ms)`` for the first job."""
+    if delay is not None and delay_until is not None:
+        raise ValueError("give delay or delay_until, not both")
+    if delay_until is not None:
+        if not isinstance(delay_until, datetime):
+            raise TypeError(f"delay_until must be an aware datetime, not {type(delay_until).__name__}")
+        if delay_until.tzinfo is None or delay_until.utcoffset() is None:
+            raise ValueError(f"delay_until must be timezone-aware, got naive {delay_until!r}")
+        return 0, int(delay_until.timestamp() * 1000)
+    seconds = optional_seconds(delay, field="delay")
+    return (default_delay if seconds is None else seconds) * 1000, None
+
+
+MAX_KEY_LENGTH = 1000
+
+
+def check_key(key: Any) -> str | None:
+    """Validate an idempotency key: ``None`` or a non-empty ``str`` of at most
+    `MAX_KEY_LENGTH` characters without NUL (PostgreSQL text cannot hold NUL).
+
+    Raises:
+        TypeError: not a ``str``.
+        ValueError: empty, too long, or containing NUL.
+    """
+    if key is None:
+        return None
+    if not isinstance(key, str):
+        raise TypeError(f"key must be a str, not {type(key).__name__} ({key!r})")
+    if not key or len(key) > MAX_KEY_LENGTH or "\x00" in key:
+        raise ValueError(f"key must be 1 to {MAX_KEY_LENGTH} characters without NUL, got {key[:40]!r}")
+    return key
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A run ready to be written: validated and encoded, nothing written yet."""
+
+    definition: Definition
+    run: NewRun
+    job: NewJob
+    pending: "payloads.Pending | None"   # arguments to store out of line with the run
+    limits: payloads.Limits
+
+
+@dataclass(frozen=True, slots=True)
+class Triggered:
+    """A triggered run: its id, and ``created=False`` when an active run already
+    held the idempotency key (its id is returned instead)."""
+
+    run_id: str
+    created: bool = True
+
+
+def prepare(definition: Definition, args: tuple[Any, ...], *, delay: Any = None, delay_until: Any = None,
+            timeout: Any = None, key: Any = None, priority: Any = None,
+            limits: payloads.Limits | None = None, retry_delay: int | None = None) -> Prepared:
+    """Validate and encode one run of ``definition`` (see `ductline.Pipeline.trigger`).
+
+    Raises:
+        TypeError, ValueError, PayloadTooLarge: as `ductline.Pipeline.trigger` says.
+    """
+    key = check_key(key)
+    run_priority = definition.priority if priority is None else check_priority(priority)
+    encoded = codec.dumps(list(args), what="trigger arguments")
+    timeout_seconds = optional_seconds(timeout, field="timeout", allow_zero=False)
+    if timeout_seconds is None:
+        timeout_seconds = definition.timeout
+    start = definition.node(definition.start)
+    delay_ms, not_before_ms = _start_time(delay, delay_until, start.options.delay)
+    if limits is None or retry_delay is None:
+        settings = load_settings()
+        limits = limits or payloads.Limits.from_settings(settings)
+        retry_delay = settings.retry_delay if retry_delay is None else retry_delay
+    # Arguments above payload_max_bytes are refused before anything is written; above
+    # payload_inline_bytes they are stored out of line with the run (the triggering
+    # process's settings decide).
+    payloads.check_size(encoded, "trigger arguments", limits.max_bytes)
+    stored_args, pending = payloads.prepare(encoded, limits)
+    run_id = uuid.uuid4().hex
+    spec = job_spec(definition, start.name, "", encoded, retry_delay)
+    return Prepared(
+        definition,
+        NewRun(run_id, definition.name, stored_args, timeout_seconds, delay_ms, not_before_ms, key, run_priority),
+        NewJob.of(run_id, definition.name, start.name, "", stored_args, spec, status=JobStatus.PENDING.value,
+                  delay_ms=delay_ms, not_before_ms=not_before_ms),
+        pending, limits)
+
+
+def insert(tx: Tx, prepared: Prepared) -> Triggered:
+    """Write a prepared run and its first job inside ``tx``.
+
+    Raises:
+        ValueError: its ``delay_until`` is in the past by the database clock.
+        StoreError: its idempotency key stayed contended.
+    """
+    run = prepared.run
+    if run.not_before_ms is not None and run.not_before_ms <= tx.now_ms():
+        raise ValueError("delay_until is in the past (by the database clock)")
+    # A key held by an active run: the insert writes nothing (the unique index
+    # decides, also against a trigger racing in another process) and that run's
+    # id is returned. The lookup after a refused insert can only miss if the
+    # holder ended in between; then the key is free and the insert is retried.
+    for _ in range(3):
+        if tx.insert_run(run):
+            break
+        assert run.idempotency_key is not None
+        existing = tx.active_run_by_key(run.pipeline, run.idempotency_key)
+        if existing is not None:
+            return Triggered(existing, created=False)
+    else:  # pragma: no cover - the key flipped between held and free three times
+        raise StoreError(f"could not trigger with key {run.idempotency_key!r}: it is contended; try again")
+    if prepared.pending is not None:
+        payloads.write(tx, run.id, prepared.pending, prepared.limits)
+    tx.insert_jobs([prepared.job])
+    return Triggered(run.id)
+
+
+def announce(prepared: Prepared, triggered: Triggered) -> None:
+    """Emit the events of a run that was written (after its commit)."""
+    if triggered.created:
+        name = prepared.definition.name
+        emit(EventName.PIPELINE_TRIGGERED, pipeline=name, run_id=triggered.run_id)
+        emit(EventName.JOB_ENQUEUED, pipeline=name, step=prepared.job.step, run_id=triggered.run_id, count=1)
+
+
+def trigger_run(definition: Definition, args: tuple[Any, ...], *, database: Any = None, delay: Any = None,
+                delay_until: Any = None, timeout: Any = None, key: Any = None,
+                priority: Any = None) -> tuple["Store", Triggered]:
+    """Start one run in its own transaction (see `ductline.Pipeline.trigger`).
+
+    Returns:
+        The store written to and the `Triggered` run.
+    """
+    prepared = prepare(definition, args, delay=delay, delay_until=delay_until, timeout=timeout, key=key,
+                       priority=priority)
+    store = store_for(database)
+    with store.transaction() as tx:
+        triggered = insert(tx, prepared)
+    announce(prepared, triggered)
+    return store, triggered

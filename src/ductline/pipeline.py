@@ -1,0 +1,69 @@
+"""`Pipeline`: the public pipeline declaration (`ductline.dsl`) with the client
+verbs that start runs (`ductline.operations.trigger`)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any
+
+from ductline.dsl.pipeline import PipelineBuilder
+from ductline.handle import RunHandle
+from ductline.operations.trigger import trigger_run
+
+
+class Pipeline(PipelineBuilder):
+    __doc__ = PipelineBuilder.__doc__
+
+    def trigger(
+        self,
+        *args: Any,
+        delay: Any = None,
+        delay_until: "datetime | None" = None,
+        timeout: Any = None,
+        database: Any = None,
+        key: str | None = None,
+        priority: int | None = None,
+    ) -> "RunHandle":
+        """Start a run of this pipeline.
+
+        Args:
+            *args: arguments of the first step; each must obey the JSON rule. Their
+                JSON above ``payload_inline_bytes`` (default 1 MiB) is stored out of
+                line with the run; above ``payload_max_bytes`` (64 MiB) it is refused.
+            delay: overrides the start step's delay (int seconds or ``timedelta``).
+            delay_until: an aware ``datetime`` to start at instead.
+            timeout: overrides the whole-run deadline (seconds or ``timedelta``).
+            database: a database URL or a ``Store``; defaults to the configured one.
+            key: an idempotency key (1 to 1000 characters, no NUL). While a run of
+                this pipeline holding the same key is active (pending, running,
+                paused or halted), triggering again starts nothing and returns that
+                run's handle with ``created=False``; once it completed, failed or was
+                cancelled the key is free again.
+            priority: this run's priority instead of the pipeline's (-100 to 100);
+                each job's priority is its run's plus its step's ``priority=``.
+
+        Returns:
+            A `RunHandle` with ``id``, ``status()`` and ``wait(timeout)``.
+
+        Raises:
+            TypeError: an argument does not round-trip through JSON, or a duration
+                has the wrong type.
+            ValueError: ``delay`` and ``delay_until`` together, a naive or past
+                ``delay_until``, a negative duration, or an invalid ``key``.
+                Nothing is written.
+            ductline.PayloadTooLarge: (a ``ValueError``) the arguments' JSON is above
+                ``payload_max_bytes`` of the triggering process's settings. Nothing
+                is written.
+        """
+        store, triggered = trigger_run(self.definition(), args, database=database, delay=delay,
+                                       delay_until=delay_until, timeout=timeout, key=key, priority=priority)
+        return RunHandle(triggered.run_id, store, created=triggered.created)
+
+    async def trigger_async(self, *args: Any, delay: Any = None, delay_until: "datetime | None" = None,
+                            timeout: Any = None, database: Any = None, key: str | None = None,
+                            priority: int | None = None) -> RunHandle:
+        """`trigger` for asyncio code: the database work runs in a worker thread, so
+        the event loop is never blocked. Same arguments, result and errors."""
+        return await asyncio.to_thread(self.trigger, *args, delay=delay, delay_until=delay_until,
+                                       timeout=timeout, database=database, key=key, priority=priority)

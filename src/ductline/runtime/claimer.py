@@ -1,0 +1,156 @@
+"""Claiming ready jobs for a worker's free slots and starting their attempts.
+
+Ready work first (DESIGN.md, "Ready work first"): a claim that fills every free
+slot claims again at once; only when no ready job is left for a free slot do
+schedules fire and does the worker learn when to wake next -- the earliest
+not-before time or schedule tick (a timer, so a delay ends within milliseconds)
+and the earliest run deadline (so a run past its deadline while none of its
+attempts runs here is ended on time).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Callable
+
+from ductline.clock import DatabaseClock
+from ductline.config import Settings
+from ductline.dsl.graph import Definition
+from ductline.errors import StoreError
+from ductline.execution.enforcer import Enforcer
+from ductline.model.limits import step_limits
+from ductline.observability.events import EventName, emit
+from ductline.operations.stop import expire_due
+from ductline.runtime import faults
+from ductline.runtime.outbox import Outage
+from ductline.runtime.scheduler import Scheduler, earliest
+from ductline.runtime.slots import Runner, Slot
+from ductline.runtime.threads import ThreadAttempt
+from ductline.runtime.wakeup import Wakeup
+from ductline.store import Store
+from ductline.store.claims import FIFO_EVERY
+from ductline.store.records import ClaimedJob
+
+log = logging.getLogger("ductline.worker")
+
+
+class Claimer:
+    """Claims jobs for free slots and hands them to the slots' children.
+
+    Args:
+        worker_id: the claiming worker.
+        slots: the worker's slots.
+        healthy: whether the worker may claim (not too many undead slots).
+        (the others are the worker's collaborators of the same names)
+    """
+
+    def __init__(self, store: Store, definitions: dict[str, Definition], settings: Settings, worker_id: str,
+                 slots: list[Slot], *, clock: DatabaseClock, enforcer: Enforcer, wakeup: Wakeup,
+                 scheduler: Scheduler, outage: Outage, healthy: Callable[[], bool]) -> None:
+        self._store = store
+        self._definitions = definitions
+        self._pipelines = sorted(definitions)
+        self._limits = step_limits(definitions)
+        self._settings = settings
+        self._worker_id = worker_id
+        self._slots = slots
+        self._clock = clock
+        self._enforcer = enforcer
+        self._wakeup = wakeup
+        self._scheduler = scheduler
+        self._outage = outage
+        self._healthy = healthy
+        self._claims = 0  # every FIFO_EVERY-th claim is oldest-first (bounds starvation)
+        # SQLite cannot notify other processes; poll it more often (the query is indexed).
+        self.poll = min(settings.poll_interval, 0.25) if store.dialect.name == "sqlite" \
+            else settings.poll_interval
+        self.next_claim = 0.0                 # monotonic; 0.0: claim at once
+        self.timer: float | None = None       # the next not-before time or schedule tick
+        self.deadline_timer: float | None = None  # the next run deadline
+
+    def soon(self) -> None:
+        """Claim on the next turn of the loop (a slot became usable, or work may be ready)."""
+        self.next_claim = 0.0
+
+    def wake_times(self, free: bool, stopping: bool) -> list[float]:
+        """When the loop must wake for claiming or expiring (monotonic)."""
+        times = [] if self.deadline_timer is None else [self.deadline_timer]
+        if free and self.timer is not None:  # with no free slot the timer cannot help
+            times.append(self.timer)
+        if free and not stopping and self.next_claim == 0.0:
+            times.append(self._clock.now())
+        return times
+
+    def claim(self) -> None:
+        if not self._healthy():
+            return  # unhealthy: stop claiming (the heartbeat reports it)
+        free = [s for s in self._slots if s.free]
+        now = self._clock.now()
+        due = now >= self.next_claim or (self.timer is not None and now >= self.timer) or self._wakeup.pending()
+        if not free or not due or not self._outage.ok():
+            return
+        self._wakeup.clear()
+        self.timer = None  # fired (or superseded): the claim below sets the next one
+        try:
+            sent = self._clock.now()
+            self._claims += 1
+            jobs = self._store.claim(self._worker_id, self._pipelines, len(free), self._settings.lease_ms,
+                                     limits=self._limits, fifo=self._claims % FIFO_EVERY == 0)
+            received = self._clock.now()
+            if jobs:
+                self._clock.measure(jobs[0].started_ms, sent, received)
+                self._enforcer.renewed(sent)  # a claim is a fresh lease
+                faults.checkpoint("after_claim")
+            for slot, job in zip(free, jobs):
+                self.start(slot, job)
+                emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,
+                     job_id=job.job_id, attempt=job.attempt, deadline_ms=job.deadline_ms,
+                     started_ms=job.started_ms,
+                     pickup_latency_seconds=max(0, job.started_ms - job.not_before_ms) / 1000)
+            if jobs:
+                faults.checkpoint("after_dispatch")
+            if len(jobs) == len(free):
+                self.next_claim = 0.0  # there may be more
+                return
+            self.next_claim = now + self.poll
+            # No ready job is left for a free slot: now (and only now) schedules fire.
+            if self._scheduler.fire_due():
+                self.next_claim = 0.0  # the runs just started have ready jobs
+            upcoming, deadline = self._store.next_wakeups(self._pipelines)
+            upcoming = earliest(upcoming, self._scheduler.next_fire_ms)
+            # Small jitter spreads workers woken by the same not-before time.
+            self.timer = None if upcoming is None else \
+                self._clock.to_monotonic(upcoming) + random.uniform(0.0005, 0.003)
+            self.deadline_timer = None if deadline is None else self._clock.to_monotonic(deadline)
+        except StoreError as exc:
+            self._outage.failed("claiming", exc)
+
+    def start(self, slot: Slot, job: ClaimedJob) -> None:
+        """Start ``job``'s attempt on ``slot``: in its child, or in a thread for a
+        thread-isolated step; the enforcer watches it from now on."""
+        deadline = None if job.deadline_ms is None else self._clock.to_monotonic(job.deadline_ms)
+        definition = self._definitions.get(job.pipeline)
+        node = definition.nodes.get(job.step) if definition is not None else None
+        runner: Runner | None = slot.child
+        if node is not None and node.options.isolation == "thread":
+            runner = ThreadAttempt(slot.task(job))
+        assert runner is not None  # only a slot with a ready child is free
+        self._enforcer.watch(slot.index, runner, deadline)
+        try:
+            slot.assign(job, runner)
+        except (OSError, ValueError):  # the child died before it got the task; its
+            pass                       # sentinel reports the death as a crash
+
+    def expire_runs(self) -> None:
+        """End runs whose deadline passed while none of their attempts ran here
+        (e.g. during a delay); whichever worker notices first does it."""
+        if self.deadline_timer is None or self._clock.now() < self.deadline_timer or not self._outage.ok():
+            return
+        self.deadline_timer = None
+        try:
+            if expire_due(self._store, self._definitions):
+                log.info("Expired runs past their deadline")
+        except StoreError as exc:
+            self._outage.failed("expiring runs", exc)
+        self.next_claim = 0.0

@@ -1,0 +1,81 @@
+"""The worker's heartbeat: renewing the leases of everything it runs (and of the
+outcomes it has not recorded yet), measuring the database clock on the way, and
+killing attempts whose lease was lost.
+
+It runs every third of the lease, and at once when a run was cancelled (the
+cancel took the leases of that run's attempts: they are found lost and killed).
+If the database cannot be reached the enforcer kills the children before their
+leases can expire (`ductline.execution.enforcer`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from ductline.clock import DatabaseClock
+from ductline.config import Settings
+from ductline.errors import StoreError
+from ductline.execution.enforcer import Enforcer, Reason
+from ductline.observability.events import EventName, emit
+from ductline.runtime.outbox import Outage, Outbox
+from ductline.runtime.outcomes import job_extra
+from ductline.runtime.slots import Slot
+from ductline.runtime.wakeup import Wakeup
+from ductline.store import Store
+
+log = logging.getLogger("ductline.worker")
+
+
+class Heartbeat:
+    """Renews a worker's leases.
+
+    Args:
+        worker_id: the worker.
+        report: the worker's ``(undead slots, status)`` for its heartbeat row.
+        (the others are the worker's collaborators of the same names)
+    """
+
+    def __init__(self, store: Store, settings: Settings, worker_id: str, slots: list[Slot], *,
+                 clock: DatabaseClock, enforcer: Enforcer, wakeup: Wakeup, outbox: Outbox, outage: Outage,
+                 report: Callable[[], tuple[int, str]]) -> None:
+        self._store = store
+        self._settings = settings
+        self._worker_id = worker_id
+        self._slots = slots
+        self._clock = clock
+        self._enforcer = enforcer
+        self._wakeup = wakeup
+        self._outbox = outbox
+        self._outage = outage
+        self._report = report
+        self.next_at = 0.0  # monotonic
+
+    def beat(self) -> None:
+        """Renew the leases if it is time (or a cancel asks for it now)."""
+        now = self._clock.now()
+        if self._wakeup.take_cancel():
+            self.next_at = now  # a run was cancelled: find lost leases now
+        if now < self.next_at:
+            return
+        busy = [s for s in self._slots if s.busy and not s.undead]
+        # Outcomes not yet recorded (the database was down) keep their leases too.
+        tokens = [s.job.lease_token for s in busy if s.job is not None] + self._outbox.lease_tokens()
+        undead, status = self._report()
+        try:
+            sent = self._clock.now()
+            db_now, renewed = self._store.renew_leases(self._worker_id, tokens, self._settings.lease_ms,
+                                                       busy=len(busy), undead=undead, status=status)
+            self._clock.measure(db_now, sent, self._clock.now())
+            self._enforcer.renewed(sent)
+            self.next_at = now + self._settings.lease_seconds / 3
+            for slot in busy:
+                if slot.job is not None and slot.job.lease_token not in renewed:
+                    extra = job_extra(slot.attempt())
+                    log.warning("Lease lost; killing the attempt", extra=extra)
+                    emit(EventName.LEASE_LOST, pipeline=slot.job.pipeline, **extra)
+                    self._enforcer.kill(slot.index, Reason.LEASE, grace=0.0)
+        except StoreError as exc:
+            # The enforcer kills the children before their leases can expire.
+            self._outage.failed("heartbeat", exc)
+            self.next_at = now + 0.5

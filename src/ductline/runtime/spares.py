@@ -1,0 +1,66 @@
+"""Warm spare children: started in the background, so a slot whose child was
+killed (or died) serves its next job without waiting for an interpreter to start
+and import the apps."""
+
+from __future__ import annotations
+
+import signal
+
+from ductline.execution import protocol
+from ductline.execution.process import Child
+
+# Warm spares kept per worker, at most one per slot: slots that time out together
+# (claimed together, same timeout) each get a ready child at once.
+SPARES = 4
+
+
+class Spares:
+    """The worker's warm spares.
+
+    Args:
+        apps, sys_path: what children import.
+        count: how many to keep.
+        message_cap: the longest message read from a child, in bytes.
+    """
+
+    def __init__(self, apps: list[str], sys_path: list[str], count: int, message_cap: int) -> None:
+        self._apps = apps
+        self._sys_path = sys_path
+        self.count = count
+        self._cap = message_cap
+        self._children: list[Child] = []
+
+    def new_child(self) -> Child:
+        return Child(self._apps, self._sys_path)
+
+    def fill(self) -> None:
+        while len(self._children) < self.count:
+            self._children.append(self.new_child())
+
+    def children(self) -> list[Child]:
+        return list(self._children)
+
+    def fresh(self) -> Child:
+        """A spare -- one that said it is ready if any did -- replaced at once in the
+        background; a new child if no spare is alive."""
+        alive = [c for c in self._children if c.reap() is None]
+        for child in alive:
+            self._note_ready(child)
+        ready = [c for c in alive if c.ready]
+        chosen = ready[0] if ready else (alive[0] if alive else self.new_child())
+        self._children = [c for c in alive if c is not chosen]
+        self.fill()
+        return chosen
+
+    def _note_ready(self, child: Child) -> None:
+        """Read a spare's READY message if it has arrived (spares are not waited on:
+        the loop waits only on its slots)."""
+        try:
+            while not child.ready and child.conn.poll(0):
+                if isinstance(protocol.receive(child.conn, self._cap), protocol.Ready):
+                    child.ready = True
+        except (protocol.Oversized, protocol.Garbled):
+            child.eof = True  # not our protocol: never trusted with a job
+            child.signal_group(signal.SIGKILL)
+        except (EOFError, OSError):
+            child.eof = True

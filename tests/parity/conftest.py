@@ -1,0 +1,111 @@
+"""Drivers for the whole parity suite, started once per test process: one real
+worker per backend serving ``parity_app`` with 8 slots, a thread per worker that
+triggers the cases on it (as slots allow), and a few threads that run the same
+cases through `ductline.execute`. In one process every selected case starts at
+once and a case's test only compares the three records; under xdist each case
+starts when its test asks for it."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Iterator
+
+import psycopg
+import pytest
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+
+from helpers import start_worker, stop_worker  # noqa: E402
+from parity_harness import EXECUTE_PARALLEL, SLOTS, WORKER_ENV, Case, Fleet, LocalRuns  # noqa: E402
+
+from ductline.store import open_store  # noqa: E402
+
+APP = str(HERE / "parity_app.py")
+
+
+def _root_conftest() -> ModuleType:
+    # Loaded by path: under pytest's default import mode ``import conftest`` returns
+    # whichever conftest.py was imported last, not necessarily tests/conftest.py.
+    name = "ductline_tests_root_conftest"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, HERE.parent / "conftest.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+def _stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Stop the workers side by side: each gets SIGTERM at once, then its shutdown
+    grace (`helpers.stop_worker` kills one that outlives it)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            stop_worker(proc, signal.SIGKILL)
+
+
+def _upfront_cases(session: pytest.Session) -> list[Case]:
+    """The cases to start at once: every selected one when this process runs all
+    the tests. Under xdist a process does not know which tests it will get, so it
+    starts each case when its test asks (`Fleet.want`), instead of running every
+    case in every process."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return []
+    cases = []
+    for item in session.items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "case" in callspec.params and item.path.parent == HERE:
+            cases.append(callspec.params["case"])
+    return cases
+
+
+@pytest.fixture(scope="session")
+def fleets(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Fleet]]:
+    """``{"sqlite": Fleet, "postgres": Fleet}``: a worker on a database of its own
+    per backend (not the shared test database, which other tests truncate), each
+    already driving the cases to start at once."""
+    root = _root_conftest()
+    pg_name = f"ductline_parity_{os.getpid()}"
+    urls = {"sqlite": f"sqlite:///{tmp_path_factory.mktemp('parity') / 'ductline.db'}",
+            "postgres": root.recreate_pg_database(pg_name)}
+    cases = _upfront_cases(request.session)
+    started: dict[str, Fleet] = {}
+    try:
+        for backend, url in urls.items():
+            store = open_store(url)
+            store.migrate()
+            proc = start_worker(url, concurrency=SLOTS, env=WORKER_ENV, app=APP)
+            started[backend] = Fleet(backend, url, store, proc, cases)
+        for fleet in started.values():
+            fleet.start()
+        yield started
+    finally:
+        for fleet in started.values():
+            fleet.stop()
+        _stop_workers([fleet.proc for fleet in started.values()])
+        for fleet in started.values():
+            fleet.store.close()
+        with psycopg.connect(root.PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{pg_name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def local_runs(request: pytest.FixtureRequest, fleets: dict[str, Fleet]) -> Iterator[LocalRuns]:
+    """The cases to start at once running through `ductline.execute`, a few at a
+    time (started after the workers, so both kinds of drivers overlap)."""
+    runs = LocalRuns(_upfront_cases(request.session), EXECUTE_PARALLEL)
+    yield runs
+    runs.close()

@@ -1,0 +1,541 @@
+"""Pipelines of the parity suite: each runs through `ductline.execute`, a worker on
+SQLite and a worker on PostgreSQL, and the three records must be equal.
+
+Imported by the test process and by workers (``--app tests/parity/parity_app.py``)
+as the module ``parity_app``. Steps decide what to do from their input, their
+step name and their attempt number (`ductline.context`): no files, no globals, so
+every driver sees the same behaviour. Short sleeps make branches and elements
+finish out of order, which must not change any recorded value. Where a record does
+depend on timing (a sibling still running when a step fails for good), the steps
+meet through the run's key/value store instead of racing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import time
+from datetime import datetime, timezone
+
+import ductline
+from ductline import Backoff, Pipeline, Step
+
+# How long a "hanging" step blocks: far beyond every deadline and timeout below, so it
+# only ever ends by being killed.
+HANG_SECONDS = 120
+
+
+# -- plain steps ------------------------------------------------------------------------
+def add_one(x):
+    return x + 1
+
+
+def double(x):
+    return x * 2
+
+
+async def async_square(x):
+    await asyncio.sleep(0.01)
+    return x * x
+
+
+def identity(x):
+    return x
+
+
+def pair_sum(a, b):
+    return {"sum": a + b, "args": [a, b]}
+
+
+def make_list(n):
+    return list(range(n))
+
+
+def square(x):
+    return x * x
+
+
+def reverse_sleep(x):
+    """Elements finish in reverse order: element 0 is the slowest."""
+    time.sleep(0.1 * max(0, 4 - x))
+    return x * x
+
+
+def gather(outputs):
+    return outputs
+
+
+def total(outputs):
+    return sum(outputs)
+
+
+def slow_label(x):
+    time.sleep(0.4)  # the first branch finishes last
+    return f"slow:{x}"
+
+
+def fast_label(x):
+    return f"fast:{x}"
+
+
+async def async_label(x):
+    return f"async:{x}"
+
+
+def exclaim(text):
+    return text + "!"
+
+
+def route(x):
+    return "big" if x > 10 else "small"
+
+
+def on_big(x):
+    return {"route": "big", "x": x}
+
+
+def on_small(x):
+    return {"route": "small", "x": x}
+
+
+def on_medium(x):
+    return {"route": "medium", "x": x}
+
+
+def parity(x):
+    return "even" if x % 2 == 0 else "odd"
+
+
+def halve(x):
+    return x // 2
+
+
+def triple_plus_one(x):
+    return 3 * x + 1
+
+
+def matrix(n):
+    return [list(range(i + 1)) for i in range(n)]
+
+
+def values(x):
+    """Values beyond plain JSON that must round-trip: an aware datetime, NUL, floats."""
+    return {"when": datetime(2030, 1, 31, 3, 0, tzinfo=timezone.utc), "nul": "a\x00b", "float": 1.5,
+            "nested": [None, True, {"k": "v", "x": x}], "unicode": "\u00e9\u6f22\U0001f600"}
+
+
+def describe(value):
+    return {"keys": sorted(value), "when": value["when"], "nul": value["nul"]}
+
+
+class Greet(Step):
+    """A class step: receives its input as ``self.input``."""
+
+    def execute(self):
+        return {"hello": self.input, "step": ductline.context().step}
+
+
+def context_write(x):
+    ductline.context().set("seen", {"x": x})
+    return x
+
+
+def context_read(x):
+    ctx = ductline.context()
+    return {"seen": ctx.get("seen"), "missing": ctx.get("nope", "default"), "x": x}
+
+
+def in_thread(x):
+    return {"thread": x}
+
+
+# -- failures and retries ------------------------------------------------------------------
+def _attempt() -> int:
+    return ductline.context().attempt
+
+
+def fail_always(x):
+    raise RuntimeError(f"attempt {_attempt()} of {ductline.context().step} fails")
+
+
+def fail_until_third(x):
+    attempt = _attempt()
+    if attempt < 3:
+        raise RuntimeError(f"flaky failure on attempt {attempt}")
+    return {"x": x, "attempt": attempt}
+
+
+def fail_first(x):
+    attempt = _attempt()
+    if attempt == 1:
+        raise RuntimeError("first attempt fails")
+    return {"x": x, "attempt": attempt}
+
+
+def value_error(x):
+    raise ValueError(f"bad value {x} on attempt {_attempt()}")
+
+
+def key_error_until_third(x):
+    attempt = _attempt()
+    if attempt < 3:
+        raise KeyError(f"missing on attempt {attempt}")
+    return {"attempt": attempt}
+
+
+def key_error_first(x):
+    attempt = _attempt()
+    if attempt == 1:
+        raise KeyError("missing on the first attempt")
+    return {"attempt": attempt}
+
+
+def retry_once(x):
+    """Asks for a retry (free of charge) once, then succeeds."""
+    attempt = _attempt()
+    if attempt == 1:
+        raise ductline.Retry(0, reason="not ready yet")
+    return {"attempt": attempt}
+
+
+def retry_three_times(x):
+    attempt = _attempt()
+    if attempt <= 3:
+        raise ductline.Retry(0)
+    return {"attempt": attempt}
+
+
+def crash_always(x):
+    os._exit(3)
+
+
+def crash_first(x):
+    if _attempt() == 1:
+        os._exit(3)
+    return {"attempt": _attempt()}
+
+
+def pay_then_fail(x):
+    ductline.cross_boundary("charged the card")
+    raise RuntimeError("failed after paying")
+
+
+def fail_then_pay(x):
+    """Fails before its boundary on attempt 1 (free), pays and succeeds on attempt 2."""
+    if _attempt() == 1:
+        raise RuntimeError("failed before paying")
+    ductline.cross_boundary("charged the card")
+    return {"paid": x, "attempt": _attempt()}
+
+
+def returns_set(x):
+    return {1, 2}
+
+
+def not_a_list(x):
+    return {"n": x}
+
+
+# -- time ----------------------------------------------------------------------------------
+def sleep_in_c(x):
+    """Blocked in C (libc ``sleep``): only a signal to the process group ends it."""
+    ctypes.CDLL(None).sleep(HANG_SECONDS)
+    return "woke up"
+
+
+def python_sleep_first(x):
+    """Blocked in ``time.sleep`` on attempt 1; attempt 2 returns at once."""
+    if _attempt() == 1:
+        time.sleep(HANG_SECONDS)
+    return {"attempt": _attempt()}
+
+
+def hang(x):
+    ctypes.CDLL(None).sleep(HANG_SECONDS)
+    return x
+
+
+def hang_element(x):
+    ctypes.CDLL(None).sleep(HANG_SECONDS)
+    return x
+
+
+# Siblings that must overlap in time meet through the run's own key/value store
+# (`ductline.context().get/set`, which both drivers implement) instead of racing on
+# sleeps: a step that must fail while its sibling runs waits until the sibling says
+# it has started.
+SIBLING_RUNNING = "sibling running"
+FAILING = "failing"
+MEETING_SECONDS = 60      # a meeting that does not happen fails the step, it never hangs
+RECORDING_MARGIN = 1.0    # seconds for a driver to record what the sibling just did
+
+
+def _wait_for_key(key: str) -> None:
+    ctx = ductline.context()
+    end = time.monotonic() + MEETING_SECONDS
+    while ctx.get(key) is None:
+        if time.monotonic() > end:
+            raise RuntimeError(f"context key {key!r} was never set")
+        time.sleep(0.02)
+
+
+def fail_soon(x):
+    """Fails for good once its sibling has started (and had time to be recorded)."""
+    _wait_for_key(SIBLING_RUNNING)
+    time.sleep(RECORDING_MARGIN)
+    ductline.context().set(FAILING, True)
+    raise RuntimeError("failed while a sibling runs")
+
+
+def hang_sibling(x):
+    """Says it runs, then blocks until it is killed."""
+    ductline.context().set(SIBLING_RUNNING, True)
+    ctypes.CDLL(None).sleep(HANG_SECONDS)
+    return x
+
+
+def slow_ok(x):
+    """Still running when fail_soon halts the run; succeeds after the halt."""
+    ductline.context().set(SIBLING_RUNNING, True)
+    _wait_for_key(FAILING)
+    time.sleep(RECORDING_MARGIN)
+    return {"slow": x}
+
+
+def ready_sibling(x):
+    ductline.context().set(SIBLING_RUNNING, True)
+    return {"ready": x}
+
+
+def after(x):
+    return x
+
+
+def after_slow(x):
+    return {"after": x}
+
+
+def later(x):
+    return {"later": x}
+
+
+# -- pause ---------------------------------------------------------------------------------
+def prepare(x):
+    return {"order": x}
+
+
+def approve(request):
+    return {"approved": request}
+
+
+def finish(decision):
+    return decision
+
+
+def side(request):
+    return {"side": request["order"]}
+
+
+def collect(outputs):
+    return outputs
+
+
+# -- on_halt -------------------------------------------------------------------------------
+def halt_reasons(reasons):
+    """The handler's output keeps what both drivers decide (reason and step), not
+    the error texts."""
+    return [{"reason": r["reason"], "step": r["step"]} for r in reasons]
+
+
+def never(x):
+    return x
+
+
+# -- limits and payloads ----------------------------------------------------------------------
+def records(n):
+    return [{"customer": f"c{i % 2}", "amount": i} for i in range(n)]
+
+
+def limited_square(x):
+    time.sleep(0.05)
+    return x * x
+
+
+def charge(record):
+    time.sleep(0.05)
+    return {"customer": record["customer"], "charged": record["amount"] * 10}
+
+
+def big_text(n):
+    """About ``n`` MiB of text: stored out of line by a worker (inline limit 1 MiB)."""
+    block = "".join(chr(ord("a") + i % 26) for i in range(1024))
+    return block * (1024 * n) + "end"
+
+
+def measure(text):
+    return {"length": len(text), "head": text[:8], "tail": text[-3:]}
+
+
+def big_element(i):
+    return str(i) * (1_200_000 + i)
+
+
+def lengths(texts):
+    return [len(t) for t in texts]
+
+
+# == pipelines =================================================================================
+# -- transitions --------------------------------------------------------------------------------
+chain = Pipeline("parity_chain").start(add_one).chain(to=double).chain(to=async_square)
+
+chain_delay = Pipeline("parity_chain_delay").start(add_one).chain(to=double, delay=1)
+
+start_args = Pipeline("parity_start_args").start(pair_sum).chain(to=identity)
+
+class_step = Pipeline("parity_class_step").start(Greet).chain(to=identity)
+
+context_values = Pipeline("parity_context").start(context_write).chain(to=context_read)
+
+json_values = Pipeline("parity_json_values").start(values).chain(to=describe)
+
+thread_steps = (Pipeline("parity_thread_steps").start(add_one, isolation="thread")
+                .chain(to=in_thread, isolation="thread"))
+
+divide_combine = (Pipeline("parity_divide_combine").start(add_one)
+                  .divide(to=[slow_label, fast_label]).combine(into=gather))
+
+divide_branches = Pipeline("parity_divide_branches").start(add_one).divide(to=[slow_label, fast_label, square])
+divide_branches.branch(slow_label).chain(to=exclaim)
+divide_branches.branch(fast_label).chain(to=exclaim, name="exclaim_fast").chain(to=exclaim, name="exclaim_twice")
+divide_branches.combine(into=gather)
+
+divert_match = (Pipeline("parity_divert_match").start(identity)
+                .divert(to={"big": on_big, "small": on_small, "otherwise": on_medium})
+                .converge(into=finish))
+
+divert_otherwise = (Pipeline("parity_divert_otherwise").start(route)
+                    .divert(to={"huge": on_big, "otherwise": on_small}).converge(into=finish))
+
+divert_branch = Pipeline("parity_divert_branch").start(route).divert(to={"big": on_big, "otherwise": on_small})
+divert_branch.branch(on_small).chain(to=identity)
+divert_branch.converge(into=finish)
+
+expand_collapse = Pipeline("parity_expand_collapse").start(make_list).expand(to=reverse_sleep).collapse(into=gather)
+
+expand_empty = (Pipeline("parity_expand_empty").start(make_list).expand(to=square).chain(to=add_one)
+                .collapse(into=gather).chain(to=identity))
+
+expand_chain = (Pipeline("parity_expand_chain").start(make_list).expand(to=reverse_sleep)
+                .chain(to=add_one).collapse(into=total))
+
+expand_in_divide = Pipeline("parity_expand_in_divide").start(add_one).divide(to=[make_list, double])
+expand_in_divide.branch(make_list).expand(to=reverse_sleep).collapse(into=total)
+expand_in_divide.combine(into=gather)
+
+divide_in_expand = (Pipeline("parity_divide_in_expand").start(make_list).expand(to=add_one)
+                    .divide(to=[slow_label, fast_label]).combine(into=gather).collapse(into=collect))
+
+expand_in_expand = (Pipeline("parity_expand_in_expand").start(matrix).expand(to=identity)
+                    .expand(to=square).collapse(into=total).collapse(into=gather))
+
+divert_in_expand = (Pipeline("parity_divert_in_expand").start(make_list).expand(to=identity)
+                    .divert(to={"even": halve, "otherwise": triple_plus_one}, name=["even_half", "odd_step"])
+                    .converge(into=add_one).collapse(into=gather))
+
+# -- retries -----------------------------------------------------------------------------------
+# A failing step comes after the start step: a job's default retry delay is fixed by
+# the process that creates it, and a worker (DUCTLINE_RETRY_DELAY=0) creates every
+# job but the first, which the triggering process creates.
+def _after_start(name: str) -> Pipeline:
+    return Pipeline(name).start(identity, name="begin")
+
+
+retry_max0 = _after_start("parity_retry_max0").chain(to=fail_always, max_retry=0).chain(to=never)
+retry_max1 = _after_start("parity_retry_max1").chain(to=fail_always, max_retry=1).chain(to=never)
+retry_max3 = _after_start("parity_retry_max3").chain(to=fail_always, max_retry=3).chain(to=never)
+retry_delay0 = Pipeline("parity_retry_delay0").start(fail_until_third, max_retry=3, retry_delay=0).chain(to=identity)
+backoff_fixed = Pipeline("parity_backoff_fixed").start(fail_first, retry_delay=Backoff.fixed(1)).chain(to=identity)
+backoff_exhausted = (Pipeline("parity_backoff_exhausted")
+                     .start(fail_always, max_retry=2, retry_delay=Backoff.exponential(1, cap=1)))
+retry_on = (_after_start("parity_retry_on")
+            .chain(to=key_error_until_third, max_retry=1, retry_on=[KeyError]).chain(to=identity))
+no_retry_on = (_after_start("parity_no_retry_on")
+               .chain(to=value_error, no_retry_on=[ValueError], max_retry=3).chain(to=never))
+no_retry_on_other = (_after_start("parity_no_retry_on_other")
+                     .chain(to=key_error_first, no_retry_on=[ValueError], max_retry=3).chain(to=identity))
+retry_request = _after_start("parity_retry_request").chain(to=retry_once, max_retry=1).chain(to=identity)
+retry_request_free = _after_start("parity_retry_request_free").chain(to=retry_three_times, max_retry=1)
+crash_exhausted = _after_start("parity_crash_exhausted").chain(to=crash_always, max_crash=2).chain(to=never)
+crash_recovered = _after_start("parity_crash_recovered").chain(to=crash_first, max_crash=3).chain(to=identity)
+unsafe_to_retry = _after_start("parity_unsafe_to_retry").chain(to=pay_then_fail, max_retry=3).chain(to=never)
+boundary_after_retry = _after_start("parity_boundary_after_retry").chain(to=fail_then_pay, max_retry=3)
+bad_output = _after_start("parity_bad_output").chain(to=returns_set, max_retry=2).chain(to=never)
+
+# -- timeouts and the run deadline ---------------------------------------------------------------
+timeout_in_c = _after_start("parity_timeout_in_c").chain(to=sleep_in_c, timeout=1, max_retry=2).chain(to=never)
+timeout_in_python = (_after_start("parity_timeout_in_python").chain(to=python_sleep_first, timeout=1, max_retry=2)
+                     .chain(to=identity))
+deadline_chain = Pipeline("parity_deadline_chain", timeout=3).start(identity).chain(to=hang).chain(to=after)
+# The finished branch is an async step: the in-process executor runs it in its event
+# loop, so ``hang`` gets the child ``identity`` used instead of waiting for a new one
+# to start (a loaded machine could take the whole deadline to start one).
+deadline_divide = (Pipeline("parity_deadline_divide", timeout=3).start(identity)
+                   .divide(to=[async_label, hang]).combine(into=after))
+deadline_delay = Pipeline("parity_deadline_delay", timeout=3).start(identity).chain(to=later, delay=60)
+deadline_paused = (Pipeline("parity_deadline_paused", timeout=3).start(prepare).chain(to=approve)
+                   .chain(to=finish).pause(before=approve))
+
+# -- halts, fail-fast, cancel -----------------------------------------------------------------------
+fail_fast = (Pipeline("parity_fail_fast", on_failure="fail_fast").start(identity)
+             .divide(to=[fail_soon, hang_sibling], max_retry=1).combine(into=after))
+
+halt_held = Pipeline("parity_halt_held").start(identity).divide(to=[fail_soon, slow_ok], max_retry=1)
+halt_held.branch(slow_ok).chain(to=after_slow)
+halt_held.combine(into=after)
+
+halt_holds_waiting = Pipeline("parity_halt_holds_waiting").start(identity).divide(to=[fail_soon, ready_sibling],
+                                                                                  max_retry=1)
+halt_holds_waiting.branch(ready_sibling).chain(to=later, delay=60)
+halt_holds_waiting.combine(into=after)
+
+on_halt = (_after_start("parity_on_halt").chain(to=fail_always, max_retry=2).chain(to=never)
+           .on_halt(halt_reasons))
+
+cancel_chain = Pipeline("parity_cancel_chain").start(identity).chain(to=hang).chain(to=after)
+
+cancel_two_branches = Pipeline("parity_cancel_two_branches").start(identity).divide(to=[hang, fast_label])
+cancel_two_branches.branch(fast_label).chain(to=hang_element)
+cancel_two_branches.combine(into=after)
+
+cancel_expand = (Pipeline("parity_cancel_expand").start(make_list).expand(to=hang_element)
+                 .collapse(into=gather).chain(to=after))
+
+# -- pause ---------------------------------------------------------------------------------------
+pause_resume_input = (Pipeline("parity_pause_resume_input").start(prepare).chain(to=approve).chain(to=finish)
+                      .pause(before=approve))
+pause_resume_keep = (Pipeline("parity_pause_resume_keep").start(prepare).chain(to=approve).chain(to=finish)
+                     .pause(before=approve))
+pause_divide = (Pipeline("parity_pause_divide").start(prepare).divide(to=[approve, side]).combine(into=collect)
+                .pause(before=approve))
+pause_expired_sibling = (Pipeline("parity_pause_expired_sibling").start(prepare).divide(to=[approve, hang])
+                         .combine(into=collect).pause(before=approve, timeout=2))
+pause_expired = (Pipeline("parity_pause_expired").start(prepare).chain(to=approve).chain(to=finish)
+                 .pause(before=approve, timeout=1))
+
+# -- expand errors ---------------------------------------------------------------------------------
+max_fanout = (Pipeline("parity_max_fanout").start(make_list).expand(to=square, max_fanout=3)
+              .collapse(into=gather))
+expand_not_a_list = (_after_start("parity_expand_not_a_list").chain(to=not_a_list, max_retry=2)
+                      .expand(to=square).collapse(into=gather))
+
+# -- limits and payloads ----------------------------------------------------------------------------
+concurrency_limited = (Pipeline("parity_concurrency_limited").start(make_list)
+                       .expand(to=limited_square, concurrency=2).collapse(into=gather))
+rate_limited = (Pipeline("parity_rate_limited").start(make_list)
+                .expand(to=limited_square, rate=10).collapse(into=gather))
+keyed_limit = (Pipeline("parity_keyed_limit").start(records)
+               .expand(to=charge, concurrency=1, concurrency_key="customer").collapse(into=gather))
+large_payload = Pipeline("parity_large_payload").start(big_text).chain(to=measure)
+large_fan_in = (Pipeline("parity_large_fan_in").start(make_list).expand(to=big_element)
+                .collapse(into=lengths))

@@ -1,0 +1,185 @@
+"""The parity corpus: every case runs through `ductline.execute`, a worker on
+SQLite and a worker on PostgreSQL (tests/parity/test_parity.py).
+
+Each case names the run status and halt reason the drivers must agree on; some
+also pin step runs whose meaning the design fixes (attempt counts of the retry
+options, what a halt holds, what a stop skips), so three drivers that agree on a
+wrong answer still fail.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import parity_app as app
+from parity_harness import NO_INPUT, Case, Record
+
+
+def steps(*expected: tuple[Any, ...]) -> Callable[[Record], None]:
+    """A check that pins step runs: ``(step, scope, status, attempts)`` or with a
+    fifth item, the skip root (skipped runs also carry their reason), or the output."""
+
+    def check(record: Record) -> None:
+        for row in expected:
+            step, scope, status, attempts = row[:4]
+            found = record.step(step, scope)
+            assert (found.status, found.attempts) == (status, tuple(attempts)), (
+                f"{step}[{scope}]: expected {status} after {list(attempts)}, recorded "
+                f"{found.status} after {list(found.attempts)}\n" + "\n".join(record.lines()))
+            if len(row) > 4:
+                extra = row[4]
+                actual = (found.skip_reason, found.skip_root) if status == "skipped" else found.output
+                assert actual == extra, f"{step}[{scope}]: expected {extra!r}, recorded {actual!r}"
+
+    return check
+
+
+def absent(*names: str) -> Callable[[Record], None]:
+    def check(record: Record) -> None:
+        present = sorted({s.step for s in record.steps} & set(names))
+        assert not present, f"step runs {present} should not exist:\n" + "\n".join(record.lines())
+
+    return check
+
+
+def deadline_exceeded(record: Record) -> None:
+    assert record.timeout_exceeded, "timeout_exceeded is not set:\n" + "\n".join(record.lines())
+
+
+def both(*checks: Callable[[Record], None]) -> Callable[[Record], None]:
+    def check(record: Record) -> None:
+        for c in checks:
+            c(record)
+
+    return check
+
+
+OK = "succeeded"
+ERR = "errored"
+COMPLETED, HALTED, FAILED, CANCELLED = "completed", "halted", "failed", "cancelled"
+RETRIES = "job_retries_exhausted"
+
+CASES: list[Case] = [
+    # -- transitions ---------------------------------------------------------------------
+    Case("chain", app.chain, (3,), COMPLETED, check=steps(("async_square", "", COMPLETED, [OK], 64))),
+    Case("chain_delay", app.chain_delay, (3,), COMPLETED, seconds=1),
+    Case("start_args", app.start_args, (2, 3), COMPLETED),
+    Case("class_step", app.class_step, ("ana",), COMPLETED),
+    Case("context", app.context_values, (5,), COMPLETED),
+    Case("json_values", app.json_values, (1,), COMPLETED),
+    Case("thread_steps", app.thread_steps, (1,), COMPLETED),
+    Case("divide_combine", app.divide_combine, (1,), COMPLETED, slots=2,
+         check=steps(("gather", "", COMPLETED, [OK], ["slow:2", "fast:2"]))),
+    Case("divide_branches", app.divide_branches, (1,), COMPLETED, slots=3),
+    Case("divert_match", app.divert_match, ("big",), COMPLETED, check=absent("on_small", "on_medium")),
+    Case("divert_otherwise", app.divert_otherwise, (3,), COMPLETED, check=absent("on_big")),
+    Case("divert_branch", app.divert_branch, (3,), COMPLETED),
+    Case("expand_collapse", app.expand_collapse, (5,), COMPLETED, slots=5,
+         check=steps(("gather", "", COMPLETED, [OK], [0, 1, 4, 9, 16]))),
+    Case("expand_empty", app.expand_empty, (0,), COMPLETED,
+         check=both(steps(("gather", "", COMPLETED, [OK], [])), absent("square", "add_one"))),
+    Case("expand_chain", app.expand_chain, (5,), COMPLETED, slots=5),
+    Case("expand_in_divide", app.expand_in_divide, (3,), COMPLETED, slots=5),
+    Case("divide_in_expand", app.divide_in_expand, (3,), COMPLETED, slots=6),
+    Case("expand_in_expand", app.expand_in_expand, (3,), COMPLETED, slots=6),
+    Case("divert_in_expand", app.divert_in_expand, (4,), COMPLETED, slots=4),
+    # -- retry options ---------------------------------------------------------------------
+    Case("retry_max0", app.retry_max0, (1,), HALTED, RETRIES,
+         check=both(steps(("fail_always", "", FAILED, [ERR])), absent("never"))),
+    Case("retry_max1", app.retry_max1, (1,), HALTED, RETRIES, check=steps(("fail_always", "", FAILED, [ERR]))),
+    Case("retry_max3", app.retry_max3, (1,), HALTED, RETRIES,
+         check=steps(("fail_always", "", FAILED, [ERR, ERR, ERR]))),
+    Case("retry_delay0", app.retry_delay0, (1,), COMPLETED,
+         check=steps(("fail_until_third", "", COMPLETED, [ERR, ERR, OK]))),
+    Case("backoff_fixed", app.backoff_fixed, (1,), COMPLETED, seconds=1,
+         check=steps(("fail_first", "", COMPLETED, [ERR, OK]))),
+    Case("backoff_exhausted", app.backoff_exhausted, (1,), HALTED, RETRIES, seconds=1,
+         check=steps(("fail_always", "", FAILED, [ERR, ERR]))),
+    Case("retry_on", app.retry_on, (1,), COMPLETED,
+         check=steps(("key_error_until_third", "", COMPLETED, [ERR, ERR, OK]))),
+    # Known drift: execute made 3 attempts and halted job_retries_exhausted.
+    Case("no_retry_on", app.no_retry_on, (1,), HALTED, "non_retryable_error",
+         check=both(steps(("value_error", "", FAILED, [ERR])), absent("never"))),
+    Case("no_retry_on_other_error", app.no_retry_on_other, (1,), COMPLETED,
+         check=steps(("key_error_first", "", COMPLETED, [ERR, OK]))),
+    # Known drift: execute halted the run instead of retrying free of charge.
+    Case("retry_request", app.retry_request, (1,), COMPLETED,
+         check=steps(("retry_once", "", COMPLETED, [ERR, OK], {"attempt": 2}))),
+    Case("retry_request_free", app.retry_request_free, (1,), COMPLETED,
+         check=steps(("retry_three_times", "", COMPLETED, [ERR, ERR, ERR, OK]))),
+    Case("crash_exhausted", app.crash_exhausted, (1,), HALTED, "job_crashes_exhausted", seconds=1,
+         check=steps(("crash_always", "", FAILED, ["crashed", "crashed"]))),
+    Case("crash_recovered", app.crash_recovered, (1,), COMPLETED, seconds=1,
+         check=steps(("crash_first", "", COMPLETED, ["crashed", OK]))),
+    Case("unsafe_to_retry", app.unsafe_to_retry, (1,), HALTED, "unsafe_to_retry",
+         check=steps(("pay_then_fail", "", FAILED, [ERR]))),
+    Case("boundary_after_retry", app.boundary_after_retry, (1,), COMPLETED,
+         check=steps(("fail_then_pay", "", COMPLETED, [ERR, OK]))),
+    Case("bad_output", app.bad_output, (1,), HALTED, RETRIES, check=steps(("returns_set", "", FAILED, [ERR, ERR]))),
+    # -- step timeouts and the run deadline ---------------------------------------------------
+    Case("timeout_in_c", app.timeout_in_c, (1,), HALTED, RETRIES, seconds=3,
+         check=steps(("sleep_in_c", "", FAILED, ["timed_out", "timed_out"]))),
+    Case("timeout_in_python", app.timeout_in_python, (1,), COMPLETED, seconds=1,
+         check=steps(("python_sleep_first", "", COMPLETED, ["timed_out", OK]))),
+    Case("deadline_chain", app.deadline_chain, (1,), FAILED, seconds=3,
+         check=both(steps(("hang", "", FAILED, ["timed_out"]),
+                          ("after", "", "skipped", [], ("workflow timeout", "hang"))),
+                    deadline_exceeded)),
+    Case("deadline_divide", app.deadline_divide, (1,), FAILED, slots=2, seconds=3,
+         check=steps(("async_label", "", COMPLETED, [OK], "async:1"), ("hang", "", FAILED, ["timed_out"]),
+                     ("after", "", "skipped", [], ("workflow timeout", "hang")))),
+    Case("deadline_in_delay", app.deadline_delay, (1,), FAILED, seconds=3,
+         check=both(steps(("later", "", "skipped", [])), deadline_exceeded)),
+    Case("deadline_while_paused", app.deadline_paused, (1,), FAILED, seconds=3,
+         check=both(steps(("approve", "", "skipped", []), ("finish", "", "skipped", [])), deadline_exceeded)),
+    # -- halts, fail-fast, cancel, on_halt ----------------------------------------------------------
+    Case("fail_fast", app.fail_fast, (1,), HALTED, RETRIES, slots=2, seconds=1,
+         check=both(steps(("fail_soon", "", FAILED, [ERR]), ("hang_sibling", "", CANCELLED, [CANCELLED])),
+                    absent("after"))),
+    Case("halt_sibling_finishes", app.halt_held, (1,), HALTED, RETRIES, slots=2, seconds=3,
+         check=both(steps(("fail_soon", "", FAILED, [ERR]), ("slow_ok", "", COMPLETED, [OK]),
+                          ("after_slow", "", "held", [])), absent("after"))),
+    Case("halt_holds_waiting", app.halt_holds_waiting, (1,), HALTED, RETRIES, slots=2, seconds=1,
+         check=steps(("ready_sibling", "", COMPLETED, [OK]), ("later", "", "held", []))),
+    Case("on_halt", app.on_halt, (1,), HALTED, RETRIES,
+         check=steps(("fail_always", "", FAILED, [ERR, ERR]),
+                     ("__on_halt__", "", COMPLETED, [OK], [{"reason": RETRIES, "step": "fail_always"}]))),
+    Case("cancel_running", app.cancel_chain, (1,), CANCELLED, cancel_at="hang",
+         check=steps(("hang", "", CANCELLED, [CANCELLED]), ("after", "", "skipped", [], ("cancelled", "hang")))),
+    # Two open step runs lead to the fan-in: its skip root is the first open one in
+    # declaration order.
+    Case("cancel_two_branches", app.cancel_two_branches, (1,), CANCELLED, cancel_at="hang_element", slots=2,
+         check=steps(("hang", "", CANCELLED, [CANCELLED]), ("hang_element", "", CANCELLED, [CANCELLED]),
+                     ("after", "", "skipped", [], ("cancelled", "hang")))),
+    Case("cancel_in_expand", app.cancel_expand, (1,), CANCELLED, cancel_at="hang_element",
+         check=steps(("hang_element", "0", CANCELLED, [CANCELLED]),
+                     ("gather", "", "skipped", [], ("cancelled", "hang_element")))),
+    # -- pause ------------------------------------------------------------------------------------
+    Case("pause_resume_with_input", app.pause_resume_input, (7,), COMPLETED,
+         resume={"approve": {"approved_by": "ana"}},
+         check=steps(("approve", "", COMPLETED, [OK], {"approved": {"approved_by": "ana"}}))),
+    Case("pause_resume_keeping_input", app.pause_resume_keep, (7,), COMPLETED, resume={"approve": NO_INPUT},
+         check=steps(("approve", "", COMPLETED, [OK], {"approved": {"order": 7}}))),
+    Case("pause_in_divide", app.pause_divide, (5,), COMPLETED, resume={"approve": {"order": 50}}, slots=2),
+    Case("pause_expired", app.pause_expired, (7,), FAILED, "pause_expired", seconds=1,
+         check=steps(("approve", "", FAILED, []), ("finish", "", "skipped", [], ("pause expired", "approve")))),
+    Case("pause_expired_sibling_running", app.pause_expired_sibling, (7,), FAILED, "pause_expired", slots=2,
+         seconds=2, check=steps(("approve", "", FAILED, []), ("hang", "", CANCELLED, [CANCELLED]),
+                                ("collect", "", "skipped", [], ("pause expired", "approve")))),
+    # -- expand errors ----------------------------------------------------------------------------
+    Case("max_fanout_exceeded", app.max_fanout, (5,), HALTED, "max_fanout_exceeded",
+         check=both(steps(("make_list", "", FAILED, [ERR])), absent("square", "gather"))),
+    Case("expand_not_a_list", app.expand_not_a_list, (1,), HALTED, RETRIES,
+         check=steps(("not_a_list", "", FAILED, [ERR, ERR]))),
+    # -- limits and payloads --------------------------------------------------------------------------
+    Case("concurrency_limited", app.concurrency_limited, (6,), COMPLETED, slots=2,
+         check=steps(("gather", "", COMPLETED, [OK], [0, 1, 4, 9, 16, 25]))),
+    Case("rate_limited", app.rate_limited, (4,), COMPLETED, slots=4, seconds=1),
+    Case("concurrency_key", app.keyed_limit, (4,), COMPLETED, slots=2),
+    Case("large_payload", app.large_payload, (3,), COMPLETED),
+    Case("large_fan_in", app.large_fan_in, (2,), COMPLETED, slots=2,
+         check=steps(("lengths", "", COMPLETED, [OK], [1_200_000, 1_200_001]))),
+]
+
+assert len({c.name for c in CASES}) == len(CASES), "case names must be unique"
+assert len({c.pipeline.name for c in CASES}) == len(CASES), "each case runs its own pipeline"

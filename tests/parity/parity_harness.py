@@ -1,0 +1,442 @@
+"""The parity harness: run a case through `ductline.execute` and through real
+workers, and reduce what each driver recorded to one comparable form.
+
+A record keeps what the rulebook decides and drops what timing decides: the run's
+status, halt reason and ``timeout_exceeded`` flag, and per step run its step,
+scope, status, attempt results in order, skip reason (skipped step runs only), skip
+root and decoded output. Timestamps, durations, error texts, ids and worker names
+are left out. Long texts are replaced by their length and digest so a diff stays
+readable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import hashlib
+import json
+import logging
+import subprocess
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import ductline
+from ductline import codec
+from ductline.store import Store
+from ductline.store import payloads
+
+log = logging.getLogger("parity")
+
+# Both drivers get the same settings: retries at once unless a step sets a delay, and
+# one second between SIGTERM and SIGKILL. The workers' leases are longer than the
+# tests' usual 3 s: on a loaded machine a late heartbeat would record a ``crashed``
+# attempt the in-process executor (which has no leases) never sees.
+SLOTS = 8
+EXECUTE_PARALLEL = 3                  # cases run through execute at once
+KILL_GRACE_SECONDS = 1
+WORKER_ENV = {"DUCTLINE_RETRY_DELAY": "0", "DUCTLINE_KILL_GRACE_SECONDS": str(KILL_GRACE_SECONDS),
+              "DUCTLINE_LEASE_SECONDS": "15"}
+SETTLED_RUN = ("completed", "halted", "failed", "cancelled")
+MOVING_JOB = ("pending", "running")   # a settled run with these is still recording
+POLL_SECONDS = 0.05                   # between looks at the active runs of a worker
+LONG_TEXT = 200                       # characters; longer texts are compared by digest
+
+try:  # the sentinel that keeps a paused step's input
+    from ductline.handle import NO_INPUT
+except ImportError:  # pragma: no cover - moved by the operations layer
+    NO_INPUT = getattr(ductline, "NO_INPUT")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One pipeline run the same way through every driver.
+
+    Attributes:
+        name: the test id.
+        pipeline: the `ductline.Pipeline` (defined in ``parity_app``).
+        args: the trigger's arguments.
+        status, halt: the run status and halt reason every driver must record.
+        cancel_at: cancel the run once an attempt of this step is running.
+        resume: ``{step: input}`` to resume a paused step with (`NO_INPUT`
+            keeps its paused input); ``None`` never resumes.
+        slots: worker slots the case may hold at once; cases are triggered only
+            while their slots are free, so a sibling that must be running when
+            another step fails is not left waiting behind other cases.
+        seconds: a rough duration on a worker; the longest cases start first.
+        check: extra assertions on the (agreed) record.
+    """
+
+    name: str
+    pipeline: Any
+    args: tuple[Any, ...]
+    status: str
+    halt: str | None = None
+    cancel_at: str | None = None
+    resume: dict[str, Any] | None = None
+    slots: int = 1
+    seconds: float = 0.0
+    check: Callable[["Record"], None] | None = None
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step run as compared: its attempts' results in order, the skip reason of
+    a skipped run only (a failed paused step keeps its expiry there on a worker),
+    and its output decoded (`plain`)."""
+
+    step: str
+    scope: str
+    status: str
+    attempts: tuple[str, ...]
+    skip_reason: str | None
+    skip_root: str | None
+    output: Any
+
+    def sort_key(self) -> tuple[Any, ...]:
+        # Element order within a step ("2" before "10"); a scope that is not a path
+        # of element indexes sorts last, by its text.
+        parts = self.scope.split("/") if self.scope else []
+        if all(p.isdigit() for p in parts):
+            return (self.step, 0, tuple(int(p) for p in parts), self.scope)
+        return (self.step, 1, (), self.scope)
+
+    def line(self) -> str:
+        where = f"{self.step}[{self.scope}]" if self.scope else self.step
+        return (f"{where}: {self.status} attempts={list(self.attempts)} skip_reason={self.skip_reason!r} "
+                f"skip_root={self.skip_root!r} output={self.output!r}")
+
+
+@dataclass(frozen=True)
+class Record:
+    """A run as compared: its step runs sorted by step, then element order."""
+
+    status: str
+    halt_reason: str | None
+    timeout_exceeded: bool
+    steps: tuple[StepRecord, ...] = field(default=())
+
+    def lines(self) -> list[str]:
+        head = [f"run: {self.status} halt_reason={self.halt_reason!r} timeout_exceeded={self.timeout_exceeded}"]
+        return head + [s.line() for s in self.steps]
+
+    def step(self, name: str, scope: str = "") -> StepRecord:
+        for s in self.steps:
+            if (s.step, s.scope) == (name, scope):
+                return s
+        raise KeyError(f"no step run {name}[{scope}] in {self.lines()}")
+
+
+def plain(value: Any) -> Any:
+    """A value as compared: long texts become their length and digest."""
+    if isinstance(value, str) and len(value) > LONG_TEXT:
+        digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return f"<text of {len(value)} characters, sha256 {digest}>"
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def _text(value: Any) -> str | None:
+    """An enum or string state as its string value."""
+    if value is None:
+        return None
+    return str(getattr(value, "value", value))
+
+
+def make_record(status: Any, halt_reason: Any, timeout_exceeded: Any, steps: list[StepRecord]) -> Record:
+    return Record(_text(status) or "", _text(halt_reason), bool(timeout_exceeded),
+                  tuple(sorted(steps, key=StepRecord.sort_key)))
+
+
+def step_record(step: str, scope: str, status: Any, attempts: list[Any], skip_reason: Any, skip_root: Any,
+                output: Any) -> StepRecord:
+    status_text = _text(status) or ""
+    return StepRecord(step, scope or "", status_text, tuple(_text(a) or "" for a in attempts),
+                      _text(skip_reason) if status_text == "skipped" else None, _text(skip_root),
+                      plain(output))
+
+
+# -- the in-process executor -------------------------------------------------------------------
+def run_execute(case: Case) -> Any:
+    """Run ``case`` in process, with the workers' settings.
+
+    A plain case goes through `ductline.execute`. A case that cancels, or that
+    leaves a pause without a timeout unresumed (only its run deadline ends it),
+    goes through `ductline.local.start`, which `execute` is made of: the cancel is
+    sent from ``on_update`` when an attempt of the step starts, as the harness
+    cancels a worker's run once the step's job is running.
+    """
+    options: dict[str, Any] = {"retry_delay": 0, "kill_grace": KILL_GRACE_SECONDS, "concurrency": SLOTS}
+    if case.resume is not None:
+        options["resume"] = dict(case.resume)
+    pauses = case.pipeline.definition().pauses
+    waits_forever = any(timeout is None and step not in (case.resume or {}) for step, timeout in pauses.items())
+    if case.cancel_at is None and not waits_forever:
+        return ductline.execute(case.pipeline, *case.args, **options)
+    from ductline import local
+
+    async def started() -> Any:
+        holder: dict[str, Any] = {}
+
+        def on_update(event: dict[str, Any]) -> None:
+            if (case.cancel_at is not None and event.get("type") == "step_start"
+                    and event.get("step") == case.cancel_at and "run" in holder and not holder.get("sent")):
+                holder["sent"] = True
+                holder["run"].cancel()
+
+        run = local.start(case.pipeline, *case.args, on_update=on_update, **options)
+        holder["run"] = run
+        result = await run.result()
+        if case.cancel_at is not None:
+            assert holder.get("sent"), f"step {case.cancel_at!r} never started, so the run was not cancelled"
+        return result
+
+    return asyncio.run(started())
+
+
+class LocalRuns:
+    """Runs cases through `run_execute`, a few at a time, each in a thread with its
+    own event loop: the ``upfront`` cases from the start of the session (so the
+    executor's child start-ups overlap with each other and with the workers'
+    runs), any other case when its result is asked for."""
+
+    def __init__(self, upfront: list[Case], parallel: int) -> None:
+        self._pool = ThreadPoolExecutor(parallel, thread_name_prefix="parity-execute")
+        self._futures: dict[str, Future[Any]] = {
+            case.name: self._pool.submit(run_execute, case) for case in sorted(upfront, key=lambda c: -c.seconds)}
+
+    def result(self, case: Case, timeout: float = 90.0) -> Any:
+        """The `WorkflowResult` of ``case`` (what `run_execute` raised, raised again)."""
+        future = self._futures.get(case.name)
+        if future is None:
+            return run_execute(case)
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            raise AssertionError(f"execute: case {case.name!r} has not finished after {timeout} s") from None
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def from_execute(result: Any) -> Record:
+    """The record of a `WorkflowResult`."""
+    metadata = dict(getattr(result, "metadata", None) or {})
+    status = getattr(result, "status", None) or getattr(result, "overall_status", None)
+    steps = []
+    for s in result.steps:
+        history = getattr(s, "history", None) or ()
+        steps.append(step_record(s.step, getattr(s, "scope", "") or "", s.status,
+                                 [getattr(h, "result", None) for h in history], s.skip_reason,
+                                 getattr(s, "skip_root", None), s.output))
+    return make_record(status, metadata.get("halt_reason"), metadata.get("timeout_exceeded"), steps)
+
+
+# -- a worker ------------------------------------------------------------------------------------
+def from_store(store: Store, run_id: str) -> Record:
+    """The record of run ``run_id`` as a worker left it in the database."""
+    run = store.get_run(run_id)
+    assert run is not None, f"run {run_id} not found"
+    metadata = run["metadata"]
+    if isinstance(metadata, str):
+        metadata = json.loads(metadata or "{}")
+    attempts: dict[str, list[tuple[int, str]]] = {}
+    for a in store.run_attempts(run_id):
+        attempts.setdefault(a["job_id"], []).append((a["attempt"], a["result"]))
+    steps = []
+    for job in store.run_jobs(run_id):
+        output = None if job["output"] is None else codec.loads(payloads.load(store, run_id, job["output"]))
+        results = [result for _, result in sorted(attempts.get(job["id"], []))]
+        steps.append(step_record(job["step"], job["scope"], job["status"], results, job["skip_reason"],
+                                 job["skip_root"], output))
+    return make_record(run["status"], run["halt_reason"], (metadata or {}).get("timeout_exceeded"), steps)
+
+
+@dataclass
+class _Active:
+    case: Case
+    handle: Any
+    cancelled: bool = False
+    resumed: bool = False
+
+
+class Fleet:
+    """One worker process on one database, driving cases in a thread of its own.
+
+    The thread triggers the ``upfront`` cases, longest first, and any case asked
+    for with `want` ahead of them, while their slots fit in the worker's; it sends
+    the cancels and resumes a case asks for, and records each run once it has
+    settled (a halted run once nothing of it is still running or ready to run).
+    """
+
+    def __init__(self, backend: str, url: str, store: Store, proc: subprocess.Popen[bytes],
+                 upfront: list[Case]) -> None:
+        self.backend = backend
+        self.url = url
+        self.store = store
+        self.proc = proc
+        self._waiting = sorted(upfront, key=lambda c: -c.seconds)
+        self._wanted: list[Case] = []
+        self.records: dict[str, Record | BaseException] = {}
+        self.run_ids: dict[str, str] = {}
+        self.timings: dict[str, tuple[float, float]] = {}  # case: (triggered, settled), since start
+        self._changed = threading.Condition()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._drive, name=f"parity-{backend}", daemon=True)
+        self.started = time.monotonic()
+        self.finished: float | None = None
+        self.failure: BaseException | None = None  # what stopped the thread
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def want(self, case: Case) -> None:
+        """Trigger ``case`` next, unless it was triggered already."""
+        with self._changed:
+            if case.name not in self.run_ids and case.name not in self.records:
+                self._wanted.append(case)
+
+    def record(self, case: Case, timeout: float = 90.0) -> Record:
+        """The record of ``case`` once its run settled on this worker."""
+        self.want(case)
+        name = case.name
+        with self._changed:
+            self._changed.wait_for(
+                lambda: name in self.records or self.failure is not None or self.proc.poll() is not None, timeout)
+            if name not in self.records:
+                why = (f"the worker exited with code {self.proc.returncode}" if self.proc.poll() is not None
+                       else f"the harness thread stopped: {self.failure!r}" if self.failure is not None
+                       else f"its run is still moving after {timeout} s")
+                raise AssertionError(f"{self.backend} worker: no record of case {name!r}: {why}"
+                                     + self._describe(name))
+            found = self.records[name]
+        if isinstance(found, BaseException):
+            raise AssertionError(f"{self.backend} worker: case {name!r} failed in the harness: {found!r}")
+        return found
+
+    def _describe(self, name: str) -> str:
+        run_id = self.run_ids.get(name)
+        if run_id is None:
+            return " (not triggered)"
+        try:
+            run = self.store.get_run(run_id)
+            jobs = [(j["step"], j["scope"], j["status"]) for j in self.store.run_jobs(run_id)]
+        except Exception as exc:  # pragma: no cover - diagnostics only
+            return f" (run {run_id}: {exc!r})"
+        return f" (run {run_id} is {run and run['status']}; jobs {jobs})"
+
+    def _publish(self, name: str, value: Record | BaseException) -> None:
+        with self._changed:
+            self.records[name] = value
+            self._changed.notify_all()
+
+    def _drive(self) -> None:
+        waiting = self._waiting
+        active: dict[str, _Active] = {}
+        try:
+            while not self._stop.is_set():
+                with self._changed:
+                    wanted, self._wanted = self._wanted, []
+                names = {c.name for c in wanted}
+                waiting[:] = wanted + [c for c in waiting if c.name not in names]
+                used = sum(a.case.slots for a in active.values())
+                while waiting and used + waiting[0].slots <= SLOTS:
+                    case = waiting.pop(0)
+                    if case.name in self.run_ids:
+                        continue
+                    try:
+                        handle = case.pipeline.trigger(*case.args, database=self.store)
+                    except Exception as exc:
+                        self._publish(case.name, exc)
+                        continue
+                    self.run_ids[case.name] = handle.id
+                    self.timings[case.name] = (time.monotonic() - self.started, 0.0)
+                    active[case.name] = _Active(case, handle)
+                    used += case.slots
+                for name, item in list(active.items()):
+                    try:
+                        settled = self._step(item)
+                    except Exception as exc:
+                        log.exception("parity case %s on %s", name, self.backend)
+                        settled = exc
+                    if settled is not None:
+                        del active[name]
+                        self.timings[name] = (self.timings[name][0], time.monotonic() - self.started)
+                        self._publish(name, settled)
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"the {self.backend} worker exited with code {self.proc.returncode}")
+                self._stop.wait(POLL_SECONDS)
+        except BaseException as exc:
+            self.failure = exc
+            for item in active.values():
+                self._publish(item.case.name, exc)
+            for case in waiting:
+                self._publish(case.name, exc)
+        finally:
+            self.finished = time.monotonic()
+
+    def _step(self, item: _Active) -> Record | None:
+        """Act on one active run; its record once it has settled."""
+        case = item.case
+        run = self.store.get_run(item.handle.id)
+        assert run is not None
+        status = run["status"]
+        if case.cancel_at is not None and not item.cancelled and status not in SETTLED_RUN:
+            jobs = self.store.run_jobs(item.handle.id)
+            if any(j["step"] == case.cancel_at and j["status"] == "running" for j in jobs):
+                item.handle.cancel()
+                item.cancelled = True
+            return None
+        if case.resume is not None and not item.resumed and status == "paused":
+            # One resume resumes every paused step run of the run, with one input.
+            (value,) = case.resume.values()
+            if value is NO_INPUT:
+                item.handle.resume()
+            else:
+                item.handle.resume(input=value)
+            item.resumed = True
+            return None
+        if status not in SETTLED_RUN:
+            return None
+        if any(j["status"] in MOVING_JOB for j in self.store.run_jobs(item.handle.id)):
+            return None  # halted, and a sibling (or the on_halt handler) is still running
+        if case.cancel_at is not None and not item.cancelled:
+            raise AssertionError(f"run {item.handle.id} settled {status} before step {case.cancel_at!r} ran")
+        return from_store(self.store, item.handle.id)
+
+
+# -- comparing -------------------------------------------------------------------------------------
+def compare(case: Case, records: dict[str, Record]) -> None:
+    """Assert every driver recorded the same, and what the case expects.
+
+    Raises:
+        AssertionError: with a unified diff of each driver that disagrees with the
+            first one.
+    """
+    names = list(records)
+    base_name = names[0]
+    base = records[base_name]
+    problems = []
+    for name in names[1:]:
+        other = records[name]
+        if other != base:
+            diff = "\n".join(difflib.unified_diff(base.lines(), other.lines(), base_name, name, lineterm=""))
+            problems.append(diff)
+    if problems:
+        raise AssertionError(f"case {case.name}: the drivers disagree\n" + "\n\n".join(problems)
+                             + "\n\nrecorded by " + base_name + ":\n" + "\n".join(base.lines()))
+    assert (base.status, base.halt_reason) == (case.status, case.halt), (
+        f"case {case.name}: every driver recorded {base.status}/{base.halt_reason}, expected "
+        f"{case.status}/{case.halt}:\n" + "\n".join(base.lines()))
+    if case.check is not None:
+        case.check(base)

@@ -1,0 +1,35 @@
+"""The database clock as a worker sees it (DESIGN.md, "Step timeouts"): a measured
+offset turns database times into monotonic ones, whatever the wall clock does."""
+
+from __future__ import annotations
+
+from ductline.clock import DatabaseClock, FakeClock
+
+
+def test_offset_is_measured_at_the_middle_of_the_round_trip() -> None:
+    base = FakeClock(100.0)
+    clock = DatabaseClock(base)
+    clock.measure(db_ms=1_700_000_000_000, sent=100.0, received=100.2)  # read at 100.1
+    assert abs(clock.to_monotonic(1_700_000_000_000) - 100.1) < 1e-9
+    assert abs(clock.to_monotonic(1_700_000_005_000) - 105.1) < 1e-9
+    base.advance(0.1)
+    assert abs(clock.db_now_ms() - 1_700_000_000_000) < 1e-3
+
+
+def test_a_new_measurement_replaces_the_old_one() -> None:
+    base = FakeClock(10.0)
+    clock = DatabaseClock(base)
+    clock.measure(db_ms=5_000, sent=10.0, received=10.0)
+    clock.measure(db_ms=9_000, sent=12.0, received=12.0)  # the database clock stepped
+    assert clock.to_monotonic(9_000) == 12.0
+    assert clock.db_now_ms() == 7_000.0  # the fake still reads 10.0
+
+
+def test_the_fake_clock_moves_only_when_told() -> None:
+    base = FakeClock(1.0)
+    clock = DatabaseClock(base)
+    assert clock.now() == 1.0
+    clock.sleep(2.5)
+    assert clock.now() == 3.5
+    base.advance(-1)  # never backwards
+    assert clock.now() == 3.5

@@ -1,0 +1,69 @@
+"""The parent/child message protocol (`ductline.execution.protocol`): typed
+messages, the length cap, and what is not the protocol."""
+
+from __future__ import annotations
+
+import pickle
+from multiprocessing import Pipe
+
+import pytest
+
+from ductline.execution import protocol
+from ductline.execution.protocol import Done, Failed, Fatal, Garbled, Oversized, Ready, Request
+
+
+@pytest.mark.parametrize("wire, message", [
+    (protocol.ready(42), Ready(42)),
+    (protocol.fatal("ImportError", "no module", "tb"), Fatal("ImportError", "no module", "tb")),
+    (protocol.request("context_get", ("k",)), Request("context_get", ("k",))),
+    (("request", "payload_chunk", ["id", 0]), Request("payload_chunk", ("id", 0))),
+    (protocol.done("token", "[1]"), Done("token", "[1]")),
+    (protocol.failed("token", "ValueError", "bad", "tb"), Failed("token", "ValueError", "bad", "tb")),
+])
+def test_messages_parse_to_their_types(wire: tuple[object, ...], message: protocol.Message) -> None:
+    assert protocol.parse(wire) == message
+
+
+@pytest.mark.parametrize("wire", [
+    "done", (), (1, 2), ("done",), ("done", "token"), ("done", "token", 5), ("done", "t", "o", "extra"),
+    ("error", "token", "ValueError", "bad"), ("ready", "pid"), ("request", 3, ()), ("reply", True),
+    ("unknown", 1, 2, 3),
+])
+def test_malformed_messages_are_garbled(wire: object) -> None:
+    with pytest.raises(Garbled):
+        protocol.parse(wire)
+
+
+def test_receive_reads_up_to_the_cap_and_no_further() -> None:
+    parent, child = Pipe()
+    try:
+        child.send(protocol.done("token", "x" * 100))
+        assert protocol.receive(parent, 10_000) == Done("token", "x" * 100)
+        child.send(protocol.done("token", "x" * 10_000))
+        with pytest.raises(Oversized):
+            protocol.receive(parent, 1_000)
+    finally:
+        parent.close()
+        child.close()
+
+
+def test_bytes_that_are_not_a_pickle_are_garbled() -> None:
+    parent, child = Pipe()
+    try:
+        child.send_bytes(b"not a pickle")
+        with pytest.raises(Garbled):
+            protocol.receive(parent, 1_000)
+        child.send_bytes(pickle.dumps({"a": 1}))
+        with pytest.raises(Garbled):
+            protocol.receive(parent, 1_000)
+    finally:
+        parent.close()
+        child.close()
+
+
+def test_a_closed_pipe_ends_the_reading() -> None:
+    parent, child = Pipe()
+    child.close()
+    with pytest.raises(EOFError):
+        protocol.receive(parent, 1_000)
+    parent.close()
