@@ -223,3 +223,6 @@ def hop(x):
 long_chain = Pipeline("rt_long_chain", timeout=3).start(hop, name="hop_0")
 for _i in range(1, 5000):
     long_chain.chain(to=hop, name=f"hop_{_i}")
+
+# -- one step: its completion completes the run (cancel races) --------------------------
+single = Pipeline("rt_single").start(quick)

@@ -329,7 +329,8 @@ def test_revive_run_makes_failed_and_held_jobs_pending(store: Store, force: bool
         assert tx.halt_run(run_id, "unsafe_to_retry", {"halted_step": "first"})
     assert job(store, run_id, held)["status"] == "held"
 
-    assert store.revive_run(run_id, force=force) is True
+    failed_step = job(store, run_id, failed)["step"]
+    assert store.revive_run(run_id, force_steps=[failed_step] if force else []) is True
     run = store.get_run(run_id)
     assert run is not None
     assert (run["status"], run["halt_reason"], run["finished_ms"]) == ("running", None, None)

@@ -13,13 +13,18 @@ __all__ = ["Store", "Tx", "open_store", "DEFAULT_URL"]
 DEFAULT_URL = "sqlite:///ductline.db"
 
 
-def open_store(url: str, *, max_connections: int = 4) -> Store:
+def open_store(url: str, *, max_connections: int = 4, create: bool = True,
+               busy_timeout: float | None = None) -> Store:
     """Open the store at a database URL.
 
     Args:
         url: ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` or
             ``postgresql://user@host:port/database`` (``postgres://`` also works).
         max_connections: pool size for PostgreSQL.
+        create: SQLite: create the database file if it does not exist (commands
+            that only read pass ``False`` and get `StoreUnavailable` instead).
+        busy_timeout: SQLite: seconds to wait for another process's write lock
+            (default: the ``sqlite_busy_timeout`` setting, 30 s).
 
     Raises:
         ConfigurationError: the URL is malformed or names an unknown scheme.
@@ -35,10 +40,17 @@ def open_store(url: str, *, max_connections: int = 4) -> Store:
         from ductline.store.sqlite import SqliteDialect
 
         path = parsed.path[1:]
-        return Store(SqliteDialect(url, os.path.expanduser(path)))
+        if busy_timeout is None:
+            from ductline.config import load_settings
+
+            busy_timeout = load_settings().sqlite_busy_timeout
+        return Store(SqliteDialect(url, os.path.expanduser(path), create=create, busy_timeout=busy_timeout))
     if parsed.scheme in ("postgresql", "postgres"):
         if not parsed.path.strip("/") and not parsed.netloc:
             raise ConfigurationError(f"malformed PostgreSQL URL {url!r}: name a host and a database")
+        from ductline.extras import require
+
+        require("postgres")
         from ductline.store.postgres import PostgresDialect
 
         return Store(PostgresDialect(url, max_connections=max_connections))

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import re
 from importlib import resources
+from typing import Any
+
+from ductline.codec import safe_text
 
 _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 # ``:name`` but not the second colon of a ``::type`` cast.
@@ -59,3 +62,11 @@ def load(dialect: str) -> dict[str, str]:
 
 # SQLite's clock, in integer milliseconds; 'now' is read once per statement.
 SQLITE_NOW_MS = "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
+
+
+def safe_params(params: dict[str, Any] | None) -> dict[str, Any]:
+    """Bound parameters with every string made storable (`ductline.codec.safe_text`):
+    the one place text enters a table, whichever dialect and statement."""
+    if not params:
+        return {}
+    return {k: safe_text(v) if type(v) is str else v for k, v in params.items()}

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
+
+from ductline.model.limits import StepLimit
+from ductline.model.routing import JobSpec
+
+__all__ = ["ClaimedJob", "ExpiredLease", "JobBudget", "NewJob", "NewRun", "StepLimit", "AUTO_STATUS"]
+
+# A new job's status decided by the insert itself from its run's status, in the
+# same statement (`ductline.model.states.waiting_status`: pending, or held in a
+# halted run), so creating jobs never needs a read of the run first.
+AUTO_STATUS = "auto"
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +37,7 @@ class NewJob:
     scope: str
     parent_scope: str | None
     elem_index: int | None
-    status: str                # 'pending', or 'held' when the run is halted
+    status: str                # a JobStatus value, or AUTO_STATUS
     input: str                 # JSON list of positional arguments
     delay_ms: int
     max_retry: int
@@ -37,14 +48,18 @@ class NewJob:
     priority: int = 0          # the step's, added to its run's by the insert
     limit_key: str | None = None  # concurrency/rate limit key, None when unlimited
 
-
-@dataclass(frozen=True, slots=True)
-class StepLimit:
-    """A step's limits per limit key: at most ``concurrency`` running attempts and
-    ``rate`` starts per second (either may be ``None``)."""
-
-    concurrency: int | None
-    rate: float | None
+    @classmethod
+    def of(cls, run_id: str, pipeline: str, step: str, scope: str, input_json: str, spec: JobSpec, *,
+           status: str = AUTO_STATUS, not_before_ms: int | None = None, delay_ms: int | None = None) -> "NewJob":
+        """A job of ``step`` at ``scope`` carrying what its `JobSpec` fixed
+        (`ductline.model.routing.job_spec`); ``input_json`` is stored as given."""
+        return cls(
+            id=uuid.uuid4().hex, run_id=run_id, pipeline=pipeline, step=step, scope=scope,
+            parent_scope=spec.parent_scope, elem_index=spec.elem_index, status=status, input=input_json,
+            delay_ms=spec.delay_ms if delay_ms is None else delay_ms, not_before_ms=not_before_ms,
+            max_retry=spec.max_retry, max_crash=spec.max_crash, retry_delay_seconds=int(spec.retry_delay_seconds),
+            timeout_seconds=spec.timeout_seconds, priority=spec.priority, limit_key=spec.limit_key,
+        )
 
 
 @dataclass(frozen=True, slots=True)

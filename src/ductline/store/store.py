@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
-from ductline.store import claims, migrations, payloads
+from ductline.model.states import WorkerStatus
+from ductline.store import migrations, payloads
 from ductline.store.records import ClaimedJob, ExpiredLease, StepLimit
 from ductline.store.session import Dialect
 from ductline.store.tx import Tx
@@ -47,7 +48,7 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[Tx]:
         with self.dialect.transaction() as session:
-            yield Tx(session)
+            yield Tx(session, per_level_claims=self.dialect.name == "sqlite")
 
     # -- clock -------------------------------------------------------------------
     def now_ms(self) -> int:
@@ -73,37 +74,8 @@ class Store:
         """
         if limit <= 0:
             return []
-        with self.dialect.transaction() as s:
-            rows = claims.claim_rows(s, per_level=self.dialect.name == "sqlite", pipelines=pipelines,
-                                     limit=limit, lease_ms=lease_ms, worker_id=worker_id,
-                                     limits=limits or {}, fifo=fifo)
-            if not rows:
-                return []
-            # One statement starts every run of the batch, one reads their deadlines:
-            # the cost of a claim does not grow with the number of runs it touches.
-            run_ids = json.dumps(sorted({row["run_id"] for row in rows}))
-            first_ms = min(int(row["claimed_ms"]) for row in rows)
-            s.execute("start_runs", {"run_ids": run_ids, "now_ms": first_ms})
-            deadlines = {r["id"]: r["deadline_ms"] for r in s.fetch("run_deadlines", {"run_ids": run_ids})}
-            claimed = []
-            for row in rows:
-                started = int(row["claimed_ms"])
-                run_deadline = deadlines[row["run_id"]]
-                step_deadline = None if row["timeout_seconds"] is None else started + row["timeout_seconds"] * 1000
-                candidates = [d for d in (step_deadline, run_deadline) if d is not None]
-                claimed.append(ClaimedJob(
-                    job_id=row["id"], run_id=row["run_id"], pipeline=row["pipeline"], step=row["step"],
-                    scope=row["scope"], input=row["input"], attempt=int(row["attempts"]),
-                    lease_token=row["lease_token"], timeout_seconds=row["timeout_seconds"],
-                    boundary=row["boundary"], not_before_ms=int(row["not_before_ms"]), started_ms=started,
-                    deadline_ms=min(candidates) if candidates else None, run_deadline_ms=run_deadline,
-                    limit_key=row["limit_key"],
-                ))
-            s.execute_many("insert_attempt", [{
-                "job_id": c.job_id, "attempt": c.attempt, "run_id": c.run_id, "lease_token": c.lease_token,
-                "worker_id": worker_id, "started_ms": c.started_ms, "deadline_ms": c.deadline_ms,
-            } for c in claimed])
-            return claimed
+        with self.transaction() as tx:
+            return tx.claim(worker_id, pipelines, limit, lease_ms, limits=limits, fifo=fifo)
 
     def unthrottle_idle_keys(self) -> int:
         """Make throttled jobs ready again where nothing of their limit key runs (a
@@ -112,7 +84,7 @@ class Store:
             return s.execute("unthrottle_idle_keys")
 
     def renew_leases(self, worker_id: str, tokens: list[str], lease_ms: int, *, busy: int = 0,
-                     undead: int = 0, status: str = "running") -> tuple[int, set[str]]:
+                     undead: int = 0, status: str = WorkerStatus.RUNNING.value) -> tuple[int, set[str]]:
         """Heartbeat: extend the given leases and the worker's row.
 
         Returns:
@@ -152,13 +124,6 @@ class Store:
         with self.dialect.reader() as s:
             return s.fetch("due_deadlines", {"limit": limit})
 
-    def next_run_deadline(self, pipelines: list[str]) -> int | None:
-        """The earliest deadline of any active run of these pipelines."""
-        with self.dialect.reader() as s:
-            rows = s.fetch("next_run_deadline", {"pipelines": json.dumps(pipelines)})
-        value = rows[0]["deadline_ms"] if rows else None
-        return None if value is None else int(value)
-
     def set_attempt_deadline(self, job_id: str, attempt: int, lease_token: str, deadline_ms: int) -> bool:
         """Record a scaled deadline reported when the attempt started."""
         with self.dialect.transaction() as s:
@@ -188,7 +153,8 @@ class Store:
 
     def worker_stopped(self, worker_id: str) -> None:
         with self.dialect.transaction() as s:
-            s.execute("worker_heartbeat", {"id": worker_id, "busy": 0, "undead": 0, "status": "stopped"})
+            s.execute("worker_heartbeat", {"id": worker_id, "busy": 0, "undead": 0,
+                                           "status": WorkerStatus.STOPPED.value})
 
     # -- run context ---------------------------------------------------------------
     def context_get(self, run_id: str, key: str) -> str | None:
@@ -203,78 +169,16 @@ class Store:
             return s.execute(name, {"run_id": run_id, "key": key, "value": value}) == 1
 
     # -- operator actions ----------------------------------------------------------
-    def revive_run(self, run_id: str, *, force: bool = False) -> bool:
-        """Revive a halted run: failed and held jobs become pending with fresh budgets."""
+    def revive_run(self, run_id: str, *, force_steps: Iterable[str] = ()) -> bool:
+        """Revive a halted run: failed, cancelled and held jobs become pending with
+        fresh budgets; the crossed boundaries of ``force_steps`` are cleared
+        (`ductline.operations.revive` decides whether a revive is allowed)."""
         with self.dialect.transaction() as s:
             if s.execute("revive_run", {"run_id": run_id}) != 1:
                 return False
-            s.execute("revive_jobs", {"run_id": run_id, "force": force})
+            s.execute("revive_jobs", {"run_id": run_id, "force_steps": json.dumps(sorted(set(force_steps)))})
             s.fetch("notify")
             return True
-
-    def resume_run(self, run_id: str, input_json: str | None = None, *,
-                   limits: payloads.Limits = payloads.DEFAULT_LIMITS) -> list[dict[str, Any]]:
-        """Resume a paused run: its paused jobs become pending now and the run
-        running (workers are woken as for new jobs). Of racing resumes exactly one
-        succeeds; the others raise and change nothing. A pause whose expiry
-        (``pause_expires_ms``) has passed on the database clock is never resumed:
-        it fails closed (the maintenance sweep fails the run), even before a
-        worker has noticed.
-
-        Args:
-            input_json: a JSON list of arguments replacing the paused step's input
-                (the step receives them as its positional arguments); ``None``
-                keeps the input it was paused with. Above ``limits.inline_bytes``
-                it is stored out of line with the run, in this transaction (the
-                caller checks ``limits.max_bytes`` first: `runtime.pause.resume`).
-
-        Returns:
-            The resumed step runs (``id``, ``step``, ``scope``, ``elem_index``, ``pause_expires_ms``).
-
-        Raises:
-            RunNotFound: no such run.
-            InvalidStateError: the run is not paused (also: it stopped being paused
-                meanwhile), a pause of the run has expired, or ``input_json`` is
-                given while several step runs are paused. Nothing is changed.
-        """
-        from ductline.errors import InvalidStateError, RunNotFound
-        from ductline.views import iso
-
-        with self.dialect.transaction() as s:
-            tx = Tx(s)
-            status = tx.run_status(run_id)
-            if status is None:
-                raise RunNotFound(f"run {run_id!r} not found")
-            paused = tx.paused_jobs(run_id)
-            # 'running' with a paused job: a pause committed just after a resume had
-            # read the run (PostgreSQL, read committed). It is resumable all the same.
-            if status != "paused" and not (status == "running" and paused):
-                raise InvalidStateError(f"run {run_id} is {status}; only a paused run can be resumed")
-            # Fail closed: an expired pause is not resumed, whether or not a worker's
-            # sweep has failed the run yet (resume_jobs is fenced on the expiry too).
-            now_ms = tx.now_ms()
-            expired = sorted((int(p["pause_expires_ms"]), p["step"]) for p in paused
-                             if p["pause_expires_ms"] is not None and int(p["pause_expires_ms"]) <= now_ms)
-            if expired:
-                expires_ms, step = expired[0]
-                raise InvalidStateError(f"run {run_id} cannot be resumed: its pause before step {step!r} expired "
-                                        f"at {iso(expires_ms)}; the run fails closed")
-            if input_json is not None and len(paused) > 1:
-                where = ", ".join(p["step"] + (f"[{p['elem_index']}]" if p["elem_index"] is not None else "")
-                                  for p in paused[:10])
-                raise InvalidStateError(f"run {run_id} has {len(paused)} paused step runs ({where}); a new "
-                                        "input replaces the input of one: resume without an input")
-            # Jobs first, then the run: the lock order of cancel and of the run deadline.
-            lost = f"run {run_id} is no longer paused (resumed, cancelled or expired meanwhile)"
-            stored_input, pending = (None, None) if input_json is None else payloads.prepare(input_json, limits)
-            if paused and tx.resume_jobs([p["id"] for p in paused], stored_input) != len(paused):
-                raise InvalidStateError(lost)
-            if pending is not None and paused:  # a large input is stored out of line with the run
-                payloads.write(tx, run_id, pending, limits)
-            if not tx.resume_run(run_id) and status == "paused" and not paused:
-                raise InvalidStateError(lost)
-            s.fetch("notify")
-            return paused
 
     def expired_pauses(self, limit: int = 100) -> list[dict[str, Any]]:
         """Paused jobs whose pause expired on the database clock, earliest first."""

@@ -10,21 +10,61 @@ import json
 import uuid
 from typing import Any
 
-from ductline.model.states import AttemptResult
+from ductline.model.states import AttemptResult, JobStatus, RunStatus
 from ductline.store import claims
-from ductline.store.records import JobBudget, NewJob, NewRun
+from ductline.store.records import ClaimedJob, JobBudget, NewJob, NewRun, StepLimit
 from ductline.store.session import Session
 
 
 class Tx:
     """The verbs available inside one write transaction."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, *, per_level_claims: bool = False) -> None:
         self.s = session
+        self._per_level = per_level_claims  # the dialect claims one priority level per statement
 
     def now_ms(self) -> int:
         """The database clock, read inside this transaction."""
         return int(self.s.fetch("now")[0]["now_ms"])
+
+    def notify(self) -> None:
+        """Wake workers when this transaction commits: jobs became ready."""
+        self.s.fetch("notify")
+
+    # -- claiming --------------------------------------------------------------
+    def claim(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int, *,
+              limits: dict[tuple[str, str], StepLimit] | None = None, fifo: bool = False) -> list[ClaimedJob]:
+        """Claim up to ``limit`` ready jobs inside this transaction (see `Store.claim`)."""
+        rows = claims.claim_rows(self.s, per_level=self._per_level, pipelines=pipelines,
+                                 limit=limit, lease_ms=lease_ms, worker_id=worker_id,
+                                 limits=limits or {}, fifo=fifo)
+        if not rows:
+            return []
+        # One statement starts every run of the batch, one reads their deadlines:
+        # the cost of a claim does not grow with the number of runs it touches.
+        run_ids = json.dumps(sorted({row["run_id"] for row in rows}))
+        first_ms = min(int(row["claimed_ms"]) for row in rows)
+        self.s.execute("start_runs", {"run_ids": run_ids, "now_ms": first_ms})
+        deadlines = {r["id"]: r["deadline_ms"] for r in self.s.fetch("run_deadlines", {"run_ids": run_ids})}
+        claimed = []
+        for row in rows:
+            started = int(row["claimed_ms"])
+            run_deadline = deadlines[row["run_id"]]
+            step_deadline = None if row["timeout_seconds"] is None else started + row["timeout_seconds"] * 1000
+            candidates = [d for d in (step_deadline, run_deadline) if d is not None]
+            claimed.append(ClaimedJob(
+                job_id=row["id"], run_id=row["run_id"], pipeline=row["pipeline"], step=row["step"],
+                scope=row["scope"], input=row["input"], attempt=int(row["attempts"]),
+                lease_token=row["lease_token"], timeout_seconds=row["timeout_seconds"],
+                boundary=row["boundary"], not_before_ms=int(row["not_before_ms"]), started_ms=started,
+                deadline_ms=min(candidates) if candidates else None, run_deadline_ms=run_deadline,
+                limit_key=row["limit_key"],
+            ))
+        self.s.execute_many("insert_attempt", [{
+            "job_id": c.job_id, "attempt": c.attempt, "run_id": c.run_id, "lease_token": c.lease_token,
+            "worker_id": worker_id, "started_ms": c.started_ms, "deadline_ms": c.deadline_ms,
+        } for c in claimed])
+        return claimed
 
     # -- creating work ---------------------------------------------------------
     def insert_run(self, run: NewRun) -> bool:
@@ -141,10 +181,18 @@ class Tx:
                                              "metadata": json.dumps(metadata)}) == 1
         if halted:
             self.s.execute("hold_jobs", {"run_id": run_id})
+            self.settled(run_id)
         return halted
 
     def complete_run(self, run_id: str, output: str) -> bool:
-        return self.s.execute("complete_run", {"run_id": run_id, "output": output}) == 1
+        completed = self.s.execute("complete_run", {"run_id": run_id, "output": output}) == 1
+        if completed:
+            self.settled(run_id)
+        return completed
+
+    def settled(self, run_id: str) -> None:
+        """Tell clients waiting for this run, at commit, that it stopped moving."""
+        self.s.fetch("notify_settled", {"run_id": run_id})
 
     # -- pauses (`.pause(before=)`) -------------------------------------------------
     def pause_jobs(self, jobs: list[tuple[str, str, int | None]]) -> None:
@@ -175,20 +223,16 @@ class Tx:
         """Record a paused job whose pause expired as ``failed`` (no attempt ran)."""
         return self.s.execute("expire_paused_job", {"job_id": job_id, "reason": reason}) == 1
 
-    def fail_paused_run(self, run_id: str, metadata: dict[str, Any]) -> bool:
-        """End an unfinished run ``failed`` with ``halt_reason`` ``pause_expired``."""
-        return self.s.execute("fail_paused_run", {"run_id": run_id, "metadata": json.dumps(metadata)}) == 1
-
     # -- ending a whole run (deadline, cancel, fail-fast) -----------------------
     def open_jobs(self, run_id: str) -> list[dict[str, Any]]:
         """Jobs of the run that have not finished: pending, held or running."""
         return self.s.fetch("open_jobs", {"run_id": run_id})
 
-    def abort_running(self, run_id: str, job_status: str, attempt_result: AttemptResult,
+    def abort_running(self, run_id: str, job_status: JobStatus, attempt_result: AttemptResult,
                       error_type: str, error: str) -> int:
         """End every running attempt of the run (their leases are revoked: the
         workers running them see it at their next heartbeat and kill the child)."""
-        changed = self.s.execute("abort_running_jobs", {"run_id": run_id, "status": job_status,
+        changed = self.s.execute("abort_running_jobs", {"run_id": run_id, "status": job_status.value,
                                                         "reason": error})
         self.s.execute("close_open_attempts", {"run_id": run_id, "result": attempt_result.value,
                                                "error_type": error_type, "error": error})
@@ -208,18 +252,37 @@ class Tx:
             "reason": reason, "root": root,
         } for step, scope, index, root in jobs])
 
-    def expire_run(self, run_id: str, metadata: dict[str, Any]) -> bool:
-        return self.s.execute("expire_run", {"run_id": run_id, "metadata": json.dumps(metadata)}) == 1
-
-    def cancel_run(self, run_id: str, metadata: dict[str, Any]) -> bool:
-        return self.s.execute("cancel_run", {"run_id": run_id, "metadata": json.dumps(metadata)}) == 1
+    def stop_run(self, run_id: str, status: RunStatus, from_statuses: frozenset[RunStatus],
+                 metadata: dict[str, Any], halt_reason: str | None = None) -> bool:
+        """End a run early (deadline, cancel, expired pause: `ductline.model.stops`)
+        if its status is one of ``from_statuses``; ``halt_reason`` replaces the
+        run's when given. Returns whether this call ended it."""
+        stopped = self.s.execute("stop_run", {
+            "run_id": run_id, "status": status.value, "halt_reason": halt_reason,
+            "metadata": json.dumps(metadata), "from_statuses": json.dumps(sorted(from_statuses)),
+        }) == 1
+        if stopped:
+            self.settled(run_id)
+        return stopped
 
     def run_pipeline(self, run_id: str) -> str | None:
         rows = self.s.fetch("get_run", {"run_id": run_id})
         return rows[0]["pipeline"] if rows else None
 
-    def run_metadata(self, run_id: str) -> dict[str, Any] | None:
-        rows = self.s.fetch("run_metadata", {"run_id": run_id})
+    def lock_runs(self, run_ids: list[str]) -> dict[str, str]:
+        """Lock these runs for recording their attempts' outcomes (taken first, in
+        id order); returns their statuses. Serializes outcomes with stops of the
+        same runs (`lock_run_for_stop`); claims are not held up."""
+        if not run_ids:
+            return {}
+        rows = self.s.fetch("lock_runs", {"run_ids": json.dumps(sorted(set(run_ids)))})
+        return {r["id"]: r["status"] for r in rows}
+
+    def run_metadata(self, run_id: str, *, for_stop: bool = False) -> dict[str, Any] | None:
+        """The run's status, timeout and metadata; ``for_stop`` locks the run
+        exclusively first (a cancel, a deadline, an expired pause), so recording
+        outcomes and claims of the run wait until the stop commits."""
+        rows = self.s.fetch("lock_run_for_stop" if for_stop else "run_metadata", {"run_id": run_id})
         if not rows:
             return None
         row = rows[0]

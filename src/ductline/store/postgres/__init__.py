@@ -20,6 +20,7 @@ log = logging.getLogger("ductline.store")
 CONNECT_TIMEOUT_SECONDS = 5
 POOL_TIMEOUT_SECONDS = 15
 CHANNEL = "ductline_jobs"
+RUNS_CHANNEL = "ductline_runs"  # a run settled: the payload is its id
 
 
 def _translate(exc: Exception, what: str) -> StoreError:
@@ -35,20 +36,20 @@ class _Session:
 
     def fetch(self, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         try:
-            return list(self._conn.execute(self._sql[name], params or {}).fetchall())
+            return list(self._conn.execute(self._sql[name], queries.safe_params(params)).fetchall())
         except psycopg.Error as exc:
             raise _translate(exc, name) from exc
 
     def execute(self, name: str, params: dict[str, Any] | None = None) -> int:
         try:
-            return self._conn.execute(self._sql[name], params or {}).rowcount
+            return self._conn.execute(self._sql[name], queries.safe_params(params)).rowcount
         except psycopg.Error as exc:
             raise _translate(exc, name) from exc
 
     def execute_many(self, name: str, params: Iterable[dict[str, Any]]) -> None:
         try:
             with self._conn.cursor() as cur:
-                cur.executemany(self._sql[name], list(params))
+                cur.executemany(self._sql[name], [queries.safe_params(p) for p in params])
         except psycopg.Error as exc:
             raise _translate(exc, name) from exc
 
@@ -140,6 +141,31 @@ class PostgresDialect:
             except psycopg.Error as exc:
                 log.warning("LISTEN connection lost: %s; reconnecting", exc)
                 stop.wait(1.0)
+
+    @contextmanager
+    def run_listener(self) -> Iterator[Callable[[float], list[str]]]:
+        """LISTEN for runs that settle (``notify_settled``) on a connection of its
+        own; yields ``wait(timeout_seconds) -> run ids`` (empty on timeout).
+
+        Raises:
+            StoreUnavailable: the connection could not be made.
+        """
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+        except psycopg.Error as exc:
+            raise _translate(exc, "listen") from exc
+        try:
+            conn.execute(f"LISTEN {RUNS_CHANNEL}")
+
+            def wait(timeout: float) -> list[str]:
+                try:
+                    return [n.payload for n in conn.notifies(timeout=max(0.0, timeout), stop_after=1)]
+                except psycopg.Error as exc:
+                    raise _translate(exc, "listen") from exc
+
+            yield wait
+        finally:
+            conn.close()
 
     def close(self) -> None:
         with self._lock:

@@ -9,13 +9,14 @@ SELECT priority FROM ductline_ready_levels;
 -- name: claim_candidates
 -- The rows claim_jobs would take, locked but not claimed. :priority is unused here.
 SELECT c.id, c.limit_key, c.pipeline, c.step, c.rate_slot_ms, c.not_before_ms FROM ductline_ready_levels levels CROSS JOIN LATERAL (
-    SELECT id, priority, not_before_ms, limit_key, pipeline, step, rate_slot_ms FROM ductline_jobs
-    WHERE status = 'pending' AND throttled = 0 AND priority = levels.priority
-      AND not_before_ms <= (SELECT ductline_now_ms())
-      AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
-    ORDER BY not_before_ms
+    -- The runs are share-locked as claim_jobs does (a stop waits, or is skipped).
+    SELECT j.id, j.priority, j.not_before_ms, j.limit_key, j.pipeline, j.step, j.rate_slot_ms FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
+    WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = levels.priority
+      AND j.not_before_ms <= (SELECT ductline_now_ms())
+      AND j.pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
+    ORDER BY j.not_before_ms
     LIMIT :limit
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF j SKIP LOCKED FOR KEY SHARE OF r SKIP LOCKED
 ) c
 ORDER BY c.priority DESC, c.not_before_ms
 LIMIT :limit;
@@ -25,13 +26,14 @@ LIMIT :limit;
 -- Each level gives its oldest; the oldest of those are taken. :priority is unused.
 SELECT c.id, c.limit_key, c.pipeline, c.step, c.rate_slot_ms, c.not_before_ms
 FROM ductline_ready_levels levels CROSS JOIN LATERAL (
-    SELECT id, not_before_ms, limit_key, pipeline, step, rate_slot_ms FROM ductline_jobs
-    WHERE status = 'pending' AND throttled = 0 AND priority = levels.priority
-      AND not_before_ms <= (SELECT ductline_now_ms())
-      AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
-    ORDER BY not_before_ms
+    -- The runs are share-locked as claim_jobs does (a stop waits, or is skipped).
+    SELECT j.id, j.not_before_ms, j.limit_key, j.pipeline, j.step, j.rate_slot_ms FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
+    WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = levels.priority
+      AND j.not_before_ms <= (SELECT ductline_now_ms())
+      AND j.pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
+    ORDER BY j.not_before_ms
     LIMIT :limit
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF j SKIP LOCKED FOR KEY SHARE OF r SKIP LOCKED
 ) c
 ORDER BY c.not_before_ms
 LIMIT :limit;

@@ -43,8 +43,3 @@ LIMIT :limit;
 UPDATE ductline_jobs
 SET status = 'failed', skip_reason = :reason, finished_ms = ductline_now_ms()
 WHERE id = :job_id AND status = 'paused' AND pause_expires_ms <= ductline_now_ms();
-
--- name: fail_paused_run
-UPDATE ductline_runs
-SET status = 'failed', halt_reason = 'pause_expired', metadata = :metadata, finished_ms = ductline_now_ms()
-WHERE id = :run_id AND status IN ('pending', 'running', 'paused', 'halted');

@@ -48,15 +48,19 @@ ON CONFLICT (run_id, step, scope) DO NOTHING;
 -- workers claim side by side. Each priority level of the claimable jobs
 -- (ductline_ready_levels) is read in not-before order from the ready index, so the
 -- claim never scans delayed jobs. :priority is unused here (SQLite claims per level).
+-- Each picked job's run row is share-locked (FOR KEY SHARE) until commit: a stop of
+-- the run (cancel, deadline, expired pause) locks it FOR UPDATE, so it either waits for
+-- this claim and then ends the attempt it created, or holds the run first and this
+-- claim skips the run's jobs. Completions take a lock that does not conflict with it.
 WITH picked AS (
     SELECT c.id FROM ductline_ready_levels levels CROSS JOIN LATERAL (
-        SELECT id, priority, not_before_ms FROM ductline_jobs
-        WHERE status = 'pending' AND throttled = 0 AND priority = levels.priority
-          AND not_before_ms <= (SELECT ductline_now_ms())
-          AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
-        ORDER BY not_before_ms
+        SELECT j.id, j.priority, j.not_before_ms FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
+        WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = levels.priority
+          AND j.not_before_ms <= (SELECT ductline_now_ms())
+          AND j.pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
+        ORDER BY j.not_before_ms
         LIMIT :limit
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF j SKIP LOCKED FOR KEY SHARE OF r SKIP LOCKED
     ) c
     ORDER BY c.priority DESC, c.not_before_ms
     LIMIT :limit
@@ -187,6 +191,10 @@ SET status = CASE WHEN started_ms IS NULL THEN 'pending'
                   WHEN EXISTS (SELECT 1 FROM ductline_jobs j WHERE j.run_id = ductline_runs.id
                                  AND j.status = 'paused') THEN 'paused'
                   ELSE 'running' END, halt_reason = NULL,
+    -- The halt's details go (a revived run that completes must not look halted);
+    -- how many times it was revived stays.
+    metadata = jsonb_set(metadata::jsonb - 'halted_step' - 'error' - 'reasons', '{revived}',
+                         to_jsonb(coalesce((metadata::jsonb ->> 'revived')::int, 0) + 1))::text,
     finished_ms = NULL
 WHERE id = :run_id AND status = 'halted';
 
@@ -194,7 +202,8 @@ WHERE id = :run_id AND status = 'halted';
 UPDATE ductline_jobs
 SET status = 'pending', failures = 0, crashes = 0, finished_ms = NULL, throttled = 0,
     not_before_ms = CASE WHEN not_before_ms > ductline_now_ms() THEN not_before_ms ELSE ductline_now_ms() END,
-    boundary = CASE WHEN :force::boolean THEN NULL ELSE boundary END
+    -- A crossed boundary is cleared only for the steps an operator forced by name.
+    boundary = CASE WHEN step IN (SELECT jsonb_array_elements_text(:force_steps::jsonb)) THEN NULL ELSE boundary END
 WHERE run_id = :run_id AND status IN ('failed', 'held', 'cancelled');
 
 -- name: context_get
@@ -303,24 +312,11 @@ VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index, 'ski
         ductline_now_ms(), 0, 0, 0, :reason, :root, ductline_now_ms(), ductline_now_ms())
 ON CONFLICT (run_id, step, scope) DO NOTHING;
 
--- name: expire_run
-UPDATE ductline_runs SET status = 'failed', metadata = :metadata, finished_ms = ductline_now_ms()
-WHERE id = :run_id AND status IN ('pending', 'running', 'paused');
-
--- name: cancel_run
-UPDATE ductline_runs SET status = 'cancelled', metadata = :metadata, finished_ms = ductline_now_ms()
-WHERE id = :run_id AND status IN ('pending', 'running', 'paused', 'halted');
-
 -- name: due_deadlines
 SELECT id, pipeline, timeout_seconds, metadata FROM ductline_runs
 WHERE status IN ('pending', 'running', 'paused') AND deadline_ms <= (SELECT ductline_now_ms())
 ORDER BY deadline_ms
 LIMIT :limit;
-
--- name: next_run_deadline
-SELECT min(deadline_ms) AS deadline_ms FROM ductline_runs
-WHERE status IN ('pending', 'running', 'paused') AND deadline_ms IS NOT NULL
-  AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb));
 
 -- name: run_metadata
 SELECT metadata, timeout_seconds, status FROM ductline_runs WHERE id = :run_id;
@@ -386,3 +382,27 @@ SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
             SELECT min(pause_expires_ms) FROM ductline_jobs
             WHERE status = 'paused' AND pause_expires_ms IS NOT NULL
               AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))) AS due) AS deadline_ms;
+
+-- name: stop_run
+-- A run deadline, a cancel or an expired pause ends the run (`ductline.model.stops`):
+-- only from the statuses the stop applies to, so of two racing stops one wins.
+UPDATE ductline_runs
+SET status = :status, halt_reason = coalesce(:halt_reason, halt_reason), metadata = :metadata,
+    finished_ms = ductline_now_ms()
+WHERE id = :run_id AND status IN (SELECT jsonb_array_elements_text(:from_statuses::jsonb));
+
+-- name: lock_runs
+-- Taken first by every transaction that records outcomes of a run's attempts, in id
+-- order (no deadlocks between workers): a stop of the run waits for it, or it waits
+-- for the stop and then sees the run ended. It does not conflict with claims.
+SELECT id, status FROM ductline_runs WHERE id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb))
+ORDER BY id FOR NO KEY UPDATE;
+
+-- name: lock_run_for_stop
+-- A stop (cancel, run deadline, expired pause) locks the run exclusively first.
+SELECT metadata, timeout_seconds, status FROM ductline_runs WHERE id = :run_id FOR UPDATE;
+
+-- name: notify_settled
+-- Delivered at commit to clients waiting for a run (LISTEN ductline_runs): the run
+-- with this id stopped moving (completed, halted, failed, cancelled).
+SELECT pg_notify('ductline_runs', :run_id) AS notified;

@@ -119,7 +119,7 @@ CREATE TABLE ductline_workers (
 CREATE INDEX ductline_runs_pipeline ON ductline_runs (pipeline, created_ms, id);
 CREATE INDEX ductline_runs_pipeline_status ON ductline_runs (pipeline, status, created_ms, id);
 
--- 0003: operating features (issue 8).
+-- 0003: operating features.
 -- Idempotency: trigger(..., key=...) stores the key on the run. At most one *active*
 -- run (pending, running, paused or halted: a halted run may still be retried) holds
 -- a key per pipeline; a completed, failed or cancelled run releases it, so the same
@@ -132,7 +132,7 @@ CREATE UNIQUE INDEX ductline_runs_idempotency ON ductline_runs (pipeline, idempo
 -- Attempts still open (result IS NULL): recording a batch of results never scans finished ones.
 CREATE INDEX ductline_attempts_open ON ductline_attempts (job_id, attempt) WHERE result IS NULL;
 
--- 0005: operating features, second part (issue 8); columns are in the tables above.
+-- 0005: operating features, second part; columns are in the tables above.
 -- The ready index: claims (highest priority first, then oldest) and the wake-up
 -- timer read only this, one priority level at a time (ductline_ready_levels).
 CREATE INDEX ductline_jobs_ready ON ductline_jobs (priority, not_before_ms) WHERE status = 'pending' AND throttled = 0;
@@ -207,3 +207,6 @@ CREATE TABLE ductline_payload_chunks (
     data BYTEA NOT NULL,
     PRIMARY KEY (payload_id, seq)
 );
+
+-- 0006: retention (prune finished runs by finish time).
+CREATE INDEX ductline_runs_ended ON ductline_runs (status, (coalesce(finished_ms, created_ms)), id);

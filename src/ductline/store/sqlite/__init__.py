@@ -3,6 +3,10 @@
 Each thread gets its own connection (sqlite3 connections are not shared across
 threads). Writers take the database lock at ``BEGIN IMMEDIATE``, so a transaction
 never fails half-way on a lock upgrade; readers are never blocked in WAL mode.
+
+The file's identity (device and inode) is recorded when it is first opened and
+checked before every transaction: a database deleted or replaced under a running
+process raises `DatabaseReplaced` instead of writing on into the orphaned file.
 """
 
 from __future__ import annotations
@@ -11,75 +15,114 @@ import os
 import sqlite3
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
+from urllib.parse import quote
 
-from ductline.errors import StoreError, StoreUnavailable
+from ductline.errors import DatabaseReplaced, StoreError, StoreUnavailable
 from ductline.store import queries
 
-BUSY_TIMEOUT_MS = 30_000
+DEFAULT_BUSY_TIMEOUT_SECONDS = 30.0
 
 
-def _translate(exc: sqlite3.Error, what: str) -> StoreError:
-    text = str(exc)
-    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "unable to open" in text
-                                                      or "disk I/O" in text):
-        return StoreUnavailable(f"SQLite {what}: {text}")
-    return StoreError(f"SQLite {what}: {text}")
+def _translator(path: str, busy_timeout: float) -> "Callable[[sqlite3.Error, str], StoreError]":
+    def translate(exc: sqlite3.Error, what: str) -> StoreError:
+        text = str(exc)
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
+            return StoreUnavailable(f"SQLite database {path} is locked by another process for {busy_timeout:g} s "
+                                    f"(the busy timeout, sqlite_busy_timeout) during {what}; another program or "
+                                    "a long transaction holds it")
+        if isinstance(exc, sqlite3.OperationalError) and ("unable to open" in text or "disk I/O" in text):
+            return StoreUnavailable(f"SQLite {what} on {path}: {text}")
+        return StoreError(f"SQLite {what} on {path}: {text}")
+    return translate
 
 
 class _Session:
-    def __init__(self, conn: sqlite3.Connection, sql: dict[str, str]) -> None:
+    def __init__(self, conn: sqlite3.Connection, sql: dict[str, str],
+                 translate: Callable[[sqlite3.Error, str], StoreError]) -> None:
         self._conn = conn
         self._sql = sql
+        self._translate = translate
 
     def fetch(self, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         try:
-            cur = self._conn.execute(self._sql[name], params or {})
+            cur = self._conn.execute(self._sql[name], queries.safe_params(params))
             cols = [d[0] for d in cur.description or ()]
             return [dict(zip(cols, row)) for row in cur.fetchall()]
         except sqlite3.Error as exc:
-            raise _translate(exc, name) from exc
+            raise self._translate(exc, name) from exc
 
     def execute(self, name: str, params: dict[str, Any] | None = None) -> int:
         try:
-            return self._conn.execute(self._sql[name], params or {}).rowcount
+            return self._conn.execute(self._sql[name], queries.safe_params(params)).rowcount
         except sqlite3.Error as exc:
-            raise _translate(exc, name) from exc
+            raise self._translate(exc, name) from exc
 
     def execute_many(self, name: str, params: Iterable[dict[str, Any]]) -> None:
         try:
-            self._conn.executemany(self._sql[name], list(params))
+            self._conn.executemany(self._sql[name], [queries.safe_params(p) for p in params])
         except sqlite3.Error as exc:
-            raise _translate(exc, name) from exc
+            raise self._translate(exc, name) from exc
 
 
 class SqliteDialect:
     name = "sqlite"
 
-    def __init__(self, url: str, path: str) -> None:
+    def __init__(self, url: str, path: str, *, create: bool = True,
+                 busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS) -> None:
+        """Args:
+            create: create the file if it does not exist (commands that only read
+                refuse a missing database instead).
+            busy_timeout: seconds to wait for another process's write lock.
+        """
         self.url = url
         self.path = path
+        self._create = create
+        self._busy_timeout = busy_timeout
+        self._translate = _translator(path, busy_timeout)
         self._sql = queries.load("sqlite")
         self._local = threading.local()
         self._pid = os.getpid()
+        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file first opened
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
             raise StoreUnavailable(f"SQLite: directory {directory!r} does not exist")
 
+    def _check_identity(self) -> None:
+        """Raise `DatabaseReplaced` if the file is gone or is another file now."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            st = None
+        identity = None if st is None else (st.st_dev, st.st_ino)
+        if self._identity is None:
+            self._identity = identity
+        elif identity != self._identity:
+            what = "deleted" if identity is None else "replaced by another file"
+            raise DatabaseReplaced(f"the SQLite database {self.path} was {what} while this process had it "
+                                   "open; nothing more is written to it (restart against the database "
+                                   "you mean to use)")
+
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if self._identity is not None:
+            self._check_identity()
         # A connection must never cross a fork: open a new one in a child process.
         if conn is None or getattr(self._local, "pid", None) != os.getpid():
+            if not self._create and not os.path.exists(self.path):
+                raise StoreUnavailable(f"no ductline database at {self.path}: trigger or run a pipeline, or run "
+                                       "`ductline migrate`, to create it")
             try:
-                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
+                conn = sqlite3.connect(self.path, timeout=self._busy_timeout,
                                        isolation_level=None, check_same_thread=False)
+                conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
                 conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
                 conn.execute("PRAGMA synchronous=NORMAL")
             except sqlite3.Error as exc:
-                raise _translate(exc, f"open {self.path}") from exc
+                raise self._translate(exc, "open") from exc
             self._local.conn = conn
             self._local.pid = os.getpid()
+            self._check_identity()
         return conn
 
     @contextmanager
@@ -88,21 +131,21 @@ class SqliteDialect:
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            raise _translate(exc, "begin") from exc
+            raise self._translate(exc, "begin") from exc
         try:
-            yield _Session(conn, self._sql)
+            yield _Session(conn, self._sql, self._translate)
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
         try:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            conn.execute("ROLLBACK")
-            raise _translate(exc, "commit") from exc
+            _rollback(conn)
+            raise self._translate(exc, "commit") from exc
 
     @contextmanager
     def reader(self) -> Iterator[_Session]:
-        yield _Session(self._connection(), self._sql)
+        yield _Session(self._connection(), self._sql, self._translate)
 
     def run_script(self, sql: str) -> None:
         conn = self._connection()
@@ -112,8 +155,8 @@ class SqliteDialect:
                 conn.execute(statement)
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            conn.execute("ROLLBACK")
-            raise _translate(exc, "migration") from exc
+            _rollback(conn)
+            raise self._translate(exc, "migration") from exc
 
     def table_exists(self, table: str) -> bool:
         row = self._connection().execute(
@@ -125,6 +168,16 @@ class SqliteDialect:
         if conn is not None and getattr(self._local, "pid", None) == os.getpid():
             conn.close()
         self._local = threading.local()
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back if a transaction is open: a failed BEGIN opened none, and a ROLLBACK
+    then would raise an error of its own and hide the one that matters."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
 
 
 def _statements(script: str) -> list[str]:

@@ -178,6 +178,10 @@ SET status = CASE WHEN started_ms IS NULL THEN 'pending'
                   WHEN EXISTS (SELECT 1 FROM ductline_jobs j WHERE j.run_id = ductline_runs.id
                                  AND j.status = 'paused') THEN 'paused'
                   ELSE 'running' END, halt_reason = NULL,
+    -- The halt's details go (a revived run that completes must not look halted);
+    -- how many times it was revived stays.
+    metadata = json_set(json_remove(metadata, '$.halted_step', '$.error', '$.reasons'), '$.revived',
+                        coalesce(json_extract(metadata, '$.revived'), 0) + 1),
     finished_ms = NULL
 WHERE id = :run_id AND status = 'halted';
 
@@ -185,7 +189,8 @@ WHERE id = :run_id AND status = 'halted';
 UPDATE ductline_jobs
 SET status = 'pending', failures = 0, crashes = 0, finished_ms = NULL, throttled = 0,
     not_before_ms = CASE WHEN not_before_ms > ductline_now_ms() THEN not_before_ms ELSE ductline_now_ms() END,
-    boundary = CASE WHEN :force THEN NULL ELSE boundary END
+    -- A crossed boundary is cleared only for the steps an operator forced by name.
+    boundary = CASE WHEN step IN (SELECT value FROM json_each(:force_steps)) THEN NULL ELSE boundary END
 WHERE run_id = :run_id AND status IN ('failed', 'held', 'cancelled');
 
 -- name: context_get
@@ -294,24 +299,11 @@ VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index, 'ski
         ductline_now_ms(), 0, 0, 0, :reason, :root, ductline_now_ms(), ductline_now_ms())
 ON CONFLICT (run_id, step, scope) DO NOTHING;
 
--- name: expire_run
-UPDATE ductline_runs SET status = 'failed', metadata = :metadata, finished_ms = ductline_now_ms()
-WHERE id = :run_id AND status IN ('pending', 'running', 'paused');
-
--- name: cancel_run
-UPDATE ductline_runs SET status = 'cancelled', metadata = :metadata, finished_ms = ductline_now_ms()
-WHERE id = :run_id AND status IN ('pending', 'running', 'paused', 'halted');
-
 -- name: due_deadlines
 SELECT id, pipeline, timeout_seconds, metadata FROM ductline_runs
 WHERE status IN ('pending', 'running', 'paused') AND deadline_ms <= ductline_now_ms()
 ORDER BY deadline_ms
 LIMIT :limit;
-
--- name: next_run_deadline
-SELECT min(deadline_ms) AS deadline_ms FROM ductline_runs
-WHERE status IN ('pending', 'running', 'paused') AND deadline_ms IS NOT NULL
-  AND pipeline IN (SELECT value FROM json_each(:pipelines));
 
 -- name: run_metadata
 SELECT metadata, timeout_seconds, status FROM ductline_runs WHERE id = :run_id;
@@ -379,3 +371,22 @@ SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
             SELECT min(pause_expires_ms) FROM ductline_jobs
             WHERE status = 'paused' AND pause_expires_ms IS NOT NULL
               AND pipeline IN (SELECT value FROM json_each(:pipelines))) AS due) AS deadline_ms;
+
+-- name: stop_run
+-- A run deadline, a cancel or an expired pause ends the run (`ductline.model.stops`):
+-- only from the statuses the stop applies to, so of two racing stops one wins.
+UPDATE ductline_runs
+SET status = :status, halt_reason = coalesce(:halt_reason, halt_reason), metadata = :metadata,
+    finished_ms = ductline_now_ms()
+WHERE id = :run_id AND status IN (SELECT value FROM json_each(:from_statuses));
+
+-- name: lock_runs
+-- SQLite has one writer at a time (BEGIN IMMEDIATE): reading is enough.
+SELECT id, status FROM ductline_runs WHERE id IN (SELECT value FROM json_each(:run_ids)) ORDER BY id;
+
+-- name: lock_run_for_stop
+SELECT metadata, timeout_seconds, status FROM ductline_runs WHERE id = :run_id;
+
+-- name: notify_settled
+-- SQLite cannot notify other processes: clients waiting for a run poll instead.
+SELECT :run_id AS notified;

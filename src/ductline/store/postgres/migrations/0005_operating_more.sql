@@ -1,4 +1,4 @@
--- 0005: operating features, second part (issue 8).
+-- 0005: operating features, second part.
 
 -- Priorities: a run's priority (pipeline default or trigger override) plus its step's
 -- priority is the job's; claims take higher first, then the oldest not-before.

@@ -1,4 +1,4 @@
--- 0003: operating features (issue 8).
+-- 0003: operating features.
 -- Idempotency: trigger(..., key=...) stores the key on the run. At most one *active*
 -- run (pending, running, paused or halted: a halted run may still be retried) holds
 -- a key per pipeline; a completed, failed or cancelled run releases it, so the same

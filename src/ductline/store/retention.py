@@ -1,0 +1,51 @@
+"""Deleting finished runs whole: the store verbs of retention
+(`ductline.operations.prune` decides what and when)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ductline import faults
+from ductline.store.store import Store, Tx
+
+# What a run holds, child rows first (the order the foreign keys need).
+_TABLES = ("chunks", "payloads", "attempts", "context", "fanins", "jobs", "runs")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A run that may be pruned: its id, age (finish time, or creation time if it has
+    not finished) and how many rows it holds."""
+
+    run_id: str
+    age_ms: int
+    weight: int
+
+
+def candidates(store: Store, statuses: list[str], cutoff_ms: int, after: tuple[int, str],
+               limit: int) -> list[Candidate]:
+    """Runs of ``statuses`` that ended (or were created, if not ended) before
+    ``cutoff_ms`` (database clock), oldest first, after the keyset position
+    ``after`` = ``(age_ms, run_id)``."""
+    with store.dialect.reader() as s:
+        rows = s.fetch("prune_candidates", {"statuses": json.dumps(statuses), "cutoff_ms": cutoff_ms,
+                                            "after_ms": after[0], "after_id": after[1], "limit": limit})
+    return [Candidate(r["id"], int(r["age_ms"]), 1 + int(r["weight"] or 0)) for r in rows]
+
+
+def delete_runs(tx: Tx, run_ids: list[str], statuses: list[str]) -> dict[str, int]:
+    """Delete these runs with their jobs, attempts, payloads and context, inside
+    ``tx`` -- only those still in ``statuses`` (and, on PostgreSQL, not held by
+    another pruner). Returns the rows deleted per table (``runs`` included)."""
+    locked = [r["id"] for r in tx.s.fetch("prune_lock", {"run_ids": json.dumps(sorted(run_ids)),
+                                                          "statuses": json.dumps(statuses)})]
+    counts = dict.fromkeys(_TABLES, 0)
+    if not locked:
+        return counts
+    ids = json.dumps(locked)
+    for table in _TABLES:
+        counts[table] = tx.s.execute(f"prune_{table}", {"run_ids": ids})
+        if table == "attempts":
+            faults.checkpoint("during_prune")
+    return counts
