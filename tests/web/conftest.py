@@ -42,7 +42,8 @@ def make_client(sqlite_store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterato
     clients: list[Any] = []
 
     def make(token: str | None = TOKEN, **kwargs: Any) -> Any:
-        client = TestClient(create_app(sqlite_store, token=token, poll_seconds=0.05, **kwargs))
+        client = TestClient(create_app(sqlite_store, token=token, poll_seconds=0.05, **kwargs),
+                            base_url="http://localhost")
         clients.append(client)
         return client
 

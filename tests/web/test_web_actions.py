@@ -87,12 +87,13 @@ def test_unsafe_run_is_retried_only_when_forced(client, sqlite_store: Store):
     assert sqlite_store.get_run(handle.id)["halt_reason"] == "unsafe_to_retry"
     log_in(client)
     page = client.get(f"/runs/{handle.id}").text
-    assert "re-run steps that crossed a boundary" in page and "boundary: charged the card" in page
+    assert "re-run pays_then_fails, which crossed a boundary (charged the card)" in page
+    assert "boundary: charged the card" in page
     csrf = csrf_of(page)
     refused = client.post(f"/runs/{handle.id}/retry", data={"csrf": csrf})
     assert "crossed an irreversible boundary" in refused.text
     assert sqlite_store.get_run(handle.id)["status"] == "halted"
-    client.post(f"/runs/{handle.id}/retry", data={"csrf": csrf, "force": "yes"})
+    client.post(f"/runs/{handle.id}/retry", data={"csrf": csrf, "force": "pays_then_fails"})
     assert sqlite_store.get_run(handle.id)["status"] == "running"
 
 

@@ -23,7 +23,7 @@ URL = "/api/pipelines/rt_chain/runs"
 @pytest.fixture
 def client(store, monkeypatch):
     monkeypatch.delenv("DUCTLINE_DASHBOARD_TOKEN", raising=False)
-    with TestClient(create_app(store, token=TOKEN, poll_seconds=0.05)) as c:
+    with TestClient(create_app(store, token=TOKEN, poll_seconds=0.05), base_url="http://localhost") as c:
         yield c
 
 

@@ -10,8 +10,9 @@ from typing import Any
 import rt_app
 
 from ductline import codec
-from ductline.dsl.pipeline import Pipeline
+from ductline import Pipeline
 from ductline.model.states import AttemptResult
+from ductline.model.outcomes import Ended
 from ductline.runtime import record
 from ductline.store import Store
 from ductline.store.records import ClaimedJob
@@ -37,8 +38,8 @@ def succeed(store: Store, pipeline: Pipeline, job: ClaimedJob, output: Any) -> N
 
 def fail(store: Store, pipeline: Pipeline, job: ClaimedJob, error: str = "bad input") -> record.Recorded:
     with store.transaction() as tx:
-        return record.failure(tx, pipeline.definition(), _attempt(job), AttemptResult.ERRORED, "ValueError",
-                              error, f'Traceback (most recent call last):\n  File "app.py", line 1\nValueError: {error}')
+        return record.failure(tx, pipeline.definition(), _attempt(job), Ended(AttemptResult.ERRORED, "ValueError",
+                              error), f'Traceback (most recent call last):\n  File "app.py", line 1\nValueError: {error}')
 
 
 def complete_run(store: Store, pipeline: Pipeline, *args: Any) -> str:

@@ -19,10 +19,11 @@ from starlette.routing import Route
 from starlette.schemas import SchemaGenerator
 
 from ductline import views
-from ductline.handle import RunHandle
 from ductline.errors import DefinitionError, InvalidStateError, PipelineNotFound
+from ductline.model.states import JobStatus
 from ductline.web import events, start
 from ductline.web.app import dashboard
+from ductline.web.graph import Shown
 from ductline.web.reader import MAX_PAGE, STATUSES, BadQuery
 
 
@@ -74,7 +75,8 @@ def overview(request: Request) -> Response:
     """Counts of runs by status and of jobs by readiness."""
     reader = dashboard(request).reader
     jobs = reader.job_counts()
-    return ApiResponse({"runs": reader.run_counts(), "jobs": {k: jobs[k] for k in ("ready", "delayed", "running")},
+    shown = (Shown.READY, Shown.DELAYED, JobStatus.RUNNING)
+    return ApiResponse({"runs": reader.run_counts(), "jobs": {k: jobs[k] for k in shown},
                         "pipelines": reader.pipeline_counts(), "now": views.iso(jobs["now_ms"])})
 
 
@@ -225,21 +227,23 @@ async def start_run(request: Request) -> Response:
     except start.BadStart as exc:
         return json_error(exc.status, str(exc))
     try:
-        handle = await run_in_threadpool(lambda: pipeline.trigger(
-            *wanted.args, delay=wanted.delay, delay_until=wanted.delay_until, timeout=wanted.timeout,
-            database=d.store, key=wanted.key, priority=wanted.priority))
+        handle = await run_in_threadpool(lambda: d.operations.trigger(
+            pipeline.definition(), tuple(wanted.args), delay=wanted.delay, delay_until=wanted.delay_until,
+            timeout=wanted.timeout, key=wanted.key, priority=wanted.priority))
     except (TypeError, ValueError) as exc:  # the trigger's own checks; it wrote nothing
         return json_error(422, str(exc))
     except DefinitionError as exc:
         return json_error(500, f"pipeline {name!r} has an invalid definition: {exc}")
-    links = {"run": f"/api/runs/{handle.id}", "page": f"/runs/{handle.id}", "events": f"/api/runs/{handle.id}/events"}
-    body = {"run_id": handle.id, "pipeline": name, "created": handle.created, "links": links}
+    run_id = handle.run_id
+    links = {"run": f"/api/runs/{run_id}", "page": f"/runs/{run_id}", "events": f"/api/runs/{run_id}/events"}
+    body = {"run_id": run_id, "pipeline": name, "created": handle.created, "links": links}
     if not handle.created:  # the active run holding the key; nothing was started
         return ApiResponse(body, 200)
     return ApiResponse(body, 201, headers={"Location": links["run"]})
 
 
-@openapi(parameters=[_path("run_id"), _query("force", "also re-run steps that crossed a boundary", "boolean")],
+@openapi(parameters=[_path("run_id"), _query("force", "a step to re-run although it crossed a boundary (repeat "
+                                                          "for several)")],
          responses={"200": {"description": "{revived: true}"}, "409": {"description": "not halted, or unsafe"}},
          security=[{"bearer": []}])
 async def retry_run(request: Request) -> Response:
@@ -249,15 +253,12 @@ async def retry_run(request: Request) -> Response:
         return refused
     d = dashboard(request)
     run_id = request.path_params["run_id"]
-    force = request.query_params.get("force", "").lower() in ("1", "true", "yes")
-    run = await run_in_threadpool(d.reader.run, run_id)
-    if run["status"] != "halted":
-        return json_error(409, f"run {run_id} is {run['status']}; only a halted run can be retried")
-    if run["halt_reason"] == "unsafe_to_retry" and not force:
-        return json_error(409, f"run {run_id} halted after a step crossed a boundary; retry with ?force=true "
-                               "to re-run it on purpose")
-    if not await run_in_threadpool(lambda: d.store.revive_run(run_id, force=force)):
-        return json_error(409, f"run {run_id} is no longer halted")
+    force = request.query_params.getlist("force")
+    await run_in_threadpool(d.reader.run, run_id)  # RunNotFound -> 404
+    try:
+        await run_in_threadpool(lambda: d.operations.retry(run_id, force=force))
+    except InvalidStateError as exc:
+        return json_error(409, str(exc).replace("retry with force naming them", "retry with ?force=STEP for each"))
     return ApiResponse({"run_id": run_id, "revived": True})
 
 
@@ -273,7 +274,7 @@ async def cancel_run(request: Request) -> Response:
     run_id = request.path_params["run_id"]
     await run_in_threadpool(d.reader.run, run_id)
     try:
-        await run_in_threadpool(RunHandle(run_id, d.store).cancel)
+        await run_in_threadpool(d.operations.cancel, run_id)
     except InvalidStateError as exc:
         return json_error(409, str(exc))
     return ApiResponse({"run_id": run_id, "cancelled": True})
@@ -295,7 +296,7 @@ async def resume_run(request: Request) -> Response:
 
     Nothing is changed when the answer is not 200; of two racing resumes one gets 409.
     """
-    from ductline.runtime.pause import NO_INPUT, resume
+    from ductline.operations.resume import NO_INPUT
 
     refused = _refused(request)
     if refused is not None:
@@ -321,7 +322,7 @@ async def resume_run(request: Request) -> Response:
             value = body["input"]
     await run_in_threadpool(d.reader.run, run_id)  # 404 for an unknown run
     try:
-        resumed = await run_in_threadpool(lambda: resume(d.store, run_id, value))
+        resumed = await run_in_threadpool(lambda: d.operations.resume(run_id, value))
     except InvalidStateError as exc:
         return json_error(409, str(exc))
     except (TypeError, ValueError) as exc:

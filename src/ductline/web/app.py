@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+from urllib.parse import urlencode
 
 import jinja2
 from starlette.applications import Starlette
@@ -19,7 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -28,10 +29,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ductline.config import load_settings
 from ductline.dsl.graph import Definition
 from ductline.errors import DuctlineError, PipelineNotFound, RunNotFound, StoreError, StoreUnavailable
+from ductline.model.states import JobStatus, RunStatus
+from ductline.operations.bound import RunOperations
 from ductline.store import Store, open_store
+from ductline.web.graph import Shown
 from ductline.web.present import FILTERS
 from ductline.web.reader import BadQuery, DashboardReader
-from ductline.web.security import SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Access
+from ductline.web.security import (OPEN_PATHS, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Access, allowed_hosts,
+                                   host_of)
 
 log = logging.getLogger("ductline.web")
 HERE = Path(__file__).parent
@@ -65,12 +70,58 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+class HostCheck:
+    """Answers 421 to a request whose ``Host`` is not allowed (DNS rebinding: a page
+    of another site whose name now resolves to this address), except probes."""
+
+    def __init__(self, app: ASGIApp, hosts: Sequence[str]) -> None:
+        self.app = app
+        self.hosts = frozenset(hosts)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and "*" not in self.hosts and not scope["path"].startswith(("/healthz", "/readyz")):
+            header = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            if host_of(header) not in self.hosts:
+                response = PlainTextResponse(f"host {header!r} is not served here (allowed: "
+                                             f"{', '.join(sorted(self.hosts))}; --allowed-host adds one)", 421)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class ReadGuard:
+    """With a read token, every page and API read needs it (or the action token):
+    pages redirect to the login form, the API answers 401."""
+
+    def __init__(self, app: ASGIApp, access: Access) -> None:
+        self.app = app
+        self.access = access
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.access.read_token is None or scope["path"].startswith(OPEN_PATHS):
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        if self.access.may_read(request):
+            await self.app(scope, receive, send)
+            return
+        response: Response
+        if scope["path"].startswith("/api/"):
+            response = JSONResponse({"error": "this dashboard needs its read token: send Authorization: Bearer "
+                                              "<DUCTLINE_DASHBOARD_READ_TOKEN>"}, 401,
+                                    headers={"WWW-Authenticate": 'Bearer realm="ductline"'})
+        else:
+            target = scope["path"] + (f"?{scope['query_string'].decode()}" if scope.get("query_string") else "")
+            response = RedirectResponse(f"/login?{urlencode({'next': target})}", 303)
+        await response(scope, receive, send)
+
+
 @dataclass(slots=True)
 class Dashboard:
     """What every route needs, kept on ``app.state.dashboard``."""
 
-    store: Store
-    reader: DashboardReader
+    reader: DashboardReader    # every read goes through it
+    operations: RunOperations  # every action goes through it
     access: Access
     templates: Jinja2Templates
     lease_seconds: float
@@ -119,8 +170,8 @@ async def _error(request: Request, exc: Exception) -> Response:
 
 
 def create_app(store: Store | None = None, *, database: str | None = None, token: str | None = None,
-               apps: Sequence[str] = (), lease_seconds: float | None = None,
-               poll_seconds: float = 0.5) -> Starlette:
+               read_token: str | None = None, hosts: Sequence[str] = (), apps: Sequence[str] = (),
+               lease_seconds: float | None = None, poll_seconds: float = 0.5) -> Starlette:
     """Build the dashboard.
 
     Args:
@@ -128,6 +179,10 @@ def create_app(store: Store | None = None, *, database: str | None = None, token
             configured URL (SQLite is migrated, PostgreSQL must be already).
         token: the actions' token; by default ``DUCTLINE_DASHBOARD_TOKEN``. Without
             one the dashboard is read-only.
+        read_token: a token every read needs too; by default
+            ``DUCTLINE_DASHBOARD_READ_TOKEN`` (unset: reading needs none).
+        hosts: ``Host`` names served besides localhost and those in
+            ``DUCTLINE_DASHBOARD_ALLOWED_HOSTS`` (``*`` serves any).
         apps: modules or files to import, so their pipelines' graphs are known and
             runs of them can be started through the API.
         lease_seconds: the workers' lease, to judge heartbeat ages (default: settings).
@@ -147,22 +202,27 @@ def create_app(store: Store | None = None, *, database: str | None = None, token
         ensure_schema(store)
     for spec in apps:
         import_app(spec)
-    access = Access(token) if token else Access.from_env()
+    default = Access.from_env()
+    access = Access(token or default.token, read_token or default.read_token)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True)
     env.filters.update(FILTERS)
+    # Templates compare states with the rulebook's names, never with string literals.
+    env.globals.update(RunStatus=RunStatus, JobStatus=JobStatus, Shown=Shown)
     templates = Jinja2Templates(env=env)
     routes: list[Any] = [*pages.routes, *api.routes,
                          Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")]
     middleware = [
         Middleware(SecurityHeaders),
+        Middleware(HostCheck, hosts=allowed_hosts(hosts)),
         Middleware(SessionMiddleware, secret_key=access.session_secret(), session_cookie=SESSION_COOKIE,
                    max_age=SESSION_MAX_AGE_SECONDS, same_site="lax"),
+        Middleware(ReadGuard, access=access),
     ]
     handlers: dict[Any, Any] = {HTTPException: _error, RunNotFound: _error, BadQuery: _error,
                                 StoreError: _error}
     app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
-    app.state.dashboard = Dashboard(store, DashboardReader(store), access, templates,
+    app.state.dashboard = Dashboard(DashboardReader(store), RunOperations(store), access, templates,
                                     lease_seconds if lease_seconds is not None else settings.lease_seconds,
                                     poll_seconds)
     return app

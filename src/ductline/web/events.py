@@ -17,10 +17,10 @@ from typing import Any, AsyncIterator
 import anyio
 
 from ductline.errors import RunNotFound, StoreError
+from ductline.model.states import SETTLED_RUN, RunStatus
 from ductline.views import iso
 from ductline.web.reader import DashboardReader
 
-SETTLED = ("completed", "halted", "failed", "cancelled")
 # A closed browser tab is only noticed when the stream next writes: keep it short.
 KEEPALIVE_SECONDS = 5.0
 
@@ -28,7 +28,7 @@ KEEPALIVE_SECONDS = 5.0
 def end_status(run: dict[str, Any]) -> str:
     """The ``workflow_end`` status of a settled run."""
     status = str(run["status"])
-    if status == "failed":
+    if status == RunStatus.FAILED:
         try:
             metadata = json.loads(run["metadata"] or "{}")
         except ValueError:
@@ -79,7 +79,7 @@ class EventTracker:
                                                    "error": a["error"], "at": iso(at)}))
         found.sort(key=lambda e: e[0])  # stable: an attempt's start stays before its end
         events = [(name, data) for at, name, data in found if self.since_ms is None or at > self.since_ms]
-        finished = run["status"] in SETTLED
+        finished = run["status"] in SETTLED_RUN
         if finished:
             at = run["finished_ms"]
             events.append(("workflow_end", {**base, "status": end_status(run), "halt_reason": run["halt_reason"],

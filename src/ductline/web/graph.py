@@ -10,22 +10,45 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from ductline.dsl.graph import Definition, TransitionKind
+from ductline.model.states import JobStatus
 
 ON_HALT_STEP = "__on_halt__"
 NODE_W, NODE_H = 184, 60
 GAP_X, GAP_Y, PAD = 64, 26, 16
 
+
+class Shown(StrEnum):
+    """What the dashboard shows that is not a stored status: a pending job is ready,
+    delayed (its not-before time is ahead) or throttled (its step's concurrency
+    limit is reached); a step with no job yet is not reached."""
+
+    READY = "ready"
+    DELAYED = "delayed"
+    THROTTLED = "throttled"
+    NOT_REACHED = "not_reached"
+
+
+# A step run's state on the dashboard: its job's status, a pending one told apart.
+State = JobStatus | Shown
+
 # Worst first: the node shows the most urgent state among its step runs.
-_PRECEDENCE = ("failed", "paused", "running", "held", "ready", "throttled", "delayed", "cancelled", "completed",
-               "skipped")
-STATE_LABELS = {
-    "failed": "failed", "paused": "paused: waiting for resume", "running": "running",
-    "held": "held (run halted)", "ready": "ready", "throttled": "throttled: waiting for a concurrency slot",
-    "delayed": "delayed", "cancelled": "cancelled", "completed": "completed", "skipped": "skipped",
-    "not_reached": "not reached",
+_PRECEDENCE: tuple[State, ...] = (
+    JobStatus.FAILED, JobStatus.PAUSED, JobStatus.RUNNING, JobStatus.HELD, Shown.READY, Shown.THROTTLED,
+    Shown.DELAYED, JobStatus.CANCELLED, JobStatus.COMPLETED, JobStatus.SKIPPED)
+# The order of a node's progress bar: finished first, failed last.
+_BAR_ORDER: tuple[State, ...] = (
+    JobStatus.COMPLETED, JobStatus.SKIPPED, JobStatus.CANCELLED, JobStatus.RUNNING, Shown.READY, Shown.THROTTLED,
+    Shown.DELAYED, JobStatus.PAUSED, JobStatus.HELD, JobStatus.FAILED)
+STATE_LABELS: dict[State, str] = {
+    JobStatus.FAILED: "failed", JobStatus.PAUSED: "paused: waiting for resume", JobStatus.RUNNING: "running",
+    JobStatus.HELD: "held (run halted)", Shown.READY: "ready",
+    Shown.THROTTLED: "throttled: waiting for a concurrency slot", Shown.DELAYED: "delayed",
+    JobStatus.CANCELLED: "cancelled", JobStatus.COMPLETED: "completed", JobStatus.SKIPPED: "skipped",
+    Shown.NOT_REACHED: "not reached",
 }
 
 
@@ -33,9 +56,9 @@ STATE_LABELS = {
 class GraphNode:
     name: str
     label: str
-    state: str
+    state: State
     summary: str
-    counts: dict[str, int]
+    counts: dict[State, int]
     expanded: bool
     x: int = 0
     y: int = 0
@@ -53,12 +76,11 @@ class GraphNode:
         return sum(self.counts.values())
 
     @property
-    def segments(self) -> list[tuple[str, int, int]]:
+    def segments(self) -> list[tuple[State, int, int]]:
         """``(state, x, width)`` of a progress bar across the node, one per state."""
         total, x, out = self.total, 0, []
         inner = self.w - 24
-        for state in ("completed", "skipped", "cancelled", "running", "ready", "throttled", "delayed", "paused", "held",
-                      "failed"):
+        for state in _BAR_ORDER:
             n = self.counts.get(state, 0)
             if n and total:
                 width = max(2, round(inner * n / total))
@@ -85,36 +107,36 @@ class RunGraph:
     from_definition: bool
     width: int = 0
     height: int = 0
-    states: list[str] = field(default_factory=list)
+    states: list[State] = field(default_factory=list)
 
 
-def job_state(job: dict[str, Any], now_ms: int) -> str:
-    """One step run's state as the graph shows it (a pending job is ready or delayed)."""
-    status = str(job["status"])
-    if status == "pending":
+def job_state(job: dict[str, Any], now_ms: int) -> State:
+    """One step run's state as the graph shows it (a pending job is ready, delayed or throttled)."""
+    status = JobStatus(job["status"])
+    if status is JobStatus.PENDING:
         if job.get("throttled"):
-            return "throttled"  # its step's concurrency limit is reached (ductline.store.claims)
-        return "delayed" if int(job["not_before_ms"]) > now_ms else "ready"
+            return Shown.THROTTLED  # its step's concurrency limit is reached (ductline.store.claims)
+        return Shown.DELAYED if int(job["not_before_ms"]) > now_ms else Shown.READY
     return status
 
 
 def _summarise(name: str, jobs: list[dict[str, Any]], now_ms: int, expanded: bool) -> GraphNode:
     label = "on_halt" if name == ON_HALT_STEP else name
     if not jobs:
-        return GraphNode(name, label, "not_reached", "not reached", {}, expanded)
+        return GraphNode(name, label, Shown.NOT_REACHED, STATE_LABELS[Shown.NOT_REACHED], {}, expanded)
     counts = Counter(job_state(j, now_ms) for j in jobs)
     state = next(s for s in _PRECEDENCE if counts.get(s))
-    delayed = [int(j["not_before_ms"]) for j in jobs if job_state(j, now_ms) == "delayed"]
+    delayed = [int(j["not_before_ms"]) for j in jobs if job_state(j, now_ms) is Shown.DELAYED]
     if expanded or len(jobs) > 1:
-        summary = f"{counts.get('completed', 0)}/{len(jobs)} done"
-        extra = [f"{n} {s}" for s, n in counts.items() if s != "completed" and n]
+        summary = f"{counts.get(JobStatus.COMPLETED, 0)}/{len(jobs)} done"
+        extra = [f"{n} {s}" for s, n in counts.items() if s is not JobStatus.COMPLETED and n]
         detail = ", ".join(extra)
     else:
         attempts = int(jobs[0]["attempts"])
         summary = STATE_LABELS[state] + (f" · {attempts} attempt{'s' if attempts != 1 else ''}" if attempts else "")
         detail = ""
     return GraphNode(name, label, state, summary, dict(counts), expanded or len(jobs) > 1,
-                     not_before_ms=min(delayed) if state == "delayed" and delayed else None, detail=detail)
+                     not_before_ms=min(delayed) if state is Shown.DELAYED and delayed else None, detail=detail)
 
 
 def _edge_label(kind: TransitionKind, route: str | None) -> str:
@@ -160,7 +182,7 @@ def build(definition: Definition | None, jobs: list[dict[str, Any]], now_ms: int
         handler.x, handler.y = PAD, graph.height
         graph.nodes.append(handler)
         graph.height += NODE_H + GAP_Y
-    graph.states = [s for s in (*_PRECEDENCE, "not_reached") if any(n.state == s for n in graph.nodes)]
+    graph.states = [s for s in (*_PRECEDENCE, Shown.NOT_REACHED) if any(n.state == s for n in graph.nodes)]
     return graph
 
 

@@ -8,12 +8,13 @@ from urllib.parse import urlencode
 import anyio
 
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from ductline.errors import InvalidStateError
-from ductline.handle import RunHandle
+from ductline.model.states import RunStatus
 from ductline.web import runpage
 from ductline.web.app import dashboard
 from ductline.web.reader import STATUSES
@@ -21,7 +22,8 @@ from ductline.web.security import csrf_ok, csrf_token
 
 PAGE_SIZE = 50
 WRONG_TOKEN_DELAY_SECONDS = 0.5
-PROBLEM_STATUSES = ("halted", "failed")
+# The overview lists the latest runs in these ("Needs attention") and marks their counts.
+PROBLEM_STATUSES = (RunStatus.HALTED, RunStatus.FAILED)
 
 
 def render(request: Request, template: str, context: dict[str, Any], status: int = 200,
@@ -29,9 +31,10 @@ def render(request: Request, template: str, context: dict[str, Any], status: int
     d = dashboard(request)
     base = {
         "access_enabled": d.access.enabled, "logged_in": d.access.logged_in(request),
-        "csrf": csrf_token(request) if d.access.enabled else "",
+        "read_token": d.access.read_token is not None,
+        "csrf": csrf_token(request) if d.access.enabled or d.access.read_token is not None else "",
         "flash": request.session.pop("flash", None) if "flash" in request.session else None,
-        "statuses": STATUSES, "now_ms": now_ms, "path": request.url.path,
+        "statuses": STATUSES, "problem_statuses": PROBLEM_STATUSES, "now_ms": now_ms, "path": request.url.path,
     }
     return d.templates.TemplateResponse(request, template, {**base, **context}, status_code=status)
 
@@ -49,7 +52,7 @@ def overview(request: Request) -> Response:
     d = dashboard(request)
     reader = d.reader
     jobs = reader.job_counts()
-    problems = reader.runs_page(status="halted", limit=10).runs + reader.runs_page(status="failed", limit=10).runs
+    problems = [run for status in PROBLEM_STATUSES for run in reader.runs_page(status=status, limit=10).runs]
     problems.sort(key=lambda r: (r["created_ms"], r["id"]), reverse=True)
     return render(request, "overview.html", {
         "counts": reader.run_counts(), "jobs": jobs, "pipelines": reader.pipeline_counts(),
@@ -99,17 +102,23 @@ async def login(request: Request) -> Response:
         return render(request, "login.html", {"next": _local(target), "failed": False})
     form = await request.form()
     target = _local(str(form.get("next", "/")))
-    if not d.access.enabled:
+    if not d.access.enabled and d.access.read_token is None:
         return error_page(request, 403, "This dashboard is read-only: DUCTLINE_DASHBOARD_TOKEN is not set.")
     if not csrf_ok(request, form.get("csrf")):
         return error_page(request, 403, "The form expired or came from another site (CSRF check failed). "
                                         "Reload the page and try again.")
-    if not d.access.matches(str(form.get("token", ""))):
+    given = str(form.get("token", ""))
+    if d.access.matches(given):
+        request.session["auth"] = d.access.fingerprint()
+        message = "Logged in: retry and cancel are enabled."
+    elif d.access.matches_read(given):
+        request.session["read"] = d.access.read_fingerprint()
+        message = "Logged in to read."
+    else:
         await anyio.sleep(WRONG_TOKEN_DELAY_SECONDS)  # slows guessing down
         return render(request, "login.html", {"next": target, "failed": True}, 401)
-    request.session["auth"] = d.access.fingerprint()
     request.session.pop("csrf", None)  # the logged-in session gets a fresh CSRF token
-    flash(request, "ok", "Logged in: retry and cancel are enabled.")
+    flash(request, "ok", message)
     return RedirectResponse(target, 303)
 
 
@@ -127,12 +136,12 @@ def _local(target: str) -> str:
     return target if local and not target.startswith("/login") else "/"
 
 
-async def _authorised_form(request: Request) -> tuple[dict[str, Any] | None, Response | None]:
+async def _authorised_form(request: Request) -> tuple[FormData | None, Response | None]:
     d = dashboard(request)
     if not d.access.enabled:
         return None, error_page(request, 403, "This dashboard is read-only: set DUCTLINE_DASHBOARD_TOKEN "
                                               "where it runs to enable retry and cancel.")
-    form = dict(await request.form())
+    form = await request.form()
     if not d.access.logged_in(request):
         return None, error_page(request, 403, "Log in with the dashboard token to retry or cancel runs.")
     if not csrf_ok(request, form.get("csrf")):
@@ -142,29 +151,30 @@ async def _authorised_form(request: Request) -> tuple[dict[str, Any] | None, Res
 
 
 async def retry(request: Request) -> Response:
-    """Revive a halted run (`Store.revive_run`)."""
+    """Revive a halted run (`ductline.operations.revive.retry_run`)."""
     form, refused = await _authorised_form(request)
     if refused is not None:
         return refused
     assert form is not None
     d = dashboard(request)
     run_id = request.path_params["run_id"]
-    run = await run_in_threadpool(d.reader.run, run_id)
-    force = form.get("force") == "yes"
-    if run["status"] != "halted":
-        flash(request, "error", f"Not retried: the run is {run['status']}; only a halted run can be retried.")
-    elif run["halt_reason"] == "unsafe_to_retry" and not force:
-        flash(request, "error", "Not retried: a step crossed an irreversible boundary. Tick “re-run steps "
-                                "that crossed a boundary” to re-run it on purpose.")
-    elif await run_in_threadpool(lambda: d.store.revive_run(run_id, force=force)):
-        flash(request, "ok", "Run revived: its failed steps run again with fresh retry budgets.")
+    await run_in_threadpool(d.reader.run, run_id)  # RunNotFound -> the error page
+    force = [str(step) for step in form.getlist("force")]
+    try:
+        await run_in_threadpool(lambda: d.operations.retry(run_id, force=force))
+    except InvalidStateError as exc:
+        if "boundary" in str(exc):
+            flash(request, "error", "Not retried: a step crossed an irreversible boundary. Tick “re-run steps "
+                                    "that crossed a boundary” to re-run it on purpose.")
+        else:
+            flash(request, "error", f"Not retried: {exc}.")
     else:
-        flash(request, "error", "Not retried: the run was no longer halted.")
+        flash(request, "ok", "Run revived: its failed steps run again with fresh retry budgets.")
     return RedirectResponse(f"/runs/{run_id}", 303)
 
 
 async def cancel(request: Request) -> Response:
-    """Cancel a run (`RunHandle.cancel`)."""
+    """Cancel a run (`ductline.operations.stop.cancel_run`)."""
     form, refused = await _authorised_form(request)
     if refused is not None:
         return refused
@@ -172,7 +182,7 @@ async def cancel(request: Request) -> Response:
     run_id = request.path_params["run_id"]
     await run_in_threadpool(d.reader.run, run_id)  # 404 for an unknown run
     try:
-        await run_in_threadpool(RunHandle(run_id, d.store).cancel)
+        await run_in_threadpool(d.operations.cancel, run_id)
     except InvalidStateError as exc:
         flash(request, "error", f"Not cancelled: {exc}")
     else:
@@ -181,11 +191,11 @@ async def cancel(request: Request) -> Response:
 
 
 async def resume(request: Request) -> Response:
-    """Resume a paused run (`ductline.runtime.pause.resume`), with the form's
+    """Resume a paused run (`ductline.operations.resume.resume`), with the form's
     ``input`` (JSON) as the paused step's new input when it is not empty."""
     import json
 
-    from ductline.runtime.pause import NO_INPUT, resume as resume_run
+    from ductline.operations.resume import NO_INPUT
 
     form, refused = await _authorised_form(request)
     if refused is not None:
@@ -203,7 +213,7 @@ async def resume(request: Request) -> Response:
             flash(request, "error", f"Not resumed: the input is not valid JSON ({exc}).")
             return RedirectResponse(f"/runs/{run_id}", 303)
     try:
-        resumed = await run_in_threadpool(lambda: resume_run(d.store, run_id, value))
+        resumed = await run_in_threadpool(lambda: d.operations.resume(run_id, value))
     except (InvalidStateError, TypeError, ValueError) as exc:
         flash(request, "error", f"Not resumed: {exc}")
     else:

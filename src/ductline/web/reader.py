@@ -1,8 +1,8 @@
 """`DashboardReader`: the dashboard's only way to read the database.
 
 It calls the `Store`'s read verbs and the read-only statements of the dialects'
-``web_queries.sql`` (DESIGN.md, "Operating it"; STYLE.md: outside the store nothing
-writes SQL). Nothing here writes: the dashboard's actions go through `Store` verbs.
+``web_queries.sql`` (outside the store nothing writes SQL). Nothing here writes: the
+dashboard's actions go through `ductline.operations`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from typing import Any, Iterator
 
 from ductline import views
 from ductline.errors import RunNotFound
-from ductline.model.states import RunStatus
+from ductline.model.states import JobStatus, RunStatus, WorkerStatus
 from ductline.store import Store
+from ductline.web.graph import Shown
 
 # A cursor later than any run: the first page of a newest-first listing.
 _TOP_MS = 2 ** 62
@@ -108,7 +109,8 @@ class DashboardReader:
         ``throttled`` (pending, waiting for a concurrency slot), plus ``now_ms``, the
         database clock they were counted against."""
         row = self._fetch("web_job_counts")[0]
-        return {k: int(row[k] or 0) for k in ("ready", "delayed", "running", "throttled", "now_ms")}
+        return {k: int(row[k] or 0) for k in (Shown.READY, Shown.DELAYED, JobStatus.RUNNING, Shown.THROTTLED,
+                                              "now_ms")}
 
     def schedules(self) -> list[dict[str, Any]]:
         """Every schedule (`ductline.store.schedules.list_all`), by name."""
@@ -127,7 +129,7 @@ class DashboardReader:
         out = []
         for row in self._store.list_workers(limit):
             age_ms = max(0, int(row["now_ms"]) - int(row["heartbeat_ms"]))
-            if row["status"] == "stopped":
+            if row["status"] == WorkerStatus.STOPPED:
                 health = "stopped"
             elif age_ms < lease_ms / 2:
                 health = "healthy"

@@ -7,21 +7,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ductline.dsl.graph import Definition
+from ductline.model.states import ACTIVE_RUN, UNFINISHED_RUN, HaltReason, JobStatus, RunStatus
 from ductline.web import graph as run_graph
-from ductline.web.graph import ON_HALT_STEP, RunGraph, job_state
+from ductline.web.graph import ON_HALT_STEP, RunGraph, Shown, State, job_state
 
 # More step runs than this per step are folded: problems first, then by element.
 SHOWN_PER_STEP = 25
-ACTIVE = ("pending", "running", "paused")
 
-HALT_EXPLAINED = {
-    "job_retries_exhausted": "a step failed on every attempt its retry budget (max_retry) allows",
-    "job_crashes_exhausted": "a step's attempts crashed their worker more often than max_crash allows",
-    "unsafe_to_retry": "a step failed after crossing an irreversible boundary, so it was not retried",
-    "non_retryable_error": "a step raised an error its no_retry_on names (or returned an output above "
-                           "payload_max_bytes: PayloadTooLarge), so it was not retried",
-    "max_fanout_exceeded": "a step returned more elements than its expand allows (max_fanout)",
-    "condition_unmatched": "a divert found no route for a step's output",
+HALT_EXPLAINED: dict[str, str] = {
+    HaltReason.JOB_RETRIES_EXHAUSTED: "a step failed on every attempt its retry budget (max_retry) allows",
+    HaltReason.JOB_CRASHES_EXHAUSTED: "a step's attempts crashed their worker more often than max_crash allows",
+    HaltReason.UNSAFE_TO_RETRY: "a step failed after crossing an irreversible boundary, so it was not retried",
+    HaltReason.NON_RETRYABLE_ERROR: "a step raised an error its no_retry_on names (or returned an output above "
+                                    "payload_max_bytes: PayloadTooLarge), so it was not retried",
+    HaltReason.MAX_FANOUT_EXCEEDED: "a step returned more elements than its expand allows (max_fanout)",
+    HaltReason.CONDITION_UNMATCHED: "a divert found no route for a step's output",
 }
 
 
@@ -47,7 +47,7 @@ class StepRunView:
     job_id: str
     index: int | None
     scope: str
-    state: str
+    state: State
     not_before_ms: int
     created_ms: int
     finished_ms: int | None
@@ -64,7 +64,7 @@ class StepRunView:
 class StepView:
     name: str
     label: str
-    state: str
+    state: State
     summary: str
     total: int
     runs: list[StepRunView]
@@ -92,7 +92,7 @@ class StepView:
 
 @dataclass(slots=True)
 class Reason:
-    kind: str  # halted | timeout | failed | cancelled | paused
+    kind: str  # the run's status (halted, failed, cancelled, paused), or "timeout": failed by its deadline
     title: str
     chain: list[str] = field(default_factory=list)
 
@@ -112,34 +112,45 @@ class RunPage:
 
     @property
     def active(self) -> bool:
-        return self.status in ACTIVE
+        return self.status in ACTIVE_RUN
 
     @property
     def can_retry(self) -> bool:
-        return self.status == "halted"
+        return self.status == RunStatus.HALTED
 
     @property
     def unsafe(self) -> bool:
-        return bool(self.run["halt_reason"] == "unsafe_to_retry")
+        return bool(self.run["halt_reason"] == HaltReason.UNSAFE_TO_RETRY) or bool(self.crossed)
+
+    @property
+    def crossed(self) -> dict[str, str]:
+        """``{step: boundary}`` of failed, cancelled or held step runs past a boundary:
+        a retry must force each of these steps by name."""
+        found: dict[str, str] = {}
+        for step in self.steps:
+            for r in step.runs:
+                if r.boundary and r.state in (JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.HELD):
+                    found.setdefault(step.name, r.boundary)
+        return found
 
     @property
     def can_cancel(self) -> bool:
-        return self.status in ("pending", "running", "paused", "halted")
+        return self.status in UNFINISHED_RUN
 
     @property
     def can_resume(self) -> bool:
-        return self.status == "paused"
+        return self.status == RunStatus.PAUSED
 
     @property
     def delayed_start(self) -> bool:
-        return self.status == "pending" and int(self.run["not_before_ms"]) > self.now_ms
+        return self.status == RunStatus.PENDING and int(self.run["not_before_ms"]) > self.now_ms
 
 
 def _attempts(rows: list[dict[str, Any]]) -> dict[str, list[AttemptView]]:
     out: dict[str, list[AttemptView]] = {}
     for a in rows:
         out.setdefault(a["job_id"], []).append(AttemptView(
-            int(a["attempt"]), a["result"] or "running", int(a["started_ms"]),
+            int(a["attempt"]), a["result"] or JobStatus.RUNNING, int(a["started_ms"]),  # no result yet: running
             None if a["finished_ms"] is None else int(a["finished_ms"]),
             None if a["deadline_ms"] is None else int(a["deadline_ms"]), a["worker_id"], a["error_type"],
             a["error"], a["traceback"]))
@@ -148,8 +159,10 @@ def _attempts(rows: list[dict[str, Any]]) -> dict[str, list[AttemptView]]:
     return out
 
 
-_URGENCY = {"failed": 0, "paused": 1, "running": 1, "held": 2, "ready": 3, "throttled": 3, "delayed": 4, "cancelled": 5, "skipped": 6,
-            "completed": 7}
+_URGENCY: dict[State, int] = {
+    JobStatus.FAILED: 0, JobStatus.PAUSED: 1, JobStatus.RUNNING: 1, JobStatus.HELD: 2, Shown.READY: 3,
+    Shown.THROTTLED: 3, Shown.DELAYED: 4, JobStatus.CANCELLED: 5, JobStatus.SKIPPED: 6, JobStatus.COMPLETED: 7,
+}
 
 
 def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[dict[str, Any]],
@@ -170,7 +183,7 @@ def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[di
             j["id"], j["elem_index"], j["scope"], job_state(j, now_ms), int(j["not_before_ms"]),
             int(j["created_ms"]), j["finished_ms"], int(j["failures"]), int(j["crashes"]), j["boundary"],
             j["skip_reason"], j["output"], attempts.get(j["id"], []),
-            pause_expires_ms=None if j.get("pause_expires_ms") is None or j["status"] != "paused"
+            pause_expires_ms=None if j.get("pause_expires_ms") is None or j["status"] != JobStatus.PAUSED
             else int(j["pause_expires_ms"])))
     steps = []
     for node in graph.nodes:
@@ -195,11 +208,11 @@ def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[di
 def _reason(run: dict[str, Any], metadata: dict[str, Any], by_step: dict[str, list[StepRunView]]) -> Reason | None:
     """Why the run stopped, as a chain from the run's status back to the attempt that caused it."""
     status = run["status"]
-    if status == "halted":
+    if status == RunStatus.HALTED:
         reason = run["halt_reason"] or "unknown"
         chain = [f"Run halted ({reason}): {HALT_EXPLAINED.get(reason, 'see metadata')}."]
         step = metadata.get("halted_step")
-        failed = [r for r in by_step.get(str(step), []) if r.state == "failed"] if step else []
+        failed = [r for r in by_step.get(str(step), []) if r.state is JobStatus.FAILED] if step else []
         for r in failed[:3]:
             where = f"Step {step}" + (f" element {r.index}" if r.index is not None else "")
             results = ", ".join(a.result for a in r.attempts) or "no attempts"
@@ -214,52 +227,52 @@ def _reason(run: dict[str, Any], metadata: dict[str, Any], by_step: dict[str, li
         handler = by_step.get(ON_HALT_STEP)
         if handler:
             chain.append(f"on_halt handler: {handler[-1].state}.")
-        return Reason("halted", f"Halted: {reason}", chain)
-    if status == "failed" and metadata.get("timeout_exceeded"):
+        return Reason(RunStatus.HALTED, f"Halted: {reason}", chain)
+    if status == RunStatus.FAILED and metadata.get("timeout_exceeded"):
         seconds = metadata.get("timeout_seconds", run["timeout_seconds"])
         chain = [f"The run deadline of {seconds} s passed."]
         stopped = [f"{n}" + (f"[{r.index}]" if r.index is not None else "")
                    for n, runs in by_step.items() for r in runs
-                   if r.attempts and r.attempts[-1].error_type == "TimeoutError" and r.state == "failed"]
+                   if r.attempts and r.attempts[-1].error_type == "TimeoutError" and r.state is JobStatus.FAILED]
         if stopped:
             chain.append("In-flight attempts stopped: " + ", ".join(stopped[:10])
                          + (f" and {len(stopped) - 10} more" if len(stopped) > 10 else "") + ".")
-        skipped = sum(1 for runs in by_step.values() for r in runs if r.state == "skipped")
+        skipped = sum(1 for runs in by_step.values() for r in runs if r.state is JobStatus.SKIPPED)
         if skipped:
             chain.append(f"{skipped} step run(s) skipped (workflow timeout).")
         if metadata.get("error"):
             chain.append(str(metadata["error"]))
         return Reason("timeout", "Failed: run deadline exceeded", chain)
-    if status == "failed" and metadata.get("pause_expired"):
+    if status == RunStatus.FAILED and metadata.get("pause_expired"):
         chain = [f"The {metadata.get('error') or 'pause expired without a resume'}, so the run failed closed."]
-        skipped = sum(1 for runs in by_step.values() for r in runs if r.state == "skipped")
-        cancelled = sum(1 for runs in by_step.values() for r in runs if r.state == "cancelled")
+        skipped = sum(1 for runs in by_step.values() for r in runs if r.state is JobStatus.SKIPPED)
+        cancelled = sum(1 for runs in by_step.values() for r in runs if r.state is JobStatus.CANCELLED)
         if cancelled:
             chain.append(f"{cancelled} in-flight step run(s) cancelled.")
         if skipped:
             chain.append(f"{skipped} step run(s) skipped (pause expired).")
-        return Reason("failed", "Failed: pause expired", chain)
-    if status == "failed":
-        return Reason("failed", "Failed", [str(metadata.get("error") or "see metadata")])
-    if status == "paused":
+        return Reason(RunStatus.FAILED, "Failed: pause expired", chain)
+    if status == RunStatus.FAILED:
+        return Reason(RunStatus.FAILED, "Failed", [str(metadata.get("error") or "see metadata")])
+    if status == RunStatus.PAUSED:
         chain = []
         for name, runs in by_step.items():
             for r in runs:
-                if r.state != "paused":
+                if r.state is not JobStatus.PAUSED:
                     continue
                 where = f"Step {name}" + (f" element {r.index}" if r.index is not None else "")
                 chain.append(f"{where} is waiting for a person: resume it here or with "
                              f"`ductline resume {run['id']} [--input JSON]`.")
                 chain.append("Its pause has no timeout." if r.pause_expires_ms is None else
                              "If nobody resumes it, the run fails when its pause expires.")
-        return Reason("paused", "Paused: waiting for resume", chain)
-    if status == "cancelled":
+        return Reason(RunStatus.PAUSED, "Paused: waiting for resume", chain)
+    if status == RunStatus.CANCELLED:
         chain = []
         for key in ("reason", "cancelled_by", "error"):
             if metadata.get(key):
                 chain.append(f"{key.replace('_', ' ')}: {metadata[key]}")
-        cancelled = sum(1 for runs in by_step.values() for r in runs if r.state == "cancelled")
+        cancelled = sum(1 for runs in by_step.values() for r in runs if r.state is JobStatus.CANCELLED)
         if cancelled:
             chain.append(f"{cancelled} step run(s) cancelled.")
-        return Reason("cancelled", "Cancelled", chain)
+        return Reason(RunStatus.CANCELLED, "Cancelled", chain)
     return None

@@ -5,8 +5,8 @@ Body (every field optional)::
     {"args": [...], "delay": 30, "delay_until": "2030-01-01T09:00:00+00:00", "timeout": 3600,
      "key": "order-42", "priority": 10}
 
-``delay`` and ``timeout`` are whole seconds (DESIGN.md: a duration is an int number
-of seconds); ``delay_until`` is ISO 8601 with a UTC offset; ``timeout`` is the run
+``delay`` and ``timeout`` are whole seconds (`ductline.durations`: a duration is an int
+number of seconds); ``delay_until`` is ISO 8601 with a UTC offset; ``timeout`` is the run
 deadline; ``key`` is an idempotency key (1 to 1000 characters without NUL) and
 ``priority`` the run's priority (an integer from -100 to 100), as for
 `Pipeline.trigger`. Then `Pipeline.trigger` applies the same rules as in Python (the
@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from ductline.dsl.options import MAX_PRIORITY, MIN_PRIORITY
-from ductline.trigger import MAX_KEY_LENGTH
+from ductline.operations.trigger import MAX_KEY_LENGTH
 
 FIELDS = ("args", "delay", "delay_until", "timeout", "key", "priority")
 MAX_BODY_BYTES = 1_048_576
