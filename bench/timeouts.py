@@ -24,7 +24,7 @@ worker and its children):
 * deadline: the enforcer's own deadline for the attempt (the ``deadline`` passed to
   ``Enforcer.watch``; the attempt's database deadline converted with the worker's
   measured clock offset);
-* SIGTERM / SIGKILL sent: ``ductline.runtime.slots.Child.signal_group`` is wrapped
+* SIGTERM / SIGKILL sent: ``ductline.execution.process.Child.signal_group`` is wrapped
   here to note ``time.monotonic()`` per pid and signal;
 * child dead: a separate observer process (no GIL, no database) waits on a pidfd
   of every stuck child and notes when it became readable (the child is a zombie);
@@ -35,7 +35,7 @@ worker and its children):
 * timed_out recorded: the ``job.completed`` event of the stuck attempt (emitted after
   the recording transaction committed);
 * next attempt started on that slot: the ``attempt.started`` event of the first
-  attempt dispatched to the same slot index after the kill (the worker's ``_start``
+  attempt dispatched to the same slot index after the kill (the worker's ``claimer.start``
   is wrapped to learn the slot); also the time that attempt's step really began
   executing in its child (its own log line), and the same on the database clock
   (``started_ms`` of the next attempt - ``deadline_ms`` of the killed one).
@@ -78,7 +78,7 @@ from ductline.apps import import_app
 from ductline.config import Settings
 from ductline.observability import events
 from ductline.observability.events import EventName
-from ductline.runtime import slots as slots_mod
+from ductline.execution import process as process_mod
 from ductline.runtime.launch import build_worker
 from ductline.store import open_store
 
@@ -151,7 +151,7 @@ class Recorder:
         self.watches: dict[str, float | None] = {}                # job_id -> enforcer deadline
         self.events: list[tuple[float, str, dict[str, Any]]] = []
         self.completed = 0
-        self.fresh: list[dict[str, Any]] = []                     # _fresh_child calls
+        self.fresh: list[dict[str, Any]] = []                     # spares.fresh calls
         self.observer: int | None = None                          # pipe to the observer process
         self.trace: list[tuple[str, float, float]] | None = None  # --trace: loop phases
         self.waits: list[tuple[float, float, float | None, list[str]]] = []  # --trace: wait() calls
@@ -166,7 +166,7 @@ class Recorder:
 
 
 def instrument(rec: Recorder) -> None:
-    cls = slots_mod.Child
+    cls = process_mod.Child
     original_signal = cls.signal_group
     original_init = cls.__init__
 
@@ -183,9 +183,9 @@ def instrument(rec: Recorder) -> None:
 
 
 def instrument_worker(worker: Any, rec: Recorder) -> None:
-    original_start = worker._start
+    original_start = worker.claimer.start
     original_watch = worker.enforcer.watch
-    original_fresh = worker._fresh_child
+    original_fresh = worker.spares.fresh
     current: dict[str, Any] = {}
 
     def watch(slot: int, child: Any, deadline: float | None) -> None:
@@ -207,7 +207,7 @@ def instrument_worker(worker: Any, rec: Recorder) -> None:
             current.pop("job", None)
 
     def fresh() -> Any:
-        spares = list(getattr(worker, "_spares", []))
+        spares = worker.spares.children()
         t = time.monotonic()
         child = original_fresh()
         rec.fresh.append({"t": t, "dt": time.monotonic() - t, "pid": child.pid,
@@ -215,18 +215,25 @@ def instrument_worker(worker: Any, rec: Recorder) -> None:
                           "age": t - rec.spawned.get(child.pid, t)})
         return child
 
-    worker._start = start
+    worker.claimer.start = start
     worker.enforcer.watch = watch
-    worker._fresh_child = fresh
+    worker.spares.fresh = fresh
     if rec.trace is not None:  # --trace: when each phase of the worker loop ran
-        for name in ("_flush", "_claim", "_expire_runs", "_heartbeat", "_maintain", "_wait", "_handle",
-                     "_child_gone", "_runner_gone", "_fresh_child", "_collect_undead"):
-            if hasattr(worker, name):  # the worker's internals change; trace what exists
-                setattr(worker, name, _traced(rec.trace, name, getattr(worker, name)))
+        # (object, method, label): the loop's phases are the worker's own methods; what
+        # a ready descriptor causes is the child events' and the spares'.
+        for owner, name, label in ((worker, "_flush", "_flush"), (worker, "_claim", "_claim"),
+                                   (worker, "_expire_runs", "_expire_runs"), (worker, "_heartbeat", "_heartbeat"),
+                                   (worker, "_maintain", "_maintain"), (worker, "_wait", "_wait"),
+                                   (worker.events, "handle", "_handle"),
+                                   (worker.events, "_runner_gone", "_runner_gone"),
+                                   (worker.spares, "fresh", "_fresh_child"),
+                                   (worker, "_collect_undead", "_collect_undead")):
+            setattr(owner, name, _traced(rec.trace, label, getattr(owner, name)))
         trace_waits(worker, rec)
         # the periodic scans (run by a maintenance thread in newer workers)
-        from ductline.runtime import abort, maintenance
-        for module, name in ((maintenance, "rescue_expired"), (abort, "expire_due"), (abort, "sweep_orphans")):
+        from ductline.runtime import maintenance
+        for module, name in ((maintenance, "rescue_expired"), (maintenance, "expire_due"),
+                             (maintenance, "sweep_orphans")):
             if hasattr(module, name):
                 setattr(module, name, _traced(rec.trace, f"scan:{name}", getattr(module, name)))
 

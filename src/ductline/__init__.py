@@ -8,11 +8,13 @@ C code or a syscall.
 
 from ductline.step_context import StepContext, context, cross_boundary
 from ductline.dsl.backoff import Backoff
-from ductline.dsl.pipeline import Pipeline
+from ductline.pipeline import Pipeline
 from ductline.dsl.schedule import Schedule, schedule
 from ductline.dsl.steps import Step
+from ductline.dsl.timeouts import ScaledTimeout
 from ductline.errors import (
     ConfigurationError,
+    DatabaseReplaced,
     DefinitionError,
     DuctlineError,
     ExecutionError,
@@ -20,6 +22,7 @@ from ductline.errors import (
     PayloadTooLarge,
     PipelineNotFound,
     Retry,
+    RunFailed,
     RunNotFound,
     SchemaError,
     StoreError,
@@ -27,11 +30,14 @@ from ductline.errors import (
     TargetError,
 )
 from ductline.handle import RunHandle
+from ductline.version import __version__
 from ductline.local import StepResult, WorkflowResult, execute, execute_async
 
 __all__ = [
+    "__version__",
     "Backoff",
     "ConfigurationError",
+    "DatabaseReplaced",
     "DefinitionError",
     "DuctlineError",
     "ExecutionError",
@@ -41,7 +47,9 @@ __all__ = [
     "PipelineNotFound",
     "Retry",
     "RunHandle",
+    "RunFailed",
     "RunNotFound",
+    "ScaledTimeout",
     "Schedule",
     "SchemaError",
     "Step",
@@ -58,4 +66,3 @@ __all__ = [
     "schedule",
 ]
 
-__version__ = "0.1.0"

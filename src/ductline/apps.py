@@ -12,7 +12,7 @@ import os
 import sys
 from types import ModuleType
 
-from ductline.dsl.pipeline import Pipeline
+from ductline.dsl.pipeline import PipelineBuilder as Pipeline
 from ductline.errors import TargetError
 
 

@@ -12,13 +12,16 @@ from typing import Any, NoReturn
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ductline import views
 from ductline.config import load_settings
 from ductline.durations import parse_cli_duration
-from ductline.errors import DuctlineError, StoreError, StoreUnavailable
-from ductline.handle import SETTLED
+from ductline.errors import DuctlineError, InvalidStateError, StoreError, StoreUnavailable
+from ductline.handle import RunHandle
 from ductline.logs import configure
+from ductline.model.states import SETTLED_RUN, JobStatus, RunStatus
+from ductline.version import __version__
 from ductline.store import Store, open_store
 from ductline.stores import ensure_schema
 
@@ -29,17 +32,22 @@ out = Console(width=None if sys.stdout.isatty() else 200)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
+    # The message is text, not markup: "[dashboard]" or a step's "[x]" must print as is.
+    console.print(Text.assemble(("error:", "red"), " ", message), highlight=False)
     sys.exit(code)
 
 
-def _store(database: str | None, *, migrate: bool = False) -> Store:
+def _store(database: str | None, *, migrate: bool = False, read_only: bool = False,
+           create: bool = True) -> Store:
+    """The store of ``--database``. ``read_only``: a command that only reads never
+    creates or migrates a database (a missing one is an error, not a new file);
+    ``create=False``: it may migrate an existing database but not create one."""
     settings = load_settings(database_url=database)
-    store = open_store(settings.database_url)
+    store = open_store(settings.database_url, create=create and not read_only)
     if migrate:
         store.migrate()
     else:
-        ensure_schema(store)
+        ensure_schema(store, migrate=not read_only)
     return store
 
 
@@ -53,6 +61,14 @@ def _store_when_available(database: str | None) -> Store:
             console.print(f"database unavailable ({exc}); retrying in {delay:.1f} s", highlight=False)
             time.sleep(delay)
             delay = min(delay * 2, 10.0)
+
+
+def _trigger(store: Store, pipeline: Any, args: list[Any], **options: Any) -> RunHandle:
+    """Start a run of a loaded pipeline through the operations layer."""
+    from ductline.operations.trigger import trigger_run
+
+    _, triggered = trigger_run(pipeline.definition(), tuple(args), database=store, **options)
+    return RunHandle(triggered.run_id, store, created=triggered.created)
 
 
 def _json_list(text: str | None) -> list[Any]:
@@ -92,6 +108,7 @@ database_option = click.option("--database", "database", metavar="URL", default=
 
 
 @click.group()
+@click.version_option(__version__, "--version", prog_name="ductline", message="%(prog)s %(version)s")
 @click.option("--log-level", default="INFO", show_default=True, help="Logging level.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def cli(log_level: str, log_format: str) -> None:
@@ -128,9 +145,9 @@ def trigger(target: str, args_json: str | None, delay: str | None, delay_until: 
 
     pipeline, _ = load_pipeline(target)
     store = _store(database)
-    handle = pipeline.trigger(*_json_list(args_json), delay=_duration(delay, "--delay"),
-                              delay_until=_when(delay_until), timeout=_duration(timeout, "--timeout"),
-                              database=store, key=key, priority=priority)
+    handle = _trigger(store, pipeline, _json_list(args_json), delay=_duration(delay, "--delay"),
+                      delay_until=_when(delay_until), timeout=_duration(timeout, "--timeout"), key=key,
+                      priority=priority)
     if as_json:
         out.print_json(json.dumps({"run_id": handle.id, "created": handle.created}))
     else:
@@ -162,21 +179,21 @@ def run(target: str, args_json: str | None, concurrency: int | None, timeout: st
     # Only this pipeline, and no schedules: `run` runs one run, not whatever else waits.
     worker = build_worker(store, [module_part], concurrency or os.cpu_count() or 2, settings,
                           only=pipeline.name)
-    handle = pipeline.trigger(*_json_list(args_json), timeout=_duration(timeout, "--timeout"), database=store)
+    handle = _trigger(store, pipeline, _json_list(args_json), timeout=_duration(timeout, "--timeout"))
     console.print(f"run [bold]{handle.id}[/bold] of pipeline [bold]{pipeline.name}[/bold]", highlight=False)
     worker.install_signal_handlers()
 
     def settled() -> bool:
         try:
-            return handle.status() in SETTLED
+            return handle.status() in SETTLED_RUN
         except StoreError:  # the database is away for a moment: keep working
             return False
 
     with RunProgress(store, handle.id, console):
         worker.run(stop_when=settled)
-    if worker.interrupted and handle.status() not in SETTLED:
+    if worker.interrupted and handle.status() not in SETTLED_RUN:
         status = handle.status()
-        if status == "paused":
+        if status == RunStatus.PAUSED:
             fail(f"interrupted; run {handle.id} is paused: `ductline resume {handle.id}` lets it go on "
                  f"(with a worker: `ductline worker --app {module_part}`), `ductline cancel {handle.id}` "
                  "stops it", code=130)
@@ -184,7 +201,7 @@ def run(target: str, args_json: str | None, concurrency: int | None, timeout: st
              f"{module_part}` finishes it, `ductline cancel {handle.id}` stops it", code=130)
     view = views.run_view(store, handle.id)
     status = view["status"]
-    colour = "green" if status == "completed" else "red"
+    colour = "green" if status == RunStatus.COMPLETED else "red"
     console.print(f"run {handle.id}: [{colour}]{status}[/{colour}]"
                   + (f" ({view['halt_reason']})" if view["halt_reason"] else ""), highlight=False)
     if view["output"] is not None and not as_json:
@@ -192,7 +209,7 @@ def run(target: str, args_json: str | None, concurrency: int | None, timeout: st
     if as_json:
         print(views.to_json({k: view[k] for k in ("run_id", "pipeline", "status", "output", "halt_reason",
                                                    "metadata")}))
-    sys.exit(0 if status == "completed" else 1)
+    sys.exit(0 if status == RunStatus.COMPLETED else 1)
 
 
 @cli.command()
@@ -232,7 +249,7 @@ def worker(apps: tuple[str, ...], concurrency: int | None, processes: int, metri
 @database_option
 def runs(status: str | None, pipeline: str | None, limit: int, as_json: bool, database: str | None) -> None:
     """List runs, newest first."""
-    rows = [views.run_summary(r) for r in _store(database).list_runs(status, pipeline, limit)]
+    rows = [views.run_summary(r) for r in _store(database, read_only=True).list_runs(status, pipeline, limit)]
     if as_json:
         print(json.dumps(rows))
         return
@@ -251,7 +268,7 @@ def runs(status: str | None, pipeline: str | None, limit: int, as_json: bool, da
 @database_option
 def show(run_id: str, as_json: bool, database: str | None) -> None:
     """Show one run: its steps and their attempts."""
-    store = _store(database)
+    store = _store(database, read_only=True)
     view = views.run_view(store, views.resolve_run_id(store, run_id))
     if as_json:
         print(views.to_json(view))
@@ -268,31 +285,30 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
                       s["not_before"] or "", str(len(s["attempts"])), last.get("result") or "", error[:120])
     out.print(table)
     for s in view["steps"]:
-        if s["status"] == "paused":
+        if s["status"] == JobStatus.PAUSED:
             where = s["step"] + ("" if s["index"] is None else f"[{s['index']}]")
             expiry = f"; the pause expires at {s['pause_expires']}" if s["pause_expires"] else ""
             out.print(f"step {where} is paused, waiting for resume: ductline resume {view['run_id']} "
                       f"[--input JSON]{expiry}", highlight=False, soft_wrap=True, markup=False)
-    if view["status"] == "failed" and view["metadata"].get("error"):
+    if view["status"] == RunStatus.FAILED and view["metadata"].get("error"):
         out.print(f"failed: {view['metadata']['error']}", highlight=False, soft_wrap=True, markup=False)
 
 
 @cli.command()
 @click.argument("run_id")
-@click.option("--force", is_flag=True, help="Also re-run steps that crossed a boundary (unsafe_to_retry).")
+@click.option("--force", "force", multiple=True, metavar="STEP",
+              help="Re-run this step although it crossed an irreversible boundary (repeat for several).")
 @database_option
-def retry(run_id: str, force: bool, database: str | None) -> None:
+def retry(run_id: str, force: tuple[str, ...], database: str | None) -> None:
     """Revive a halted run from its failed step(s) with fresh budgets."""
+    from ductline.operations.revive import retry_run
+
     store = _store(database)
     run_id = views.resolve_run_id(store, run_id)
-    run = store.get_run(run_id)
-    if run is None:
-        fail(f"run {run_id!r} not found")
-    if run["status"] != "halted":
-        fail(f"run {run_id} is {run['status']}; only a halted run can be retried")
-    if run["halt_reason"] == "unsafe_to_retry" and not force:
-        fail(f"run {run_id} halted after a step crossed a boundary; re-run it on purpose with --force")
-    store.revive_run(run_id, force=force)
+    try:
+        retry_run(store, run_id, force=force)
+    except InvalidStateError as exc:
+        fail(str(exc).replace("retry with force naming them", "retry with --force STEP for each"))
     out.print(f"run {run_id} revived")
 
 
@@ -301,7 +317,7 @@ def retry(run_id: str, force: bool, database: str | None) -> None:
 @database_option
 def cancel(run_id: str, database: str | None) -> None:
     """Cancel a run: kill its running attempts, skip the rest."""
-    from ductline.runtime.abort import cancel_run
+    from ductline.operations.stop import cancel_run
 
     store = _store(database)
     run_id = views.resolve_run_id(store, run_id)
@@ -316,7 +332,7 @@ def cancel(run_id: str, database: str | None) -> None:
 @database_option
 def resume(run_id: str, input_json: str | None, database: str | None) -> None:
     """Resume a paused run: its paused step runs now (optionally with a new input)."""
-    from ductline.runtime.pause import NO_INPUT, resume as resume_run
+    from ductline.operations.resume import NO_INPUT, resume as resume_run
 
     value: Any = NO_INPUT
     if input_json is not None:
@@ -332,6 +348,35 @@ def resume(run_id: str, input_json: str | None, database: str | None) -> None:
     steps = ", ".join(sorted({r["step"] for r in resumed}))
     out.print(f"run {run_id} resumed" + (f": {steps}" if steps else "")
               + (" with a new input" if input_json is not None else ""), highlight=False, soft_wrap=True)
+
+
+@cli.command()
+@click.option("--older-than", "older_than", required=True, metavar="D",
+              help="Delete runs that ended more than D ago: 30d, 12h, 90m, 3600s or seconds.")
+@click.option("--status", "statuses", multiple=True, metavar="S",
+              help="Only runs with this status (repeat for several); default completed, failed, cancelled. "
+                   "Halted, paused and active runs go only when named.")
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@database_option
+def prune(older_than: str, statuses: tuple[str, ...], dry_run: bool, database: str | None) -> None:
+    """Delete old runs whole (jobs, attempts, payloads, context), a thousand rows per transaction."""
+    from ductline.operations.prune import check_statuses, prune as prune_runs
+
+    seconds = _duration(older_than, "--older-than")
+    assert seconds is not None
+    try:
+        wanted = check_statuses(statuses)
+    except ValueError as exc:
+        fail(str(exc))
+    report = prune_runs(_store(database, create=False), seconds, statuses=wanted, dry_run=dry_run)
+    rows = sum(report.rows.values())
+    if dry_run:
+        out.print(f"would delete {report.runs} run(s) ({rows} rows) that ended more than {older_than} ago "
+                  f"({', '.join(wanted)})", highlight=False)
+        return
+    detail = ", ".join(f"{table} {n}" for table, n in report.rows.items() if n and table != "runs")
+    out.print(f"deleted {report.runs} run(s) in {report.transactions} transaction(s)"
+              + (f": {detail}" if detail else ""), highlight=False)
 
 
 def main() -> None:

@@ -1,68 +1,226 @@
-"""The JSON rule for arguments and outputs (DESIGN.md, "Bad input gets a clear error").
+"""The value rule for arguments and outputs (README, "Values: the JSON rule"), and
+the one place where text is made safe to store.
 
-A value either round-trips exactly or is refused with `TypeError`; it is never
-silently turned into a string. Accepted: ``None``, ``bool``, ``int``, finite
-``float``, ``str``, ``list`` and ``dict`` with ``str`` keys, nested; plus one richer
-type encoded with a documented tag: a timezone-aware ``datetime.datetime`` becomes
-``{"__ductline__": "datetime", "value": "<ISO 8601>"}``. Refused: tuples (they
-would come back as lists), sets, bytes, ``Decimal``, NaN and infinities, naive
-datetimes, dicts with non-``str`` keys, and dicts that use the reserved key
-``"__ductline__"``.
+A value either round-trips with its exact type or is refused with `TypeError`
+naming where it is; it is never silently turned into something else.
+
+Plain JSON, exact types only: ``None``, ``bool``, ``int``, finite ``float``, ``str``,
+``list`` and ``dict`` with ``str`` keys, nested. Subclasses (an ``IntEnum`` member
+outside the enum rule, an ``OrderedDict``, a ``str`` subclass) are refused: they
+would come back as their base type.
+
+Richer values are encoded as a JSON object with a tag, ``{"__ductline__": TAG, ...}``:
+
+======================  ==============================================================
+``tuple``               ``{"__ductline__": "tuple", "items": [...]}``
+aware ``datetime``      ``{"__ductline__": "datetime", "value": "<ISO 8601>"}``
+``date``                ``{"__ductline__": "date", "value": "YYYY-MM-DD"}``
+``UUID``                ``{"__ductline__": "uuid", "value": "<hex with dashes>"}``
+``Decimal``             ``{"__ductline__": "decimal", "value": "<str(value)>"}``
+``Enum`` member         ``{"__ductline__": "enum", "type": "module:Qualname", "value": <member value>}``
+dataclass instance      ``{"__ductline__": "dataclass", "type": "module:Qualname", "fields": {...}}``
+pydantic model          ``{"__ductline__": "pydantic", "type": "module:Qualname", "value": <model_dump(mode="json")>}``
+======================  ==============================================================
+
+Enums, dataclasses and pydantic models must be importable by ``module:qualname``
+(defined at module level) so the process that decodes them can find the class;
+a dataclass needs every field in its ``__init__``; a pydantic model must validate
+its own dump back to an equal model. Refused: sets, bytes, NaN and infinities,
+naive datetimes, ``time``, ``timedelta``, dicts with non-``str`` keys, and dicts
+that use the reserved key ``"__ductline__"``. Decoding a tag this version does
+not know (written by a newer ductline) raises `TypeError` saying so.
+
+Text that leaves ductline for a database column or a page goes through
+`safe_text`: NUL becomes the four characters ``\\x00`` and a lone surrogate (e.g.
+from ``os.listdir`` of a badly encoded name) its escape ``\\udXXX``, so every stored
+string is valid UTF-8 without NUL. JSON payloads need none of this: `dumps` writes
+ASCII with every such character escaped, so they round-trip exactly.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
+import importlib
 import json
 import math
-from datetime import datetime
-from typing import Any
+import uuid
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any, Callable
 
-_TAG = "__ductline__"
-
-
+TAG = "__ductline__"
 _MAX_INT_DIGITS = 4300  # CPython's int <-> str conversion limit
 
 
+def _reference(kind: type) -> str | None:
+    """``module:qualname`` of a class importable by that name, else ``None``."""
+    module, qualname = kind.__module__, kind.__qualname__
+    if "<locals>" in qualname or module == "__main__":
+        return None
+    try:
+        found: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError):
+        return None
+    return f"{module}:{qualname}" if found is kind else None
+
+
+def _resolve(reference: Any, path: str) -> type:
+    if not isinstance(reference, str) or ":" not in reference:
+        raise TypeError(f"{path}: malformed type reference {reference!r}")
+    module, _, qualname = reference.partition(":")
+    try:
+        found: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as exc:
+        raise TypeError(f"{path}: cannot import {reference} to decode a value of that type: {exc}") from None
+    if not isinstance(found, type):
+        raise TypeError(f"{path}: {reference} is not a class")
+    return found
+
+
+def _pydantic_base() -> type | None:
+    try:
+        from pydantic import BaseModel
+    except ImportError:
+        return None
+    return BaseModel
+
+
+def _tagged(tag: str, **fields: Any) -> dict[str, Any]:
+    return {TAG: tag, **fields}
+
+
 def _encode(value: Any, path: str, seen: frozenset[int] = frozenset()) -> Any:
-    if value is None or isinstance(value, (bool, str)):
+    kind = type(value)
+    if value is None or kind is bool or kind is str:
         return value
-    if isinstance(value, int):
+    if kind is int:
         if value.bit_length() > _MAX_INT_DIGITS * 3:  # about 4300 decimal digits
             raise TypeError(f"{path}: int with more than {_MAX_INT_DIGITS} digits does not fit JSON text")
         return value
-    if isinstance(value, float):
+    if kind is float:
         if not math.isfinite(value):
             raise TypeError(f"{path}: {value!r} is not representable in JSON")
         return value
-    if isinstance(value, (list, dict)):
+    if kind in (list, dict, tuple) or dataclasses.is_dataclass(value):
         if id(value) in seen:
             raise TypeError(f"{path}: the value contains itself")
         seen = seen | {id(value)}
-    if isinstance(value, list):
+    if kind is list:
         return [_encode(item, f"{path}[{i}]", seen) for i, item in enumerate(value)]
-    if isinstance(value, dict):
+    if kind is dict:
         out: dict[str, Any] = {}
         for key, item in value.items():
-            if not isinstance(key, str):
+            if type(key) is not str:
                 raise TypeError(f"{path}: dict key {key!r} is not a str")
-            if key == _TAG:
-                raise TypeError(f"{path}: the key {_TAG!r} is reserved by ductline")
+            if key == TAG:
+                raise TypeError(f"{path}: the key {TAG!r} is reserved by ductline")
             out[key] = _encode(item, f"{path}[{key!r}]", seen)
         return out
-    if isinstance(value, datetime):
+    if kind is tuple:
+        return _tagged("tuple", items=[_encode(item, f"{path}[{i}]", seen) for i, item in enumerate(value)])
+    if kind is datetime:
         if value.tzinfo is None or value.utcoffset() is None:
             raise TypeError(f"{path}: naive datetime {value!r}; give it a timezone")
-        return {_TAG: "datetime", "value": value.isoformat()}
-    hint = " (use a list)" if isinstance(value, tuple) else ""
-    raise TypeError(
-        f"{path}: {type(value).__name__} value {value!r:.80} does not round-trip through JSON{hint}"
-    )
+        return _tagged("datetime", value=value.isoformat())
+    if kind is date:
+        return _tagged("date", value=value.isoformat())
+    if kind is uuid.UUID:
+        return _tagged("uuid", value=str(value))
+    if kind is Decimal:
+        return _tagged("decimal", value=str(value))
+    if isinstance(value, enum.Enum):
+        return _tagged("enum", type=_importable(kind, path), value=_encode(value.value, f"{path}.value", seen))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _dataclass(value, path, seen)
+    model = _pydantic_base()
+    if model is not None and isinstance(value, model):
+        return _pydantic(value, path)
+    return _refuse(value, path)
 
 
-def _decode_hook(obj: dict[str, Any]) -> Any:
-    if obj.get(_TAG) == "datetime" and len(obj) == 2:
-        return datetime.fromisoformat(obj["value"])
-    return obj
+def _importable(kind: type, path: str) -> str:
+    reference = _reference(kind)
+    if reference is None:
+        raise TypeError(f"{path}: {kind.__qualname__} values round-trip only when the class is importable by "
+                        "name (defined at module level, not in __main__ or a function)")
+    return reference
+
+
+def _dataclass(value: Any, path: str, seen: frozenset[int]) -> dict[str, Any]:
+    kind = type(value)
+    reference = _importable(kind, path)
+    fields = dataclasses.fields(value)
+    if any(not f.init for f in fields):
+        raise TypeError(f"{path}: dataclass {kind.__qualname__} has fields outside __init__; it cannot be rebuilt")
+    return _tagged("dataclass", type=reference,
+                   fields={f.name: _encode(getattr(value, f.name), f"{path}.{f.name}", seen) for f in fields})
+
+
+def _pydantic(value: Any, path: str) -> dict[str, Any]:
+    kind = type(value)
+    reference = _importable(kind, path)
+    dumped = value.model_dump(mode="json")
+    if kind.model_validate(dumped) != value:
+        raise TypeError(f"{path}: pydantic model {kind.__qualname__} does not validate its own dump back to an "
+                        "equal value")
+    return _tagged("pydantic", type=reference, value=_encode(dumped, f"{path}.value"))
+
+
+def _refuse(value: Any, path: str) -> Any:
+    kind = type(value)
+    for base in (bool, int, float, str, list, dict, tuple, datetime, date):
+        if isinstance(value, base):
+            raise TypeError(f"{path}: {kind.__name__} is a subclass of {base.__name__} and would come back as a "
+                            f"plain {base.__name__}; convert it first ({base.__name__}(...))")
+    raise TypeError(f"{path}: {kind.__name__} value {value!r:.80} does not round-trip through JSON")
+
+
+def _decoder(user_types: bool) -> Callable[[dict[str, Any]], Any]:
+    def hook(obj: dict[str, Any]) -> Any:
+        tag = obj.get(TAG)
+        if tag is None:
+            return obj
+        if tag == "tuple":
+            return tuple(obj["items"])
+        if tag == "datetime":
+            return datetime.fromisoformat(obj["value"])
+        if tag == "date":
+            return date.fromisoformat(obj["value"])
+        if tag == "uuid":
+            return uuid.UUID(obj["value"])
+        if tag == "decimal":
+            return Decimal(obj["value"])
+        if tag in ("enum", "dataclass", "pydantic"):
+            return _revive(tag, obj) if user_types else obj
+        raise TypeError(f"a value tagged {tag!r} was written by a newer version of ductline than this one "
+                        f"(which knows tuple, datetime, date, uuid, decimal, enum, dataclass, pydantic); "
+                        "upgrade ductline where it is read")
+    return hook
+
+
+def _revive(tag: str, obj: dict[str, Any]) -> Any:
+    kind = _resolve(obj.get("type"), f"{tag} value")
+    if tag == "enum":
+        if not issubclass(kind, enum.Enum):
+            raise TypeError(f"{obj['type']} is not an Enum")
+        return kind(obj["value"])
+    if tag == "dataclass":
+        if not dataclasses.is_dataclass(kind):
+            raise TypeError(f"{obj['type']} is not a dataclass")
+        return kind(**obj["fields"])
+    model = _pydantic_base()
+    if model is None or not issubclass(kind, model):
+        raise TypeError(f"{obj['type']} is not a pydantic model (is pydantic installed here?)")
+    return kind.model_validate(obj["value"])  # type: ignore[attr-defined]
+
+
+_REVIVE_ALL = _decoder(True)
+_REVIVE_STDLIB = _decoder(False)
 
 
 def dumps(value: Any, *, what: str = "value") -> str:
@@ -81,14 +239,47 @@ def dumps(value: Any, *, what: str = "value") -> str:
         raise TypeError(f"{what}: nested too deeply to encode") from None
 
 
-def loads(text: str | None) -> Any:
-    """Decode JSON text written by `dumps` (``None`` stays ``None``)."""
+def loads(text: str | None, *, user_types: bool = True) -> Any:
+    """Decode JSON text written by `dumps` (``None`` stays ``None``).
+
+    Args:
+        user_types: rebuild enums, dataclasses and pydantic models by importing
+            their classes; ``False`` leaves them as their tagged JSON objects (for
+            readers such as the CLI and the dashboard, which import no user code).
+
+    Raises:
+        TypeError: a tag unknown to this version, or a class that cannot be imported.
+    """
     if text is None:
         return None
-    return json.loads(text, object_hook=_decode_hook)
+    return json.loads(text, object_hook=_REVIVE_ALL if user_types else _REVIVE_STDLIB)
+
+
+def safe_text(text: str) -> str:
+    """Text made storable and printable: NUL as the four characters ``\\x00`` (a
+    PostgreSQL text column cannot hold NUL) and lone surrogates as their
+    ``\\udXXX`` escapes (they are not valid UTF-8). Valid text is returned unchanged."""
+    if text.isascii():
+        return text.replace("\x00", "\\x00") if "\x00" in text else text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\x00", "\\x00")
 
 
 def clean_text(text: str) -> str:
-    """Make free text (error messages, tracebacks) storable: NUL bytes, which
-    PostgreSQL text cannot hold, are written as the four characters ``\\x00``."""
-    return text.replace("\x00", "\\x00")
+    """Make free text (error messages, tracebacks) storable (see `safe_text`)."""
+    return safe_text(text)
+
+
+def render(value: object, what: str = "value") -> str:
+    """``str(value)`` made storable, or a text that says why it could not be
+    rendered (a ``__str__`` that raises, or returns something else)."""
+    try:
+        text = str(value)
+        if type(text) is not str:
+            raise TypeError(f"__str__ returned {type(text).__name__}")
+    except Exception as exc:  # noqa: BLE001 - the step's object, any error
+        return f"<{what} of type {type(value).__name__} could not be rendered: {type(exc).__name__}>"
+    return safe_text(text)

@@ -4,7 +4,8 @@ Environment variables: ``DUCTLINE_DATABASE_URL``, ``DUCTLINE_LEASE_SECONDS``,
 ``DUCTLINE_RETRY_DELAY``, ``DUCTLINE_HEALTH_CHECK_INTERVAL``,
 ``DUCTLINE_KILL_GRACE_SECONDS``, ``DUCTLINE_POLL_INTERVAL``,
 ``DUCTLINE_SHUTDOWN_GRACE_SECONDS``, ``DUCTLINE_MAX_UNDEAD``,
-``DUCTLINE_PAYLOAD_INLINE_BYTES``, ``DUCTLINE_PAYLOAD_MAX_BYTES``. The TOML file is ``ductline.toml`` in the
+``DUCTLINE_PAYLOAD_INLINE_BYTES``, ``DUCTLINE_PAYLOAD_MAX_BYTES``,
+``DUCTLINE_SQLITE_BUSY_TIMEOUT``, ``DUCTLINE_RETENTION``. The TOML file is ``ductline.toml`` in the
 working directory (or the path in ``DUCTLINE_CONFIG``), with the same names in
 lower case without the prefix, e.g. ``database_url = "postgresql://..."``.
 """
@@ -17,6 +18,7 @@ import tomllib
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from ductline.durations import parse_cli_duration
 from ductline.errors import ConfigurationError
 
 
@@ -42,6 +44,11 @@ class Settings:
         payload_max_bytes: a step output above this many bytes fails its attempt with
             `ductline.PayloadTooLarge`; trigger arguments above it are refused.
             Default 64 MiB (67,108,864).
+        sqlite_busy_timeout: seconds a SQLite statement waits for another
+            process's write lock before it fails with "database is locked".
+        retention: how long ended runs are kept (``30d``, ``12h``, ``90m``,
+            ``3600s`` or seconds); workers delete older ones in small batches
+            (`ductline.operations.prune`). Empty (the default): kept forever.
     """
 
     database_url: str = "sqlite:///ductline.db"
@@ -54,6 +61,13 @@ class Settings:
     max_undead: int = 2
     payload_inline_bytes: int = 1_048_576
     payload_max_bytes: int = 67_108_864
+    sqlite_busy_timeout: float = 30.0
+    retention: str = ""
+
+    @property
+    def retention_seconds(self) -> int | None:
+        """The ``retention`` setting in seconds, ``None`` when runs are kept forever."""
+        return parse_cli_duration(self.retention, field="retention") if self.retention.strip() else None
 
     @property
     def lease_ms(self) -> int:
@@ -61,10 +75,12 @@ class Settings:
 
 
 _POSITIVE = ("lease_seconds", "payload_inline_bytes", "payload_max_bytes")
+_TEXTS = ("database_url", "retention")
 _INTS = ("retry_delay", "max_undead", "payload_inline_bytes", "payload_max_bytes")
 
 
 def _coerce(name: str, kind: type, raw: Any, source: str) -> Any:
+    value: int | float
     try:
         if kind is str:
             if not isinstance(raw, str):
@@ -96,7 +112,7 @@ def load_settings(**overrides: Any) -> Settings:
     Raises:
         ConfigurationError: an unreadable file or an invalid value.
     """
-    types = {f.name: (str if f.name == "database_url" else int if f.name in _INTS
+    types = {f.name: (str if f.name in _TEXTS else int if f.name in _INTS
                       else float)
              for f in fields(Settings)}
     values: dict[str, Any] = {}
@@ -122,4 +138,9 @@ def load_settings(**overrides: Any) -> Settings:
             if key not in types:
                 raise ConfigurationError(f"unknown setting {key!r}")
             values[key] = _coerce(key, types[key], raw, "argument")
-    return replace(Settings(), **values)
+    settings = replace(Settings(), **values)
+    try:
+        settings.retention_seconds  # noqa: B018 - validated here, once, for every caller
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
+    return settings

@@ -27,6 +27,12 @@ class StoreUnavailable(StoreError):
     """The database is down or unreachable; the operation may be retried."""
 
 
+class DatabaseReplaced(StoreError):
+    """The SQLite database file this process opened was deleted or replaced by
+    another file. Not transient: writing on would go into an orphaned file, so
+    workers stop."""
+
+
 class SchemaError(StoreError):
     """The database schema is missing or newer than this version of ductline."""
 
@@ -47,13 +53,27 @@ class TargetError(DuctlineError):
     """A `module:attr` or `path.py:attr` target could not be loaded."""
 
 
+class RunFailed(DuctlineError):
+    """A run ended without completing: `RunHandle.result` raises it.
+
+    Attributes:
+        run_id: the run.
+        status: ``halted``, ``failed`` or ``cancelled``.
+        halt_reason: e.g. ``job_retries_exhausted`` (``None`` for a cancel).
+        error: what went wrong, as `RunHandle.error` says it.
+    """
+
+    def __init__(self, run_id: str, status: str, halt_reason: str | None, error: str | None) -> None:
+        self.run_id, self.status, self.halt_reason, self.error = run_id, str(status), halt_reason, error
+        reason = f" ({halt_reason})" if halt_reason else ""
+        super().__init__(f"run {run_id} {status}{reason}" + (f": {error}" if error else ""))
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.run_id, self.status, self.halt_reason, self.error))
+
+
 class ExecutionError(DuctlineError):
     """Raised inside a step when the ductline context cannot serve a request."""
-
-
-class WorkerStop(BaseException):
-    """Internal: unwinds a worker loop. A `BaseException` so a step's
-    `except Exception` cannot swallow it."""
 
 
 class PayloadTooLarge(DuctlineError, ValueError):

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ductline.errors import StoreError
+from ductline.model.states import TERMINAL_JOB, JobStatus
 from ductline.store import Store
 
 
@@ -40,10 +41,10 @@ class RunProgress:
         except StoreError:
             return
         total = sum(counts.values())
-        done = sum(counts.get(s, 0) for s in ("completed", "failed", "skipped", "cancelled"))
+        done = sum(counts.get(s, 0) for s in TERMINAL_JOB)
         current = ", ".join(running[:3]) + (" …" if len(running) > 3 else "")
         text = f"running: {current}" if current else ""
-        if counts.get("paused"):  # waits for a person: say how to let it go on
+        if counts.get(JobStatus.PAUSED):  # waits for a person: say how to let it go on
             text = (text + "; " if text else "") + f"paused: `ductline resume {self._run_id}`"
         self._progress.update(self._task, total=max(total, 1), completed=done, current=text)
 

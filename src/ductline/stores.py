@@ -40,9 +40,15 @@ def store_for(database: object = None) -> Store:
         return store
 
 
-def ensure_schema(store: Store) -> None:
-    """Migrate SQLite automatically; require an explicit migration on PostgreSQL."""
-    if store.dialect.name == "sqlite":
+def ensure_schema(store: Store, *, migrate: bool = True) -> None:
+    """Migrate SQLite automatically (unless ``migrate`` is false: commands that only
+    read never write); require an explicit migration on PostgreSQL.
+
+    Raises:
+        SchemaError: the schema is older than this version of ductline and is not
+            migrated here.
+    """
+    if store.dialect.name == "sqlite" and migrate:
         store.migrate()
         return
     have = store.schema_version()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
+from decimal import Decimal
+from uuid import UUID
 from typing import Any
 
 from ductline import codec
 from ductline.errors import RunNotFound
-from ductline.model.states import JobStatus
+from ductline.model.states import WAITING_JOB, JobStatus
 from ductline.store import Store, payloads
 
 
@@ -56,9 +58,11 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
     for job in jobs:
         status = JobStatus(job["status"])
         steps.append({
-            "step": job["step"], "index": job["elem_index"], "scope": job["scope"], "status": status.public,
-            "not_before": iso(job["not_before_ms"]) if status in (JobStatus.PENDING, JobStatus.HELD) else None,
+            "step": job["step"], "index": job["elem_index"], "scope": job["scope"], "status": status.value,
+            "not_before": iso(job["not_before_ms"]) if status in WAITING_JOB else None,
             "boundary": job["boundary"], "skip_reason": job["skip_reason"],
+            # the step run whose stop made this one unreachable (null: skipped itself)
+            "skip_root": job["skip_root"],
             # a paused step waits for `ductline resume`; null: the pause never expires
             "pause_expires": iso(job.get("pause_expires_ms")) if status is JobStatus.PAUSED else None,
             "priority": job["priority"], "limit_key": job["limit_key"],
@@ -71,8 +75,9 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
         "halt_reason": run["halt_reason"], "key": run.get("idempotency_key"), "priority": run["priority"],
         "metadata": json.loads(run["metadata"] or "{}"),
         # Out-of-line arguments and output (ductline.store.payloads) are read back in full.
-        "args": codec.loads(payloads.load(store, run_id, run["args"])),
-        "output": codec.loads(payloads.load(store, run_id, run["output"])),
+        # Enums, dataclasses and models stay their tagged JSON: readers import no user code.
+        "args": codec.loads(payloads.load(store, run_id, run["args"]), user_types=False),
+        "output": codec.loads(payloads.load(store, run_id, run["output"]), user_types=False),
         "not_before": iso(run["not_before_ms"]), "deadline": iso(run["deadline_ms"]),
         "created_at": iso(run["created_ms"]), "started_at": iso(run["started_ms"]),
         "finished_at": iso(run["finished_ms"]), "steps": steps,
@@ -85,8 +90,12 @@ def to_json(value: Any) -> str:
 
 
 def _default(value: Any) -> Any:
-    if isinstance(value, datetime):
+    """Decoded richer values as JSON for people: dates as ISO 8601, UUIDs and
+    decimals as their text (tuples are written as lists by `json`)."""
+    if isinstance(value, (datetime, date)):
         return value.isoformat()
+    if isinstance(value, (UUID, Decimal)):
+        return str(value)
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 

@@ -333,7 +333,7 @@ def test_a_waiting_step_is_one_row(store, workers, db_url):
     assert delay_app.ready.trigger(0, database=store).wait(30) == "completed"  # worker up and warm
     threads_before = int(proc_status(worker.pid, "Threads"))
     children_before = child_pids(worker.pid)
-    from ductline.runtime.children import SPARES
+    from ductline.runtime.spares import SPARES
 
     assert len(children_before) == 2 + min(2, SPARES)  # two slots and their warm spares
 
@@ -441,7 +441,7 @@ def claim_select_sql(now_literal: int | None = None) -> str:
     assert found, text
     select = found.group(1)
     assert "status = 'pending'" in select and "not_before_ms <=" in select
-    assert "ORDER BY not_before_ms" in select and "SKIP LOCKED" in select
+    assert "ORDER BY j.not_before_ms" in select and "SKIP LOCKED" in select
     select = select.replace(":pipelines::jsonb", "'[\"delay_waiting\"]'::jsonb").replace(":limit", "4")
     if now_literal is not None:
         select = select.replace("ductline_now_ms()", str(now_literal))

@@ -13,7 +13,7 @@ import pytest
 from helpers import wait_for
 
 from ductline.dsl.options import build_options
-from ductline.runtime.limits import limit_key
+from ductline.model.limits import limit_key
 
 APP = str(__import__("pathlib").Path(limit_app.__file__))
 
@@ -201,7 +201,7 @@ def test_the_throttled_gauge_counts_jobs_waiting_for_a_slot(store):
 
 
 def test_a_cancelled_attempt_keeps_its_slot_until_its_child_is_gone(store, db_url, workers, tmp_path):
-    from ductline.runtime.abort import cancel_run
+    from ductline.operations.stop import cancel_run
 
     pids = tmp_path / "pids"
     pids.mkdir()
@@ -230,7 +230,7 @@ def test_a_cancelled_attempt_keeps_its_slot_until_its_child_is_gone(store, db_ur
 def test_start_slots_of_cancelled_jobs_are_given_out_again(store):
     import time
 
-    from ductline.runtime.abort import cancel_run
+    from ductline.operations.stop import cancel_run
     from ductline.store.records import StepLimit
 
     limits = {("rated", "quick"): StepLimit(None, 4)}

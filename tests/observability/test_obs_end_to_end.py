@@ -144,7 +144,7 @@ def test_a_step_that_times_out_twice_then_succeeds(store, db_url, install, otel,
         attempts = sorted((s for s in spans if s.kind is SpanKind.INTERNAL),
                           key=lambda s: s.attributes["ductline.attempt"])
         assert len(spans) == 4 and len(attempts) == 3
-        assert run_span.name == f"ductline.run {PIPELINE}"
+        assert run_span.name == f"RUN {PIPELINE}"
         assert run_span.parent is None
         assert run_span.context.trace_id == int(handle.id, 16)
         assert run_span.context.span_id == run_span_id(handle.id)

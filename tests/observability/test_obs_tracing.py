@@ -22,7 +22,7 @@ from ductline.observability.tracing import (
     run_span_id,
     trace_id_for,
 )
-from ductline.runtime import abort
+from ductline.operations import stop as abort
 
 
 def job(run_id: str, job_id: str, attempt: int) -> dict[str, object]:
@@ -71,7 +71,7 @@ def test_attempt_spans_are_children_of_a_run_span_emitted_by_another_process(ote
                       key=lambda s: s.attributes["ductline.attempt"])
     assert len(runs) == 1 and len(attempts) == 3
     run = runs[0]
-    assert run.name == "ductline.run orders"
+    assert run.name == "RUN orders"
     assert run.parent is None
     assert run.context.trace_id == int(run_id, 16)
     assert run.context.span_id == run_span_id(run_id)
@@ -80,7 +80,7 @@ def test_attempt_spans_are_children_of_a_run_span_emitted_by_another_process(ote
     assert run.attributes["cicd.pipeline.result"] == "success"
     assert run.status.status_code is StatusCode.UNSET
     for n, span in enumerate(attempts, start=1):
-        assert span.name == "ductline.attempt charge"
+        assert span.name == "charge"
         assert span.context.trace_id == run.context.trace_id
         assert span.parent.span_id == run.context.span_id
         assert span.context.span_id == attempt_span_id(job_id, n)

@@ -10,7 +10,8 @@ import pytest
 import ductline
 from ductline import Backoff
 from ductline.dsl.options import build_options
-from ductline.model import retry
+from ductline.model.outcomes import RETRY_REQUEST_TYPE, Action, Budget, Charge, Ended, Verdict, decide
+from ductline.model.states import AttemptResult, HaltReason
 
 
 def test_policies_compute_delays_in_milliseconds_with_cap():
@@ -64,21 +65,26 @@ def test_invalid_retry_options_are_refused(opts, error):
 
 
 def test_decisions_for_never_always_and_budget():
-    never = retry.after_failure(1, 5, 0, error_type="ValueError", no_retry_on=("ValueError",))
-    assert not never.retry and never.never
-    always = retry.after_failure(9, 1, 0, delay_ms=1234, error_type="KeyError", retry_on=("KeyError",))
-    assert always.retry and always.delay_ms == 1234 and always.charge
+    options = build_options(no_retry_on=["ValueError"], retry_on=["KeyError"], retry_delay=7)
+    never = decide(Ended(AttemptResult.ERRORED, "ValueError", "x"), Budget(0, 0, 5, 10, 7), options)
+    assert never.action is Action.FAIL and never.halt is HaltReason.NON_RETRYABLE_ERROR
+    always = decide(Ended(AttemptResult.ERRORED, "KeyError", "x"), Budget(8, 0, 1, 10, 7), options)
+    assert always.action is Action.RETRY and always.delay_ms == 7000 and always.charge is Charge.FAILURE
     # a timeout carries no error type: only the budget decides
-    assert not retry.after_failure(1, 1, 0, error_type=None, retry_on=("TimeoutError",)).retry
-    assert retry.after_failure(1, 3, 7) == retry.RetryDecision(True, 7000)
+    timeout = decide(Ended(AttemptResult.TIMED_OUT, "TimeoutError", "x"), Budget(0, 0, 1, 10, 7),
+                     build_options(retry_on=["TimeoutError"]))
+    assert timeout.action is Action.FAIL and timeout.halt is HaltReason.JOB_RETRIES_EXHAUSTED
+    assert decide(Ended(AttemptResult.ERRORED, "E", "x"), Budget(0, 0, 3, 10, 7), None) == \
+        Verdict(Action.RETRY, 7000, Charge.FAILURE)
 
 
 def test_a_retry_request_is_recognised_and_free():
     exc = ductline.Retry(delay=timedelta(seconds=30), reason="rate limited")
     assert str(exc) == "retry requested in 30 s: rate limited"
-    assert type(exc).__module__ + "." + type(exc).__qualname__ == retry.RETRY_REQUEST_TYPE
-    decision = retry.requested_retry(retry.RETRY_REQUEST_TYPE, str(exc))
-    assert decision == retry.RetryDecision(True, 30_000, charge=False)
-    assert retry.requested_retry("RuntimeError", str(exc)) is None
+    assert type(exc).__module__ + "." + type(exc).__qualname__ == RETRY_REQUEST_TYPE
+    exhausted = Budget(failures=5, max_retry=1)
+    decision = decide(Ended(AttemptResult.ERRORED, RETRY_REQUEST_TYPE, str(exc)), exhausted, None)
+    assert decision == Verdict(Action.RETRY, 30_000, None)
+    assert decide(Ended(AttemptResult.ERRORED, "RuntimeError", str(exc)), exhausted, None).action is Action.FAIL
     with pytest.raises(TypeError):
         ductline.Retry(delay=0.5)

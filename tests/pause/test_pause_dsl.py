@@ -1,5 +1,5 @@
 """`.pause(before=step, timeout=None)`: validated when the pipeline is defined, one
-test per rule; and `ductline.execute` refuses a pipeline that pauses."""
+test per rule; and `ductline.execute` refuses a pause that nothing would resume."""
 
 from __future__ import annotations
 
@@ -99,10 +99,11 @@ def test_a_pause_after_the_pipeline_was_used_is_refused():
         pipeline.pause(before=approve)
 
 
-def test_execute_refuses_a_pipeline_that_pauses():
+def test_execute_refuses_a_pause_that_nothing_would_resume():
     with pytest.raises(DefinitionError) as caught:
         ductline.execute(pause_app.chain, 7)
     assert str(caught.value) == (
-        "execute() cannot run pipeline 'pause_chain': it pauses before step 'approve' for a person to resume "
-        "it, and the in-process executor has nobody to resume it. Run it on a worker (trigger, then "
-        "`ductline resume`), or test the steps around the pause without it")
+        "execute() cannot run pipeline 'pause_chain': it pauses before step 'approve' without a timeout, "
+        "and nothing would resume it. Pass resume={step: new_input} (ductline.handle.NO_INPUT keeps the "
+        "input) or a resume callable, give the pause a timeout, or run it on a worker (trigger, then "
+        "`ductline resume`)")

@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 
 from ductline import InvalidStateError, PayloadTooLarge, codec
 from ductline.handle import RunHandle
-from ductline.runtime import abort
+from ductline.operations import stop as abort
 from ductline.store import Store, payloads
 from ductline.views import iso
 from ductline.web import create_app
@@ -138,7 +138,7 @@ def test_the_cli_and_the_api_refuse_an_expired_pause(store, db_url, monkeypatch)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.strip() == f"error: InvalidStateError: {message}"
     monkeypatch.delenv("DUCTLINE_DASHBOARD_TOKEN", raising=False)
-    with TestClient(create_app(store, token=TOKEN, poll_seconds=0.05)) as client:
+    with TestClient(create_app(store, token=TOKEN, poll_seconds=0.05), base_url="http://localhost") as client:
         answer = client.post(f"/api/runs/{handle.id}/resume", headers={"Authorization": f"Bearer {TOKEN}"})
     assert (answer.status_code, answer.json()) == (409, {"error": message, "status": 409})
     assert handle.status() == "paused"
@@ -183,7 +183,7 @@ def test_the_api_and_the_cli_refuse_a_resume_input_above_the_hard_limit(store, d
     handle = paused(store, pause_app.chain)
     value = sized(MAX + 1)
     message = f"resume input: {MAX + 1} bytes of JSON exceed the limit of {MAX} bytes (payload_max_bytes)"
-    with TestClient(create_app(store, token=TOKEN, poll_seconds=0.05)) as client:
+    with TestClient(create_app(store, token=TOKEN, poll_seconds=0.05), base_url="http://localhost") as client:
         answer = client.post(f"/api/runs/{handle.id}/resume", headers={"Authorization": f"Bearer {TOKEN}"},
                              json={"input": value})
     assert (answer.status_code, answer.json()) == (422, {"error": message, "status": 422})

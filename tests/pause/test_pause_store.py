@@ -13,7 +13,9 @@ from pause_support import drive, jobs_by_step
 from ductline import InvalidStateError, RunNotFound
 from ductline.handle import RunHandle
 from ductline.model.states import AttemptResult
-from ductline.runtime import abort, record
+from ductline.operations import stop as abort
+from ductline.model.outcomes import Ended
+from ductline.runtime import record
 from ductline.store import Store, open_store
 
 
@@ -163,7 +165,7 @@ def test_a_halt_during_a_pause_keeps_the_pause_and_a_retry_returns_to_it(store):
     token = store.lease_state(job["id"])["lease_token"]
     with store.transaction() as tx:
         done = record.failure(tx, pipeline.definition(), record.Attempt(job["id"], handle.id, "broken", "", 1, token),
-                              AttemptResult.ERRORED, "RuntimeError", "boom", None)
+                              Ended(AttemptResult.ERRORED, "RuntimeError", "boom"), None)
     assert done.halted
     assert handle.status() == "halted"
     assert jobs_by_step(store, handle.id)["approve"]["status"] == "paused"

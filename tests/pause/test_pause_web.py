@@ -19,7 +19,7 @@ TOKEN = "pause-dashboard-token"
 @pytest.fixture
 def client(store, monkeypatch):
     monkeypatch.delenv("DUCTLINE_DASHBOARD_TOKEN", raising=False)
-    with TestClient(create_app(store, token=TOKEN, poll_seconds=0.05)) as c:
+    with TestClient(create_app(store, token=TOKEN, poll_seconds=0.05), base_url="http://localhost") as c:
         yield c
 
 
@@ -96,7 +96,7 @@ def test_the_api_resumes_with_a_bearer_token_once(client, store):
 def test_a_run_failed_by_an_expired_pause_explains_why(client, store):
     import time
 
-    from ductline.runtime import abort
+    from ductline.operations import stop as abort
 
     handle = paused(store, pause_app.expiring)
     time.sleep(1.05)

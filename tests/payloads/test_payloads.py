@@ -204,7 +204,7 @@ def test_the_dashboard_shows_the_size_and_serves_the_download(running):
     assert handle.wait(30) == "completed"
     ref = payloads.parse_reference(store.get_run(handle.id)["output"])
     link = f"/api/runs/{handle.id}/payloads/{ref.id}"
-    with TestClient(create_app(store, token=None)) as client:
+    with TestClient(create_app(store, token=None), base_url="http://localhost") as client:
         page = client.get(f"/runs/{handle.id}")
         assert page.status_code == 200
         assert "&lt;payload 585.9 KiB&gt;" in page.text and link in page.text

@@ -23,9 +23,9 @@ def _open(database: str | None) -> tuple[object, float]:
     from ductline.stores import ensure_schema
 
     settings = load_settings(database_url=database)
-    store = open_store(settings.database_url)
+    store = open_store(settings.database_url, create=False)  # read-only: never creates a database
     try:
-        ensure_schema(store)
+        ensure_schema(store, migrate=False)
     except BaseException:
         store.close()
         raise

@@ -16,6 +16,8 @@ import threading
 from enum import StrEnum
 from typing import Any, Callable
 
+from ductline.model.states import AttemptResult
+
 log = logging.getLogger("ductline.observability")
 
 
@@ -37,8 +39,10 @@ class EventName(StrEnum):
 
 
 # The `result` label of job.completed (the seeds' names), by attempt result.
-RESULT_LABELS = {"succeeded": "success", "errored": "error", "timed_out": "timed_out",
-                 "crashed": "crashed", "cancelled": "cancelled"}
+RESULT_LABELS: dict[str, str] = {
+    AttemptResult.SUCCEEDED: "success", AttemptResult.ERRORED: "error", AttemptResult.TIMED_OUT: "timed_out",
+    AttemptResult.CRASHED: "crashed", AttemptResult.CANCELLED: "cancelled",
+}
 
 Subscriber = Callable[[EventName, dict[str, Any]], None]
 _subscribers: list[Subscriber] = []

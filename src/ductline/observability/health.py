@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-LIVE = ("running", "stopping")
+from ductline.model.states import LIVE_WORKER
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +75,7 @@ def worker_table(store: Any, max_age: float, *, host: str | None = None, limit: 
         if host is not None and r["host"] != host:
             continue
         age = max(0.0, (int(r["now_ms"]) - int(r["heartbeat_ms"])) / 1000)
-        live = r["status"] in LIVE
+        live = r["status"] in LIVE_WORKER
         out.append(WorkerHealth(
             id=r["id"], host=r["host"], pid=int(r["pid"]), concurrency=int(r["concurrency"]), busy=int(r["busy"]),
             undead=int(r["undead"]), status=r["status"], started=iso(r["started_ms"]),

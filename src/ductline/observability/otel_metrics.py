@@ -51,7 +51,7 @@ class OtelMetricsSink:
     def __init__(self, registry: Registry, meter_provider: Any = None) -> None:
         if otel_metrics is None:
             raise ImportError(INSTALL_HINT)
-        from ductline import __version__
+        from ductline.version import __version__
 
         self.registry = registry
         self.closed = False

@@ -156,6 +156,9 @@ def install(metrics_port: int | None = None, metrics_host: str = "127.0.0.1", st
     try:
         obs._subscribe(MetricsSubscriber(obs.registry, store))
         if metrics_port is not None:
+            from ductline.extras import require
+
+            require("prometheus")
             from ductline.observability.prometheus import MetricsServer
 
             obs.metrics_server = MetricsServer(obs.registry, int(metrics_port), metrics_host or "127.0.0.1")

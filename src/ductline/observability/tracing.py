@@ -67,7 +67,8 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from ductline.errors import StoreError
-from ductline.observability.events import EventName
+from ductline.model.states import AttemptResult, HaltReason, RunStatus
+from ductline.observability.events import RESULT_LABELS, EventName
 
 try:
     from opentelemetry import context as otel_context
@@ -91,12 +92,27 @@ except ImportError:  # no SDK: nothing to wrap
 
 log = logging.getLogger("ductline.observability")
 
-# Attempt results (the `result` label of job.completed) as CI/CD task results.
-TASK_RESULTS = {"success": "success", "error": "failure", "timed_out": "timeout", "crashed": "error",
-                "cancelled": "cancellation"}
+# Attempt results as CI/CD task results, by the `result` label of job.completed.
+TASK_RESULTS = {RESULT_LABELS[result]: task for result, task in (
+    (AttemptResult.SUCCEEDED, "success"), (AttemptResult.ERRORED, "failure"), (AttemptResult.TIMED_OUT, "timeout"),
+    (AttemptResult.CRASHED, "error"), (AttemptResult.CANCELLED, "cancellation"))}
 # Halt reasons that are the system's fault rather than the step's.
-_ERROR_HALTS = {"job_crashes_exhausted", "max_fanout_exceeded"}
+_ERROR_HALTS = frozenset({HaltReason.JOB_CRASHES_EXHAUSTED, HaltReason.MAX_FANOUT_EXCEEDED})
 MAX_OPEN_SPANS = 10_000
+
+
+# OpenTelemetry CI/CD conventions: a pipeline run's span is named "{action} {pipeline}"
+# with cicd.pipeline.action.name the action (ductline's runs are RUN); a task run's
+# span (an attempt) carries the task's name.
+RUN_ACTION = "RUN"
+
+
+def run_span_name(pipeline: str) -> str:
+    return f"{RUN_ACTION} {pipeline}"
+
+
+def task_span_name(step: str) -> str:
+    return step
 
 
 def available() -> bool:
@@ -162,7 +178,7 @@ def attempt_context(run_id: str, job_id: str, attempt: int) -> Iterator[None]:
         otel_context.detach(token)
 
 
-class _ForcedIds(_IdGeneratorBase):  # type: ignore[misc,valid-type]
+class _ForcedIds(_IdGeneratorBase):
     """Wraps an SDK id generator: returns the ids forced by the current thread
     (while ductline starts one of its spans), else delegates."""
 
@@ -171,12 +187,18 @@ class _ForcedIds(_IdGeneratorBase):  # type: ignore[misc,valid-type]
         self.local = threading.local()
 
     def generate_span_id(self) -> int:
-        forced = getattr(self.local, "span_id", None)
-        return self.inner.generate_span_id() if forced is None else forced
+        forced: int | None = getattr(self.local, "span_id", None)
+        if forced is not None:
+            return forced
+        generated: int = self.inner.generate_span_id()
+        return generated
 
     def generate_trace_id(self) -> int:
-        forced = getattr(self.local, "trace_id", None)
-        return self.inner.generate_trace_id() if forced is None else forced
+        forced: int | None = getattr(self.local, "trace_id", None)
+        if forced is not None:
+            return forced
+        generated: int = self.inner.generate_trace_id()
+        return generated
 
     def is_trace_id_random(self) -> bool:
         if getattr(self.local, "trace_id", None) is not None:
@@ -220,7 +242,7 @@ class TracingSubscriber:
 
     # -- tracer with derived ids ------------------------------------------------------------
     def _tracer(self) -> tuple[Any, _ForcedIds | None]:
-        from ductline import __version__
+        from ductline.version import __version__
 
         provider = self.provider if self.provider is not None else trace.get_tracer_provider()
         tracer: Any = provider.get_tracer("ductline", __version__)
@@ -274,7 +296,7 @@ class TracingSubscriber:
         if attempt > 1:
             links.append(Link(attempt_span_context(run_id, job_id, attempt - 1),
                               {"ductline.link": "previous_attempt"}))
-        return self._start(f"ductline.attempt {a.get('step')}", trace_id=None,
+        return self._start(task_span_name(str(a.get("step"))), trace_id=None,
                            span_id=attempt_span_id(job_id, attempt), context=parent, kind=SpanKind.INTERNAL,
                            attributes=self._attempt_attributes(a), links=links, start_time=start_ns)
 
@@ -309,7 +331,8 @@ class TracingSubscriber:
         span.set_attribute("cicd.pipeline.task.run.result", result)
         if a.get("outcome"):
             span.set_attribute("ductline.outcome", a["outcome"])
-        error_type = a.get("error_type") or ("TimeoutError" if label == "timed_out" else None)
+        timed_out = label == RESULT_LABELS[AttemptResult.TIMED_OUT]
+        error_type = a.get("error_type") or ("TimeoutError" if timed_out else None)
         if error_type:
             span.set_attribute("error.type", error_type)
         if result != "success":
@@ -346,10 +369,11 @@ class TracingSubscriber:
         if self.store is None:
             return None
         try:
-            return self.store.get_run(run_id)
+            row: dict[str, Any] | None = self.store.get_run(run_id)
         except StoreError as exc:
             log.warning("cannot read run %s for its span: %s", run_id, exc)
             return None
+        return row
 
     def _run_ended(self, name: EventName, a: dict[str, Any]) -> None:
         run_id, pipeline = a["run_id"], a.get("pipeline") or ""
@@ -360,22 +384,23 @@ class TracingSubscriber:
         if a.get("runtime_seconds") is not None and start is None:
             start = end - int(float(a["runtime_seconds"]) * 1e9)
         start = min(start or end, end)
-        attributes: dict[str, Any] = {"cicd.pipeline.name": pipeline, "cicd.pipeline.run.id": run_id}
+        attributes: dict[str, Any] = {"cicd.pipeline.name": pipeline, "cicd.pipeline.run.id": run_id,
+                                      "cicd.pipeline.action.name": RUN_ACTION}
         error_type = message = None
         timeout_seconds = None
         if name is EventName.PIPELINE_COMPLETED:
             result = "success"
         elif name is EventName.PIPELINE_HALTED:
-            reason = a.get("reason") or row.get("halt_reason") or "halted"
+            reason = a.get("reason") or row.get("halt_reason") or RunStatus.HALTED.value
             result = "error" if reason in _ERROR_HALTS else "failure"
             attributes["ductline.halt_reason"] = reason
             error_type, message = reason, f"run halted: {reason}"
         elif name is EventName.PIPELINE_CANCELLED:
             result = "cancellation"
             message = "run cancelled"
-        elif a.get("reason") == "pause_expired":  # a pause for a human timed out: not the run deadline
+        elif a.get("reason") == HaltReason.PAUSE_EXPIRED:  # a pause for a human timed out: not the run deadline
             result = "failure"
-            error_type = "pause_expired"
+            error_type = HaltReason.PAUSE_EXPIRED.value
             message = _metadata(row.get("metadata")).get("error") or "a pause expired without a resume"
         else:
             result = "timeout"
@@ -389,7 +414,7 @@ class TracingSubscriber:
             attributes["error.type"] = error_type
         if result == "timeout":
             attributes["workflow.timeout_exceeded"] = True
-        span = self._start(f"ductline.run {pipeline}", trace_id=trace_id_for(run_id), span_id=run_span_id(run_id),
+        span = self._start(run_span_name(pipeline), trace_id=trace_id_for(run_id), span_id=run_span_id(run_id),
                            context=otel_context.Context(), kind=SpanKind.SERVER, attributes=attributes,
                            start_time=start)
         if result == "timeout":

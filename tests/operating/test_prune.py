@@ -1,0 +1,127 @@
+"""Retention: `ductline prune` and the prune operation delete ended runs whole, in
+transactions of at most 1,000 rows; active, paused and halted runs stay unless named;
+bad input deletes nothing; a prune killed in the middle of a transaction leaves no run
+half-deleted. Both backends."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import prune_app
+import pytest
+from helpers import drive
+
+from ductline.operations.prune import prune
+from ductline.operations.stop import cancel_run
+
+TABLES = ("ductline_jobs", "ductline_attempts", "ductline_payloads", "ductline_context", "ductline_fanins")
+
+
+def rows_of(store, run_id):
+    """Rows each table holds for one run (chunks through their payloads)."""
+    counts = {}
+    with store.dialect.reader() as s:
+        for table in TABLES:
+            counts[table] = _count(s, f"SELECT count(*) AS n FROM {table} WHERE run_id = '{run_id}'")
+        counts["ductline_payload_chunks"] = _count(
+            s, "SELECT count(*) AS n FROM ductline_payload_chunks WHERE payload_id IN "
+               f"(SELECT id FROM ductline_payloads WHERE run_id = '{run_id}')")
+        counts["ductline_runs"] = _count(s, f"SELECT count(*) AS n FROM ductline_runs WHERE id = '{run_id}'")
+    return counts
+
+
+def _count(session, sql):
+    conn = getattr(session, "_conn")
+    row = conn.execute(sql).fetchone()
+    return int(row[0] if not isinstance(row, dict) else row["n"])
+
+
+def ended_runs(store):
+    """A completed fan-out run (jobs, attempts, fan-in, context), a completed run with
+    an out-of-line output (payload chunks), and a cancelled run."""
+    fanned = prune_app.fanned.trigger(12, database=store)
+    large = prune_app.large.trigger(3 * 1024 * 1024, database=store)
+    drive(store, prune_app.fanned)
+    drive(store, prune_app.large)
+    store.context_set(fanned.id, "seen", "12", overwrite=True)  # what ductline.context().set stores
+    cancelled = prune_app.fanned.trigger(2, database=store)
+    cancel_run(store, cancelled.id)
+    assert (fanned.status(), large.status(), cancelled.status()) == ("completed", "completed", "cancelled")
+    assert rows_of(store, large.id)["ductline_payload_chunks"] > 1
+    return [fanned, large, cancelled]
+
+
+def test_ended_runs_are_deleted_whole_and_unfinished_ones_kept(store):
+    ended = ended_runs(store)
+    waiting = prune_app.fanned.trigger(3, database=store, delay=3600)  # pending: kept
+    dry = prune(store, 0, dry_run=True)
+    assert dry.runs == 3 and all(rows_of(store, h.id)["ductline_runs"] == 1 for h in ended)
+    report = prune(store, 0)
+    assert report.runs == 3
+    for handle in ended:
+        assert set(rows_of(store, handle.id).values()) == {0}, handle.id
+    assert rows_of(store, waiting.id)["ductline_runs"] == 1
+    assert prune(store, 0).runs == 0
+    assert prune(store, 0, statuses=["pending"]).runs == 1  # named explicitly
+
+
+def test_only_runs_older_than_the_cutoff_go(store):
+    old, recent = (prune_app.large.trigger(10, database=store) for _ in range(2))
+    drive(store, prune_app.large)
+    with store.transaction() as tx:  # make one of them end two days ago
+        tx.s.fetch("now")
+        getattr(tx.s, "_conn").execute(
+            f"UPDATE ductline_runs SET finished_ms = finished_ms - 172800000 WHERE id = '{old.id}'")
+    assert prune(store, 86400).runs == 1
+    assert rows_of(store, old.id)["ductline_runs"] == 0 and rows_of(store, recent.id)["ductline_runs"] == 1
+
+
+def test_transactions_hold_at_most_a_thousand_rows_but_a_bigger_run_goes_whole(store):
+    small = [prune_app.fanned.trigger(30, database=store) for _ in range(40)]  # ~62 rows each
+    huge = prune_app.fanned.trigger(1200, database=store)  # ~2,400 rows: alone
+    drive(store, prune_app.fanned)
+    report = prune(store, 0)
+    assert report.runs == 41
+    # 40 runs of about 62 rows fit 16 to a transaction: at least 3, plus the big one.
+    assert report.transactions >= 4
+    assert set(rows_of(store, huge.id).values()) == {0}
+    assert all(rows_of(store, h.id)["ductline_runs"] == 0 for h in small)
+
+
+def cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "ductline", *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--older-than", "-1d"], "--older-than: expected whole seconds"),
+    (["--older-than", "soon"], "--older-than: expected whole seconds"),
+    (["--older-than", "1d", "--status", "finished"], "unknown run status finished"),
+], ids=["negative", "malformed", "unknown-status"])
+def test_bad_input_deletes_nothing(store, db_url, args, message):
+    ended = ended_runs(store)
+    done = cli("prune", *args, "--database", db_url)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert all(rows_of(store, h.id)["ductline_runs"] == 1 for h in ended)
+
+
+def test_the_cli_prints_what_it_deleted(store, db_url):
+    ended_runs(store)
+    dry = cli("prune", "--older-than", "0s", "--dry-run", "--database", db_url)
+    assert dry.returncode == 0 and "would delete 3 run(s)" in dry.stdout, dry.stderr
+    done = cli("prune", "--older-than", "0s", "--database", db_url)
+    assert done.returncode == 0 and "deleted 3 run(s)" in done.stdout, done.stderr
+
+
+def test_a_prune_killed_mid_transaction_leaves_no_run_half_deleted(store, db_url):
+    ended = ended_runs(store)
+    before = {h.id: rows_of(store, h.id) for h in ended}
+    done = cli("prune", "--older-than", "0s", "--database", db_url, env={"DUCTLINE_FAULT": "during_prune"})
+    assert done.returncode == -9  # SIGKILL after it deleted attempts, before it committed
+    for handle in ended:
+        assert rows_of(store, handle.id) == before[handle.id]  # all of it, or (below) none of it
+    assert cli("prune", "--older-than", "0s", "--database", db_url).returncode == 0
+    for handle in ended:
+        assert set(rows_of(store, handle.id).values()) == {0}
