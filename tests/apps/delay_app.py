@@ -95,7 +95,10 @@ def after_pause(x):
     return x
 
 
-restart = Pipeline("delay_restart").start(quick).chain(to=after_pause, delay=3)
+# Long enough that creating all 20 delayed jobs and stopping both workers fits inside
+# it on a loaded machine: the test checks that nothing started before the restart.
+RESTART_DELAY = 10
+restart = Pipeline("delay_restart").start(quick).chain(to=after_pause, delay=RESTART_DELAY)
 
 
 # -- a step that never runs during a test (one-row test) -----------------------------------------

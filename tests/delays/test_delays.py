@@ -426,7 +426,7 @@ def test_delayed_steps_survive_a_restart_of_every_worker(store, workers, db_url)
         assert len(job["attempts"]) == 1
         attempt = succeeded(job)
         assert attempt["started_ms"] >= job["not_before_ms"]
-        assert_waited(attempt["started_ms"], quick["finished_ms"], 3, "after_pause")
+        assert_waited(attempt["started_ms"], quick["finished_ms"], delay_app.RESTART_DELAY, "after_pause")
         assert_never_early(store, h.id)
 
 

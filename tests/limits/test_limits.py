@@ -134,7 +134,7 @@ def test_the_limit_key_names_pipeline_step_and_value():
 
 
 @pytest.mark.parametrize(("kwargs", "error", "message"), [
-    ({"concurrency": 0}, ValueError, "concurrency must be at least 1, got 0"),
+    ({"concurrency": 0}, ValueError, "concurrency must be from 1 to 1,000,000, got 0"),
     ({"concurrency": 1.5}, TypeError, "concurrency must be an int, not float (1.5)"),
     ({"concurrency": True}, TypeError, "concurrency must be an int, not bool (True)"),
     ({"rate": 0}, ValueError, "rate must be from 1.65344e-06 (one a week) to 10000 attempts per second, got 0"),

@@ -65,7 +65,7 @@ def test_a_cron_that_is_not_a_str_raises_type_error():
         ductline.schedule(pipeline, cron=5, name="five")
 
 
-@pytest.mark.parametrize("args", [(b"bytes",), ({1, 2},), ((1, 2),), (float("nan"),),
+@pytest.mark.parametrize("args", [(b"bytes",), ({1, 2},), (2 + 3j,), (float("nan"),),
                                   (datetime(2030, 1, 1),)])
 def test_args_that_do_not_round_trip_through_json_raise_type_error(args):
     with pytest.raises(TypeError, match="schedule arguments"):

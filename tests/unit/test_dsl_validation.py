@@ -250,7 +250,7 @@ def test_unknown_option_is_type_error() -> None:
 @pytest.mark.parametrize("value", [0, -1])
 def test_expand_max_fanout_must_be_positive(value: Any) -> None:
     p = Pipeline(S.unique_name("fan")).start(S.a)
-    with pytest.raises(ValueError, match="max_fanout must be at least 1"):
+    with pytest.raises(ValueError, match="max_fanout must be from 1 to 10,000,000"):
         p.expand(to=S.b, max_fanout=value)
 
 
@@ -610,11 +610,11 @@ def test_trigger_control_a_valid_trigger_writes_one_run(db: tuple[str, Path]) ->
 
 @pytest.mark.parametrize("args,fragment", [
     (({1, 2},), r"trigger arguments\[0\]: set value"),
-    ((1, (2, 3)), r"trigger arguments\[1\]: tuple value .* \(use a list\)"),
+    ((1, 2 + 3j), r"trigger arguments\[1\]: complex value"),
     (({"k": b"raw"},), r"trigger arguments\[0\]\['k'\]: bytes value"),
     ((float("nan"),), r"trigger arguments\[0\]: nan is not representable"),
     ((datetime(2030, 1, 1),), r"trigger arguments\[0\]: naive datetime"),
-], ids=["set", "tuple", "bytes", "nan", "naive-datetime"])
+], ids=["set", "complex", "bytes", "nan", "naive-datetime"])
 def test_trigger_with_unencodable_argument_writes_nothing(db: tuple[str, Path], args: tuple[Any, ...],
                                                           fragment: str) -> None:
     url, path = db

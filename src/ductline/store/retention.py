@@ -26,7 +26,7 @@ class Candidate:
 def candidates(store: Store, statuses: list[str], cutoff_ms: int, after: tuple[int, str],
                limit: int) -> list[Candidate]:
     """Runs of ``statuses`` that ended (or were created, if not ended) before
-    ``cutoff_ms`` (database clock), oldest first, after the keyset position
+    ``cutoff_ms`` or at it (database clock), oldest first, after the keyset position
     ``after`` = ``(age_ms, run_id)``."""
     with store.dialect.reader() as s:
         rows = s.fetch("prune_candidates", {"statuses": json.dumps(statuses), "cutoff_ms": cutoff_ms,

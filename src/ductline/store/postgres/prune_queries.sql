@@ -2,14 +2,14 @@
 -- finished first, in transactions of bounded size (ductline.operations.prune).
 
 -- name: prune_candidates
--- Runs of the given statuses that ended (or, not ended, were created) before the cutoff,
+-- Runs of the given statuses that ended (or, not ended, were created) at or before the cutoff,
 -- oldest first, after a keyset position (age_ms, id), with the rows each one holds.
 SELECT r.id, coalesce(r.finished_ms, r.created_ms) AS age_ms,
        (SELECT count(*) FROM ductline_jobs j WHERE j.run_id = r.id)
      + (SELECT count(*) FROM ductline_attempts a WHERE a.run_id = r.id)
      + coalesce((SELECT sum(p.chunks + 1) FROM ductline_payloads p WHERE p.run_id = r.id), 0) AS weight
 FROM ductline_runs r
-WHERE r.status IN (SELECT jsonb_array_elements_text(:statuses::jsonb)) AND coalesce(r.finished_ms, r.created_ms) < :cutoff_ms
+WHERE r.status IN (SELECT jsonb_array_elements_text(:statuses::jsonb)) AND coalesce(r.finished_ms, r.created_ms) <= :cutoff_ms
   AND (coalesce(r.finished_ms, r.created_ms) > :after_ms
        OR (coalesce(r.finished_ms, r.created_ms) = :after_ms AND r.id > :after_id))
 ORDER BY coalesce(r.finished_ms, r.created_ms), r.id
