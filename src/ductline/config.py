@@ -36,6 +36,10 @@ class Settings:
         kill_grace_seconds: between SIGTERM and SIGKILL when an attempt is killed.
         poll_interval: the longest a worker sleeps without looking for work.
         shutdown_grace_seconds: how long SIGTERM lets running attempts finish.
+        undead_after_seconds: how long after SIGKILL (for a thread: after the raised
+            timeout) an attempt that has still not ended makes its slot *undead*.
+            Default 1 s (DESIGN.md, "When the thread won't die"); raise it where a
+            loaded machine unwinds threads slowly.
         max_undead: undead slots (threads or children that would not die) a worker
             tolerates; with more it stops claiming and reports itself unhealthy.
         payload_inline_bytes: JSON values (outputs, inputs, trigger arguments) up to
@@ -58,6 +62,7 @@ class Settings:
     kill_grace_seconds: float = 1.0
     poll_interval: float = 1.0
     shutdown_grace_seconds: float = 30.0
+    undead_after_seconds: float = 1.0
     max_undead: int = 2
     payload_inline_bytes: int = 1_048_576
     payload_max_bytes: int = 67_108_864
@@ -74,7 +79,7 @@ class Settings:
         return int(self.lease_seconds * 1000)
 
 
-_POSITIVE = ("lease_seconds", "payload_inline_bytes", "payload_max_bytes")
+_POSITIVE = ("lease_seconds", "undead_after_seconds", "payload_inline_bytes", "payload_max_bytes")
 _TEXTS = ("database_url", "retention")
 _INTS = ("retry_delay", "max_undead", "payload_inline_bytes", "payload_max_bytes")
 

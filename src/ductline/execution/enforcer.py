@@ -83,14 +83,17 @@ class Enforcer:
         wake: called (from the enforcer's thread) when a watch became undead and
             its owner must look (`take_undead`).
         clock: the monotonic clock deadlines are given in.
+        undead_after: seconds after SIGKILL (for a thread: after the timeout was
+            raised in it) before a watch that has not ended becomes undead.
         lease_seconds: the lease length of a worker; its children are killed when
             the last renewal is older than `LEASE_SAFETY_SHARE` of it. ``None``
             (no leases, the in-process executor) disables this.
     """
 
     def __init__(self, grace: float, wake: Callable[[], None], clock: Clock | None = None, *,
-                 lease_seconds: float | None = None) -> None:
+                 lease_seconds: float | None = None, undead_after: float = UNDEAD_AFTER_SECONDS) -> None:
         self._grace = grace
+        self._undead_after = undead_after
         self._wake = wake
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._lease = lease_seconds
@@ -196,7 +199,7 @@ class Enforcer:
                 elif watch.deadline is not None:
                     upcoming.append(watch.deadline)
             if watch.stage is Stage.TERM_SENT and now >= watch.next_at:
-                watch.stage, watch.next_at = Stage.KILL_SENT, now + UNDEAD_AFTER_SECONDS
+                watch.stage, watch.next_at = Stage.KILL_SENT, now + self._undead_after
                 watch.child.signal_group(signal.SIGKILL)
             elif watch.stage is Stage.KILL_SENT and now >= watch.next_at:
                 watch.stage = Stage.UNDEAD

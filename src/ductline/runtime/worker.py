@@ -79,7 +79,8 @@ class Worker:
         self.slots = [Slot(i, limits.max_bytes) for i in range(concurrency)]
         self.wakeup = Wakeup()
         self.enforcer = Enforcer(settings.kill_grace_seconds, self.wakeup.wake, self.clock,
-                                 lease_seconds=settings.lease_seconds)
+                                 lease_seconds=settings.lease_seconds,
+                                 undead_after=settings.undead_after_seconds)
         self.spares = Spares(apps, sys_path or [], min(concurrency, SPARES), limits.message_cap)
         self.outage = Outage(self.clock)
         self.scheduler = Scheduler(store, definitions, self.clock, settings.poll_interval, enabled=fire_schedules)
