@@ -101,10 +101,12 @@ def _run(block: Block, tmp_path: Path, index: int) -> None:
     where = f"{block.page.relative_to(REPO)}:{block.line}"
     env = _env(tmp_path)
     worker = None
+    worker_log = tmp_path / f"worker_{index}.log"
     if block.worker:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "ductline", "worker", "--app", block.worker, "--concurrency", "2"],
-            cwd=tmp_path, env={**env, **WORKER_ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        with worker_log.open("wb") as log:
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "ductline", "worker", "--app", block.worker, "--concurrency", "2"],
+                cwd=tmp_path, env={**env, **WORKER_ENV}, stdout=log, stderr=subprocess.STDOUT)
     try:
         proc = subprocess.run([sys.executable, script.name], cwd=tmp_path, env=env, capture_output=True,
                               text=True, timeout=BLOCK_TIMEOUT_SECONDS)
@@ -116,8 +118,10 @@ def _run(block: Block, tmp_path: Path, index: int) -> None:
             except subprocess.TimeoutExpired:
                 worker.kill()
                 worker.wait()
+    log = worker_log.read_text(errors="replace") if block.worker else ""
     assert proc.returncode == 0, (
-        f"the block at {where} exited {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+        f"the block at {where} exited {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+        + (f"\n--- worker\n{log}" if log else ""))
 
 
 @pytest.mark.parametrize("page", executed_pages(), ids=lambda p: str(p.relative_to(REPO)))
