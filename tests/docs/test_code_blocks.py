@@ -124,6 +124,9 @@ def _run(block: Block, tmp_path: Path, index: int) -> None:
         + (f"\n--- worker\n{log}" if log else ""))
 
 
+# A page's blocks run one after the other (each under BLOCK_TIMEOUT_SECONDS): a page
+# with several workers may need more than the suite's default limit on a loaded machine.
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("page", executed_pages(), ids=lambda p: str(p.relative_to(REPO)))
 def test_python_blocks_run(page: Path, tmp_path: Path) -> None:
     blocks = [b for b in read_blocks(page) if b.language == EXECUTED]

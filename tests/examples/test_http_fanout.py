@@ -54,7 +54,7 @@ def test_fanout_on_a_worker_survives_a_slow_and_a_flaky_endpoint(tmp_path: Path)
     ran = (at(killed["finished_at"]) - at(killed["started_at"])).total_seconds()
     assert example.STEP_TIMEOUT_SECONDS <= ran < example.SLOW_SECONDS, ran   # killed at its deadline
     flaky = [a["result"] for a in fetches["/prices"]["attempts"]]
-    assert flaky[:2] == ["errored", "errored"] and flaky[-1] == "succeeded", flaky
+    assert flaky.count("errored") >= 2 and flaky[-1] == "succeeded", flaky
     assert fetches["/prices"]["attempts"][0]["error_type"].endswith("HTTPStatusError")
 
 
