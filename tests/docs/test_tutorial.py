@@ -11,6 +11,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from helpers import stop_worker, wait_for
 from test_code_blocks import REPO, read_blocks
 
@@ -44,6 +46,7 @@ def _get(url: str) -> tuple[int, str] | None:
         return None
 
 
+@pytest.mark.timeout(300)  # processes that start and stop: slow on a loaded machine
 def test_the_tutorial_from_first_run_to_dashboard_page(tmp_path: Path) -> None:
     blocks = read_blocks(TUTORIAL)
     app = next(b for b in blocks if b.title == "app.py")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from examples_helpers import EXAMPLES, ductline, last_json, show
 from helpers import start_worker, stop_worker, wait_for
 
@@ -19,6 +21,7 @@ def trigger(refund: str, database: str, cwd: Path) -> RunHandle:
     return RunHandle.attach(started["run_id"], database=database)
 
 
+@pytest.mark.timeout(300)  # processes that start and stop: slow on a loaded machine
 def test_refunds_wait_for_a_person(tmp_path: Path) -> None:
     database = f"sqlite:///{tmp_path / 'ductline.db'}"
     ductline("migrate", "--database", database, cwd=tmp_path)

@@ -7,6 +7,8 @@ import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 from types import ModuleType
 
 from examples_helpers import EXAMPLES, at, ductline, env, last_json, show
@@ -26,6 +28,7 @@ def load_example() -> ModuleType:
     return module
 
 
+@pytest.mark.timeout(300)  # processes that start and stop: slow on a loaded machine
 def test_fanout_on_a_worker_survives_a_slow_and_a_flaky_endpoint(tmp_path: Path) -> None:
     example = load_example()
     database = f"sqlite:///{tmp_path / 'ductline.db'}"

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from examples_helpers import EXAMPLES, at, ductline, last_json, show
 
 EXAMPLE = EXAMPLES / "onboarding.py"
 
 
+@pytest.mark.timeout(300)  # processes that start and stop: slow on a loaded machine
 def test_the_sequence_sends_three_mails_days_apart(tmp_path: Path) -> None:
     database = f"sqlite:///{tmp_path / 'ductline.db'}"
     outbox = tmp_path / "outbox"
