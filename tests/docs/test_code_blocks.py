@@ -95,6 +95,29 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+def _run_script(script: Path, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run one block in a process group of its own, so that whatever it started (a
+    worker, a dashboard) is killed with it when it overruns or leaves it behind. Its
+    output goes to files: a leftover process holding a pipe open cannot stall us."""
+    out, err = cwd / f"{script.stem}.stdout", cwd / f"{script.stem}.stderr"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        proc = subprocess.Popen([sys.executable, script.name], cwd=cwd, env=env, stdout=stdout, stderr=stderr,
+                                text=True, start_new_session=True)
+        try:
+            proc.wait(timeout=BLOCK_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise AssertionError(f"{script.name} ran longer than {BLOCK_TIMEOUT_SECONDS} s\n"
+                                 f"--- stdout\n{out.read_text()}\n--- stderr\n{err.read_text()}") from None
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)   # leftovers of a block that ended
+            except ProcessLookupError:
+                pass
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out.read_text(), err.read_text())
+
+
 def _run(block: Block, tmp_path: Path, index: int) -> None:
     script = tmp_path / (block.title or f"block_{index}.py")
     script.write_text(block.code, encoding="utf-8")
@@ -108,8 +131,7 @@ def _run(block: Block, tmp_path: Path, index: int) -> None:
                 [sys.executable, "-m", "ductline", "worker", "--app", block.worker, "--concurrency", "2"],
                 cwd=tmp_path, env={**env, **WORKER_ENV}, stdout=log, stderr=subprocess.STDOUT)
     try:
-        proc = subprocess.run([sys.executable, script.name], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=BLOCK_TIMEOUT_SECONDS)
+        proc = _run_script(script, tmp_path, env)
     finally:
         if worker is not None:
             worker.send_signal(signal.SIGTERM)
@@ -147,3 +169,27 @@ def test_blocks_are_found() -> None:
     assert any(b.language == "sh" for b in readme)
     assert any(b.language == EXECUTED for b in readme)
     assert any(b.title for p in PAGES for b in read_blocks(p))
+
+
+def test_a_block_leaves_no_process_behind(tmp_path: Path) -> None:
+    """What a block started dies with it (a failed block must not leave a worker running)."""
+    script = tmp_path / "spawn.py"
+    script.write_text("import subprocess, sys\n"
+                      "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+                      "print(child.pid)\n", encoding="utf-8")
+    proc = _run_script(script, tmp_path, _env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    child = int(proc.stdout.strip())
+
+    def gone() -> bool:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return True
+        # Killed but not yet reaped by init: a zombie counts as gone.
+        with open(f"/proc/{child}/stat", encoding="ascii") as fh:
+            return fh.read().split(") ")[1].startswith("Z")
+
+    from helpers import wait_for
+
+    wait_for(gone, timeout=30)
