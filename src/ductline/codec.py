@@ -1,4 +1,4 @@
-"""The value rule for arguments and outputs (README, "Values: the JSON rule"), and
+"""The value rule for arguments and outputs (docs/howto/payloads.md, "Values: the JSON rule"), and
 the one place where text is made safe to store.
 
 A value either round-trips with its exact type or is refused with `TypeError`

@@ -1,6 +1,6 @@
 """Validation of durations given to the DSL and to `trigger`.
 
-Rule (README, "Writing a pipeline", after Ductwork Pro's step timeout and step
+Rule (docs/concepts/pipelines.md, "Validation", after Ductwork Pro's step timeout and step
 delay documents): a duration is an `int` number of seconds or a
 `datetime.timedelta` of whole seconds, stored as integer seconds. `float`, `str`,
 `bool` and `None` where a value is required raise `TypeError`; a negative value

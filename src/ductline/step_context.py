@@ -87,7 +87,7 @@ def cross_boundary(reason: str) -> None:
     Returns only after the record is committed. A failure, timeout or crash after
     this point is not retried automatically: the run halts with ``unsafe_to_retry``
     and an operator decides (``ductline retry RUN_ID --force``). Source: the
-    "safe-only retry" rule (README, "Retries, crashes and halting").
+    "safe-only retry" rule (docs/howto/retries.md, "Safe-only retry").
 
     Raises:
         ExecutionError: outside a running step, or when the lease was lost.

@@ -1,4 +1,4 @@
-"""The value rule (README, "Values: the JSON rule"): a value round-trips with its
+"""The value rule (docs/howto/payloads.md, "Values: the JSON rule"): a value round-trips with its
 exact type or is refused with a TypeError that names where it is."""
 
 from __future__ import annotations

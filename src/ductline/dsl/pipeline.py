@@ -50,30 +50,8 @@ def registered_names() -> list[str]:
 
 
 class PipelineBuilder(Cursor):
-    """A named pipeline definition, built by chaining transitions.
-
-    Args:
-        name: unique name of the pipeline (stored with every run).
-        timeout: whole-run deadline, an ``int`` of seconds or a whole-second
-            ``timedelta``, measured on the database clock from the run's first
-            attempt start; ``None`` for none.
-        on_failure: ``"halt"`` (default: when a step fails for good, siblings
-            already running finish and nothing new starts) or ``"fail_fast"``
-            (siblings still running are cancelled at once).
-        priority: default priority of its runs, -100 to 100 (default 0); a
-            trigger may override it, and each step's ``priority=`` is added.
-
-    Raises:
-        TypeError: ``name`` is not a ``str``, ``timeout`` is not a duration, or
-            ``priority`` is not an ``int``.
-        ValueError: ``timeout`` is negative or zero, or ``priority`` is outside -100..100.
-        DefinitionError: ``name`` is longer than 200 characters or not printable
-            text (`ductline.dsl.steps.check_name`); step names follow the same rule.
-
-    Example::
-
-        pipeline = Pipeline("enrich").start(query).expand(to=load).collapse(into=report)
-    """
+    """The declaration half of `ductline.Pipeline`: a named definition built by chaining
+    transitions (arguments and errors: see `ductline.Pipeline`)."""
 
     def __init__(self, name: str, timeout: Any = None, *, on_failure: str = "halt",
                  priority: int = 0) -> None:

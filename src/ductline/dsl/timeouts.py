@@ -1,4 +1,4 @@
-"""Timeouts that scale with a step's input (README, "Timeouts and the killable child"; the
+"""Timeouts that scale with a step's input (docs/howto/timeouts.md; the
 killable-child lesson: "a floor of about 30 minutes, scaled up by the source's
 size, capped at a few hours")."""
 

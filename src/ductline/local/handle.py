@@ -79,8 +79,8 @@ class LocalRun:
         is raised again.
 
         Raises:
-            Whatever the executor raised (a bug, or a ``resume`` callable's error),
-            after the run was cancelled.
+            Exception: whatever the executor raised (a bug, or a ``resume``
+                callable's error), after the run was cancelled.
         """
         return await self._task
 

@@ -20,8 +20,8 @@ Rules, each from its source:
 - A `ductline.Retry` the step raised is retried after its delay, free of charge.
 - An attempt that crossed a boundary (`ductline.cross_boundary`) is never run again
   automatically, whatever ended it -- error, timeout, crash, a requested retry or a
-  worker's shutdown: the run halts with ``unsafe_to_retry`` (README, "Retries,
-  crashes and halting").
+  worker's shutdown: the run halts with ``unsafe_to_retry`` (docs/howto/retries.md,
+  "Safe-only retry").
 - An expand's output that is not a list is an error (retried under the budget); one
   longer than ``max_fanout`` halts the run at once (``max_fanout_exceeded``), also
   past a crossed boundary.

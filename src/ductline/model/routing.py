@@ -3,7 +3,7 @@ job carries (its budgets, timeout, priority, limit key, delay and pause).
 
 Pure: the worker applies a `Routing` inside the transaction that records the
 completion (fan-ins counted by a row per fan-in), the in-process executor in
-memory. Rules (README, "Transitions"):
+memory. Rules (docs/concepts/pipelines.md, "Transitions"):
 
 - ``chain``, ``divide``, ``converge``: each target receives ``[output]``.
 - ``divert``: the route whose key equals ``str(output)``, else ``otherwise``.

@@ -2,7 +2,7 @@
 fail-fast halt do to the run, its running attempts, its waiting jobs and the
 dependents never created.
 
-One rule for all of them (README, "Whole-run deadline, cancel, fail-fast"): in-flight attempts are
+One rule for all of them (docs/howto/deadlines-and-cancel.md): in-flight attempts are
 ended (their children killed), every waiting job is skipped, and the never-created
 dependents are recorded skipped by a breadth-first walk (`ductline.model.cascade`)
 that remembers the step each was reached from. Finished step runs keep their state;

@@ -36,7 +36,7 @@ def encode_input(value: Any) -> str:
     """The JSON list of arguments a resumed step receives: ``[value]``.
 
     Raises:
-        TypeError: ``value`` does not round-trip through JSON (README, "Values: the JSON rule").
+        TypeError: ``value`` does not round-trip through JSON (docs/howto/payloads.md).
     """
     return codec.dumps([value], what="resume input")
 

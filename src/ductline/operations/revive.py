@@ -2,7 +2,7 @@
 become pending again with fresh budgets, and the run advances again.
 
 A step that crossed a boundary (`ductline.cross_boundary`) is never re-run by a
-plain retry (README, "Retries, crashes and halting"): the retry is refused and
+plain retry (docs/howto/retries.md): the retry is refused and
 names those steps, and only a retry that forces them by name re-runs them on purpose.
 """
 

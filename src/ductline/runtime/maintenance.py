@@ -51,7 +51,7 @@ def rescue_expired(store: Store, definitions: dict[str, Definition], limit: int 
 class Maintainer:
     """Runs the periodic scans in a thread of their own, so that a slow scan (a big
     table, a degraded database) never sits on the path of ready jobs: the worker
-    loop keeps claiming and recording meanwhile (README, "Delivery contract": ready work first)."""
+    loop keeps claiming and recording meanwhile (docs/concepts/architecture.md, "The worker": ready work first)."""
 
     def __init__(self, store: Store, definitions: dict[str, Definition], interval: float) -> None:
         self._store = store
