@@ -9,6 +9,7 @@ What the attempt's outcome means is not decided here: see `ductline.local.record
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from datetime import datetime, timedelta
 from typing import Any, Callable
@@ -18,7 +19,7 @@ from ductline.errors import ExecutionError
 from ductline.execution.child import describe
 from ductline.execution.protocol import Task
 from ductline.local import inproc
-from ductline.local.childapps import ChildSetup, needs_child, task_pipeline
+from ductline.local.childapps import ChildSetup, needs_child, parent_type_name, task_pipeline
 from ductline.local.children import ChildStartError, Pool
 from ductline.local.clock import Clock
 from ductline.local.gates import Gate
@@ -118,7 +119,8 @@ class AttemptRunner:
                         self.max_output_bytes)
             outcome = await self.pool.run(child, task, limit, lambda kind, a: self._answer(sr, kind, a, limit))
             reusable = outcome.reusable
-            return outcome
+            named = parent_type_name(outcome.error_type, self.children.main_alias)
+            return outcome if named == outcome.error_type else dataclasses.replace(outcome, error_type=named)
         finally:
             self.pool.release(child, reusable)
 

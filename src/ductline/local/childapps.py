@@ -111,6 +111,19 @@ def child_setup(definition: Definition) -> ChildSetup:
     return ChildSetup(refs, apps, folders, alias)
 
 
+def parent_type_name(error_type: str | None, main_alias: str | None) -> str | None:
+    """The name the parent knows a child's exception type by.
+
+    A class defined in the parent's ``__main__`` (a script run with ``python
+    script.py``) is ``__main__.Name`` in the parent, where ``retry_on`` and
+    ``no_retry_on`` name it, but ``<alias>.Name`` in the child, which imported the
+    script again under `ChildSetup.main_alias`: the alias is mapped back.
+    """
+    if error_type is None or main_alias is None or not error_type.startswith(main_alias + "."):
+        return error_type
+    return "__main__." + error_type[len(main_alias) + 1:]
+
+
 def task_pipeline(ref: str, timeout: Any, main_module: str | None = None) -> str:
     """The ``pipeline`` field of a Task for a step ``ref`` with option ``timeout``."""
     payload: dict[str, Any] = {"ref": ref}
