@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 import uuid
 
 import pytest
