@@ -56,6 +56,7 @@ class WorkerStatus(StrEnum):
     RUNNING = "running"        # claims and runs attempts
     STOPPING = "stopping"      # shutting down: no new claims, its attempts finish
     STOPPED = "stopped"        # exited cleanly
+    UNHEALTHY = "unhealthy"    # more undead slots than it tolerates: no new claims, still heartbeats
 
 
 # -- runs --------------------------------------------------------------------------------
@@ -110,7 +111,7 @@ JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
 # -- workers -----------------------------------------------------------------------------
 # A live worker is expected to heartbeat; one killed without a clean exit stays live
 # (with a stale heartbeat) until an operator sees it.
-LIVE_WORKER = frozenset({WorkerStatus.RUNNING, WorkerStatus.STOPPING})
+LIVE_WORKER = frozenset({WorkerStatus.RUNNING, WorkerStatus.STOPPING, WorkerStatus.UNHEALTHY})
 
 
 def run_may_move(current: RunStatus, to: RunStatus) -> bool:

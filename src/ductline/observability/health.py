@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ductline.model.states import LIVE_WORKER
+from ductline.model.states import LIVE_WORKER, WorkerStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +76,13 @@ def worker_table(store: Any, max_age: float, *, host: str | None = None, limit: 
             continue
         age = max(0.0, (int(r["now_ms"]) - int(r["heartbeat_ms"])) / 1000)
         live = r["status"] in LIVE_WORKER
+        # A worker with too many undead slots heartbeats but claims nothing: not healthy.
+        fresh = age <= max_age and r["status"] != WorkerStatus.UNHEALTHY
         out.append(WorkerHealth(
             id=r["id"], host=r["host"], pid=int(r["pid"]), concurrency=int(r["concurrency"]), busy=int(r["busy"]),
             undead=int(r["undead"]), status=r["status"], started=iso(r["started_ms"]),
             last_heartbeat=iso(r["heartbeat_ms"]), age_seconds=round(age, 3), live=live,
-            healthy=(age <= max_age) if live else None,
+            healthy=fresh if live else None,
         ))
     return out
 
@@ -97,6 +99,6 @@ def check(store: Any, max_age: float, *, host: str | None = None, limit: int = 1
         names = ", ".join(f"{w.host}:{w.pid} ({w.age_seconds:.1f} s)" for w in stale)
         return HealthReport(False, max_age, workers,
                             f"{len(stale)} of {len(live)} live worker process(es){where} missed their heartbeat "
-                            f"(max age {max_age:g} s): {names}")
+                            f"(max age {max_age:g} s) or hold more undead slots than they tolerate: {names}")
     return HealthReport(True, max_age, workers,
                         f"{len(live)} live worker process(es){where} heartbeated within {max_age:g} s")

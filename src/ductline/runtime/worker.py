@@ -28,6 +28,7 @@ from ductline.config import Settings
 from ductline.dsl.graph import Definition
 from ductline.errors import StoreError
 from ductline.execution.enforcer import LEASE_SAFETY_SHARE, Enforcer, Reason
+from ductline.model.states import WorkerStatus
 from ductline.runtime import maintenance
 from ductline.runtime.children import ChildEvents
 from ductline.runtime.claimer import Claimer
@@ -168,8 +169,10 @@ class Worker:
 
     def status(self) -> str:
         if self.stopping:
-            return "stopping"
-        return "unhealthy" if self.undead_count() > self.settings.max_undead else "running"
+            return WorkerStatus.STOPPING.value
+        if self.undead_count() > self.settings.max_undead:
+            return WorkerStatus.UNHEALTHY.value
+        return WorkerStatus.RUNNING.value
 
     def _register(self) -> bool:
         """Register with the database, waiting for it if it is down (a worker started
