@@ -60,7 +60,7 @@ JOB_PAIRS = [
     pytest.param(HaltReason, ["job_retries_exhausted", "job_crashes_exhausted", "max_fanout_exceeded",
                               "condition_unmatched", "unsafe_to_retry", "non_retryable_error", "pause_expired"],
                  id="halt"),
-    pytest.param(WorkerStatus, ["running", "stopping", "stopped"], id="worker"),
+    pytest.param(WorkerStatus, ["running", "stopping", "stopped", "unhealthy"], id="worker"),
 ])
 def test_stored_values(enum: type, values: list[str]) -> None:
     # States are stored as these strings: renaming one breaks every database.
@@ -103,7 +103,8 @@ def test_no_state_moves_to_itself(status: RunStatus | JobStatus) -> None:
     pytest.param(OPEN_JOB, {J.PENDING, J.HELD, J.RUNNING, J.PAUSED}, id="OPEN_JOB"),
     pytest.param(TERMINAL_JOB, {J.COMPLETED, J.FAILED, J.SKIPPED, J.CANCELLED}, id="TERMINAL_JOB"),
     pytest.param(REVIVABLE_JOB, {J.FAILED, J.HELD, J.CANCELLED}, id="REVIVABLE_JOB"),
-    pytest.param(LIVE_WORKER, {WorkerStatus.RUNNING, WorkerStatus.STOPPING}, id="LIVE_WORKER"),
+    pytest.param(LIVE_WORKER, {WorkerStatus.RUNNING, WorkerStatus.STOPPING, WorkerStatus.UNHEALTHY},
+                 id="LIVE_WORKER"),
 ])
 def test_named_set_members(named: frozenset[object], members: set[object]) -> None:
     assert isinstance(named, frozenset)
