@@ -69,12 +69,12 @@ class AttemptRunner:
         """
         key = sr.spec.limit_key
         if key is None:
-            return await self._placed(sr)
+            return await self._placed(sr, None)
         gate = self.gates.setdefault(key, Gate(sr.node.options))
-        async with gate.enter(self.clock):
-            return await self._placed(sr)
+        async with gate.enter():
+            return await self._placed(sr, gate)
 
-    async def _placed(self, sr: StepRun) -> Outcome | None:
+    async def _placed(self, sr: StepRun, gate: Gate | None) -> Outcome | None:
         node = sr.node
         args = tuple(codec.loads(sr.input))
         timeout = node.options.timeout
@@ -83,7 +83,7 @@ class AttemptRunner:
             if slots is not None:
                 await slots.acquire()
             try:
-                limit = self._begin(sr)
+                limit = await self._begin(sr, gate)
                 if limit is None:
                     return None
                 size = getattr(timeout, "seconds_for", None)
@@ -104,12 +104,12 @@ class AttemptRunner:
         try:
             child = await self.pool.acquire()
         except ChildStartError as exc:
-            if self._begin(sr) is None:
+            if await self._begin(sr, gate) is None:
                 return None
             return Outcome(AttemptResult.ERRORED, None, exc.error_type, exc.message, exc.traceback)
         reusable = False
         try:
-            limit = self._begin(sr)
+            limit = await self._begin(sr, gate)
             if limit is None:
                 reusable = True
                 return None
@@ -124,11 +124,15 @@ class AttemptRunner:
         finally:
             self.pool.release(child, reusable)
 
-    def _begin(self, sr: StepRun) -> Limit | None:
-        """The attempt starts now, if ``sr`` still waits for it; returns its step
-        timeout (a scaled timeout starts at its floor)."""
+    async def _begin(self, sr: StepRun, gate: Gate | None) -> Limit | None:
+        """The attempt starts now (at its key's next rate slot), if ``sr`` still
+        waits for it; returns its step timeout (a scaled timeout starts at its floor)."""
         if sr.status is not JobStatus.PENDING:
             return None
+        if gate is not None:
+            await gate.pace(self.clock)
+            if sr.status is not JobStatus.PENDING:
+                return None
         self.on_begin()
         sr.begin_attempt(self.clock.now())
         self.report.attempt_started(sr)

@@ -26,18 +26,24 @@ class Gate:
         self._turn = asyncio.Lock()  # starts take their rate slots one at a time
 
     @asynccontextmanager
-    async def enter(self, clock: Clock) -> AsyncIterator[None]:
-        """Wait for a slot (and the key's next start time), hold it for the attempt."""
+    async def enter(self) -> AsyncIterator[None]:
+        """Wait for a concurrency slot, hold it for the attempt."""
         if self._slots is not None:
             await self._slots.acquire()
         try:
-            if self._interval is not None:
-                async with self._turn:
-                    wait = self._next_start - clock.now()
-                    if wait > 0:
-                        await clock.sleep(wait)
-                    self._next_start = clock.now() + self._interval
             yield
         finally:
             if self._slots is not None:
                 self._slots.release()
+
+    async def pace(self, clock: Clock) -> None:
+        """Wait for the key's next start time and take it. Called right before the
+        attempt's start is recorded (after its child is ready), so recorded starts
+        are ``1/rate`` apart however long getting a child took."""
+        if self._interval is None:
+            return
+        async with self._turn:
+            wait = self._next_start - clock.now()
+            if wait > 0:
+                await clock.sleep(wait)
+            self._next_start = clock.now() + self._interval
