@@ -32,7 +32,7 @@ from ductline.store import queries
 from ductline.views import iso, run_view
 
 DELAY_APP = str(Path(__file__).resolve().parents[1] / "apps" / "delay_app.py")
-SLACK_MS = 15_000  # generous upper bound on lateness in tests (noisy 2-core machine)
+SLACK_MS = 60_000  # only "not absurdly late": lateness is measured by bench/delays.py, not here
 
 
 # ======================================================================================
@@ -237,14 +237,14 @@ def test_trigger_delay_and_delay_until_override_the_start_delay(store, workers):
 
     workers(concurrency=4, app=DELAY_APP)
     for h in (shorter, at, now):
-        assert h.wait(30) == "completed"
+        assert h.wait(90) == "completed"
     for h in (default, shorter, at, now):
         assert_never_early(store, h.id)
     assert succeeded(only(store, at.id, "started"))["started_ms"] >= until_ms
     # the definition's 3 s was overridden: "shorter" could start 2 s before "default"
     # (when it did depends on how soon the worker was up, so only its time is compared)
     assert only(store, shorter.id, "started")["not_before_ms"] + 1500 < only(store, default.id, "started")["not_before_ms"]
-    assert default.wait(30) == "completed"
+    assert default.wait(90) == "completed"
     assert_never_early(store, default.id)
 
 
@@ -330,7 +330,7 @@ def test_not_before_counts_from_the_commit_even_after_a_slow_tail(store):
 # ======================================================================================
 def test_a_waiting_step_is_one_row(store, workers, db_url):
     worker = workers(concurrency=2, app=DELAY_APP)
-    assert delay_app.ready.trigger(0, database=store).wait(30) == "completed"  # worker up and warm
+    assert delay_app.ready.trigger(0, database=store).wait(90) == "completed"  # worker up and warm
     threads_before = int(proc_status(worker.pid, "Threads"))
     children_before = child_pids(worker.pid)
     from ductline.runtime.spares import SPARES
@@ -340,7 +340,7 @@ def test_a_waiting_step_is_one_row(store, workers, db_url):
     handles = [delay_app.waiting.trigger(i, database=store) for i in range(50)]
     assert store.claim("test-claimer", [delay_app.waiting.name], 100, 60_000) == []
     # a ready run triggered after them is done: the worker has seen the 50 waiting jobs
-    assert delay_app.ready.trigger(1, database=store).wait(30) == "completed"
+    assert delay_app.ready.trigger(1, database=store).wait(90) == "completed"
 
     assert int(proc_status(worker.pid, "Threads")) == threads_before
     assert child_pids(worker.pid) == children_before
@@ -366,7 +366,7 @@ def test_worker_does_not_spin_after_a_timer_wakeup_fills_its_slots(store, worker
     # The worker must be up and polling before the delayed job is created, so that the
     # claim comes from the not-before timer (a worker that starts after the job is due
     # takes it with its first claim and never sets the timer).
-    require(delay_app.ready.trigger(0, database=store).wait(30) == "completed")
+    require(delay_app.ready.trigger(0, database=store).wait(90) == "completed")
     handle = delay_app.busy_after_timer.trigger(2, database=store)
     require_wait(lambda: store.run_attempts(handle.id), timeout=30, interval=0.01)
     cpu_start = cpu_seconds(worker.pid)
@@ -572,7 +572,7 @@ def test_revive_keeps_the_delay_of_a_waiting_step(store, workers):
     036265e: revive keeps remaining delays.)"""
     workers(concurrency=2, app=DELAY_APP)
     handle = delay_app.revive.trigger(1, database=store)
-    assert handle.wait(30) == "halted"
+    assert handle.wait(90) == "halted"
     # on_time may finish after the halt (a loaded machine); its dependent is then created held
     require_wait(lambda: "later" in steps(store, handle.id))
     job = only(store, handle.id, "later")
@@ -580,7 +580,7 @@ def test_revive_keeps_the_delay_of_a_waiting_step(store, workers):
     # it still waits (delay=2 after on_time) when the operator retries the run
     assert store.now_ms() < job["not_before_ms"], "the halt came too late to test anything"
     assert store.revive_run(handle.id)
-    assert handle.wait(30) == "completed"
+    assert handle.wait(90) == "completed"
     assert handle.output() == ["recovered", "later"]
     on_time = succeeded(only(store, handle.id, "on_time"))
     later = only(store, handle.id, "later")

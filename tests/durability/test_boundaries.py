@@ -37,7 +37,7 @@ def test_a_worker_that_stops_during_a_crossed_step_never_gets_it_run_again(store
     stop_worker(first, sig)
     second = start_worker(db_url, app=APP, env=env)  # rescues a killed worker's lease
     try:
-        assert handle.wait(30) == "halted"
+        assert handle.wait(90) == "halted"
         assert store.get_run(handle.id)["halt_reason"] == "unsafe_to_retry"
         step = steps(store, handle.id)["pays_then_hangs"]
         assert step["status"] == "failed" and step["boundary"] == "charged the card"

@@ -36,7 +36,7 @@ def test_sigkill_at_checkpoint_loses_nothing(store, db_url, checkpoint):
     env = {"DUCTLINE_LEASE_SECONDS": "2", "DUCTLINE_FAULT": checkpoint}
     first = start_worker(db_url, env=env)
     handles = [rt_app.slow_chain.trigger(i, database=store) for i in range(RUNS)]
-    assert first.wait(30) == -signal.SIGKILL
+    assert first.wait(90) == -signal.SIGKILL
     second = start_worker(db_url, env={"DUCTLINE_LEASE_SECONDS": "2"})
     try:
         for handle in handles:
@@ -51,7 +51,7 @@ def test_sigkill_in_the_middle_of_a_step(store, db_url):
     handles = [rt_app.slow_chain.trigger(i, database=store) for i in range(RUNS)]
     wait_for(lambda: any(s["status"] == "running" for h in handles for s in run_view(store, h.id)["steps"]))
     os.kill(first.pid, signal.SIGKILL)
-    first.wait(10)
+    first.wait(90)
     second = start_worker(db_url, env={"DUCTLINE_LEASE_SECONDS": "2"})
     try:
         for handle in handles:
@@ -71,7 +71,7 @@ def test_sigterm_lets_running_attempts_finish(store, db_url):
     # the next step was created but nobody claimed it: it waits, nothing is lost
     second = start_worker(db_url)
     try:
-        assert handle.wait(30) == "completed"
+        assert handle.wait(90) == "completed"
     finally:
         stop_worker(second)
     assert handle.output() == 10

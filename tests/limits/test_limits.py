@@ -182,7 +182,7 @@ def test_a_slot_held_by_a_killed_worker_is_freed_and_the_throttled_job_runs(stor
     doomed = workers(concurrency=2, app=APP)
     wait_for(lambda: sql(db_url, "SELECT count(*) FROM ductline_jobs WHERE throttled = 1")[0][0] == 1, 20)
     doomed.send_signal(signal.SIGKILL)
-    doomed.wait(10)
+    doomed.wait(90)
     workers(concurrency=2, app=APP)  # rescues the lease once it expires (3 s), frees the slot
     assert first.wait(60) == "completed" and second.wait(60) == "completed"
     results = sorted(r for (r,) in sql(db_url, "SELECT result FROM ductline_attempts"))
@@ -224,7 +224,7 @@ def test_a_cancelled_attempt_keeps_its_slot_until_its_child_is_gone(store, db_ur
     except ProcessLookupError:
         alive = False
     assert not alive, "the next attempt of the key started while the cancelled one still ran"
-    assert waiting.wait(30) == "completed"
+    assert waiting.wait(90) == "completed"
 
 
 def test_start_slots_of_cancelled_jobs_are_given_out_again(store):

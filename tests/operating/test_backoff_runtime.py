@@ -20,7 +20,7 @@ def test_no_retry_on_halts_at_once_and_retry_on_ignores_the_budget(store, worker
     workers(app=OPS_APP)
     halted = ops_app.never_retried.trigger(1, database=store)
     kept = ops_app.always_retried.trigger(2, database=store)
-    assert halted.wait(30) == "halted" and kept.wait(30) == "completed"
+    assert halted.wait(90) == "halted" and kept.wait(90) == "completed"
     view = run_view(store, halted.id)
     assert view["halt_reason"] == "non_retryable_error"
     attempts = view["steps"][0]["attempts"]
@@ -31,7 +31,7 @@ def test_no_retry_on_halts_at_once_and_retry_on_ignores_the_budget(store, worker
 def test_a_requested_retry_waits_its_delay_and_costs_no_budget(store, workers):
     workers(app=OPS_APP)
     handle = ops_app.requested_retry.trigger(1, database=store)
-    assert handle.wait(30) == "completed" and handle.output() == 3  # max_retry=1 would allow one
+    assert handle.wait(90) == "completed" and handle.output() == 3  # max_retry=1 would allow one
     attempts = run_view(store, handle.id)["steps"][0]["attempts"]
     assert [a["result"] for a in attempts] == ["errored", "errored", "succeeded"]
     assert attempts[0]["error_type"] == "ductline.Retry"
@@ -43,7 +43,7 @@ def test_a_requested_retry_waits_its_delay_and_costs_no_budget(store, workers):
 def test_linear_backoff_spaces_attempts_by_the_policy(store, workers):
     workers(app=OPS_APP)
     handle = ops_app.linear_backoff.trigger(1, database=store)
-    assert handle.wait(30) == "halted"
+    assert handle.wait(90) == "halted"
     attempts = run_view(store, handle.id)["steps"][0]["attempts"]
     assert len(attempts) == 3
     gaps = [_started(b) - _started(a) for a, b in zip(attempts, attempts[1:])]

@@ -52,7 +52,7 @@ def _stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.send_signal(signal.SIGTERM)
     for proc in procs:
         try:
-            proc.wait(15)
+            proc.wait(90)
         except subprocess.TimeoutExpired:
             stop_worker(proc, signal.SIGKILL)
 

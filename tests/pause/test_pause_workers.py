@@ -39,14 +39,14 @@ def test_a_paused_run_waits_without_a_lease_and_the_cli_resumes_it_with_a_new_in
     assert store.lease_state(approve["id"]) == {"status": "paused", "lease_token": None}
     done = cli("resume", handle.id, "--input", '{"approved_by": "ana"}', "--database", db_url)
     assert (done.returncode, done.stdout.strip()) == (0, f"run {handle.id} resumed: approve with a new input")
-    assert handle.wait(20) == "completed"
+    assert handle.wait(90) == "completed"
     assert handle.output() == {"approved": {"approved_by": "ana"}}
 
 
 def test_a_pause_that_expires_fails_the_run_closed_and_kills_the_other_branch(store, workers):
     workers(app=APP)
     handle = pause_app.expiring_divided.trigger(4, database=store)
-    assert handle.wait(30) == "failed"
+    assert handle.wait(90) == "failed"
     reason = "pause before step 'approve' expired after 1 s without a resume"
     run = store.get_run(handle.id)
     assert run["halt_reason"] == "pause_expired"
@@ -71,7 +71,7 @@ def test_the_run_deadline_keeps_counting_during_a_pause(store, workers):
     workers(app=APP)
     handle = pause_app.deadline.trigger(1, database=store)
     wait_for(lambda: handle.status() == "paused", 20)
-    assert handle.wait(20) == "failed"
+    assert handle.wait(90) == "failed"
     run = store.get_run(handle.id)
     metadata = json.loads(run["metadata"])
     assert (metadata["timeout_exceeded"], metadata["timeout_seconds"]) == (True, 2)
@@ -89,7 +89,7 @@ def test_a_divide_finishes_its_other_branch_while_paused_then_completes_after_re
     assert handle.status() == "paused"
     assert sorted(jobs_by_step(store, handle.id)) == ["approve", "prepare", "side"]
     assert handle.resume(input={"order": 50}) == ["approve"]
-    assert handle.wait(20) == "completed"
+    assert handle.wait(90) == "completed"
     assert handle.output() == [{"approved": {"order": 50}}, {"side": 5}]
 
 

@@ -15,7 +15,7 @@ def test_default_inline_limit_is_one_mib(store, workers):
     workers(app=PAYLOAD_APP)
     at = pa.relayed.trigger([MIB, 1], database=store)
     above = pa.relayed.trigger([MIB + 1, 2], database=store)
-    assert at.wait(30) == "completed" and above.wait(30) == "completed"
+    assert at.wait(90) == "completed" and above.wait(90) == "completed"
     outputs = {j["step"]: j["output"] for j in store.run_jobs(at.id)}
     assert len(outputs["produce"]) == MIB and payloads.parse_reference(outputs["produce"]) is None
     [job] = [j for j in store.run_jobs(above.id) if j["step"] == "produce"]

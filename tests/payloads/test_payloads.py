@@ -43,7 +43,7 @@ def test_exactly_the_limit_stays_inline_one_byte_more_goes_out_of_line(running):
     store = running.store
     at = pa.relayed.trigger([INLINE, 1], database=store)
     above = pa.relayed.trigger([INLINE + 1, 2], database=store)
-    assert at.wait(30) == "completed" and above.wait(30) == "completed"
+    assert at.wait(90) == "completed" and above.wait(90) == "completed"
 
     inline = _job(store, at.id, "produce")["output"]
     assert len(inline) == INLINE and json.loads(inline) == pa.blob(INLINE, 1)
@@ -67,7 +67,7 @@ def test_chunks_and_the_runs_output_via_handle_and_show_json(running):
     store = running.store
     size = 600_000
     handle = pa.relayed.trigger([size, 3], database=store)
-    assert handle.wait(30) == "completed"
+    assert handle.wait(90) == "completed"
     expected = pa.blob(size, 3)
     assert handle.output() == expected
     assert _show_json(running.url, handle.id)["output"] == expected
@@ -84,7 +84,7 @@ def test_collapse_gathers_inline_and_out_of_line_outputs_in_order(running):
     store = running.store
     specs = [[INLINE, 1], [INLINE + 1, 2], [10, 3], [300_000, 4], [INLINE - 5, 5]]
     handle = pa.expanded.trigger(specs, database=store)
-    assert handle.wait(30) == "completed"
+    assert handle.wait(90) == "completed"
     assert handle.output() == [[s - 2, pa.digest(pa.blob(s, seed))] for s, seed in specs]
     refs = [payloads.parse_reference(_job(store, handle.id, "produce", i)["output"]) for i in range(len(specs))]
     assert [r is not None for r in refs] == [False, True, False, True, False]
@@ -97,7 +97,7 @@ def test_collapse_gathers_inline_and_out_of_line_outputs_in_order(running):
 def test_combine_gathers_a_large_and_a_small_branch(running):
     store = running.store
     handle = pa.combined.trigger([300_000, 100], database=store)
-    assert handle.wait(30) == "completed"
+    assert handle.wait(90) == "completed"
     assert handle.output() == [[299_998, pa.digest(pa.blob(300_000, 1))], [98, pa.digest(pa.blob(100, 2))]]
     assert payloads.parse_reference(_job(store, handle.id, "large_branch")["output"]) is not None
     assert payloads.parse_reference(_job(store, handle.id, "small_branch")["output"]) is None
@@ -106,7 +106,7 @@ def test_combine_gathers_a_large_and_a_small_branch(running):
 def test_large_expand_elements_go_out_of_line_as_inputs(running):
     store = running.store
     handle = pa.big_elements_pipeline.trigger([3, 100_000], database=store)
-    assert handle.wait(30) == "completed"
+    assert handle.wait(90) == "completed"
     assert handle.output() == [[99_998, pa.digest(pa.blob(100_000, seed))] for seed in range(3)]
     # The list (one payload) and each element's input (three more).
     assert len(payloads.run_payloads(store, handle.id)) == 4
@@ -115,7 +115,7 @@ def test_large_expand_elements_go_out_of_line_as_inputs(running):
 def test_a_thread_isolated_step_reads_its_input_the_same_way(running):
     store = running.store
     handle = pa.threaded.trigger([200_000, 7], database=store)
-    assert handle.wait(30) == "completed"
+    assert handle.wait(90) == "completed"
     assert handle.output() == pa.blob(200_000, 7)
 
 
@@ -123,7 +123,7 @@ def test_an_output_above_the_hard_limit_fails_at_once_without_retries(running):
     store = running.store
     failing = pa.too_big.trigger([MAX + 1, 1], database=store)
     fitting = pa.too_big.trigger([MAX, 2], database=store)
-    assert failing.wait(30) == "halted" and fitting.wait(30) == "completed"
+    assert failing.wait(90) == "halted" and fitting.wait(90) == "completed"
     view = run_view(store, failing.id)
     assert view["halt_reason"] == "non_retryable_error"
     [attempt] = view["steps"][0]["attempts"]  # max_retry=3 is not used: the size will not change
@@ -146,7 +146,7 @@ def _peak_rss_kib(pid: int) -> int:
 def test_an_oversized_child_message_is_not_read_and_fails_the_attempt(running):
     store, proc = running.store, running.proc
     warm = pa.relayed.trigger([100, 1], database=store)
-    assert warm.wait(30) == "completed"
+    assert warm.wait(90) == "completed"
     before = _peak_rss_kib(proc.pid)
     size = 40_000_000  # an error message (and traceback) far above what the parent reads
     loud = pa.loud.trigger(size, database=store)
@@ -161,7 +161,7 @@ def test_an_oversized_child_message_is_not_read_and_fails_the_attempt(running):
     assert _peak_rss_kib(proc.pid) - before < 20_000
     assert proc.poll() is None
     after = pa.relayed.trigger([300_000, 2], database=store)
-    assert after.wait(30) == "completed" and after.output() == pa.blob(300_000, 2)
+    assert after.wait(90) == "completed" and after.output() == pa.blob(300_000, 2)
 
 
 def test_large_trigger_arguments_go_out_of_line_and_oversized_ones_are_refused(running, monkeypatch):
@@ -172,7 +172,7 @@ def test_large_trigger_arguments_go_out_of_line_and_oversized_ones_are_refused(r
     handle = pa.echoed.trigger(value, database=store)
     ref = payloads.parse_reference(store.get_run(handle.id)["args"])
     assert ref is not None and ref.size == 200_002  # the JSON list [value]
-    assert handle.wait(30) == "completed" and handle.output() == value
+    assert handle.wait(90) == "completed" and handle.output() == value
     assert _show_json(running.url, handle.id)["args"] == [value]
 
     runs_before = len(store.list_runs(limit=1000))
@@ -189,7 +189,7 @@ def test_text_that_looks_like_a_reference_is_user_data(running):
     lookalike = payloads.reference("0" * 32, 5)
     value = [lookalike, {"note": lookalike}]
     handle = pa.echoed.trigger(value, database=store)
-    assert handle.wait(30) == "completed"
+    assert handle.wait(90) == "completed"
     assert handle.output() == value
     assert not payloads.contains_references(store.get_run(handle.id)["output"])
 
@@ -201,7 +201,7 @@ def test_the_dashboard_shows_the_size_and_serves_the_download(running):
 
     store = running.store
     handle = pa.relayed.trigger([600_000, 5], database=store)
-    assert handle.wait(30) == "completed"
+    assert handle.wait(90) == "completed"
     ref = payloads.parse_reference(store.get_run(handle.id)["output"])
     link = f"/api/runs/{handle.id}/payloads/{ref.id}"
     with TestClient(create_app(store, token=None), base_url="http://localhost") as client:

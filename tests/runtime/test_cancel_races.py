@@ -110,11 +110,11 @@ def test_a_cancel_waits_for_an_uncommitted_claim_and_ends_its_attempt(store, bac
             with store.transaction() as tx:
                 got.extend(tx.claim("racer", ["rt_single"], 1, 60_000))
                 claimed.set()
-                release.wait(30)
+                release.wait(90)
 
         holder = threading.Thread(target=claim_and_hold)
         holder.start()
-        assert claimed.wait(30) and len(got) == 1
+        assert claimed.wait(90) and len(got) == 1
         outcome = []
         canceller = threading.Thread(target=lambda: outcome.append(_cancel(store, definition, handle.id)))
         canceller.start()

@@ -52,7 +52,7 @@ def events():
 def test_thread_isolation_runs_in_the_worker_process(store, inprocess_worker):
     inprocess_worker()
     handle = kill_app.threaded.trigger(3, database=store)
-    assert handle.wait(20) == "completed"
+    assert handle.wait(90) == "completed"
     assert handle.output() == {"in_worker_process": True, "x": 3}
 
 
@@ -62,17 +62,17 @@ def test_a_thread_that_unwinds_is_timed_out_and_its_slot_reused(store, inprocess
     # that an unwound thread frees its slot, not how fast this machine is.
     worker = inprocess_worker(concurrency=1, undead_after_seconds=60)
     handle = kill_app.thread_unwinds.trigger(1, database=store)
-    assert handle.wait(20) == "halted"
+    assert handle.wait(90) == "halted"
     [attempt] = run_view(store, handle.id)["steps"][0]["attempts"]
     assert attempt["result"] == "timed_out"
     assert worker.undead_count() == 0
-    assert kill_app.threaded.trigger(1, database=store).wait(20) == "completed"
+    assert kill_app.threaded.trigger(1, database=store).wait(90) == "completed"
 
 
 def test_an_undead_thread_is_abandoned_counted_and_fenced(store, inprocess_worker, events):
     worker = inprocess_worker(concurrency=2)
     handle = kill_app.thread_undead.trigger(1, database=store)
-    assert handle.wait(30) == "halted"
+    assert handle.wait(90) == "halted"
     view = run_view(store, handle.id)
     assert [a["result"] for a in view["steps"][0]["attempts"]] == ["timed_out", "timed_out"]
     undead = [a for name, a in events if name is EventName.THREAD_UNDEAD]
@@ -140,8 +140,8 @@ def test_scaled_timeout_gives_a_big_input_more_time(store, inprocess_worker):
     inprocess_worker()
     big = kill_app.scaled.trigger(6, database=store)     # 6 s: the 3 s step fits
     small = kill_app.scaled.trigger(1, database=store)   # floor 2 s: killed
-    assert big.wait(30) == "completed"
-    assert small.wait(30) == "halted"
+    assert big.wait(90) == "completed"
+    assert small.wait(90) == "halted"
     attempt = run_view(store, small.id)["steps"][0]["attempts"][0]
     assert attempt["result"] == "timed_out" and "step timeout of 2 s" in attempt["error"]
     big_attempt = store.run_attempts(big.id)[0]
@@ -179,7 +179,7 @@ def test_a_slow_maintenance_scan_does_not_delay_ready_jobs(store, inprocess_work
 
     monkeypatch.setattr(maintenance, "rescue_expired", slow_rescue)
     inprocess_worker(health_check_interval=0.2)
-    assert scanning.wait(10)
+    assert scanning.wait(90)
     handle = kill_app.threaded.trigger(1, database=store)
-    assert handle.wait(10) == "completed"
+    assert handle.wait(90) == "completed"
     assert not scanned.is_set()  # the run was not held behind the scan still in progress

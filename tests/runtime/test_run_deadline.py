@@ -26,7 +26,7 @@ def assert_nothing_left(view):
 def test_deadline_inside_a_step_fails_the_run_and_skips_dependents(store, workers):
     workers()
     handle = rt_app.deadline_chain.trigger(1, database=store)
-    assert handle.wait(30) == "failed"
+    assert handle.wait(90) == "failed"
     view = run_view(store, handle.id)
     assert view["metadata"]["timeout_exceeded"] is True
     assert view["metadata"]["timeout_seconds"] == 2
@@ -48,7 +48,7 @@ def test_deadline_inside_a_step_fails_the_run_and_skips_dependents(store, worker
 def test_deadline_during_a_delay(store, workers):
     workers()
     handle = rt_app.deadline_in_delay.trigger(1, database=store)
-    assert handle.wait(30) == "failed"
+    assert handle.wait(90) == "failed"
     steps = steps_by_name(run_view(store, handle.id))
     assert steps["after"]["status"] == "skipped"
     assert steps["after"]["attempts"] == []
@@ -57,7 +57,7 @@ def test_deadline_during_a_delay(store, workers):
 def test_deadline_keeps_a_finished_branch(store, workers):
     workers(concurrency=3)
     handle = rt_app.deadline_divide.trigger(1, database=store)
-    assert handle.wait(30) == "failed"
+    assert handle.wait(90) == "failed"
     steps = steps_by_name(run_view(store, handle.id))
     assert steps["fast_branch"]["status"] == "completed"
     assert steps["stuck"]["status"] == "failed"
@@ -83,14 +83,14 @@ def test_cancel_kills_the_attempt_and_skips_the_rest(store, workers):
         RunHandle("0" * 32, store).cancel()
     # the worker is free again: another run completes (its slot was not kept by the killed child)
     other = rt_app.chain.trigger(1, database=store)
-    assert other.wait(30) == "completed"
+    assert other.wait(90) == "completed"
     assert time.monotonic() - started < 25
 
 
 def test_fail_fast_cancels_running_siblings(store, workers):
     workers(concurrency=3)
     handle = rt_app.fail_fast.trigger(1, database=store)
-    assert handle.wait(30) == "halted"
+    assert handle.wait(90) == "halted"
     # A sibling that was running is cancelled at once; one not yet started is held for
     # `ductline retry` (it shows as held, with no attempt).
     wait_for(lambda: steps_by_name(run_view(store, handle.id))["stuck"]["status"] in ("cancelled", "held"))

@@ -175,7 +175,7 @@ class _PausingSession:
     def _checkpoint(self, name: str) -> None:
         if name == self.owner.after and not self.owner.reached.is_set():
             self.owner.reached.set()
-            assert self.owner.go.wait(30), "the test never released the paused transaction"
+            assert self.owner.go.wait(90), "the test never released the paused transaction"
 
     def fetch(self, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         rows = self.inner.fetch(name, params)

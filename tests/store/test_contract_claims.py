@@ -291,7 +291,7 @@ def test_run_deadline_counts_from_the_first_attempt_start_under_concurrent_claim
     second = threading.Thread(target=lambda: results.__setitem__("second", second_claim()), daemon=True)
     first.start()
     try:
-        assert checkpoint.reached.wait(10), "the first claim never reached its checkpoint"
+        assert checkpoint.reached.wait(90), "the first claim never reached its checkpoint"
         paused_at = store.now_ms()
         wait_for(lambda: store.now_ms() >= paused_at + 20, timeout=5, interval=0.005)
         second.start()

@@ -99,5 +99,5 @@ def test_a_worker_stops_when_its_database_file_is_deleted(tmp_path):
     for suffix in ("", "-wal", "-shm"):
         if Path(f"{path}{suffix}").exists():
             os.remove(f"{path}{suffix}")
-    assert worker.wait(30) != 0  # it stopped by itself, with an error
+    assert worker.wait(90) != 0  # it stopped by itself, with an error
     assert not path.exists()  # and wrote nothing into a new file

@@ -69,7 +69,7 @@ def test_halted_run_is_retried_from_the_browser_and_finishes(dashboard_url, tmp_
 
         store = open_store(db_url)
         handle = web_app.gated.trigger({"id": 7}, database=store)
-        assert handle.wait(30) == "halted"
+        assert handle.wait(90) == "halted"
         ARTIFACTS.mkdir(exist_ok=True)
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
