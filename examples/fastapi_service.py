@@ -13,6 +13,8 @@ wait in worker threads (on PostgreSQL, woken by a notification when the run ends
 
 from __future__ import annotations
 
+import os
+
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel
 
@@ -31,6 +33,9 @@ def summarize(lengths: list[int]) -> dict[str, int]:
     return {"words": len(lengths), "letters": sum(lengths), "longest": max(lengths, default=0)}
 
 
+# How long a request waits for its run before answering 504 (seconds).
+RESULT_WAIT = float(os.environ.get("WORD_STATS_WAIT", "30"))
+
 word_stats = (Pipeline("word_stats", timeout=60)
               .start(split_words, timeout=10)
               .expand(to=measure, timeout=5, max_retry=2)
@@ -48,7 +53,7 @@ app = FastAPI(title="word stats")
 async def stats(body: Text) -> dict[str, object]:
     handle = await word_stats.trigger_async(body.text)
     try:
-        result = await handle.result_async(timeout=30)
+        result = await handle.result_async(timeout=RESULT_WAIT)
     except RunFailed as exc:
         raise HTTPException(502, f"run {exc.run_id} {exc.status}: {exc.error}") from exc
     except TimeoutError:
