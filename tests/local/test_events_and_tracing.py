@@ -121,15 +121,15 @@ def test_spans_of_a_successful_run() -> None:
 
 def test_spans_of_a_timed_out_run() -> None:
     pipeline = Pipeline(name()).start(s.async_identity).chain(to=s.sleep_python)
-    # 3 s, not 1: on a loaded machine the step's child must get to start inside the deadline
-    result, spans = _spans(3, pipeline, 1)
+    # 8 s, not 1: on a loaded machine the step's child must get to start inside the deadline
+    result, spans = _spans(8, pipeline, 1)
     assert result.metadata["timeout_exceeded"] is True
     run = next(sp for sp in spans if sp.name.startswith("RUN "))
     assert run.attributes["workflow.timeout_exceeded"] is True
     assert run.attributes["cicd.pipeline.result"] == "timeout"
     assert run.status.status_code is StatusCode.ERROR
     event = next(e for e in run.events if e.name == "workflow.timeout")
-    assert event.attributes["workflow.timeout_seconds"] == 3
+    assert event.attributes["workflow.timeout_seconds"] == 8
     stopped = next(sp for sp in spans if sp.name == "sleep_python")
     assert stopped.attributes["cicd.pipeline.task.run.result"] == "timeout"
     assert stopped.attributes["error.type"] == "TimeoutError"
