@@ -67,7 +67,8 @@ class Engine:
         self.runner = AttemptRunner(self.state, self.report, self.pool, self.children,
                                     concurrency=options.concurrency, kill_grace=options.kill_grace,
                                     clock=self.clock, max_output_bytes=options.max_payload_bytes,
-                                    on_begin=self._begins)
+                                    on_begin=self._begins, log_level=options.log_level,
+                                    log_max_bytes=options.log_max_bytes)
         # The start step run exists from the trigger on (a cancel before the first
         # attempt skips it); its task starts once children are warm.
         self.first = self.router.create(definition.start, "", args_json, launch=False)

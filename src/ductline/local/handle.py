@@ -90,7 +90,8 @@ class LocalRun:
 
 def start(pipeline: Any, *args: Any, timeout: Any = None, on_update: OnUpdate | None = None,
           clock: Clock | None = None, concurrency: int | None = None, retry_delay: Any = None,
-          kill_grace: Any = None, tracer_provider: Any = None, resume: Resume | None = None) -> LocalRun:
+          kill_grace: Any = None, tracer_provider: Any = None, resume: Resume | None = None,
+          log_level: str | None = None) -> LocalRun:
     """Start a pipeline in the running event loop, without a database, and return
     its `LocalRun` at once (the options are those of `ductline.execute`).
 
@@ -107,5 +108,5 @@ def start(pipeline: Any, *args: Any, timeout: Any = None, on_update: OnUpdate | 
     args_json = codec.dumps(list(args), what="arguments")
     options = run_options(definition, timeout=timeout, on_update=on_update, clock=clock,
                           concurrency=concurrency, retry_delay=retry_delay, kill_grace=kill_grace,
-                          tracer_provider=tracer_provider, resume=resume)
+                          tracer_provider=tracer_provider, resume=resume, log_level=log_level)
     return LocalRun(Engine(definition, args_json, options))

@@ -182,6 +182,10 @@ class ChildEvents:
 
     def _runner_gone(self, slot: Slot, runner: Runner) -> None:
         """A child process exited, or a thread-isolated step's thread ended."""
+        # What it sent just before it ended still counts: a thread step's log batch
+        # and result arrive together with its end, and may be read after it.
+        while runner is slot.runner and not runner.eof and _has_data(runner):
+            self._read(slot, runner)
         code = runner.reap()
         if code is None:
             return
@@ -264,3 +268,10 @@ class ChildEvents:
     def reap_retired(self) -> None:
         """Close the pipes of finished threads that have ended since."""
         self._retired = [t for t in self._retired if t.reap() is None]
+
+
+def _has_data(runner: Runner) -> bool:
+    try:
+        return bool(runner.conn.poll(0))
+    except (OSError, EOFError, ValueError):
+        return False
