@@ -110,6 +110,18 @@ def get_run(request: Request) -> Response:
     return ApiResponse(dashboard(request).reader.run_view(request.path_params["run_id"]))
 
 
+@openapi(parameters=[_path("run_id"), _query("step", "only this step's records")],
+         responses={"200": {"description": "`{logs: [{job_id, step, scope, attempt, at, level, logger, message}]}`, "
+                                           "oldest first"},
+                    "404": {"description": "no such run"}})
+def run_logs(request: Request) -> Response:
+    """What a run's steps logged and printed, per attempt (as ``ductline logs --json``)."""
+    reader = dashboard(request).reader
+    run_id = request.path_params["run_id"]
+    reader.run(run_id)  # 404 for an unknown run
+    return ApiResponse({"logs": reader.step_logs(run_id, request.query_params.get("step") or None)})
+
+
 @openapi(parameters=[_path("run_id"), _path("payload_id")],
          responses={"200": {"description": "the payload's JSON text (application/json), streamed chunk by chunk"},
                     "404": {"description": "no such run, or the run has no such payload"}})
@@ -353,6 +365,7 @@ routes = [
     Route("/api/runs", list_runs),
     Route("/api/runs/{run_id}", get_run),
     Route("/api/runs/{run_id}/events", run_events),
+    Route("/api/runs/{run_id}/logs", run_logs),
     Route("/api/runs/{run_id}/payloads/{payload_id}", get_payload),
     Route("/api/runs/{run_id}/retry", retry_run, methods=["POST"]),
     Route("/api/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
