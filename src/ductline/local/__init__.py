@@ -80,8 +80,9 @@ def execute(
             nothing.
         clock: an object with ``async sleep(seconds)`` and ``now()`` used for step
             delays, retry delays, rate limits and pause timeouts (tests pass a
-            fast one); default: real time. Step timeouts and the run deadline
-            always use real time.
+            fast one, e.g. `ductline.testing.FakeClock`); default: real time.
+            Step timeouts always use real time; the run deadline does too and,
+            with a `FakeClock`, also passes when the clock's time does.
         concurrency: the most sync steps that run at once (child processes, and
             threads for ``isolation="thread"``); default 4.
         retry_delay: default seconds between a failed attempt and the next

@@ -47,12 +47,13 @@ class AttemptRunner:
         on_begin: called as an attempt begins (the run starts on its first).
         log_level, log_max_bytes: the step log level of steps without their own,
             and the cap of each attempt's log (`ductline.execution.steplog`).
+        inline: sync steps run in threads of this process, not in children.
     """
 
     def __init__(self, state: RunState, report: Reporter, pool: Pool, children: ChildSetup, *,
                  concurrency: int, kill_grace: float, clock: Clock, max_output_bytes: int,
                  on_begin: Callable[[], None], log_level: str = DEFAULT_LEVEL,
-                 log_max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+                 log_max_bytes: int = DEFAULT_MAX_BYTES, inline: bool = False) -> None:
         self.state = state
         self.report = report
         self.pool = pool
@@ -63,6 +64,7 @@ class AttemptRunner:
         self.on_begin = on_begin
         self.log_level = log_level
         self.log_max_bytes = log_max_bytes
+        self.inline = inline
         self.thread_slots = asyncio.Semaphore(concurrency)
         self.gates: dict[str, Gate] = {}  # concurrency/rate limits, by limit key
 
@@ -84,7 +86,7 @@ class AttemptRunner:
         node = sr.node
         args = tuple(codec.loads(sr.input))
         timeout = node.options.timeout
-        if not needs_child(node):
+        if not needs_child(node, self.inline):
             slots = self.thread_slots if node.kind != "async" else None
             if slots is not None:
                 await slots.acquire()

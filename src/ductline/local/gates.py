@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
 from ductline.dsl.options import StepOptions
-from ductline.local.clock import Clock
+from ductline.local.clock import Clock, waiting
 
 
 class Gate:
@@ -29,14 +29,19 @@ class Gate:
     async def enter(self, clock: Clock) -> AsyncIterator[None]:
         """Wait for a slot (and the key's next start time), hold it for the attempt."""
         if self._slots is not None:
-            await self._slots.acquire()
+            async with waiting(clock):  # its holders may wait on the clock
+                await self._slots.acquire()
         try:
             if self._interval is not None:
-                async with self._turn:
+                async with waiting(clock):
+                    await self._turn.acquire()
+                try:
                     wait = self._next_start - clock.now()
                     if wait > 0:
                         await clock.sleep(wait)
                     self._next_start = clock.now() + self._interval
+                finally:
+                    self._turn.release()
             yield
         finally:
             if self._slots is not None:

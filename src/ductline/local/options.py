@@ -38,6 +38,7 @@ class RunOptions:
     max_payload_bytes: int
     log_level: str = DEFAULT_LEVEL          # of steps without their own log_level
     log_max_bytes: int = DEFAULT_MAX_BYTES  # per attempt
+    inline: bool = False                    # sync steps in threads of this process (ductline.testing)
 
 
 def seconds(value: Any, field: str, *, allow_zero: bool) -> float:
@@ -75,7 +76,7 @@ def definition_of(pipeline: Any) -> Definition:
 
 def run_options(definition: Definition, *, timeout: Any, on_update: OnUpdate | None, clock: Clock | None,
                 concurrency: int | None, retry_delay: Any, kill_grace: Any, tracer_provider: Any,
-                resume: Resume | None, log_level: str | None = None) -> RunOptions:
+                resume: Resume | None, log_level: str | None = None, inline: bool = False) -> RunOptions:
     """Check the options of `ductline.execute` (see there for their meaning).
 
     Raises:
@@ -101,7 +102,7 @@ def run_options(definition: Definition, *, timeout: Any, on_update: OnUpdate | N
                            allow_zero=True),
         tracer_provider=tracer_provider, resume=resume, max_payload_bytes=int(settings.payload_max_bytes),
         log_level=settings.step_log_level if log_level is None else check_level(log_level),
-        log_max_bytes=settings.step_log_max_bytes)
+        log_max_bytes=settings.step_log_max_bytes, inline=bool(inline))
 
 
 def _check_resume(definition: Definition, resume: Resume | None) -> None:
