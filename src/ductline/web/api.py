@@ -21,6 +21,7 @@ from starlette.schemas import SchemaGenerator
 from ductline import views
 from ductline.errors import DefinitionError, InvalidStateError, PipelineNotFound
 from ductline.model.states import JobStatus
+from ductline.observability import probes
 from ductline.web import events, start
 from ductline.web.app import dashboard
 from ductline.web.graph import Shown
@@ -108,6 +109,21 @@ def list_runs(request: Request) -> Response:
 def get_run(request: Request) -> Response:
     """One run with its steps and their attempts."""
     return ApiResponse(dashboard(request).reader.run_view(request.path_params["run_id"]))
+
+
+@openapi(responses={"200": {"description": "`{status: ok}`: the dashboard answers (the database is not read)"}})
+def healthz(request: Request) -> Response:
+    """Liveness probe."""
+    return ApiResponse(probes.liveness().body)
+
+
+@openapi(responses={"200": {"description": "`{status: ok, schema_version}`"},
+                    "503": {"description": "`{status: unavailable, reason}`: the database is unreachable, "
+                                           "or its schema is not this version's"}})
+def readyz(request: Request) -> Response:
+    """Readiness probe: the database answers and its schema is current."""
+    probe = dashboard(request).reader.readiness()
+    return ApiResponse(probe.body, status_code=probe.status_code, headers={"Cache-Control": "no-store"})
 
 
 @openapi(parameters=[_path("run_id"), _query("step", "only this step's records")],
@@ -361,6 +377,8 @@ def openapi_schema(request: Request) -> Response:
 
 
 routes = [
+    Route("/healthz", healthz),
+    Route("/readyz", readyz),
     Route("/api/overview", overview),
     Route("/api/runs", list_runs),
     Route("/api/runs/{run_id}", get_run),

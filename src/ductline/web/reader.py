@@ -209,6 +209,13 @@ class DashboardReader:
         """
         return views.run_view(self._store, run_id)
 
+    def readiness(self) -> Any:
+        """The readiness probe of this dashboard's database
+        (`ductline.observability.probes.readiness`)."""
+        from ductline.observability import probes
+
+        return probes.readiness(self._store)
+
     def step_logs(self, run_id: str, step: str | None = None) -> list[dict[str, Any]]:
         """What the run's attempts logged (of ``step`` only, when given), oldest first:
         ``{job_id, step, scope, attempt, at, level, logger, message}`` each."""
