@@ -206,7 +206,16 @@ class PipelineTest:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(DEFAULT_WAIT_SECONDS)
 
     def _close_loop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        async def cancel_the_rest() -> None:  # as asyncio.run does: e.g. the clock's driver
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in rest:
+                task.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+
+        try:
+            self._call(cancel_the_rest())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(DEFAULT_WAIT_SECONDS)
         self._loop.close()
 
