@@ -69,3 +69,18 @@ def flaky(x):
 
 
 retrying = Pipeline("log_retry", ).start(flaky, max_retry=2, retry_delay=0)
+
+
+def wait_for_gate(path):
+    """Prints, then waits for a file the test writes (a step may poll; a test may not sleep)."""
+    import os
+    import time
+
+    print("waiting for the gate")
+    while not os.path.exists(path):
+        time.sleep(0.05)
+    print("the gate is open")
+    return path
+
+
+gated = Pipeline("log_gated").start(wait_for_gate)

@@ -78,8 +78,9 @@ def test_logs_are_captured_forwarded_stored_and_shown(store, db_url, tmp_path):
     # show --json has them per attempt; ``ductline logs`` prints them, per step too.
     view = json.loads(_cli(db_url, "show", handle.id, "--json"))
     first = view["steps"][0]["attempts"][0]["logs"]
-    assert {"level": "INFO", "logger": "stdout", "message": "printed line one"}.items() <= first[1].items() \
-        or any(e["message"] == "printed line one" for e in first)
+    assert {k: first[1][k] for k in ("level", "logger", "message")} == {
+        "level": "INFO", "logger": "stdout", "message": "printed line one"}
+    assert first[1]["at"].endswith("Z")
     assert run_view(store, handle.id)["steps"][2]["attempts"][0]["logs"][0]["message"] == "error kept"
     text = _cli(db_url, "logs", handle.id)
     assert "chatty #1 INFO stdout: printed line one" in text and "error kept" in text
@@ -120,3 +121,30 @@ def test_a_step_writing_100_mb_keeps_its_result_and_the_worker_small(store, db_u
     assert last.logger == "ductline" and last.level == "WARNING" and last.message.startswith("log cut:")
     print(f"\nflood: worker peak RSS {before / 1024:.1f} MiB before, {after / 1024:.1f} MiB after; "
           f"{len(records)} records, {kept} bytes kept")
+
+
+def test_logs_follow_prints_records_as_a_running_step_writes_them(store, db_url, tmp_path):
+    gate = tmp_path / "gate"
+    proc = _worker(db_url, tmp_path)
+    follow = None
+    try:
+        handle = log_app.gated.trigger(str(gate), database=store)
+        follow = subprocess.Popen([sys.executable, "-m", "ductline", "logs", handle.id, "--follow", "--database",
+                                   db_url], stdout=subprocess.PIPE, text=True)
+        assert follow.stdout is not None
+        first = follow.stdout.readline()  # printed while the step still runs
+        assert first.rstrip().endswith("INFO stdout: waiting for the gate"), first
+        assert handle.status() == "running"
+        gate.write_text("open")
+        rest = follow.stdout.read()  # ends when the run settles
+        assert follow.wait(60) == 0
+        assert rest.rstrip().endswith("INFO stdout: the gate is open")
+        assert handle.wait(60) == "completed"
+    finally:
+        if follow is not None:
+            if follow.poll() is None:
+                follow.kill()
+                follow.wait()
+            assert follow.stdout is not None
+            follow.stdout.close()
+        stop_worker(proc)
