@@ -159,8 +159,7 @@ class Capture:
                 if rest:
                     self._partial[stream] = ""
                     self.add(logging.INFO if stream == STDOUT_LOGGER else logging.WARNING, stream, rest)
-            if self.dropped_bytes:
-                self.kept_bytes = 0  # the mark always fits
+            if self.dropped_bytes:  # the mark goes in past the cap (the parent allows for it)
                 self._batch.append(Record(int(time.time() * 1000), "WARNING", CUT_LOGGER,
                                           cut_message(self.max_bytes, self.dropped_bytes)))
             self._flush()

@@ -1,11 +1,13 @@
 -- Step logs: the records an attempt logged (ductline.store.steplogs).
 
 -- name: step_log_append
--- One record, written only while the attempt still holds this lease token, so a
--- batch that arrives after the lease was lost is dropped (fencing).
+-- A batch of records, [[at_ms, level, logger, message], ...] as JSON, numbered from
+-- first_seq, in one statement; written only while the attempt still holds this lease
+-- token, so a batch that arrives after the lease was lost is dropped (fencing).
 INSERT INTO ductline_step_logs (job_id, attempt, seq, run_id, at_ms, level, logger, message)
-SELECT a.job_id, a.attempt, :seq, a.run_id, :at_ms, :level, :logger, :message
-FROM ductline_attempts a
+SELECT a.job_id, a.attempt, :first_seq + r.key, a.run_id, json_extract(r.value, '$[0]'),
+       json_extract(r.value, '$[1]'), json_extract(r.value, '$[2]'), json_extract(r.value, '$[3]')
+FROM ductline_attempts a, json_each(:records) r
 WHERE a.job_id = :job_id AND a.attempt = :attempt AND a.lease_token = :lease_token;
 
 -- name: step_logs_of_run
