@@ -84,3 +84,19 @@ def wait_for_gate(path):
 
 
 gated = Pipeline("log_gated").start(wait_for_gate)
+
+
+def elements(n):
+    return list(range(n))
+
+
+def announce(n):
+    print(f"element {n}")
+    return n
+
+
+def gather(values):
+    return values
+
+
+fanned = Pipeline("log_fanned").start(elements).expand(to=announce).collapse(into=gather)

@@ -92,3 +92,26 @@ def test_the_run_page_shows_each_attempts_logs(tmp_path):
             browser.close()
     finally:
         stop_worker(proc)
+
+
+def test_an_expanded_steps_elements_show_their_logs(tmp_path):
+    from starlette.testclient import TestClient
+
+    import log_app
+    from ductline.web import create_app
+
+    db_url = f"sqlite:///{tmp_path}/expand.db"
+    store = open_store(db_url)
+    store.migrate()
+    worker = start_worker(db_url, app=LOG_APP, concurrency=1)
+    try:
+        handle = log_app.fanned.trigger(3, database=store)
+        assert handle.wait(60) == "completed"
+    finally:
+        stop_worker(worker)
+    with TestClient(create_app(store, token=None), base_url="http://localhost") as client:
+        page = client.get(f"/runs/{handle.id}").text
+    for n in range(3):
+        assert f"INFO stdout: element {n}" in page
+    assert page.count("log of attempt 1 · 1 record(s)") == 3
+    store.close()
