@@ -122,8 +122,14 @@ def test_an_unreachable_database_is_not_ready_and_the_pool_says_so_once(caplog):
     caplog.set_level(logging.WARNING, logger="psycopg.pool")
     store = open_store("postgresql://postgres@127.0.0.1:1/test", create=False)
     try:
+        # The pool waits up to 15 s for a connection: the probe answers after 3 s at most.
         probe = probes.readiness(store)
-        assert probe.status_code == 503 and probe.body["reason"].startswith("database unreachable:")
+        assert probe.status_code == 503
+        assert probe.body["reason"] == "database did not answer within 3 s"
+        # The check goes on meanwhile; once the pool gives up, a probe says why.
+        later = wait_for(lambda: (p := probes.readiness(store, timeout_seconds=1)).body["reason"].startswith(
+            "database unreachable:") and p, timeout=60)
+        assert "PostgreSQL connection" in later.body["reason"]
         wait_for(lambda: poolwarnings.FOLD.folded >= 2, timeout=60)  # the pool retried, and warned each time
         raw = [r for r in caplog.records if r.name.startswith("psycopg")]
         ours = [r.getMessage() for r in caplog.records if r.name == "ductline.store"]

@@ -12,11 +12,18 @@ Both answer JSON: ``{"status": "ok", ...}`` or ``{"status": "unavailable",
 
 from __future__ import annotations
 
+import concurrent.futures
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 from ductline.errors import StoreError
 from ductline.store import migrations
+
+READY_TIMEOUT_SECONDS = 3.0
+_checker = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="ductline-readyz")
+_running: dict[int, concurrent.futures.Future["Probe"]] = {}  # the check under way, per store
+_lock = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,14 +43,31 @@ def liveness() -> Probe:
     return Probe(True, {"status": "ok"})
 
 
-def readiness(store: Any) -> Probe:
-    """The database answers and its schema is current.
+def readiness(store: Any, timeout_seconds: float = READY_TIMEOUT_SECONDS) -> Probe:
+    """The database answers and its schema is current, checked in a thread of its
+    own and waited for at most ``timeout_seconds``: an unreachable PostgreSQL makes
+    its pool wait up to 15 s, which must hold neither the prober nor the metrics
+    endpoint (one thread serves its scrapes). A check still running is joined, not
+    started again.
 
     Args:
         store: a `ductline.store.Store`, or ``None`` (then not ready: nothing to check).
+        timeout_seconds: how long to wait for the check (seconds).
     """
     if store is None:
         return Probe(False, {"status": "unavailable", "reason": "no database configured"})
+    with _lock:
+        future = _running.get(id(store))
+        if future is None or future.done():
+            future = _running[id(store)] = _checker.submit(_check, store)
+    try:
+        return future.result(timeout_seconds)
+    except concurrent.futures.TimeoutError:
+        return Probe(False, {"status": "unavailable",
+                             "reason": f"database did not answer within {timeout_seconds:g} s"})
+
+
+def _check(store: Any) -> Probe:
     try:
         store.now_ms()
         version = migrations.current_version(store.dialect)
