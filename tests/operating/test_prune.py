@@ -11,7 +11,7 @@ import sys
 
 import prune_app
 import pytest
-from helpers import drive
+from helpers import drive, wait_for
 
 from ductline.operations.prune import prune
 from ductline.operations.stop import cancel_run
@@ -98,6 +98,10 @@ def test_transactions_hold_at_most_a_thousand_rows_but_a_bigger_run_goes_whole(s
     small = [prune_app.fanned.trigger(30, database=store) for _ in range(40)]  # ~62 rows each
     huge = prune_app.fanned.trigger(1200, database=store)  # ~2,400 rows: alone
     drive(store, prune_app.fanned)
+    # A run that ended in the very millisecond of the prune is 0 ms old, not older
+    # than 0 s: wait for the database clock to pass the last end.
+    last_end = max(store.get_run(h.id)["finished_ms"] for h in [*small, huge])
+    wait_for(lambda: store.now_ms() > last_end, timeout=10)
     report = prune(store, 0)
     assert report.runs == 41
     # 40 runs of about 62 rows fit 16 to a transaction: at least 3, plus the big one.
