@@ -148,3 +148,10 @@ def test_logs_follow_prints_records_as_a_running_step_writes_them(store, db_url,
             assert follow.stdout is not None
             follow.stdout.close()
         stop_worker(proc)
+
+
+def test_logs_of_a_missing_run_is_a_clear_error(db_url):
+    done = subprocess.run([sys.executable, "-m", "ductline", "logs", "deadbeef", "--database", db_url],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: RunNotFound: run 'deadbeef' not found"
