@@ -403,3 +403,6 @@ cli.add_command(workers)
 
 from ductline.schedule_command import schedules  # noqa: E402
 cli.add_command(schedules)
+
+from ductline.logs_command import logs  # noqa: E402
+cli.add_command(logs)

@@ -5,7 +5,8 @@ Environment variables: ``DUCTLINE_DATABASE_URL``, ``DUCTLINE_LEASE_SECONDS``,
 ``DUCTLINE_KILL_GRACE_SECONDS``, ``DUCTLINE_POLL_INTERVAL``,
 ``DUCTLINE_SHUTDOWN_GRACE_SECONDS``, ``DUCTLINE_MAX_UNDEAD``,
 ``DUCTLINE_PAYLOAD_INLINE_BYTES``, ``DUCTLINE_PAYLOAD_MAX_BYTES``,
-``DUCTLINE_SQLITE_BUSY_TIMEOUT``, ``DUCTLINE_RETENTION``. The TOML file is ``ductline.toml`` in the
+``DUCTLINE_SQLITE_BUSY_TIMEOUT``, ``DUCTLINE_RETENTION``, ``DUCTLINE_STEP_LOG_LEVEL``,
+``DUCTLINE_STEP_LOG_MAX_BYTES``. The TOML file is ``ductline.toml`` in the
 working directory (or the path in ``DUCTLINE_CONFIG``), with the same names in
 lower case without the prefix, e.g. ``database_url = "postgresql://..."``.
 """
@@ -20,6 +21,7 @@ from typing import Any
 
 from ductline.durations import parse_cli_duration
 from ductline.errors import ConfigurationError
+from ductline.loglevels import check_level
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,11 @@ class Settings:
         retention: how long ended runs are kept (``30d``, ``12h``, ``90m``,
             ``3600s`` or seconds); workers delete older ones in small batches
             (`ductline.operations.prune`). Empty (the default): kept forever.
+        step_log_level: the lowest level of what steps log that is kept
+            (``DEBUG`` .. ``CRITICAL``, default ``INFO``); a step's own
+            ``log_level=`` wins (`ductline.execution.steplog`).
+        step_log_max_bytes: the most log text kept per attempt, in bytes (default
+            1 MiB); what passes it is dropped and the cut marked.
     """
 
     database_url: str = "sqlite:///ductline.db"
@@ -68,6 +75,8 @@ class Settings:
     payload_max_bytes: int = 67_108_864
     sqlite_busy_timeout: float = 30.0
     retention: str = ""
+    step_log_level: str = "INFO"
+    step_log_max_bytes: int = 1_048_576
 
     @property
     def retention_seconds(self) -> int | None:
@@ -79,9 +88,10 @@ class Settings:
         return int(self.lease_seconds * 1000)
 
 
-_POSITIVE = ("lease_seconds", "undead_after_seconds", "payload_inline_bytes", "payload_max_bytes")
-_TEXTS = ("database_url", "retention")
-_INTS = ("retry_delay", "max_undead", "payload_inline_bytes", "payload_max_bytes")
+_POSITIVE = ("lease_seconds", "undead_after_seconds", "payload_inline_bytes", "payload_max_bytes",
+             "step_log_max_bytes")
+_TEXTS = ("database_url", "retention", "step_log_level")
+_INTS = ("retry_delay", "max_undead", "payload_inline_bytes", "payload_max_bytes", "step_log_max_bytes")
 
 
 def _coerce(name: str, kind: type, raw: Any, source: str) -> Any:
@@ -143,6 +153,10 @@ def load_settings(**overrides: Any) -> Settings:
             if key not in types:
                 raise ConfigurationError(f"unknown setting {key!r}")
             values[key] = _coerce(key, types[key], raw, "argument")
+    try:
+        values["step_log_level"] = check_level(values.get("step_log_level", "INFO"), "step_log_level")
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
     settings = replace(Settings(), **values)
     try:
         settings.retention_seconds  # noqa: B018 - validated here, once, for every caller

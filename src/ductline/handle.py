@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator
+from urllib.parse import urlsplit, urlunsplit
 
 from ductline import codec
 from ductline.errors import RunFailed, RunNotFound
@@ -78,14 +79,21 @@ class RunHandle:
             database: a database URL or a ``Store``; defaults to the configured one.
 
         Raises:
-            RunNotFound: no run has that id.
+            RunNotFound: no run has that id in that database (the message names
+                the database; a store opened here from a URL is closed again).
             TypeError: ``run_id`` is not a ``str``.
         """
         if not isinstance(run_id, str):
             raise TypeError(f"run_id must be a str, not {type(run_id).__name__}")
         store = store_for(database)
         handle = cls(run_id, store, created=False)
-        handle._row()
+        try:
+            handle._row()
+        except RunNotFound:
+            if store is not database:
+                store.close()
+            raise RunNotFound(f"cannot attach to run {run_id!r}: no run has that id in {_without_password(store.url)} "
+                              "(`ductline runs` lists the runs there)") from None
         return handle
 
     @property
@@ -230,3 +238,13 @@ def _error_of(row: dict[str, Any]) -> str | None:
     if step is not None:
         return f"step {step!r} failed: {error}"
     return None if error is None else str(error)
+
+
+def _without_password(url: str) -> str:
+    """A database URL fit for an error message (its password masked)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))

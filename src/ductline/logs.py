@@ -16,7 +16,7 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
-        extras = [f"{k}={getattr(record, k)}" for k in JOB_FIELDS if hasattr(record, k)]
+        extras = [f"{k}={getattr(record, k)}" for k in (*JOB_FIELDS, "step_logger") if hasattr(record, k)]
         return f"{text} [{' '.join(extras)}]" if extras else text
 
 
@@ -27,6 +27,8 @@ class JsonFormatter(logging.Formatter):
         for key in JOB_FIELDS:
             if hasattr(record, key):
                 data[key] = getattr(record, key)
+        if hasattr(record, "step_logger"):  # a record a step logged (ductline.execution.steplog)
+            data["step_logger"] = record.step_logger
         if record.exc_info:
             data["exception"] = self.formatException(record.exc_info)
         return json.dumps(data)

@@ -11,7 +11,7 @@ from typing import Any
 from ductline import codec
 from ductline.errors import RunNotFound
 from ductline.model.states import WAITING_JOB, JobStatus
-from ductline.store import Store, payloads
+from ductline.store import Store, payloads, steplogs
 
 
 def iso(ms: int | None) -> str | None:
@@ -40,11 +40,16 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
         raise RunNotFound(f"run {run_id!r} not found")
     attempts: dict[str, list[dict[str, Any]]] = {}
     attempt_rows = store.run_attempts(run_id)
+    logs: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for record in steplogs.of_run(store.dialect, run_id):
+        logs.setdefault((record.job_id, record.attempt), []).append(log_entry(record))
     for a in attempt_rows:
         attempts.setdefault(a["job_id"], []).append({
             "attempt": a["attempt"], "result": a["result"], "started_at": iso(a["started_ms"]),
             "finished_at": iso(a["finished_ms"]), "deadline": iso(a["deadline_ms"]),
             "error_type": a["error_type"], "error": a["error"], "traceback": a["traceback"],
+            # what the attempt logged and printed (ductline.execution.steplog), oldest first
+            "logs": logs.get((a["job_id"], int(a["attempt"])), []),
         })
     steps = []
     jobs = store.run_jobs(run_id)
@@ -82,6 +87,11 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
         "created_at": iso(run["created_ms"]), "started_at": iso(run["started_ms"]),
         "finished_at": iso(run["finished_ms"]), "steps": steps,
     }
+
+
+def log_entry(record: steplogs.StepLogRecord) -> dict[str, Any]:
+    """One step log record as ``show --json``, the API and ``ductline logs --json`` give it."""
+    return {"at": iso(record.at_ms), "level": record.level, "logger": record.logger, "message": record.message}
 
 
 def to_json(value: Any) -> str:

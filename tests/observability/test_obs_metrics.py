@@ -61,7 +61,7 @@ def test_the_catalogue_has_the_issue_names_and_no_run_id_labels():
                   "thread.undead", "process.undead", "lease.lost"):
         assert f"ductline.{short}" in names
     for m in METRICS:
-        assert set(m.labels) <= {"pipeline", "step", "result", "reason"}
+        assert set(m.labels) <= {"pipeline", "step", "result", "reason", "status"}
     assert {m.prometheus_name for m in METRICS if m.unit == "s"} == {
         "ductline_pipeline_runtime_seconds", "ductline_job_runtime_seconds",
         "ductline_job_pickup_latency_seconds", "ductline_timeout_overrun_seconds"}
@@ -293,11 +293,17 @@ def test_otel_and_statsd_gauges(store, install, otel, udp):
         ({"pipeline": "obs_delayed"}, 1)]
     assert [p.value for p in points["ductline.jobs.ready"]] == [0]
     assert [p.value for p in points["ductline.jobs.throttled"]] == [0]
-    assert obs.statsd.send_gauges() == 3
-    lines = wait_for(lambda: len(udp.drain()) >= 3 and udp.lines, timeout=5)
+    assert [(dict(p.attributes), p.value) for p in points["ductline.runs"]] == [
+        ({"pipeline": "obs_delayed", "status": "pending"}, 1)]
+    assert [(dict(p.attributes), p.value) for p in points["ductline.runs.triggered"]] == [
+        ({"pipeline": "obs_delayed"}, 1)]
+    assert obs.statsd.send_gauges() == 5
+    lines = wait_for(lambda: len(udp.drain()) >= 5 and udp.lines, timeout=5)
     assert set(lines) == {"ductline.jobs.ready:0|g|#pipeline:obs_delayed",
                           "ductline.jobs.delayed:1|g|#pipeline:obs_delayed",
-                          "ductline.jobs.throttled:0|g|#pipeline:obs_delayed"}
+                          "ductline.jobs.throttled:0|g|#pipeline:obs_delayed",
+                          "ductline.runs:1|g|#pipeline:obs_delayed,status:pending",
+                          "ductline.runs.triggered:1|g|#pipeline:obs_delayed"}
 
 
 def test_pipeline_runtime_is_read_from_the_store_when_the_event_has_none(store):

@@ -11,12 +11,14 @@ import sys
 
 import prune_app
 import pytest
-from helpers import drive
+from helpers import drive, wait_for
 
 from ductline.operations.prune import prune
 from ductline.operations.stop import cancel_run
+from ductline.store import steplogs
 
-TABLES = ("ductline_jobs", "ductline_attempts", "ductline_payloads", "ductline_context", "ductline_fanins")
+TABLES = ("ductline_jobs", "ductline_attempts", "ductline_payloads", "ductline_context", "ductline_fanins",
+          "ductline_step_logs")
 
 
 def rows_of(store, run_id):
@@ -38,6 +40,19 @@ def _count(session, sql):
     return int(row[0] if not isinstance(row, dict) else row["n"])
 
 
+def log_step_attempts(store, run_id):
+    """Step log rows for every attempt of a run, as a worker stores them."""
+    with store.dialect.reader() as s:
+        conn = getattr(s, "_conn")
+        attempts = conn.execute(f"SELECT job_id, attempt, lease_token FROM ductline_attempts "
+                                f"WHERE run_id = '{run_id}'").fetchall()
+    for row in attempts:
+        job_id, attempt, token = (row["job_id"], row["attempt"], row["lease_token"]) if isinstance(row, dict) \
+            else tuple(row)
+        steplogs.append(store.dialect, job_id, attempt, token, 0, [(1, "INFO", "stdout", "hello")] * 2)
+    assert rows_of(store, run_id)["ductline_step_logs"] == 2 * len(attempts) > 0
+
+
 def ended_runs(store):
     """A completed fan-out run (jobs, attempts, fan-in, context), a completed run with
     an out-of-line output (payload chunks), and a cancelled run."""
@@ -46,6 +61,7 @@ def ended_runs(store):
     drive(store, prune_app.fanned)
     drive(store, prune_app.large)
     store.context_set(fanned.id, "seen", "12", overwrite=True)  # what ductline.context().set stores
+    log_step_attempts(store, fanned.id)
     cancelled = prune_app.fanned.trigger(2, database=store)
     cancel_run(store, cancelled.id)
     assert (fanned.status(), large.status(), cancelled.status()) == ("completed", "completed", "cancelled")
@@ -82,6 +98,10 @@ def test_transactions_hold_at_most_a_thousand_rows_but_a_bigger_run_goes_whole(s
     small = [prune_app.fanned.trigger(30, database=store) for _ in range(40)]  # ~62 rows each
     huge = prune_app.fanned.trigger(1200, database=store)  # ~2,400 rows: alone
     drive(store, prune_app.fanned)
+    # A run that ended in the very millisecond of the prune is 0 ms old, not older
+    # than 0 s: wait for the database clock to pass the last end.
+    last_end = max(store.get_run(h.id)["finished_ms"] for h in [*small, huge])
+    wait_for(lambda: store.now_ms() > last_end, timeout=10)
     report = prune(store, 0)
     assert report.runs == 41
     # 40 runs of about 62 rows fit 16 to a transaction: at least 3, plus the big one.

@@ -13,6 +13,7 @@ meet through the run's key/value store instead of racing.
 from __future__ import annotations
 
 import asyncio
+import logging
 import ctypes
 import os
 import time
@@ -539,3 +540,41 @@ keyed_limit = (Pipeline("parity_keyed_limit").start(records)
 large_payload = Pipeline("parity_large_payload").start(big_text).chain(to=measure)
 large_fan_in = (Pipeline("parity_large_fan_in").start(make_list).expand(to=big_element)
                 .collapse(into=lengths))
+
+
+# -- step logs -------------------------------------------------------------------------------
+_steps_log = logging.getLogger("parity_app.steps")
+
+
+def log_then_fail_once(x):
+    attempt = ductline.context().attempt
+    _steps_log.debug("not kept at INFO")
+    _steps_log.info("attempt %d with %s", attempt, x)
+    print(f"printed on attempt {attempt}")
+    if attempt == 1:
+        _steps_log.warning("about to fail")
+        raise RuntimeError("first attempt fails")
+    return x + 1
+
+
+def log_warnings_only(x):
+    _steps_log.info("dropped: this step keeps WARNING and up")
+    _steps_log.warning("kept: %s", x)
+    return x
+
+
+def log_in_thread(x):
+    _steps_log.info("thread step got %s", x)
+    return x
+
+
+async def log_async(x):
+    await asyncio.sleep(0)
+    _steps_log.error("async step got %s", x)
+    return x
+
+
+step_logs = (Pipeline("parity_step_logs").start(log_then_fail_once, max_retry=2, retry_delay=0)
+             .chain(to=log_warnings_only, log_level="WARNING")
+             .chain(to=log_in_thread, isolation="thread")
+             .chain(to=log_async))

@@ -54,6 +54,18 @@ def both(*checks: Callable[[Record], None]) -> Callable[[Record], None]:
     return check
 
 
+def step_logs_kept(record: Record) -> None:
+    first = record.step("log_then_fail_once")
+    assert first.logs == (
+        (("INFO", "parity_app.steps", "attempt 1 with 1"), ("INFO", "stdout", "printed on attempt 1"),
+         ("WARNING", "parity_app.steps", "about to fail")),
+        (("INFO", "parity_app.steps", "attempt 2 with 1"), ("INFO", "stdout", "printed on attempt 2")),
+    ), first.logs
+    assert record.step("log_warnings_only").logs == ((("WARNING", "parity_app.steps", "kept: 2"),),)
+    assert record.step("log_in_thread").logs == ((("INFO", "parity_app.steps", "thread step got 2"),),)
+    assert record.step("log_async").logs == ((("ERROR", "parity_app.steps", "async step got 2"),),)
+
+
 OK = "succeeded"
 ERR = "errored"
 COMPLETED, HALTED, FAILED, CANCELLED = "completed", "halted", "failed", "cancelled"
@@ -179,6 +191,8 @@ CASES: list[Case] = [
     Case("large_payload", app.large_payload, (3,), COMPLETED),
     Case("large_fan_in", app.large_fan_in, (2,), COMPLETED, slots=2,
          check=steps(("lengths", "", COMPLETED, [OK], [1_200_000, 1_200_001]))),
+    # -- step logs --------------------------------------------------------------------------------------
+    Case("step_logs", app.step_logs, (1,), COMPLETED, check=step_logs_kept),
 ]
 
 assert len({c.name for c in CASES}) == len(CASES), "case names must be unique"

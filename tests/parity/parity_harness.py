@@ -27,7 +27,7 @@ from typing import Any, Callable
 import ductline
 from ductline import codec
 from ductline.store import Store
-from ductline.store import payloads
+from ductline.store import payloads, steplogs
 
 log = logging.getLogger("parity")
 
@@ -95,6 +95,8 @@ class StepRecord:
     skip_reason: str | None
     skip_root: str | None
     output: Any
+    # Per attempt, what it logged: (level, logger, message) in order (times differ).
+    logs: tuple[tuple[tuple[str, str, str], ...], ...] = ()
 
     def sort_key(self) -> tuple[Any, ...]:
         # Element order within a step ("2" before "10"); a scope that is not a path
@@ -107,7 +109,8 @@ class StepRecord:
     def line(self) -> str:
         where = f"{self.step}[{self.scope}]" if self.scope else self.step
         return (f"{where}: {self.status} attempts={list(self.attempts)} skip_reason={self.skip_reason!r} "
-                f"skip_root={self.skip_root!r} output={self.output!r}")
+                f"skip_root={self.skip_root!r} output={self.output!r}"
+                + (f" logs={[list(a) for a in self.logs]!r}" if any(self.logs) else ""))
 
 
 @dataclass(frozen=True)
@@ -155,11 +158,11 @@ def make_record(status: Any, halt_reason: Any, timeout_exceeded: Any, steps: lis
 
 
 def step_record(step: str, scope: str, status: Any, attempts: list[Any], skip_reason: Any, skip_root: Any,
-                output: Any) -> StepRecord:
+                output: Any, logs: list[list[tuple[str, str, str]]] | None = None) -> StepRecord:
     status_text = _text(status) or ""
     return StepRecord(step, scope or "", status_text, tuple(_text(a) or "" for a in attempts),
                       _text(skip_reason) if status_text == "skipped" else None, _text(skip_root),
-                      plain(output))
+                      plain(output), tuple(tuple(a) for a in (logs or [])))
 
 
 # -- the in-process executor -------------------------------------------------------------------
@@ -234,7 +237,8 @@ def from_execute(result: Any) -> Record:
         history = getattr(s, "history", None) or ()
         steps.append(step_record(s.step, getattr(s, "scope", "") or "", s.status,
                                  [getattr(h, "result", None) for h in history], s.skip_reason,
-                                 getattr(s, "skip_root", None), s.output))
+                                 getattr(s, "skip_root", None), s.output,
+                                 [[(e.level, e.logger, e.message) for e in getattr(h, "logs", ())] for h in history]))
     return make_record(status, metadata.get("halt_reason"), metadata.get("timeout_exceeded"), steps)
 
 
@@ -249,12 +253,16 @@ def from_store(store: Store, run_id: str) -> Record:
     attempts: dict[str, list[tuple[int, str]]] = {}
     for a in store.run_attempts(run_id):
         attempts.setdefault(a["job_id"], []).append((a["attempt"], a["result"]))
+    logs: dict[tuple[str, int], list[tuple[str, str, str]]] = {}
+    for entry in steplogs.of_run(store.dialect, run_id):
+        logs.setdefault((entry.job_id, entry.attempt), []).append((entry.level, entry.logger, entry.message))
     steps = []
     for job in store.run_jobs(run_id):
         output = None if job["output"] is None else codec.loads(payloads.load(store, run_id, job["output"]))
-        results = [result for _, result in sorted(attempts.get(job["id"], []))]
+        numbered = sorted(attempts.get(job["id"], []))
+        results = [result for _, result in numbered]
         steps.append(step_record(job["step"], job["scope"], job["status"], results, job["skip_reason"],
-                                 job["skip_root"], output))
+                                 job["skip_root"], output, [logs.get((job["id"], n), []) for n, _ in numbered]))
     return make_record(run["status"], run["halt_reason"], (metadata or {}).get("timeout_exceeded"), steps)
 
 

@@ -19,6 +19,7 @@ def step(x: int) -> int:
     return x
 misspelled = Pipeline("typing_bad_1").start(step, timout=30)
 mistyped = Pipeline("typing_bad_2").start(step, isolation="fork")
+loud = Pipeline("typing_bad_3").start(step, log_level="LOUD")
 '''
 
 
@@ -40,7 +41,7 @@ def test_a_misspelled_option_is_a_type_error(checker, tmp_path):
     bad.write_text(BAD)
     done = run(*checker, str(bad))
     assert done.returncode != 0
-    assert "timout" in done.stdout and "fork" in done.stdout, done.stdout
+    assert "timout" in done.stdout and "fork" in done.stdout and "LOUD" in done.stdout, done.stdout
 
 
 def test_a_misspelled_option_names_the_valid_ones_at_run_time():

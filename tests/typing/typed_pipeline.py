@@ -36,7 +36,7 @@ orders = (
     Pipeline("typed_orders", timeout=timedelta(minutes=5))
     .start(load, timeout=ScaledTimeout(floor=10, cap=60, size=size_of), max_retry=2,
            retry_delay=Backoff.exponential(1, cap=30))
-    .chain(to=size_of, isolation="thread", no_retry_on=[ValueError])
+    .chain(to=size_of, isolation="thread", no_retry_on=[ValueError], log_level="DEBUG")
     .expand(to=price, rate=10.0, concurrency=4)
     .collapse(into=total, priority=5)
 )

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
 
 from ductline.dsl.backoff import Backoff
 from ductline.durations import optional_seconds, to_seconds
+from ductline.loglevels import check_level
 
 DEFAULT_MAX_RETRY = 3
 DEFAULT_MAX_CRASH = 10
@@ -56,6 +57,9 @@ class StepOptions:
             value partitions the step's limits (e.g. one attempt per customer).
         rate: at most this many attempts of the step start per second (per key),
             spaced at least ``1/rate`` s apart, or ``None``.
+        log_level: the lowest level of the step's own log records kept
+            (``"DEBUG"`` .. ``"CRITICAL"``), or ``None`` for the worker's
+            ``step_log_level`` (default ``INFO``).
     """
 
     timeout: "int | ScaledTimeout | None" = None
@@ -71,6 +75,7 @@ class StepOptions:
     concurrency: int | None = None
     concurrency_key: str | None = None
     rate: float | None = None
+    log_level: str | None = None
 
     @property
     def limited(self) -> bool:
@@ -95,6 +100,8 @@ class StepOptionsArgs(TypedDict, total=False):
     concurrency: int
     concurrency_key: str
     rate: float
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL",
+                       "debug", "info", "warning", "error", "critical"]
 
 
 OPTION_NAMES = tuple(StepOptionsArgs.__annotations__)
@@ -197,6 +204,7 @@ def build_options(
     concurrency: Any = None,
     concurrency_key: Any = None,
     rate: Any = None,
+    log_level: Any = None,
 ) -> StepOptions:
     """Validate the keyword options of a transition (the duration rule of `ductline.durations`).
 
@@ -205,7 +213,8 @@ def build_options(
             ``no_retry_on`` that are not exception types or names, or that share
             a type; a ``priority`` outside -100..100; a ``concurrency`` below 1; a
             ``rate`` that is not more than 0 and at most 10000 per second; a
-            ``concurrency_key`` that is not a field name or has nothing to limit.
+            ``concurrency_key`` that is not a field name or has nothing to limit;
+            a ``log_level`` that names no level (`ductline.loglevels.check_level`).
     """
     iso = "process" if isolation is None else isolation
     if iso not in ISOLATIONS:
@@ -234,4 +243,5 @@ def build_options(
         concurrency=limit,
         concurrency_key=limit_key,
         rate=limit_rate,
+        log_level=None if log_level is None else check_level(log_level),
     )

@@ -20,6 +20,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
@@ -27,7 +28,7 @@ from typing import Any
 from ductline import codec
 from ductline import step_context as context
 from ductline.errors import ExecutionError
-from ductline.execution import protocol
+from ductline.execution import protocol, steplog
 from ductline.execution.protocol import Kind, Task
 from ductline.store import payloads
 
@@ -55,8 +56,14 @@ def run_step(conn: Connection, task: Task) -> None:
     from ductline.dsl.timeouts import ScaledTimeout
     from ductline.observability.tracing import attempt_context
 
+    lock = threading.Lock()  # log batches may be sent from other threads of the step
+
+    def send(message: tuple[Any, ...]) -> None:
+        with lock:
+            conn.send(message)
+
     def request(kind: str, args: tuple[Any, ...]) -> Any:
-        conn.send(protocol.request(kind, args))
+        send(protocol.request(kind, args))
         tag, value = conn.recv()
         if tag == Kind.REPLY_ERROR:
             raise ExecutionError(value)
@@ -80,18 +87,22 @@ def run_step(conn: Connection, task: Task) -> None:
         if isinstance(node.options.timeout, ScaledTimeout):
             # Sized here, under the floor deadline: a size function that hangs is killed too.
             request("timeout", (node.options.timeout.seconds_for(tuple(args)),))
-        with attempt_context(task.run_id, task.job_id, task.attempt):  # user spans nest under the attempt
+        capture = steplog.Capture(lambda batch: send(protocol.log(task.lease_token, [r.wire() for r in batch])),
+                                  node.options.log_level or task.log_level, task.log_max_bytes)
+        # In a child (one attempt at a time, on its main thread) the step's own threads are captured too.
+        with steplog.activate(capture, process_wide=threading.current_thread() is threading.main_thread()), \
+                attempt_context(task.run_id, task.job_id, task.attempt):  # user spans nest under the attempt
             result = invoke(node.func, tuple(args))
             if inspect.isawaitable(result):
                 result = asyncio.run(_awaited(result))
         output = codec.dumps(result, what=f"output of step {task.step!r}")
         payloads.check_size(output, f"output of step {task.step!r}", task.max_output_bytes)
     except BaseException as exc:  # the step's failure is data for the parent
-        conn.send(protocol.failed(task.lease_token, *describe(exc)))
+        send(protocol.failed(task.lease_token, *describe(exc)))
         return
     finally:
         context.activate(None)
-    conn.send(protocol.done(task.lease_token, output))
+    send(protocol.done(task.lease_token, output))
 
 
 async def _awaited(awaitable: Any) -> Any:

@@ -10,7 +10,8 @@ descriptor).
 Parent to child: ``RUN`` (a `Task`), ``STOP``, and ``REPLY`` / ``REPLY_ERROR``
 answering a request. Child to parent: ``READY`` once it imported its apps,
 ``FATAL`` if it could not, ``REQUEST`` (context values, boundary crossings, input
-chunks, a scaled timeout), and one result per attempt, ``DONE`` or ``ERROR``,
+chunks, a scaled timeout), ``LOG`` (a batch of the step's log records,
+`ductline.execution.steplog`), and one result per attempt, ``DONE`` or ``ERROR``,
 tagged with the attempt's lease token so a late result of an earlier attempt is
 never taken for the current one.
 """
@@ -22,6 +23,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
+from ductline.loglevels import DEFAULT_LEVEL, DEFAULT_MAX_BYTES
+
 class Kind(StrEnum):
     RUN = "run"
     STOP = "stop"
@@ -32,6 +35,7 @@ class Kind(StrEnum):
     REQUEST = "request"
     DONE = "done"
     ERROR = "error"
+    LOG = "log"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,8 @@ class Task:
     deadline_ms: int | None  # database clock, for ductline.context().deadline
     lease_token: str
     max_output_bytes: int   # a larger output fails the attempt: PayloadTooLarge
+    log_level: str = DEFAULT_LEVEL  # the worker's; a step's own log_level wins
+    log_max_bytes: int = DEFAULT_MAX_BYTES  # of the attempt's captured log text
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +97,15 @@ class Failed:
     traceback: str
 
 
-Message = Ready | Fatal | Request | Done | Failed
+@dataclass(frozen=True, slots=True)
+class Log:
+    """A batch of the attempt's log records, in order: ``(at_ms, level, logger, message)``."""
+
+    lease_token: str
+    records: list[tuple[int, str, str, str]]
+
+
+Message = Ready | Fatal | Request | Done | Failed | Log
 
 
 class Oversized(Exception):
@@ -142,6 +156,10 @@ def done(lease_token: str, output: str) -> tuple[Any, ...]:
     return (Kind.DONE.value, lease_token, output)
 
 
+def log(lease_token: str, records: list[tuple[int, str, str, str]]) -> tuple[Any, ...]:
+    return (Kind.LOG.value, lease_token, records)
+
+
 def failed(lease_token: str, error_type: str, error: str, traceback: str) -> tuple[Any, ...]:
     return (Kind.ERROR.value, lease_token, error_type, error, traceback)
 
@@ -189,7 +207,15 @@ def parse(raw: Any) -> Message:
         return Done(*fields)
     if kind == Kind.ERROR and len(fields) == 4 and _texts(fields):
         return Failed(*fields)
+    if kind == Kind.LOG and len(fields) == 2 and isinstance(fields[0], str) and isinstance(fields[1], list) \
+            and all(_log_record(r) for r in fields[1]):
+        return Log(fields[0], fields[1])
     raise Garbled(f"unexpected message {raw!r:.100}")
+
+
+def _log_record(item: Any) -> bool:
+    return (isinstance(item, tuple) and len(item) == 4 and isinstance(item[0], int)
+            and all(isinstance(f, str) for f in item[1:]))
 
 
 def _texts(fields: tuple[Any, ...]) -> bool:

@@ -19,9 +19,9 @@ from typing import Any
 from ductline.local.clock import Clock, RealClock
 from ductline.local.handle import LocalRun, start
 from ductline.local.options import OnUpdate, Resume, check_resumable, definition_of
-from ductline.local.results import AttemptRecord, StepResult, WorkflowResult
+from ductline.local.results import AttemptRecord, LogEntry, StepResult, WorkflowResult
 
-__all__ = ["AttemptRecord", "Clock", "LocalRun", "RealClock", "StepResult", "WorkflowResult", "execute",
+__all__ = ["AttemptRecord", "Clock", "LocalRun", "LogEntry", "RealClock", "StepResult", "WorkflowResult", "execute",
            "execute_async", "start"]
 
 
@@ -36,6 +36,7 @@ async def execute_async(
     kill_grace: Any = None,
     tracer_provider: Any = None,
     resume: Resume | None = None,
+    log_level: str | None = None,
 ) -> WorkflowResult:
     """Run ``pipeline`` to its end in the running event loop; see `execute`.
 
@@ -44,7 +45,8 @@ async def execute_async(
     """
     check_resumable(definition_of(pipeline), resume)
     run = start(pipeline, *args, timeout=timeout, on_update=on_update, clock=clock, concurrency=concurrency,
-                retry_delay=retry_delay, kill_grace=kill_grace, tracer_provider=tracer_provider, resume=resume)
+                retry_delay=retry_delay, kill_grace=kill_grace, tracer_provider=tracer_provider, resume=resume,
+                log_level=log_level)
     return await run.result()
 
 
@@ -59,6 +61,7 @@ def execute(
     kill_grace: Any = None,
     tracer_provider: Any = None,
     resume: Resume | None = None,
+    log_level: str | None = None,
 ) -> WorkflowResult:
     """Run a pipeline in this process, without a database, and return its result.
 
@@ -77,8 +80,9 @@ def execute(
             nothing.
         clock: an object with ``async sleep(seconds)`` and ``now()`` used for step
             delays, retry delays, rate limits and pause timeouts (tests pass a
-            fast one); default: real time. Step timeouts and the run deadline
-            always use real time.
+            fast one, e.g. `ductline.testing.FakeClock`); default: real time.
+            Step timeouts always use real time; the run deadline does too and,
+            with a `FakeClock`, also passes when the clock's time does.
         concurrency: the most sync steps that run at once (child processes, and
             threads for ``isolation="thread"``); default 4.
         retry_delay: default seconds between a failed attempt and the next
@@ -94,6 +98,11 @@ def execute(
             keeps the input the step was paused with. A pause it does not cover
             expires after its timeout (the run fails closed, ``halt_reason``
             ``pause_expired``).
+        log_level: the lowest level of step log records kept for steps without
+            their own ``log_level=`` (``"DEBUG"`` .. ``"CRITICAL"``); default the
+            ``step_log_level`` setting (``INFO``). Each attempt's records are in
+            ``StepResult.history[i].logs`` (`LogEntry`), at most
+            ``step_log_max_bytes`` (1 MiB) of text each, the cut marked.
 
     Returns:
         A `WorkflowResult`: ``status`` (``completed``, ``halted``, ``failed`` or
@@ -106,7 +115,8 @@ def execute(
         TypeError: an argument or a ``resume`` input does not round-trip through
             JSON, or an option has the wrong type.
         ValueError: a negative or zero timeout, a bad ``concurrency``, or a
-            ``resume`` mapping naming a step the pipeline does not pause before.
+            ``resume`` mapping naming a step the pipeline does not pause before, or
+            a ``log_level`` that names no level.
         RuntimeError: called from a running event loop (use `execute_async`).
         DefinitionError: the pipeline is invalid, a sync step lives where a child
             process cannot import it, or it pauses before a step without a
@@ -122,4 +132,5 @@ def execute(
                            "use 'await ductline.execute_async(...)'")
     return asyncio.run(execute_async(
         pipeline, *args, timeout=timeout, on_update=on_update, clock=clock, concurrency=concurrency,
-        retry_delay=retry_delay, kill_grace=kill_grace, tracer_provider=tracer_provider, resume=resume))
+        retry_delay=retry_delay, kill_grace=kill_grace, tracer_provider=tracer_provider, resume=resume,
+        log_level=log_level))

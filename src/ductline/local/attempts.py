@@ -16,7 +16,9 @@ from typing import Any, Callable
 
 from ductline import codec
 from ductline.errors import ExecutionError
+from ductline.execution import steplog
 from ductline.execution.child import describe
+from ductline.loglevels import DEFAULT_LEVEL, DEFAULT_MAX_BYTES
 from ductline.execution.protocol import Task
 from ductline.local import inproc
 from ductline.local.childapps import ChildSetup, needs_child, parent_type_name, task_pipeline
@@ -44,11 +46,15 @@ class AttemptRunner:
         clock: the executor's clock (rate limits, attempt durations).
         max_output_bytes: the largest output an attempt may return.
         on_begin: called as an attempt begins (the run starts on its first).
+        log_level, log_max_bytes: the step log level of steps without their own,
+            and the cap of each attempt's log (`ductline.execution.steplog`).
+        inline: sync steps run in threads of this process, not in children.
     """
 
     def __init__(self, state: RunState, report: Reporter, pool: Pool, children: ChildSetup, *,
                  concurrency: int, kill_grace: float, clock: Clock, max_output_bytes: int,
-                 on_begin: Callable[[], None]) -> None:
+                 on_begin: Callable[[], None], log_level: str = DEFAULT_LEVEL,
+                 log_max_bytes: int = DEFAULT_MAX_BYTES, inline: bool = False) -> None:
         self.state = state
         self.report = report
         self.pool = pool
@@ -57,6 +63,9 @@ class AttemptRunner:
         self.clock = clock
         self.max_output_bytes = max_output_bytes
         self.on_begin = on_begin
+        self.log_level = log_level
+        self.log_max_bytes = log_max_bytes
+        self.inline = inline
         self.thread_slots = asyncio.Semaphore(concurrency)
         self.gates: dict[str, Gate] = {}  # concurrency/rate limits, by limit key
 
@@ -71,14 +80,14 @@ class AttemptRunner:
         if key is None:
             return await self._placed(sr, None)
         gate = self.gates.setdefault(key, Gate(sr.node.options))
-        async with gate.enter():
+        async with gate.enter(self.clock):
             return await self._placed(sr, gate)
 
     async def _placed(self, sr: StepRun, gate: Gate | None) -> Outcome | None:
         node = sr.node
         args = tuple(codec.loads(sr.input))
         timeout = node.options.timeout
-        if not needs_child(node):
+        if not needs_child(node, self.inline):
             slots = self.thread_slots if node.kind != "async" else None
             if slots is not None:
                 await slots.acquire()
@@ -94,10 +103,16 @@ class AttemptRunner:
                         return Outcome(AttemptResult.ERRORED, None, *describe(exc))
                 ctx = self._context(sr, limit)
                 enter = self.report.tracing.enter(sr.span)
-                if node.kind == "async":
-                    return await inproc.run_async(node.func, args, ctx, limit.seconds, self.kill_grace,
-                                                  self.max_output_bytes, enter)
-                return await inproc.run_thread(node.func, args, ctx, limit.seconds, self.max_output_bytes, enter)
+                # Set in this step run's task, the capture is inherited by the context
+                # the step runs in (and only by it): concurrent steps keep their own records.
+                capture = steplog.Capture(lambda batch: sr.add_logs([r.wire() for r in batch]),
+                                          node.options.log_level or self.log_level, self.log_max_bytes)
+                with steplog.activate(capture):
+                    if node.kind == "async":
+                        return await inproc.run_async(node.func, args, ctx, limit.seconds, self.kill_grace,
+                                                      self.max_output_bytes, enter)
+                    return await inproc.run_thread(node.func, args, ctx, limit.seconds, self.max_output_bytes,
+                                                   enter)
             finally:
                 if slots is not None:
                     slots.release()
@@ -116,8 +131,9 @@ class AttemptRunner:
             task = Task(sr.job_id, self.state.run_id,
                         task_pipeline(self.children.refs[node.name], timeout, self.children.main_alias),
                         node.name, sr.attempts, sr.input, self._deadline_ms(limit), uuid.uuid4().hex,
-                        self.max_output_bytes)
-            outcome = await self.pool.run(child, task, limit, lambda kind, a: self._answer(sr, kind, a, limit))
+                        self.max_output_bytes, node.options.log_level or self.log_level, self.log_max_bytes)
+            outcome = await self.pool.run(child, task, limit, lambda kind, a: self._answer(sr, kind, a, limit),
+                                          sr.add_logs)
             reusable = outcome.reusable
             named = parent_type_name(outcome.error_type, self.children.main_alias)
             return outcome if named == outcome.error_type else dataclasses.replace(outcome, error_type=named)

@@ -27,8 +27,10 @@ BOOT_APP = "ductline.local.childboot"
 READY_REF = "ductline.local.childboot:ready"
 
 
-def needs_child(node: Node) -> bool:
-    return node.kind != "async" and node.options.isolation == "process"
+def needs_child(node: Node, inline: bool = False) -> bool:
+    """The step runs in a child process: a sync step with process isolation, unless
+    the run calls its steps inline (`ductline.testing`)."""
+    return not inline and node.kind != "async" and node.options.isolation == "process"
 
 
 def _module_root(module: ModuleType) -> str | None:
@@ -72,7 +74,7 @@ def _main_alias() -> tuple[str | None, str | None]:
     return None, None
 
 
-def child_setup(definition: Definition) -> ChildSetup:
+def child_setup(definition: Definition, *, inline: bool = False) -> ChildSetup:
     """Compute what the children of a run import, from each step's ``ref``.
 
     A step defined in ``__main__`` is imported again from its file under the
@@ -90,7 +92,7 @@ def child_setup(definition: Definition) -> ChildSetup:
     apps: list[str] = []
     folders: list[str] = []
     for node in nodes:
-        if not needs_child(node):
+        if not needs_child(node, inline):
             continue
         module_name, _, qualname = node.ref.partition(":")
         module = sys.modules.get(module_name)

@@ -16,7 +16,8 @@ from typing import Any, Callable
 from ductline.execution import protocol
 from ductline.execution.enforcer import Enforcer, Reason, Stage
 from ductline.execution.process import Child
-from ductline.execution.protocol import Done, Failed, Fatal, Oversized, Request, Task
+from ductline.execution import steplog
+from ductline.execution.protocol import Done, Failed, Fatal, Log, Oversized, Request, Task
 from ductline.local.outcome import Limit, Outcome
 from ductline.model.states import AttemptResult
 
@@ -45,10 +46,16 @@ class ChildAttempt:
         self._done: asyncio.Future[Outcome] = self._loop.create_future()
         self._fd = child.conn.fileno()
         self._reading = False
+        self._on_log: Callable[[list[tuple[int, str, str, str]]], None] | None = None
+        self._guard = steplog.ParentGuard(0)
 
-    async def run(self, task: Task, limit: Limit, answer: Callable[[str, tuple[Any, ...]], Any]) -> Outcome | None:
+    async def run(self, task: Task, limit: Limit, answer: Callable[[str, tuple[Any, ...]], Any],
+                  on_log: Callable[[list[tuple[int, str, str, str]]], None] | None = None) -> Outcome | None:
         """Send ``task`` and wait for its result; ``None`` if the child ended (or was
-        abandoned) first -- what that means is the enforcer's watch's to say."""
+        abandoned) first -- what that means is the enforcer's watch's to say.
+        ``on_log`` receives the attempt's log batches (within its cap)."""
+        self._on_log = on_log
+        self._guard = steplog.ParentGuard(task.log_max_bytes)
         self._enforcer.watch(self._key, self._child, limit.at)
         self._reading = True
         self._loop.add_reader(self._fd, self._readable, task, limit, answer)
@@ -105,6 +112,13 @@ class ChildAttempt:
             except (OSError, ValueError):
                 pass
             self._enforcer.move_deadline(self._key, limit.at)  # a scaled timeout may have moved it
+        elif isinstance(message, Log):
+            if message.lease_token == task.lease_token and self._on_log is not None:
+                records = self._guard.take(message.records)
+                for record in records:
+                    steplog.forward(record, {"run_id": task.run_id, "job_id": task.job_id, "step": task.step,
+                                             "attempt": task.attempt})
+                self._on_log(records)
         elif isinstance(message, Fatal):
             self._settle(Outcome(AttemptResult.ERRORED, None, message.error_type, message.error, message.traceback))
         elif isinstance(message, (Done, Failed)):

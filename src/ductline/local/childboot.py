@@ -39,6 +39,7 @@ def resolve(ref: str) -> Any:
 @dataclass(frozen=True, slots=True)
 class _Options:
     timeout: Any = None
+    log_level: str | None = None  # the parent sends the step's level with the task
 
 
 @dataclass(frozen=True, slots=True)

@@ -214,7 +214,8 @@ class Pool:
 
     # -- one attempt ----------------------------------------------------------------------
     async def run(self, child: Child, task: Task, limit: Limit,
-                  answer: Callable[[str, tuple[Any, ...]], Any]) -> Outcome:
+                  answer: Callable[[str, tuple[Any, ...]], Any],
+                  on_log: Callable[[list[tuple[int, str, str, str]]], None] | None = None) -> Outcome:
         """Send one attempt to ``child`` and wait for its result, its death or its
         step timeout (``limit``, which a request may move while the attempt runs;
         then the enforcer kills the child's process group and the outcome is
@@ -224,7 +225,7 @@ class Pool:
         tracked = self._live[child]
         attempt = ChildAttempt(child, tracked.key, tracked.gone, enforcer, self.message_cap)
         try:
-            outcome = await attempt.run(task, limit, answer)
+            outcome = await attempt.run(task, limit, answer, on_log)
         except asyncio.CancelledError:
             await self._kill(child, Reason.CANCEL)
             raise

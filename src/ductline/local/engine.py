@@ -24,6 +24,7 @@ from ductline.handle import NO_INPUT
 from ductline.local.advance import Router
 from ductline.local.attempts import AttemptRunner
 from ductline.local.childapps import child_setup, needs_child
+from ductline.local.clock import activity, is_virtual
 from ductline.local.children import ChildStartError, Pool
 from ductline.local.options import RunOptions
 from ductline.local.pause import Pauses
@@ -54,7 +55,7 @@ class Engine:
         self.tasks = TaskSet()
         self.report = Reporter(definition.name, self.state.run_id, options.on_update,
                                Tracing(options.tracer_provider), self.clock)
-        self.children = child_setup(definition)
+        self.children = child_setup(definition, inline=options.inline)
         self.pool = Pool(self.children.apps, self.children.sys_path, options.concurrency, options.kill_grace,
                          message_cap=options.max_payload_bytes + payloads.MESSAGE_SLACK_BYTES,
                          max_output_bytes=options.max_payload_bytes)
@@ -67,12 +68,14 @@ class Engine:
         self.runner = AttemptRunner(self.state, self.report, self.pool, self.children,
                                     concurrency=options.concurrency, kill_grace=options.kill_grace,
                                     clock=self.clock, max_output_bytes=options.max_payload_bytes,
-                                    on_begin=self._begins)
+                                    on_begin=self._begins, log_level=options.log_level,
+                                    log_max_bytes=options.log_max_bytes, inline=options.inline)
         # The start step run exists from the trigger on (a cancel before the first
         # attempt skips it); its task starts once children are warm.
         self.first = self.router.create(definition.start, "", args_json, launch=False)
         self._deadline: asyncio.Timeout | None = None
         self._started_at: float | None = None  # loop time of the first attempt
+        self._clock_deadline: asyncio.Task[None] | None = None
         self.finished = False
 
     # -- what a handle may do --------------------------------------------------------
@@ -107,6 +110,8 @@ class Engine:
                 raise
         finally:
             self.finished = True
+            if self._clock_deadline is not None:
+                self._clock_deadline.cancel()
             await self.pool.close()
         result = workflow_result(self.state, self.timeout, self.clock.now() - began)
         meta = result.metadata
@@ -120,7 +125,7 @@ class Engine:
     async def _execute(self) -> None:
         if self.state.status in TERMINAL_RUN:
             return  # cancelled before it began
-        if needs_child(self.first.node):
+        if needs_child(self.first.node, self.options.inline):
             await self._warm()  # interpreter start-up is not the run's time
         if self.first.status is JobStatus.PENDING:
             self._launch(self.first, self.first.spec.delay_ms / 1000)
@@ -162,17 +167,18 @@ class Engine:
         self.tasks.spawn(sr.key, self._drive(sr, delay), f"ductline {sr.label()}")
 
     async def _drive(self, sr: StepRun, delay: float) -> None:
-        if delay > 0:
-            await self.clock.sleep(delay)
-        while True:
-            outcome = await self.runner.run(sr)
-            if outcome is None or sr.status is not JobStatus.RUNNING:
-                return  # it never started, or a stop recorded its attempt
-            wait = self.recorder.record(sr, outcome)
-            if wait is None:
-                return
-            if wait > 0:
-                await self.clock.sleep(wait)
+        async with activity(self.clock):  # a fake clock waits while the step run works
+            if delay > 0:
+                await self.clock.sleep(delay)
+            while True:
+                outcome = await self.runner.run(sr)
+                if outcome is None or sr.status is not JobStatus.RUNNING:
+                    return  # it never started, or a stop recorded its attempt
+                wait = self.recorder.record(sr, outcome)
+                if wait is None:
+                    return
+                if wait > 0:
+                    await self.clock.sleep(wait)
 
     # -- the run deadline ----------------------------------------------------------------
     def _begins(self) -> None:
@@ -183,7 +189,16 @@ class Engine:
         self._started_at = asyncio.get_running_loop().time()
         if self.timeout is not None:
             self.state.deadline_at = utcnow() + timedelta(seconds=self.timeout)
+            if is_virtual(self.clock):
+                self._clock_deadline = asyncio.get_running_loop().create_task(
+                    self._deadline_on_clock(self.timeout), name="ductline run deadline")
         self._arm_deadline()
+
+    async def _deadline_on_clock(self, seconds: float) -> None:
+        """With a fake clock the deadline also passes when the clock's time does."""
+        await self.clock.sleep(seconds)
+        if self._deadline is not None:
+            self._deadline.reschedule(asyncio.get_running_loop().time())
 
     def _arm_deadline(self) -> None:
         if self._deadline is not None and self._started_at is not None and self.timeout is not None:

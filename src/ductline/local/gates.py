@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
 from ductline.dsl.options import StepOptions
-from ductline.local.clock import Clock
+from ductline.local.clock import Clock, waiting
 
 
 class Gate:
@@ -26,10 +26,11 @@ class Gate:
         self._turn = asyncio.Lock()  # starts take their rate slots one at a time
 
     @asynccontextmanager
-    async def enter(self) -> AsyncIterator[None]:
+    async def enter(self, clock: Clock) -> AsyncIterator[None]:
         """Wait for a concurrency slot, hold it for the attempt."""
         if self._slots is not None:
-            await self._slots.acquire()
+            async with waiting(clock):  # its holders may wait on the clock
+                await self._slots.acquire()
         try:
             yield
         finally:
@@ -42,8 +43,12 @@ class Gate:
         are ``1/rate`` apart however long getting a child took."""
         if self._interval is None:
             return
-        async with self._turn:
+        async with waiting(clock):
+            await self._turn.acquire()
+        try:
             wait = self._next_start - clock.now()
             if wait > 0:
                 await clock.sleep(wait)
             self._next_start = clock.now() + self._interval
+        finally:
+            self._turn.release()

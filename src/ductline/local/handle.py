@@ -90,9 +90,13 @@ class LocalRun:
 
 def start(pipeline: Any, *args: Any, timeout: Any = None, on_update: OnUpdate | None = None,
           clock: Clock | None = None, concurrency: int | None = None, retry_delay: Any = None,
-          kill_grace: Any = None, tracer_provider: Any = None, resume: Resume | None = None) -> LocalRun:
+          kill_grace: Any = None, tracer_provider: Any = None, resume: Resume | None = None,
+          log_level: str | None = None, inline: bool = False) -> LocalRun:
     """Start a pipeline in the running event loop, without a database, and return
     its `LocalRun` at once (the options are those of `ductline.execute`).
+
+    ``inline=True`` runs sync steps in threads of this process instead of child
+    processes (`ductline.testing`: mocks and ``monkeypatch`` reach them).
 
     Unlike `execute`, a pause without a timeout that ``resume`` does not cover is
     allowed: the run waits in ``paused`` until `LocalRun.resume` or `LocalRun.cancel`.
@@ -107,5 +111,5 @@ def start(pipeline: Any, *args: Any, timeout: Any = None, on_update: OnUpdate | 
     args_json = codec.dumps(list(args), what="arguments")
     options = run_options(definition, timeout=timeout, on_update=on_update, clock=clock,
                           concurrency=concurrency, retry_delay=retry_delay, kill_grace=kill_grace,
-                          tracer_provider=tracer_provider, resume=resume)
+                          tracer_provider=tracer_provider, resume=resume, log_level=log_level, inline=inline)
     return LocalRun(Engine(definition, args_json, options))

@@ -14,6 +14,7 @@ from ductline.dsl.graph import Definition
 from ductline.errors import DefinitionError
 from ductline.handle import NO_INPUT
 from ductline.local.clock import Clock, RealClock
+from ductline.loglevels import DEFAULT_LEVEL, DEFAULT_MAX_BYTES, check_level
 
 # ``{step: new_input}``, or ``(step, current_input) -> new_input`` (may be async).
 Resume = Union[Mapping[str, Any], Callable[[str, Any], Union[Any, Awaitable[Any]]]]
@@ -35,6 +36,9 @@ class RunOptions:
     tracer_provider: Any
     resume: Resume | None
     max_payload_bytes: int
+    log_level: str = DEFAULT_LEVEL          # of steps without their own log_level
+    log_max_bytes: int = DEFAULT_MAX_BYTES  # per attempt
+    inline: bool = False                    # sync steps in threads of this process (ductline.testing)
 
 
 def seconds(value: Any, field: str, *, allow_zero: bool) -> float:
@@ -72,14 +76,15 @@ def definition_of(pipeline: Any) -> Definition:
 
 def run_options(definition: Definition, *, timeout: Any, on_update: OnUpdate | None, clock: Clock | None,
                 concurrency: int | None, retry_delay: Any, kill_grace: Any, tracer_provider: Any,
-                resume: Resume | None) -> RunOptions:
+                resume: Resume | None, log_level: str | None = None, inline: bool = False) -> RunOptions:
     """Check the options of `ductline.execute` (see there for their meaning).
 
     Raises:
         TypeError: an option has the wrong type, or a ``resume`` input does not
             round-trip through JSON.
         ValueError: a negative or zero timeout, a bad ``concurrency``, or a
-            ``resume`` mapping that names a step the pipeline does not pause before.
+            ``resume`` mapping that names a step the pipeline does not pause before,
+            or a ``log_level`` that names no level.
     """
     limit = definition.timeout if timeout is None else timeout
     if concurrency is None:
@@ -95,7 +100,9 @@ def run_options(definition: Definition, *, timeout: Any, on_update: OnUpdate | N
                             allow_zero=True),
         kill_grace=seconds(settings.kill_grace_seconds if kill_grace is None else kill_grace, "kill_grace",
                            allow_zero=True),
-        tracer_provider=tracer_provider, resume=resume, max_payload_bytes=int(settings.payload_max_bytes))
+        tracer_provider=tracer_provider, resume=resume, max_payload_bytes=int(settings.payload_max_bytes),
+        log_level=settings.step_log_level if log_level is None else check_level(log_level),
+        log_max_bytes=settings.step_log_max_bytes, inline=bool(inline))
 
 
 def _check_resume(definition: Definition, resume: Resume | None) -> None:

@@ -24,7 +24,7 @@ from typing import Any, Callable
 from ductline import codec
 from ductline.errors import InvalidStateError
 from ductline.handle import NO_INPUT
-from ductline.local.clock import Clock
+from ductline.local.clock import Clock, activity
 from ductline.local.options import Resume, covers
 from ductline.local.report import Reporter
 from ductline.local.state import RunState
@@ -85,6 +85,10 @@ class Pauses:
             self.expire(sr, seconds)
 
     async def _resume_by_option(self, sr: StepRun) -> None:
+        async with activity(self.clock):  # a fake clock does not expire the pause meanwhile
+            await self._resume_now(sr)
+
+    async def _resume_now(self, sr: StepRun) -> None:
         source = self.source
         if isinstance(source, Mapping):
             value = source[sr.name]

@@ -20,6 +20,24 @@ OverallStatus = Literal["success", "failed"]
 
 
 @dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One record an attempt logged or printed (`ductline.execution.steplog`).
+
+    Attributes:
+        at: when the step made it (aware UTC).
+        level: ``DEBUG``, ``INFO``, ``WARNING``, ``ERROR`` or ``CRITICAL``.
+        logger: the logger's name; ``stdout`` / ``stderr`` for printed lines,
+            ``ductline`` for the mark of a cut (the attempt passed its cap).
+        message: its text (with the traceback of a logged exception).
+    """
+
+    at: datetime
+    level: str
+    logger: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class AttemptRecord:
     """One attempt of a step run.
 
@@ -32,6 +50,7 @@ class AttemptRecord:
         error: the error's message.
         started_at: when it started (aware UTC).
         finished_at: when it ended (aware UTC).
+        logs: what it logged and printed, oldest first (`LogEntry`).
     """
 
     attempt: int
@@ -40,6 +59,7 @@ class AttemptRecord:
     error: str | None
     started_at: datetime
     finished_at: datetime
+    logs: tuple[LogEntry, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +105,12 @@ class StepResult:
     scope: str = ""
     skip_root: str | None = None
     history: tuple[AttemptRecord, ...] = ()
+
+    @property
+    def logs(self) -> list[LogEntry]:
+        """What every attempt of the step run logged and printed, attempt by attempt
+        (each attempt's own records are in ``history[i].logs``)."""
+        return [entry for attempt in self.history for entry in attempt.logs]
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ductline.dsl.graph import Node
-from ductline.local.results import AttemptRecord
+from ductline.local.results import AttemptRecord, LogEntry
 from ductline.model import scopes
 from ductline.model.outcomes import Budget, Charge, Ended
 from ductline.model.routing import JobSpec
@@ -63,6 +63,7 @@ class StepRun:
     attempt_clock: float = 0.0      # the executor clock at the open attempt's start
     attempt_began: datetime | None = None
     history: list[AttemptRecord] = field(default_factory=list)
+    attempt_logs: list[LogEntry] = field(default_factory=list)  # of the open attempt
     span: Any = None                # the open attempt's span, if tracing
 
     @property
@@ -116,13 +117,20 @@ class StepRun:
         self.attempt_began = utcnow()
         self.started_at = self.started_at or self.attempt_began
         self.attempt_clock = clock_now
+        self.attempt_logs = []
+
+    def add_logs(self, records: list[tuple[int, str, str, str]]) -> None:
+        """Records ``(at_ms, level, logger, message)`` of the open attempt."""
+        self.attempt_logs.extend(LogEntry(datetime.fromtimestamp(at_ms / 1000, timezone.utc), level, logger, message)
+                                 for at_ms, level, logger, message in records)
 
     def end_attempt(self, ended: Ended, to: JobStatus) -> None:
         """Close the open attempt as ``ended`` and move the job to ``to``."""
         assert self.attempt_began is not None
         finished = utcnow()
         self.history.append(AttemptRecord(self.attempts, ended.result.value, ended.error_type, ended.error,
-                                          self.attempt_began, finished))
+                                          self.attempt_began, finished, tuple(self.attempt_logs)))
+        self.attempt_logs = []
         self.error_type, self.error = ended.error_type, ended.error
         self.attempt_began = None
         self.move(to)

@@ -91,12 +91,20 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("ductline.jobs.delayed", GAUGE, PIPELINE, "Pending jobs waiting for their not-before time."),
     MetricSpec("ductline.jobs.throttled", GAUGE, PIPELINE,
                "Pending jobs waiting for a slot of their step's concurrency limit."),
+    # Read from the database, so every worker exports the same values, wherever the
+    # runs were triggered (a web app, a script) and whoever ran them.
+    MetricSpec("ductline.runs", GAUGE, ("pipeline", "status"),
+               "Runs in the database, by status (pruned runs are not counted)."),
+    MetricSpec("ductline.runs.triggered", GAUGE, PIPELINE,
+               "Runs ever triggered that are still in the database (all statuses)."),
 )
 
 SPECS: dict[str, MetricSpec] = {m.name: m for m in METRICS}
 READY = "ductline.jobs.ready"
 DELAYED = "ductline.jobs.delayed"
 THROTTLED = "ductline.jobs.throttled"
+RUNS = "ductline.runs"
+RUNS_TRIGGERED = "ductline.runs.triggered"
 
 LabelValues = tuple[str, ...]
 
@@ -155,12 +163,14 @@ class Registry:
     scrapes from the HTTP server's threads.
     """
 
-    def __init__(self, gauge_source: Callable[[], dict[str, tuple[int, int, int]]] | None = None) -> None:
+    def __init__(self, gauge_source: Callable[[], dict[str, tuple[int, int, int]]] | None = None,
+                 run_source: Callable[[], dict[tuple[str, str], int]] | None = None) -> None:
         self._lock = threading.Lock()
         self._counters: dict[str, dict[LabelValues, float]] = {}
         self._histograms: dict[str, dict[LabelValues, Histogram]] = {}
         self._sinks: list[Sink] = []
         self.gauge_source = gauge_source
+        self.run_source = run_source
 
     # -- sinks ---------------------------------------------------------------------
     def add_sink(self, sink: Sink) -> None:
@@ -235,17 +245,31 @@ class Registry:
     def gauges(self) -> dict[str, dict[LabelValues, float]]:
         """``{"ductline.jobs.ready": {(pipeline,): n}, "ductline.jobs.delayed": {...},
         "ductline.jobs.throttled": {...}}``,
-        read now from the gauge source (empty without one, or if the database fails)."""
-        if self.gauge_source is None:
-            return {}
-        try:
-            depths = self.gauge_source()
-        except StoreError as exc:
-            log.warning("queue depth gauges unavailable: %s", exc)
-            return {}
-        return {READY: {(p,): float(r) for p, (r, _, _) in depths.items()},
-                DELAYED: {(p,): float(d) for p, (_, d, _) in depths.items()},
-                THROTTLED: {(p,): float(t) for p, (_, _, t) in depths.items()}}
+        ``"ductline.runs": {(pipeline, status): n}``, ``"ductline.runs.triggered":
+        {(pipeline,): n}``, read now from the gauge sources (empty without them, or
+        if the database fails)."""
+        gauges: dict[str, dict[LabelValues, float]] = {}
+        if self.gauge_source is not None:
+            try:
+                depths = self.gauge_source()
+            except StoreError as exc:
+                log.warning("queue depth gauges unavailable: %s", exc)
+            else:
+                gauges[READY] = {(p,): float(r) for p, (r, _, _) in depths.items()}
+                gauges[DELAYED] = {(p,): float(d) for p, (_, d, _) in depths.items()}
+                gauges[THROTTLED] = {(p,): float(t) for p, (_, _, t) in depths.items()}
+        if self.run_source is not None:
+            try:
+                runs = self.run_source()
+            except StoreError as exc:
+                log.warning("run gauges unavailable: %s", exc)
+            else:
+                gauges[RUNS] = {key: float(n) for key, n in runs.items()}
+                triggered: dict[LabelValues, float] = {}
+                for (pipeline, _), n in runs.items():
+                    triggered[(pipeline,)] = triggered.get((pipeline,), 0.0) + n
+                gauges[RUNS_TRIGGERED] = triggered
+        return gauges
 
 
 def _matches(spec: MetricSpec, key: LabelValues, labels: dict[str, Any]) -> bool:
@@ -287,6 +311,27 @@ class QueueDepths:
             result = {p: depths.get(p, (0, 0, 0)) for p in sorted(self._known)}
             self._cached, self._at = result, now
             return dict(result)
+
+
+class RunCounts:
+    """A gauge source of the runs per pipeline and status (``metrics_run_counts``),
+    cached for ``cache_seconds`` so simultaneous readers cost one query."""
+
+    def __init__(self, store: Any, cache_seconds: float = 5.0) -> None:
+        self.store = store
+        self.cache_seconds = cache_seconds
+        self._lock = threading.Lock()
+        self._cached: dict[tuple[str, str], int] | None = None
+        self._at = 0.0
+
+    def __call__(self) -> dict[tuple[str, str], int]:
+        with self._lock:
+            now = time.monotonic()
+            if self._cached is None or now - self._at >= self.cache_seconds:
+                with self.store.dialect.reader() as session:
+                    rows = session.fetch("metrics_run_counts", {})
+                self._cached, self._at = {(r["pipeline"], r["status"]): int(r["n"]) for r in rows}, now
+            return dict(self._cached)
 
 
 # -- the subscriber ---------------------------------------------------------------------------

@@ -9,12 +9,14 @@ run ids.
 
 The endpoint binds 127.0.0.1 unless told otherwise (``ductline worker
 --metrics-port P [--metrics-host H]``, or ``DUCTLINE_METRICS_PORT`` /
-``DUCTLINE_METRICS_HOST``); every path answers with the exposition format.
+``DUCTLINE_METRICS_HOST``). ``/healthz`` and ``/readyz`` answer the probes of
+`ductline.observability.probes`; every other path the exposition format.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import socket
 import threading
@@ -30,6 +32,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from ductline.errors import ConfigurationError
+from ductline.observability import probes
 from ductline.observability.metrics import COUNTER, GAUGE, HISTOGRAM, METRICS, Registry
 
 log = logging.getLogger("ductline.observability")
@@ -105,16 +108,17 @@ class MetricsServer:
         port: TCP port (0 picks a free one; read it back from ``port``).
         host: address to bind; 127.0.0.1 by default. Anything but loopback
             exposes the metrics to the network (logged as a warning).
+        store: the database ``/readyz`` checks (without one it answers 503).
 
     Raises:
         ConfigurationError: the address cannot be bound (in use, not local).
     """
 
     def __init__(self, registry: Registry, port: int, host: str = "127.0.0.1", *,
-                 process_metrics: bool = True) -> None:
+                 process_metrics: bool = True, store: Any = None) -> None:
         self.registry = registry
         self.collectors = collector_registry(registry, process_metrics=process_metrics)
-        app = make_wsgi_app(self.collectors)
+        app = with_probes(make_wsgi_app(self.collectors), store)
 
         class Server(_Server):
             address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -142,6 +146,24 @@ class MetricsServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
+
+
+def with_probes(metrics: Any, store: Any) -> Any:
+    """A WSGI app answering ``/healthz`` and ``/readyz`` (against ``store``) and
+    handing every other path to ``metrics``."""
+
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        path = environ.get("PATH_INFO", "")
+        if path not in ("/healthz", "/readyz"):
+            return metrics(environ, start_response)
+        probe = probes.liveness() if path == "/healthz" else probes.readiness(store)
+        body = json.dumps(probe.body).encode()
+        start_response("200 OK" if probe.ok else "503 Service Unavailable",
+                       [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
+                        ("Cache-Control", "no-store")])
+        return [body]
+
+    return app
 
 
 def _loopback(host: str) -> bool:

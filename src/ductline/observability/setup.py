@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from ductline.errors import ConfigurationError, StoreError
 from ductline.observability import events
-from ductline.observability.metrics import MetricsSubscriber, QueueDepths, Registry
+from ductline.observability.metrics import MetricsSubscriber, QueueDepths, Registry, RunCounts
 
 log = logging.getLogger("ductline.observability")
 
@@ -152,7 +152,8 @@ def install(metrics_port: int | None = None, metrics_host: str = "127.0.0.1", st
     if previous is not None:
         previous.close()
     gauges = None if store is None else QueueDepths(store, cache_seconds=gauge_cache_seconds)
-    obs = Observability(Registry(gauge_source=gauges))
+    runs = None if store is None else RunCounts(store, cache_seconds=gauge_cache_seconds)
+    obs = Observability(Registry(gauge_source=gauges, run_source=runs))
     try:
         obs._subscribe(MetricsSubscriber(obs.registry, store))
         if metrics_port is not None:
@@ -161,7 +162,8 @@ def install(metrics_port: int | None = None, metrics_host: str = "127.0.0.1", st
             require("prometheus")
             from ductline.observability.prometheus import MetricsServer
 
-            obs.metrics_server = MetricsServer(obs.registry, int(metrics_port), metrics_host or "127.0.0.1")
+            obs.metrics_server = MetricsServer(obs.registry, int(metrics_port), metrics_host or "127.0.0.1",
+                                               store=store)
         if statsd:
             from ductline.observability.statsd import sink_from
 

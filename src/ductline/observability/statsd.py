@@ -23,7 +23,7 @@ import socket
 from typing import Any
 
 from ductline.errors import ConfigurationError
-from ductline.observability.metrics import MetricSpec, Registry
+from ductline.observability.metrics import SPECS, MetricSpec, Registry
 
 log = logging.getLogger("ductline.observability")
 
@@ -108,13 +108,14 @@ class StatsdSink:
             self._send(format_line(spec.name, value, "h", labels))
 
     def send_gauges(self) -> int:
-        """Send the current queue gauges; returns how many lines were sent."""
+        """Send the current gauges (queues, runs); returns how many lines were sent."""
         if self.registry is None:
             return 0
         sent = 0
         for name, series in self.registry.gauges().items():
-            for (pipeline,), value in series.items():
-                self._send(format_line(name, int(value), "g", {"pipeline": pipeline}))
+            labels = SPECS[name].labels
+            for key, value in series.items():
+                self._send(format_line(name, int(value), "g", dict(zip(labels, key))))
                 sent += 1
         return sent
 

@@ -14,10 +14,10 @@ from typing import Any, Callable
 
 from ductline.clock import DatabaseClock
 from ductline.errors import PayloadTooLarge, StoreError
-from ductline.execution import protocol
+from ductline.execution import protocol, steplog
 from ductline.execution.enforcer import Enforcer, Reason, Watch
 from ductline.execution.process import Child
-from ductline.execution.protocol import Done, Failed, Fatal, Garbled, Message, Oversized, Ready, Request
+from ductline.execution.protocol import Done, Failed, Fatal, Garbled, Log, Message, Oversized, Ready, Request
 from ductline.model.outcomes import PAYLOAD_TOO_LARGE_TYPE, child_died_message, timeout_message
 from ductline.model.states import AttemptResult
 from ductline.observability.events import EventName, emit
@@ -28,7 +28,7 @@ from ductline.runtime.slots import Runner, Slot
 from ductline.runtime.spares import Spares
 from ductline.runtime.threads import ThreadAttempt
 from ductline.runtime.wakeup import Wakeup
-from ductline.store import Store, payloads
+from ductline.store import Store, payloads, steplogs
 from ductline.store.records import ClaimedJob
 
 log = logging.getLogger("ductline.worker")
@@ -135,6 +135,10 @@ class ChildEvents:
             else:
                 answer(self._store, slot.runner, job, message.kind, message.args)
             return
+        if isinstance(message, Log):
+            if job is not None and message.lease_token == job.lease_token:
+                self._step_log(slot, job, message.records)
+            return
         if isinstance(message, Fatal):
             log.error("Child could not import the apps: %s: %s", message.error_type, message.error)
             if job is not None:
@@ -154,6 +158,20 @@ class ChildEvents:
             self._queue(slot, AttemptResult.ERRORED, error_type=message.error_type, error=message.error,
                         traceback=message.traceback)
 
+    def _step_log(self, slot: Slot, job: ClaimedJob, records: list[tuple[int, str, str, str]]) -> None:
+        """A batch of what the step logged: into the worker's log, and stored with
+        the attempt (before its result, which comes after it on the same pipe)."""
+        if slot.log_guard is not None:
+            records = slot.log_guard.take(records)
+        fields = job_extra(slot.attempt())
+        for record in records:
+            steplog.forward(record, fields)
+        try:
+            steplogs.append(self._store.dialect, job.job_id, job.attempt, job.lease_token, slot.log_seq, records)
+        except StoreError as exc:
+            self._outage.failed("recording step logs", exc)
+        slot.log_seq += len(records)
+
     def _queue(self, slot: Slot, result: AttemptResult, **fields: Any) -> None:
         job = slot.job
         assert job is not None
@@ -164,6 +182,10 @@ class ChildEvents:
 
     def _runner_gone(self, slot: Slot, runner: Runner) -> None:
         """A child process exited, or a thread-isolated step's thread ended."""
+        # What it sent just before it ended still counts: a thread step's log batch
+        # and result arrive together with its end, and may be read after it.
+        while runner is slot.runner and not runner.eof and _has_data(runner):
+            self._read(slot, runner)
         code = runner.reap()
         if code is None:
             return
@@ -246,3 +268,10 @@ class ChildEvents:
     def reap_retired(self) -> None:
         """Close the pipes of finished threads that have ended since."""
         self._retired = [t for t in self._retired if t.reap() is None]
+
+
+def _has_data(runner: Runner) -> bool:
+    try:
+        return bool(runner.conn.poll(0))
+    except (OSError, EOFError, ValueError):
+        return False

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
-from ductline.execution import protocol
+from ductline.execution import protocol, steplog
 from ductline.execution.process import Child
 from ductline.execution.protocol import Task
+from ductline.loglevels import DEFAULT_LEVEL, DEFAULT_MAX_BYTES
 from ductline.runtime.record import Attempt
 from ductline.store.records import ClaimedJob
 
@@ -48,6 +49,9 @@ class Slot:
         runner: what runs that job: the child, or a thread.
         undead: its runner survived the kill; the slot is gone until the worker restarts.
         timeout_seconds: the attempt's step timeout (a scaled one once reported).
+        log_level, log_max_bytes: the worker's step log settings, sent with each task.
+        log_seq: how many log records of the running attempt were taken so far.
+        log_guard: the parent's own guard of the running attempt's log cap.
     """
 
     index: int
@@ -57,6 +61,10 @@ class Slot:
     runner: Runner | None = None
     undead: bool = False
     timeout_seconds: int | None = None
+    log_level: str = DEFAULT_LEVEL
+    log_max_bytes: int = DEFAULT_MAX_BYTES
+    log_seq: int = 0
+    log_guard: steplog.ParentGuard | None = None
 
     @property
     def busy(self) -> bool:
@@ -69,7 +77,7 @@ class Slot:
 
     def task(self, job: ClaimedJob) -> Task:
         return Task(job.job_id, job.run_id, job.pipeline, job.step, job.attempt, job.input,
-                    job.deadline_ms, job.lease_token, self.max_output_bytes)
+                    job.deadline_ms, job.lease_token, self.max_output_bytes, self.log_level, self.log_max_bytes)
 
     def assign(self, job: ClaimedJob, runner: Runner) -> None:
         """Run ``job`` on ``runner`` (a thread already has its task).
@@ -78,6 +86,7 @@ class Slot:
             OSError, ValueError: the child died before it got the task.
         """
         self.job, self.runner, self.timeout_seconds = job, runner, job.timeout_seconds
+        self.log_seq, self.log_guard = 0, steplog.ParentGuard(self.log_max_bytes)
         if runner is self.child:
             runner.send(protocol.run(self.task(job)))
 

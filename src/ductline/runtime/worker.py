@@ -77,7 +77,8 @@ class Worker:
         self._shutdown_deadline: float | None = None
         self._next_maintenance = 0.0
         limits = payloads.Limits.from_settings(settings)
-        self.slots = [Slot(i, limits.max_bytes) for i in range(concurrency)]
+        self.slots = [Slot(i, limits.max_bytes, log_level=settings.step_log_level,
+                           log_max_bytes=settings.step_log_max_bytes) for i in range(concurrency)]
         self.wakeup = Wakeup()
         self.enforcer = Enforcer(settings.kill_grace_seconds, self.wakeup.wake, self.clock,
                                  lease_seconds=settings.lease_seconds,

@@ -21,6 +21,7 @@ from starlette.schemas import SchemaGenerator
 from ductline import views
 from ductline.errors import DefinitionError, InvalidStateError, PipelineNotFound
 from ductline.model.states import JobStatus
+from ductline.observability import probes
 from ductline.web import events, start
 from ductline.web.app import dashboard
 from ductline.web.graph import Shown
@@ -108,6 +109,33 @@ def list_runs(request: Request) -> Response:
 def get_run(request: Request) -> Response:
     """One run with its steps and their attempts."""
     return ApiResponse(dashboard(request).reader.run_view(request.path_params["run_id"]))
+
+
+@openapi(responses={"200": {"description": "`{status: ok}`: the dashboard answers (the database is not read)"}})
+def healthz(request: Request) -> Response:
+    """Liveness probe."""
+    return ApiResponse(probes.liveness().body)
+
+
+@openapi(responses={"200": {"description": "`{status: ok, schema_version}`"},
+                    "503": {"description": "`{status: unavailable, reason}`: the database is unreachable, "
+                                           "or its schema is not this version's"}})
+def readyz(request: Request) -> Response:
+    """Readiness probe: the database answers and its schema is current."""
+    probe = dashboard(request).reader.readiness()
+    return ApiResponse(probe.body, status_code=probe.status_code, headers={"Cache-Control": "no-store"})
+
+
+@openapi(parameters=[_path("run_id"), _query("step", "only this step's records")],
+         responses={"200": {"description": "`{logs: [{job_id, step, scope, attempt, at, level, logger, message}]}`, "
+                                           "oldest first"},
+                    "404": {"description": "no such run"}})
+def run_logs(request: Request) -> Response:
+    """What a run's steps logged and printed, per attempt (as ``ductline logs --json``)."""
+    reader = dashboard(request).reader
+    run_id = request.path_params["run_id"]
+    reader.run(run_id)  # 404 for an unknown run
+    return ApiResponse({"logs": reader.step_logs(run_id, request.query_params.get("step") or None)})
 
 
 @openapi(parameters=[_path("run_id"), _path("payload_id")],
@@ -349,10 +377,13 @@ def openapi_schema(request: Request) -> Response:
 
 
 routes = [
+    Route("/healthz", healthz),
+    Route("/readyz", readyz),
     Route("/api/overview", overview),
     Route("/api/runs", list_runs),
     Route("/api/runs/{run_id}", get_run),
     Route("/api/runs/{run_id}/events", run_events),
+    Route("/api/runs/{run_id}/logs", run_logs),
     Route("/api/runs/{run_id}/payloads/{payload_id}", get_payload),
     Route("/api/runs/{run_id}/retry", retry_run, methods=["POST"]),
     Route("/api/runs/{run_id}/cancel", cancel_run, methods=["POST"]),

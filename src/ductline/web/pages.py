@@ -90,7 +90,7 @@ def run_page(request: Request) -> Response:
     now_ms = d.reader.now_ms()
     definition = d.definition(run["pipeline"])
     page = runpage.build(run, d.reader.run_jobs(run_id), d.reader.run_attempts(run_id), definition, now_ms,
-                         show_all=request.query_params.get("all"))
+                         show_all=request.query_params.get("all"), logs=d.reader.step_logs(run_id))
     return render(request, "run.html", {"page": page, "run": run, "known": definition is not None},
                   now_ms=now_ms)
 

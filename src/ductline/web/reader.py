@@ -209,6 +209,21 @@ class DashboardReader:
         """
         return views.run_view(self._store, run_id)
 
+    def readiness(self) -> Any:
+        """The readiness probe of this dashboard's database
+        (`ductline.observability.probes.readiness`)."""
+        from ductline.observability import probes
+
+        return probes.readiness(self._store)
+
+    def step_logs(self, run_id: str, step: str | None = None) -> list[dict[str, Any]]:
+        """What the run's attempts logged (of ``step`` only, when given), oldest first:
+        ``{job_id, step, scope, attempt, at, level, logger, message}`` each."""
+        from ductline.store import steplogs
+
+        return [{"job_id": r.job_id, "step": r.step, "scope": r.scope, "attempt": r.attempt, **views.log_entry(r)}
+                for r in steplogs.of_run(self._store.dialect, run_id, step)]
+
     def run_jobs(self, run_id: str) -> list[dict[str, Any]]:
         return self._store.run_jobs(run_id)
 

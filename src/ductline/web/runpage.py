@@ -36,6 +36,7 @@ class AttemptView:
     error_type: str | None
     error: str | None
     traceback: str | None
+    logs: list[dict[str, Any]] = field(default_factory=list)  # what it logged (`ductline.views.log_entry`)
 
     @property
     def duration_ms(self) -> int | None:
@@ -146,14 +147,17 @@ class RunPage:
         return self.status == RunStatus.PENDING and int(self.run["not_before_ms"]) > self.now_ms
 
 
-def _attempts(rows: list[dict[str, Any]]) -> dict[str, list[AttemptView]]:
+def _attempts(rows: list[dict[str, Any]], logs: list[dict[str, Any]]) -> dict[str, list[AttemptView]]:
+    by_attempt: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for entry in logs:
+        by_attempt.setdefault((entry["job_id"], int(entry["attempt"])), []).append(entry)
     out: dict[str, list[AttemptView]] = {}
     for a in rows:
         out.setdefault(a["job_id"], []).append(AttemptView(
             int(a["attempt"]), a["result"] or JobStatus.RUNNING, int(a["started_ms"]),  # no result yet: running
             None if a["finished_ms"] is None else int(a["finished_ms"]),
             None if a["deadline_ms"] is None else int(a["deadline_ms"]), a["worker_id"], a["error_type"],
-            a["error"], a["traceback"]))
+            a["error"], a["traceback"], by_attempt.get((a["job_id"], int(a["attempt"])), [])))
     for attempts in out.values():
         attempts.sort(key=lambda v: v.number)
     return out
@@ -166,7 +170,8 @@ _URGENCY: dict[State, int] = {
 
 
 def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[dict[str, Any]],
-          definition: Definition | None, now_ms: int, *, show_all: str | None = None) -> RunPage:
+          definition: Definition | None, now_ms: int, *, show_all: str | None = None,
+          logs: list[dict[str, Any]] | None = None) -> RunPage:
     """The run page's model.
 
     Args:
@@ -174,8 +179,9 @@ def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[di
         definition: the pipeline's definition when this process imported it.
         now_ms: the database clock.
         show_all: a step whose step runs are all listed (others fold after 25).
+        logs: the run's step log records (`ductline.web.reader.Reader.step_logs`).
     """
-    attempts = _attempts(attempt_rows)
+    attempts = _attempts(attempt_rows, logs or [])
     graph = run_graph.build(definition, jobs, now_ms)
     by_step: dict[str, list[StepRunView]] = {}
     for j in jobs:

@@ -14,6 +14,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ductline.errors import StoreError, StoreUnavailable
 from ductline.store import queries
+from ductline.store.postgres import poolwarnings
 
 log = logging.getLogger("ductline.store")
 
@@ -63,6 +64,7 @@ class PostgresDialect:
         self._lock = threading.Lock()
         self._pool: ConnectionPool[Any] | None = None
         self._max = max_connections
+        self._pool_warnings = poolwarnings.install()
 
     def _get_pool(self) -> ConnectionPool[Any]:
         with self._lock:
@@ -82,6 +84,7 @@ class PostgresDialect:
     def _conn(self) -> Iterator[psycopg.Connection[Any]]:
         try:
             with self._get_pool().connection() as conn:
+                self._pool_warnings.connected()
                 yield conn
         except PoolTimeout as exc:
             raise StoreUnavailable(f"PostgreSQL connection: {self._why_unreachable() or exc}") from exc

@@ -13,3 +13,10 @@ FROM ductline_jobs AS j CROSS JOIN clock
 WHERE j.status = 'pending'
 GROUP BY j.pipeline
 ORDER BY j.pipeline;
+
+-- name: metrics_run_counts
+-- Runs recorded in the database per pipeline and status (pruned runs are gone from it).
+SELECT pipeline, status, count(*) AS n
+FROM ductline_runs
+GROUP BY pipeline, status
+ORDER BY pipeline, status;

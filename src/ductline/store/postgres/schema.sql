@@ -210,3 +210,18 @@ CREATE TABLE ductline_payload_chunks (
 
 -- 0006: retention (prune finished runs by finish time).
 CREATE INDEX ductline_runs_ended ON ductline_runs (status, (coalesce(finished_ms, created_ms)), id);
+
+-- 0007: step logs: what steps log, per attempt (ductline.execution.steplog), in order of seq;
+-- deleted with their run (prune_step_logs).
+CREATE TABLE ductline_step_logs (
+    job_id TEXT NOT NULL,
+    attempt BIGINT NOT NULL,
+    seq BIGINT NOT NULL,
+    run_id TEXT NOT NULL,
+    at_ms BIGINT NOT NULL,
+    level TEXT NOT NULL,
+    logger TEXT NOT NULL,
+    message TEXT NOT NULL,
+    PRIMARY KEY (job_id, attempt, seq)
+);
+CREATE INDEX ductline_step_logs_run ON ductline_step_logs (run_id);

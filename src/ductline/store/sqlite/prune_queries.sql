@@ -7,6 +7,7 @@
 SELECT r.id, coalesce(r.finished_ms, r.created_ms) AS age_ms,
        (SELECT count(*) FROM ductline_jobs j WHERE j.run_id = r.id)
      + (SELECT count(*) FROM ductline_attempts a WHERE a.run_id = r.id)
+     + (SELECT count(*) FROM ductline_step_logs l WHERE l.run_id = r.id)
      + coalesce((SELECT sum(p.chunks + 1) FROM ductline_payloads p WHERE p.run_id = r.id), 0) AS weight
 FROM ductline_runs r
 WHERE r.status IN (SELECT value FROM json_each(:statuses)) AND coalesce(r.finished_ms, r.created_ms) <= :cutoff_ms
@@ -27,6 +28,9 @@ DELETE FROM ductline_payload_chunks WHERE payload_id IN (
 
 -- name: prune_payloads
 DELETE FROM ductline_payloads WHERE run_id IN (SELECT value FROM json_each(:run_ids));
+
+-- name: prune_step_logs
+DELETE FROM ductline_step_logs WHERE run_id IN (SELECT value FROM json_each(:run_ids));
 
 -- name: prune_attempts
 DELETE FROM ductline_attempts WHERE run_id IN (SELECT value FROM json_each(:run_ids));

@@ -1,0 +1,109 @@
+"""Testing a pipeline with `ductline.testing`, as an application's test suite
+would: steps run inline (so ``monkeypatch`` reaches them), and a fake clock takes
+the run through its one-day delay, retry delays, pause timeout and deadline at once."""
+
+from __future__ import annotations
+
+import time
+
+import orders
+import pytest
+
+from ductline.testing import FakeClock, run_pipeline, start_pipeline
+
+DAY = 86400
+
+
+def flaky_gateway(failures):
+    """A stand-in payment service that fails ``failures`` times, then succeeds."""
+    calls = []
+
+    def charge_card(order_id, cents):
+        calls.append(order_id)
+        if len(calls) <= failures:
+            raise ConnectionError("gateway timeout")
+        return f"receipt-{order_id}"
+
+    return charge_card, calls
+
+
+def test_five_steps_a_one_day_delay_and_two_retries_in_virtual_time(monkeypatch):
+    charge_card, calls = flaky_gateway(failures=2)
+    monkeypatch.setattr(orders.PaymentGateway, "charge_card", charge_card)
+    clock = FakeClock()
+
+    began = time.perf_counter()
+    result = run_pipeline(orders.orders, {"id": 7, "cents": 1200}, clock=clock)
+    took = time.perf_counter() - began
+
+    assert result.status == "completed"
+    assert result.output == {"id": 7, "receipt": "receipt-7"}
+    assert list(result.statuses().values()) == ["completed"] * 5
+    charge = result.step("charge")
+    assert [a.result for a in charge.history] == ["errored", "errored", "succeeded"]
+    assert charge.history[0].error == "gateway timeout"
+    assert calls == [7, 7, 7]
+    assert clock.now() == DAY + 2 * 60  # the delay and two retry delays, in virtual seconds
+    assert [e.message for e in result.step("notify").logs] == ["order 7 shipped"]
+    print(f"\n5 steps, a one-day delay and two retries: {took * 1000:.0f} ms of real time")
+
+
+def test_retries_run_out_and_the_run_halts(monkeypatch):
+    charge_card, calls = flaky_gateway(failures=10)
+    monkeypatch.setattr(orders.PaymentGateway, "charge_card", charge_card)
+    result = run_pipeline(orders.orders, {"id": 8, "cents": 500})
+    assert result.status == "halted"
+    assert result.metadata["halt_reason"] == "job_retries_exhausted"
+    assert result.statuses() == {"validate": "completed", "reserve": "completed", "charge": "failed"}
+    assert len(calls) == 3
+
+
+def test_bad_input_fails_the_first_step():
+    result = run_pipeline(orders.orders, {"id": 9, "cents": 0}, retry_delay=0)
+    assert result.status == "halted"
+    assert result.step("validate").error == "order 9 has no amount"
+
+
+def test_the_run_deadline_passes_in_virtual_time():
+    clock = FakeClock()
+    result = run_pipeline(orders.slow_orders, {"id": 3, "cents": 100}, clock=clock)
+    assert result.status == "failed" and result.timeout_exceeded
+    assert result.step("ship").status == "skipped"
+    assert clock.now() == 2 * 3600  # the deadline came first, not the day-long delay
+
+
+def test_a_paused_run_is_resumed_by_the_test():
+    with start_pipeline(orders.large_orders, {"id": 4, "cents": 900_000}) as run:
+        assert run.wait_paused() == ["approve"]
+        assert run.status == "paused"
+        assert run.resume({"id": 4, "cents": 800_000}) == ["approve"]
+        result = run.result()
+    assert result.status == "completed"
+    assert result.output == {"id": 4, "cents": 800_000, "approved": True, "shipped": True}
+    assert run.clock.now() == 0  # resumed before any time passed
+
+
+def test_a_pause_nobody_resumes_expires():
+    with start_pipeline(orders.large_orders, {"id": 5, "cents": 900_000}) as run:
+        run.wait_paused()
+        run.advance(DAY)
+        result = run.result()
+    assert result.status == "failed"
+    assert result.metadata["halt_reason"] == "pause_expired"
+
+
+def test_steps_can_also_run_in_child_processes():
+    # Children import the steps afresh: a monkeypatch would not reach them.
+    result = run_pipeline(orders.orders, {"id": 6, "cents": 100}, inline=False, retry_delay=0)
+    assert result.status == "halted"
+    assert result.step("charge").error == "no payment service in this example"
+
+
+def test_inside_an_event_loop_it_says_what_to_do():
+    import asyncio
+
+    async def inside():
+        run_pipeline(orders.orders, {"id": 1, "cents": 1})
+
+    with pytest.raises(RuntimeError, match="plain \\(sync\\) test"):
+        asyncio.run(inside())
