@@ -30,7 +30,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 EXECUTED = "python"
-NOT_EXECUTED = {"py", "sh", "text", "toml", "json", "mermaid"}
+NOT_EXECUTED = {"py", "sh", "bash", "text", "toml", "json", "yaml", "ini", "mermaid"}
 BLOCK_TIMEOUT_SECONDS = 60
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,})(?P<info>.*)$")
 TITLE = re.compile(r'title="(?P<title>[^"]+)"')
