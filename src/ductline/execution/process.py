@@ -59,6 +59,7 @@ class Child:
         self.conn = Connection(parent_end.detach())
         self.eof = False  # the pipe reached its end: the process is exiting
         self.ready = False  # it imported the apps and said so
+        self.used = False  # it was given an attempt (a "fresh" step needs one that was not)
         self.pid: int = self.process.pid
         # A pidfd becomes readable when the process exits: a parent waits on it
         # together with the pipes, so a death is seen at once, never polled for.

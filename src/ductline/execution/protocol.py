@@ -17,6 +17,7 @@ never taken for the current one.
 
 from __future__ import annotations
 
+import io
 import pickle
 from dataclasses import dataclass
 from enum import StrEnum
@@ -47,6 +48,9 @@ class Task:
     deadline_ms: int | None  # database clock, for ductline.context().deadline
     lease_token: str
     max_output_bytes: int   # a larger output fails the attempt: PayloadTooLarge
+    memory_limit: int | None = None   # bytes of address space (RLIMIT_AS) for this attempt only
+    cpu_limit: float | None = None    # CPU seconds (RLIMIT_CPU) for this attempt only
+    fresh: bool = False               # isolation="fresh": the child is retired after this attempt
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,10 +79,13 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Done:
-    """The attempt succeeded; ``output`` is its JSON text."""
+    """The attempt succeeded; ``output`` is its JSON text. ``retire`` is empty if
+    the child restored its process state after the attempt, else why it could not
+    (the parent then retires the child: `ductline.execution.cleanstate`)."""
 
     lease_token: str
     output: str
+    retire: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +96,7 @@ class Failed:
     error_type: str
     error: str
     traceback: str
+    retire: str = ""
 
 
 Message = Ready | Fatal | Request | Done | Failed
@@ -138,12 +146,12 @@ def request(kind: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
     return (Kind.REQUEST.value, kind, args)
 
 
-def done(lease_token: str, output: str) -> tuple[Any, ...]:
-    return (Kind.DONE.value, lease_token, output)
+def done(lease_token: str, output: str, retire: str = "") -> tuple[Any, ...]:
+    return (Kind.DONE.value, lease_token, output, retire)
 
 
-def failed(lease_token: str, error_type: str, error: str, traceback: str) -> tuple[Any, ...]:
-    return (Kind.ERROR.value, lease_token, error_type, error, traceback)
+def failed(lease_token: str, error_type: str, error: str, traceback: str, retire: str = "") -> tuple[Any, ...]:
+    return (Kind.ERROR.value, lease_token, error_type, error, traceback, retire)
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -163,10 +171,19 @@ def receive(conn: Connection, cap: int) -> Message:
             raise Oversized from None
         raise
     try:
-        raw = pickle.loads(data)
+        raw = _PlainUnpickler(io.BytesIO(data)).load()
     except Exception as exc:  # noqa: BLE001 - anything the step wrote into the pipe
-        raise Garbled(f"{type(exc).__name__}: {exc}") from None
+        raise Garbled(f"{type(exc).__name__}: {exc!r:.200}") from None
     return parse(raw)
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Reads only plain values (tuples, lists, dicts, text, numbers, None): a child's
+    messages carry nothing else, and refusing every class means the parent never
+    imports or calls code named by what a child sent."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"a child's message may not name {module!r:.60}.{name!r:.60}")
 
 
 def parse(raw: Any) -> Message:
@@ -185,9 +202,9 @@ def parse(raw: Any) -> Message:
     if kind == Kind.REQUEST and len(fields) == 2 and isinstance(fields[0], str) \
             and isinstance(fields[1], (tuple, list)):
         return Request(fields[0], tuple(fields[1]))
-    if kind == Kind.DONE and len(fields) == 2 and _texts(fields):
+    if kind == Kind.DONE and len(fields) in (2, 3) and _texts(fields):
         return Done(*fields)
-    if kind == Kind.ERROR and len(fields) == 4 and _texts(fields):
+    if kind == Kind.ERROR and len(fields) in (4, 5) and _texts(fields):
         return Failed(*fields)
     raise Garbled(f"unexpected message {raw!r:.100}")
 

@@ -28,7 +28,7 @@ READY_REF = "ductline.local.childboot:ready"
 
 
 def needs_child(node: Node) -> bool:
-    return node.kind != "async" and node.options.isolation == "process"
+    return node.kind != "async" and node.options.isolation in ("process", "fresh")
 
 
 def _module_root(module: ModuleType) -> str | None:

@@ -18,6 +18,8 @@ from ductline.execution.enforcer import Enforcer, Reason, Stage
 from ductline.execution.process import Child
 from ductline.execution.protocol import Done, Failed, Fatal, Oversized, Request, Task
 from ductline.local.outcome import Limit, Outcome
+from ductline.model.outcomes import Ended
+from ductline.model.resources import ResourceLimits, over_limit
 from ductline.model.states import AttemptResult
 
 log = logging.getLogger("ductline.local")
@@ -113,10 +115,13 @@ class ChildAttempt:
             elif not self._enforcer.finish(self._key):
                 pass  # its kill began: the result is never taken
             elif isinstance(message, Done):
-                self._settle(Outcome(AttemptResult.SUCCEEDED, message.output, reusable=True))
+                # A child that could not restore its process state is not reused.
+                self._settle(Outcome(AttemptResult.SUCCEEDED, message.output, reusable=not message.retire))
             else:
-                self._settle(Outcome(AttemptResult.ERRORED, None, message.error_type, message.error,
-                                     message.traceback, reusable=True))
+                ended = over_limit(Ended(AttemptResult.ERRORED, message.error_type, message.error),
+                                   ResourceLimits(task.memory_limit, task.cpu_limit))
+                self._settle(Outcome(ended.result, None, ended.error_type, ended.error, message.traceback,
+                                     reusable=not message.retire))
         return True  # READY: the probe's result tells the same
 
 

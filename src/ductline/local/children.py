@@ -30,6 +30,8 @@ from ductline.local.childattempt import ChildAttempt
 from ductline.local.outcome import Limit, Outcome
 from ductline.model.outcomes import (PAYLOAD_TOO_LARGE_TYPE, TIMEOUT_ERROR_TYPE, child_died_message,
                                      timeout_message)
+from ductline.model.outcomes import Ended
+from ductline.model.resources import ResourceLimits, over_limit
 from ductline.model.states import AttemptResult
 
 log = logging.getLogger("ductline.local")
@@ -87,8 +89,9 @@ class Pool:
         self._keys = itertools.count()
         self._enforcer: Enforcer | None = None
 
-    async def acquire(self) -> Child:
-        """A ready child (waits for a free slot).
+    async def acquire(self, fresh: bool = False) -> Child:
+        """A ready child (waits for a free slot); with ``fresh``, one that never ran
+        an attempt (``isolation="fresh"``: an idle child that did is retired).
 
         Raises:
             ChildStartError: a new child failed to import the apps or to start.
@@ -97,17 +100,25 @@ class Pool:
         try:
             while self._idle:
                 child = self._idle.pop()
-                if not child.exited():
+                if not child.exited() and not (fresh and child.used):
                     return child
-                self._collect(child)
+                if child.exited():
+                    self._collect(child)
+                else:
+                    await self._kill(child, Reason.SHUTDOWN, grace=0.0)
             return await self._start()
         except BaseException:
             self._slots.release()
             raise
 
     def release(self, child: Child, reusable: bool) -> None:
+        """Give ``child`` back after an attempt; one that may not run another (it could
+        not restore its process state, or its step is ``isolation="fresh"``) is
+        killed with its whole process group and collected at `close`."""
         if reusable and not child.exited():
             self._idle.append(child)
+        elif not child.exited():
+            self._begin_kill(child, Reason.SHUTDOWN, grace=0.0)
         self._slots.release()
 
     # -- children and the enforcer --------------------------------------------------------
@@ -222,6 +233,7 @@ class Pool:
         child the same way before the cancellation goes on."""
         enforcer = self._kill_path()
         tracked = self._live[child]
+        child.used = child.used or task.step != "__ready__"
         attempt = ChildAttempt(child, tracked.key, tracked.gone, enforcer, self.message_cap)
         try:
             outcome = await attempt.run(task, limit, answer)
@@ -245,7 +257,9 @@ class Pool:
             return Outcome(AttemptResult.ERRORED, None, PAYLOAD_TOO_LARGE_TYPE,
                            protocol.oversized_error(task.step, self.message_cap, self.max_output_bytes,
                                                    parent="the executor"))
-        return Outcome(AttemptResult.CRASHED, None, "ChildDied", child_died_message(code))
+        ended = over_limit(Ended(AttemptResult.CRASHED, "ChildDied", child_died_message(code)),
+                           ResourceLimits(task.memory_limit, task.cpu_limit), code)
+        return Outcome(ended.result, None, ended.error_type, ended.error)
 
     async def close(self) -> None:
         """Stop idle children, kill any other, collect them all, stop the enforcer."""

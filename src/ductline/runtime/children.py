@@ -18,7 +18,10 @@ from ductline.execution import protocol
 from ductline.execution.enforcer import Enforcer, Reason, Watch
 from ductline.execution.process import Child
 from ductline.execution.protocol import Done, Failed, Fatal, Garbled, Message, Oversized, Ready, Request
-from ductline.model.outcomes import PAYLOAD_TOO_LARGE_TYPE, child_died_message, timeout_message
+from ductline import codec
+from ductline.model.outcomes import (PAYLOAD_TOO_LARGE_TYPE, PROTOCOL_ERROR_TYPE, Ended, child_died_message,
+                                     protocol_error_message, timeout_message)
+from ductline.model.resources import over_limit
 from ductline.model.states import AttemptResult
 from ductline.observability.events import EventName, emit
 from ductline.runtime.outbox import Outage, Outbox
@@ -92,7 +95,11 @@ class ChildEvents:
         except Exception as exc:  # noqa: BLE001 - whatever the step did to the pipe, the loop goes on
             self._garbled(slot, runner, f"{type(exc).__name__}: {exc}")
         else:
-            self._message(slot, message)
+            try:
+                self._message(slot, message)
+            except Exception as exc:  # noqa: BLE001 - a hostile message must not end the loop
+                self._garbled(slot, runner, f"handling its {type(message).__name__} message raised "
+                                            f"{type(exc).__name__}: {codec.render(exc, 'error')}")
 
     def _extra(self, slot: Slot) -> dict[str, object] | None:
         return job_extra(slot.attempt()) if slot.busy else None
@@ -102,7 +109,8 @@ class ChildEvents:
         step wrote into an inherited descriptor). The child cannot be trusted any
         more: kill it; its death is recorded as a crash of this attempt alone."""
         log.error("Child %d broke the worker protocol (%s); killing it", runner.pid, why, extra=self._extra(slot))
-        if slot.busy:
+        if slot.busy and runner is slot.runner:
+            slot.broken = why
             self._enforcer.kill(slot.index, Reason.GARBLED, grace=0.0)
         else:
             runner.signal_group(signal.SIGKILL)
@@ -143,16 +151,22 @@ class ChildEvents:
             return
         if job is None or message.lease_token != job.lease_token or not self._enforcer.finish(slot.index):
             return  # a result of an attempt being killed, or no longer current, is never taken
+        runner = slot.runner
         if isinstance(message, Done):
             size = payloads.size_of(message.output)
             if size > self._limits.max_bytes:  # the child checks too; this is the parent's guard
                 self._queue(slot, AttemptResult.ERRORED, error_type=PAYLOAD_TOO_LARGE_TYPE, error=str(
                     PayloadTooLarge(f"output of step {job.step!r}", size, self._limits.max_bytes)))
-                return
-            self._queue(slot, AttemptResult.SUCCEEDED, output=message.output)
+            else:
+                self._queue(slot, AttemptResult.SUCCEEDED, output=message.output)
         elif isinstance(message, Failed):
-            self._queue(slot, AttemptResult.ERRORED, error_type=message.error_type, error=message.error,
+            ended = over_limit(Ended(AttemptResult.ERRORED, message.error_type, message.error), slot.limits)
+            self._queue(slot, ended.result, error_type=ended.error_type, error=ended.error,
                         traceback=message.traceback)
+        if message.retire and runner is slot.child and slot.child is not None:
+            # It could not put its process state back (or its step wants a fresh
+            # process each time): it never runs another attempt.
+            slot.retire_child(message.retire)
 
     def _queue(self, slot: Slot, result: AttemptResult, **fields: Any) -> None:
         job = slot.job
@@ -196,8 +210,13 @@ class ChildEvents:
         elif reason is Reason.OVERSIZED:
             self._queue(slot, AttemptResult.ERRORED, error_type=PAYLOAD_TOO_LARGE_TYPE,
                         error=protocol.oversized_error(job.step, self._limits.message_cap, self._limits.max_bytes))
+        elif reason is Reason.GARBLED:
+            self._queue(slot, AttemptResult.ERRORED, error_type=PROTOCOL_ERROR_TYPE,
+                        error=protocol_error_message(job.step, slot.broken or "unreadable message"))
         else:
-            self._queue(slot, AttemptResult.CRASHED, error_type="ChildDied", error=child_died_message(code))
+            ended = over_limit(Ended(AttemptResult.CRASHED, "ChildDied", child_died_message(code)), slot.limits,
+                               code)
+            self._queue(slot, ended.result, error_type=ended.error_type, error=ended.error)
 
     def _replacement(self) -> Child | None:
         return None if self._stopping() else self._spares.fresh()

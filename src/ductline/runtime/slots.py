@@ -5,15 +5,22 @@ The child process and its kill path live in `ductline.execution`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import signal
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
+from ductline.dsl.options import StepOptions
 from ductline.execution import protocol
 from ductline.execution.process import Child
 from ductline.execution.protocol import Task
+from ductline.model.resources import ResourceLimits
 from ductline.runtime.record import Attempt
+from ductline.runtime.spares import Spares
 from ductline.store.records import ClaimedJob
+
+log = logging.getLogger("ductline.worker")
 
 
 class Runner(Protocol):
@@ -48,6 +55,9 @@ class Slot:
         runner: what runs that job: the child, or a thread.
         undead: its runner survived the kill; the slot is gone until the worker restarts.
         timeout_seconds: the attempt's step timeout (a scaled one once reported).
+        limits: the attempt's resource limits (`ductline.model.resources`).
+        spares: where a retired child's replacement comes from.
+        retired: children retired (killed) and not yet reaped.
     """
 
     index: int
@@ -57,6 +67,10 @@ class Slot:
     runner: Runner | None = None
     undead: bool = False
     timeout_seconds: int | None = None
+    limits: ResourceLimits = ResourceLimits()
+    spares: Spares | None = None
+    retired: list[Child] = field(default_factory=list)
+    broken: str | None = None  # why its attempt's child was killed for breaking the protocol
 
     @property
     def busy(self) -> bool:
@@ -67,19 +81,49 @@ class Slot:
         """It can take a job now: idle, with a child that said it is ready."""
         return not self.busy and not self.undead and self.child is not None and self.child.ready
 
-    def task(self, job: ClaimedJob) -> Task:
+    def task(self, job: ClaimedJob, options: StepOptions | None = None) -> Task:
+        """The task of ``job``'s attempt; ``options`` (the step's, if this worker
+        knows the step) add its resource limits and isolation."""
+        if options is None:
+            return Task(job.job_id, job.run_id, job.pipeline, job.step, job.attempt, job.input,
+                        job.deadline_ms, job.lease_token, self.max_output_bytes)
         return Task(job.job_id, job.run_id, job.pipeline, job.step, job.attempt, job.input,
-                    job.deadline_ms, job.lease_token, self.max_output_bytes)
+                    job.deadline_ms, job.lease_token, self.max_output_bytes, memory_limit=options.memory_limit,
+                    cpu_limit=options.cpu_limit, fresh=options.isolation == "fresh")
 
-    def assign(self, job: ClaimedJob, runner: Runner) -> None:
+    def needs_fresh_child(self, options: StepOptions | None) -> bool:
+        """An ``isolation="fresh"`` step is about to run on a child that already ran
+        an attempt: it must get an unused one (`retire_child`)."""
+        return options is not None and options.isolation == "fresh" and self.child is not None \
+            and self.child.used
+
+    def retire_child(self, why: str) -> None:
+        """Kill the slot's idle child with its whole process group (what an attempt
+        left behind goes with it) and take a spare in its place."""
+        old = self.child
+        if old is not None:
+            log.debug("Retiring child %d of slot %d: %s", old.pid, self.index, why)
+            old.signal_group(signal.SIGKILL)
+            self.retired.append(old)
+        self.child = self.spares.fresh() if self.spares is not None else None
+
+    def reap_retired(self) -> list[Child]:
+        """Collect retired children that have exited; returns those still alive."""
+        self.retired = [c for c in self.retired if c.reap() is None]
+        return self.retired
+
+    def assign(self, job: ClaimedJob, runner: Runner, options: StepOptions | None = None) -> None:
         """Run ``job`` on ``runner`` (a thread already has its task).
 
         Raises:
             OSError, ValueError: the child died before it got the task.
         """
-        self.job, self.runner, self.timeout_seconds = job, runner, job.timeout_seconds
-        if runner is self.child:
-            runner.send(protocol.run(self.task(job)))
+        self.job, self.runner, self.timeout_seconds, self.broken = job, runner, job.timeout_seconds, None
+        self.limits = ResourceLimits() if options is None else \
+            ResourceLimits(options.memory_limit, options.cpu_limit)
+        if runner is self.child and self.child is not None:
+            self.child.used = True
+            runner.send(protocol.run(self.task(job, options)))
 
     def attempt(self) -> Attempt:
         """The running attempt, as recording knows it."""
