@@ -105,7 +105,7 @@ fresh = Pipeline("iso_fresh").start(pollute, isolation="fresh").chain(to=check, 
 
 def allocate(megabytes):
     block = bytearray(megabytes * 1024 * 1024)
-    return len(block)
+    return {"pid": os.getpid(), "bytes": len(block)}
 
 
 def burn(seconds):
