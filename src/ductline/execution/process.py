@@ -57,6 +57,7 @@ class Child:
         finally:
             child_end.close()
         self.conn = Connection(parent_end.detach())
+        self.reader = protocol.Reader(self.conn.fileno())  # never blocks on a partial message
         self.eof = False  # the pipe reached its end: the process is exiting
         self.ready = False  # it imported the apps and said so
         self.used = False  # it was given an attempt (a "fresh" step needs one that was not)

@@ -30,7 +30,7 @@ from ductline.local.childattempt import ChildAttempt
 from ductline.local.outcome import Limit, Outcome
 from ductline.model.outcomes import (PAYLOAD_TOO_LARGE_TYPE, TIMEOUT_ERROR_TYPE, child_died_message,
                                      timeout_message)
-from ductline.model.outcomes import Ended
+from ductline.model.outcomes import PROTOCOL_ERROR_TYPE, Ended, protocol_error_message
 from ductline.model.resources import ResourceLimits, over_limit
 from ductline.model.states import AttemptResult
 
@@ -242,9 +242,11 @@ class Pool:
             raise
         if outcome is not None:
             return outcome
-        return self._ended(child, tracked, enforcer.settle(tracked.key) or tracked.undead, task, limit)
+        return self._ended(child, tracked, enforcer.settle(tracked.key) or tracked.undead, task, limit,
+                           attempt.broken)
 
-    def _ended(self, child: Child, tracked: _Tracked, watch: Watch | None, task: Task, limit: Limit) -> Outcome:
+    def _ended(self, child: Child, tracked: _Tracked, watch: Watch | None, task: Task, limit: Limit,
+               broken: str | None) -> Outcome:
         """The outcome of an attempt whose child exited (or was abandoned) before it
         sent a result, by why the enforcer killed it, if it did."""
         code = None if tracked.undead is not None else child.process.poll()
@@ -257,6 +259,9 @@ class Pool:
             return Outcome(AttemptResult.ERRORED, None, PAYLOAD_TOO_LARGE_TYPE,
                            protocol.oversized_error(task.step, self.message_cap, self.max_output_bytes,
                                                    parent="the executor"))
+        if reason is Reason.GARBLED:
+            return Outcome(AttemptResult.ERRORED, None, PROTOCOL_ERROR_TYPE,
+                           protocol_error_message(task.step, broken or "unreadable message"))
         ended = over_limit(Ended(AttemptResult.CRASHED, "ChildDied", child_died_message(code)),
                            ResourceLimits(task.memory_limit, task.cpu_limit), code)
         return Outcome(ended.result, None, ended.error_type, ended.error)

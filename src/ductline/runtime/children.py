@@ -81,8 +81,11 @@ class ChildEvents:
                     return
 
     def _read(self, slot: Slot, runner: Runner) -> None:
+        """Read what the runner sent; each complete message is handled inside a
+        boundary: whatever a child sends, the loop goes on and the attempt ends
+        recorded (`ductline.model.outcomes.PROTOCOL_ERROR_TYPE`)."""
         try:
-            message = protocol.receive(runner.conn, self._limits.message_cap)
+            messages = runner.reader.read(self._limits.message_cap)
         except Oversized:
             runner.eof = True  # the rest of that message is never read
             self._oversized(slot, runner)
@@ -90,25 +93,30 @@ class ChildEvents:
             # The sentinel reports the end; stop waiting on this pipe, or the loop
             # would spin on its EOF until the process is gone.
             runner.eof = True
-        except Garbled as exc:
-            self._garbled(slot, runner, str(exc))
         except Exception as exc:  # noqa: BLE001 - whatever the step did to the pipe, the loop goes on
-            self._garbled(slot, runner, f"{type(exc).__name__}: {exc}")
+            self._garbled(slot, runner, f"{type(exc).__name__}: {codec.render(exc, 'error')}")
         else:
-            try:
-                self._message(slot, message)
-            except Exception as exc:  # noqa: BLE001 - a hostile message must not end the loop
-                self._garbled(slot, runner, f"handling its {type(message).__name__} message raised "
-                                            f"{type(exc).__name__}: {codec.render(exc, 'error')}")
+            for message in messages:
+                if isinstance(message, Garbled):
+                    self._garbled(slot, runner, codec.render(message, "error"))
+                    return
+                try:
+                    self._message(slot, message)
+                except Exception as exc:  # noqa: BLE001 - a hostile message must not end the loop
+                    self._garbled(slot, runner, f"handling its {type(message).__name__} message raised "
+                                                f"{type(exc).__name__}: {codec.render(exc, 'error')}")
+                    return
 
     def _extra(self, slot: Slot) -> dict[str, object] | None:
         return job_extra(slot.attempt()) if slot.busy else None
 
     def _garbled(self, slot: Slot, runner: Runner, why: str) -> None:
         """The child's end of the pipe carried something that is not our protocol (a
-        step wrote into an inherited descriptor). The child cannot be trusted any
-        more: kill it; its death is recorded as a crash of this attempt alone."""
+        step wrote into an inherited descriptor, or sent what the parent cannot
+        handle). The child cannot be trusted any more: it is not read again and is
+        killed; its attempt is recorded as errored (``ductline.ProtocolError``)."""
         log.error("Child %d broke the worker protocol (%s); killing it", runner.pid, why, extra=self._extra(slot))
+        runner.eof = True
         if slot.busy and runner is slot.runner:
             slot.broken = why
             self._enforcer.kill(slot.index, Reason.GARBLED, grace=0.0)

@@ -29,6 +29,7 @@ class Runner(Protocol):
     readable when the runner ends."""
 
     conn: Connection
+    reader: protocol.Reader
     sentinel: int
     eof: bool
     is_thread: bool
