@@ -38,7 +38,8 @@ def hostile(spec):
         texts[0] += "\x00\ud800" * spec["huge"]
     kind = spec["kind"]
     if kind == "request":
-        message = (kind, texts[0] if texts else spec["number"], tuple(texts[1:]))
+        args = [spec["number"], *texts] if spec["number"] % 2 else texts
+        message = (kind, spec["request"], tuple(args))
     elif kind == "ready":
         message = (kind, spec["number"])
     else:

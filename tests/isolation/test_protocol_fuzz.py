@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers import start_worker, stop_worker, wait_for
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import fuzz_app
@@ -29,6 +29,8 @@ messages = st.fixed_dictionaries({
     "texts": st.lists(hex_text, max_size=6),
     "number": st.integers(min_value=-(2**70), max_value=2**70),
     "huge": st.sampled_from([0, 0, 0, 1000, 700_000]),
+    # What a request asks: the parent's request names, and anything else.
+    "request": st.sampled_from(["timeout", "context_get", "context_set", "boundary", "payload_chunk"]) | hostile_text,
 })
 raw = st.fixed_dictionaries({
     "mode": st.just("raw"),
@@ -48,12 +50,19 @@ def test_the_worker_survives_whatever_a_child_sends(store):
         @settings(max_examples=30, deadline=None, derandomize=True,
                   suppress_health_check=list(HealthCheck))
         @given(spec=messages | raw)
+        @example(spec={"mode": "message", "kind": "request", "request": "timeout", "texts": [], "number": 0,
+                       "huge": 0})
+        @example(spec={"mode": "message", "kind": "request", "request": "timeout", "texts": ["00d800"],
+                       "number": 2, "huge": 0})
+        @example(spec={"mode": "message", "kind": "request", "request": "payload_chunk", "texts": [],
+                       "number": 2**70 + 1, "huge": 0})
+        @example(spec={"mode": "raw", "hex": "ffffffff", "framed": False})
         def one(spec):
             handle = fuzz_app.fuzzed.trigger(spec, database=store)
-            wait_for(lambda: _settled(store, handle), timeout=60)
+            wait_for(lambda: proc.poll() is not None or _settled(store, handle), timeout=60)
+            assert proc.poll() is None, "the worker died"
             attempts = run_view(store, handle.id)["steps"][0]["attempts"]
             assert attempts and all(a["result"] for a in attempts), attempts
-            assert proc.poll() is None, "the worker died"
 
         one()
         # Still serving: a plain run completes.
