@@ -29,6 +29,7 @@ from ductline import step_context as context
 from ductline.errors import ExecutionError
 from ductline.execution import cleanstate, protocol, rlimits
 from ductline.execution.protocol import Kind, Task
+from ductline.execution.watchdog import Horizon, Watchdog
 from ductline.store import payloads
 
 PR_SET_PDEATHSIG = 1
@@ -38,6 +39,7 @@ ENV_FD = "DUCTLINE_CHILD_FD"
 ENV_PARENT = "DUCTLINE_CHILD_PARENT"
 ENV_APPS = "DUCTLINE_CHILD_APPS"
 ENV_PATH = "DUCTLINE_CHILD_PATH"
+ENV_HORIZON = "DUCTLINE_CHILD_HORIZON_FD"
 
 
 def describe(exc: BaseException) -> tuple[str, str, str]:
@@ -139,7 +141,8 @@ def main() -> None:
     conn = Connection(int(os.environ.pop(ENV_FD)))
     apps = json.loads(os.environ.pop(ENV_APPS))
     sys_path = json.loads(os.environ.pop(ENV_PATH))
-    child_main(conn, apps, sys_path)
+    horizon_fd = os.environ.pop(ENV_HORIZON, None)
+    child_main(conn, apps, sys_path, None if horizon_fd is None else Horizon(int(horizon_fd)))
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -154,9 +157,14 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def child_main(conn: Connection, apps: list[str], sys_path: list[str]) -> None:
+def child_main(conn: Connection, apps: list[str], sys_path: list[str], horizon: Horizon | None = None) -> None:
     """Serve tasks until the parent says stop or goes away. The process already
-    leads its own process group, so killpg(pid) reaches grandchildren too."""
+    leads its own process group, so killpg(pid) reaches grandchildren too.
+    ``horizon``, if given, is the lease horizon its parent writes: past it, an
+    attempt's process group is stopped by the child itself (`Watchdog`)."""
+    watchdog = None if horizon is None else Watchdog(horizon)
+    if watchdog is not None:
+        watchdog.start()  # before the snapshot: its thread belongs to the baseline
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; Ctrl-C is its
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     cleanstate.become_subreaper()
@@ -189,6 +197,12 @@ def child_main(conn: Connection, apps: list[str], sys_path: list[str]) -> None:
         except (EOFError, OSError):
             return
         if message[0] == Kind.RUN:
-            run_step(conn, message[1], restore)
+            if watchdog is not None:
+                watchdog.running = True
+            try:
+                run_step(conn, message[1], restore)
+            finally:
+                if watchdog is not None:
+                    watchdog.running = False
         elif message[0] == Kind.STOP:
             return
