@@ -120,3 +120,25 @@ memory_hungry = (Pipeline("iso_memory").start(allocate, memory_limit=256 * 1024 
 cpu_hungry = Pipeline("iso_cpu").start(burn, cpu_limit=1, max_retry=2, retry_delay=0, timeout=60)
 within_limits = (Pipeline("iso_within").start(allocate, memory_limit=512 * 1024 * 1024, cpu_limit=30)
                  .chain(to=check))
+
+
+class StrRaises(Exception):
+    def __str__(self):
+        raise ValueError("no text")
+
+
+class StrNotText(Exception):
+    def __str__(self):
+        return 5
+
+
+class StrUnencodable(Exception):
+    def __str__(self):
+        return "nul\x00 and a lone \ud800 surrogate"
+
+
+def raise_unrenderable(kind):
+    raise {"raises": StrRaises, "not_text": StrNotText, "unencodable": StrUnencodable}[kind]()
+
+
+unrenderable = Pipeline("iso_unrenderable").start(raise_unrenderable, max_retry=1)
