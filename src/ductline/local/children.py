@@ -85,6 +85,7 @@ class Pool:
         self.max_output_bytes = max_output_bytes
         self._slots = asyncio.Semaphore(size)
         self._idle: list[Child] = []
+        self._retiring: set[Child] = set()  # killed after an attempt, not yet gone
         self._live: dict[Child, _Tracked] = {}   # started and not yet collected
         self._keys = itertools.count()
         self._enforcer: Enforcer | None = None
@@ -118,6 +119,7 @@ class Pool:
         if reusable and not child.exited():
             self._idle.append(child)
         elif not child.exited():
+            self._retiring.add(child)  # collected as soon as it is gone (`_track`)
             self._begin_kill(child, Reason.SHUTDOWN, grace=0.0)
         self._slots.release()
 
@@ -147,6 +149,9 @@ class Pool:
             self._unread(child, tracked)
             if not tracked.gone.done():
                 tracked.gone.set_result(None)
+            if child in self._retiring:  # nobody waits on a retired child: settle its kill now
+                self._retiring.discard(child)
+                self._collect(child)
 
         loop.add_reader(child.sentinel, exited)
         return tracked
