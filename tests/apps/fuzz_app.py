@@ -66,6 +66,6 @@ def add_one(x):
     return x + 1
 
 
-fuzzed = Pipeline("fuzz_hostile").start(hostile, max_retry=1, timeout=20)
+fuzzed = Pipeline("fuzz_hostile").start(hostile, max_retry=1, max_crash=1, timeout=20)
 stalled = Pipeline("fuzz_stall").start(stall, max_retry=1, timeout=3)
 healthy = Pipeline("fuzz_healthy").start(add_one)

@@ -265,7 +265,7 @@ class Pool:
                            protocol.oversized_error(task.step, self.message_cap, self.max_output_bytes,
                                                    parent="the executor"))
         if reason is Reason.GARBLED:
-            return Outcome(AttemptResult.ERRORED, None, PROTOCOL_ERROR_TYPE,
+            return Outcome(AttemptResult.CRASHED, None, PROTOCOL_ERROR_TYPE,
                            protocol_error_message(task.step, broken or "unreadable message"))
         ended = over_limit(Ended(AttemptResult.CRASHED, "ChildDied", child_died_message(code)),
                            ResourceLimits(task.memory_limit, task.cpu_limit), code)

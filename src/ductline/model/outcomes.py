@@ -49,7 +49,7 @@ FANOUT_ERROR_TYPE = "FanoutError"                  # an expand's list is over ma
 NOT_A_LIST_TYPE = "TypeError"                      # an expand's output is not a list
 TIMEOUT_ERROR_TYPE = "TimeoutError"
 RELEASED_TYPE = "Released"                         # a worker shut down during the attempt
-PROTOCOL_ERROR_TYPE = "ductline.ProtocolError"     # the child sent what its parent cannot take
+PROTOCOL_ERROR_TYPE = "ductline.ProtocolError"     # the child sent what its parent cannot take (a crash)
 
 _REQUESTED = re.compile(r"retry requested in (\d+) s")
 

@@ -114,7 +114,7 @@ class ChildEvents:
         """The child's end of the pipe carried something that is not our protocol (a
         step wrote into an inherited descriptor, or sent what the parent cannot
         handle). The child cannot be trusted any more: it is not read again and is
-        killed; its attempt is recorded as errored (``ductline.ProtocolError``)."""
+        killed; its attempt is recorded as crashed with ``ductline.ProtocolError``."""
         log.error("Child %d broke the worker protocol (%s); killing it", runner.pid, why, extra=self._extra(slot))
         runner.eof = True
         if slot.busy and runner is slot.runner:
@@ -219,7 +219,8 @@ class ChildEvents:
             self._queue(slot, AttemptResult.ERRORED, error_type=PAYLOAD_TOO_LARGE_TYPE,
                         error=protocol.oversized_error(job.step, self._limits.message_cap, self._limits.max_bytes))
         elif reason is Reason.GARBLED:
-            self._queue(slot, AttemptResult.ERRORED, error_type=PROTOCOL_ERROR_TYPE,
+            # Counted as a crash (the child had to be killed), with the reason recorded.
+            self._queue(slot, AttemptResult.CRASHED, error_type=PROTOCOL_ERROR_TYPE,
                         error=protocol_error_message(job.step, slot.broken or "unreadable message"))
         else:
             ended = over_limit(Ended(AttemptResult.CRASHED, "ChildDied", child_died_message(code)), slot.limits,
