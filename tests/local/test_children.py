@@ -40,5 +40,6 @@ def test_a_child_that_breaks_the_protocol_is_killed_and_its_attempt_crashes(cloc
     result = ductline.execute(pipeline, 7, clock=clock, kill_grace=0.2)
     assert result.overall_status == "success" and result.output == 7
     [crashed, succeeded] = result.step("garbles_once").history
-    assert crashed.result == "crashed" and crashed.error_type == "ChildDied"
+    assert crashed.result == "crashed" and crashed.error_type == "ductline.ProtocolError"
+    assert "sent its parent a message it cannot take" in (crashed.error or "")
     assert succeeded.result == "succeeded"

@@ -448,6 +448,38 @@ divert_in_expand = (Pipeline("parity_divert_in_expand").start(make_list).expand(
 # A failing step comes after the start step: a job's default retry delay is fixed by
 # the process that creates it, and a worker (DUCTLINE_RETRY_DELAY=0) creates every
 # job but the first, which the triggering process creates.
+def allocate_megabytes(n):
+    return len(bytearray(n * 1024 * 1024))
+
+
+def burn_cpu(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return seconds
+
+
+def leave_env(x):
+    os.environ["PARITY_LEFTOVER"] = str(x)
+    os.umask(0o077)
+    return x
+
+
+def find_env(x):
+    mask = os.umask(0)
+    os.umask(mask)
+    return {"leftover": os.environ.get("PARITY_LEFTOVER"), "umask_077": mask == 0o077}
+
+
+class UnrenderableError(Exception):
+    def __str__(self):
+        raise ValueError("no text for you")
+
+
+def raise_unrenderable(x):
+    raise UnrenderableError()
+
+
 def _after_start(name: str) -> Pipeline:
     return Pipeline(name).start(identity, name="begin")
 
@@ -578,3 +610,12 @@ step_logs = (Pipeline("parity_step_logs").start(log_then_fail_once, max_retry=2,
              .chain(to=log_warnings_only, log_level="WARNING")
              .chain(to=log_in_thread, isolation="thread")
              .chain(to=log_async))
+# -- isolation and resource limits ------------------------------------------------------------------
+memory_limited = (_after_start("parity_memory_limited")
+                  .chain(to=allocate_megabytes, memory_limit=256 * 1024 * 1024, max_retry=2).chain(to=never))
+cpu_limited = _after_start("parity_cpu_limited").chain(to=burn_cpu, cpu_limit=1, max_retry=2).chain(to=never)
+within_limits = (Pipeline("parity_within_limits").start(allocate_megabytes, memory_limit=1 << 30, cpu_limit=60)
+                 .chain(to=identity))
+clean_state = Pipeline("parity_clean_state").start(leave_env).chain(to=find_env)
+clean_state_fresh = Pipeline("parity_clean_state_fresh").start(leave_env, isolation="fresh").chain(to=find_env)
+unrenderable_error = _after_start("parity_unrenderable_error").chain(to=raise_unrenderable, max_retry=1)

@@ -42,6 +42,16 @@ def absent(*names: str) -> Callable[[Record], None]:
     return check
 
 
+def errors(step: str, *types: str, scope: str = "") -> Callable[[Record], None]:
+    """A check that pins the error types of a step run's errored attempts, in order."""
+
+    def check(record: Record) -> None:
+        found = record.step(step, scope).errors
+        assert found == types, f"{step}[{scope}]: expected errors {list(types)}, recorded {list(found)}"
+
+    return check
+
+
 def deadline_exceeded(record: Record) -> None:
     assert record.timeout_exceeded, "timeout_exceeded is not set:\n" + "\n".join(record.lines())
 
@@ -193,6 +203,21 @@ CASES: list[Case] = [
          check=steps(("lengths", "", COMPLETED, [OK], [1_200_000, 1_200_001]))),
     # -- step logs --------------------------------------------------------------------------------------
     Case("step_logs", app.step_logs, (1,), COMPLETED, check=step_logs_kept),
+    # -- isolation and resource limits ------------------------------------------------------------
+    Case("memory_limit_exceeded", app.memory_limited, (1024,), HALTED, RETRIES,
+         check=both(steps(("allocate_megabytes", "", FAILED, [ERR, ERR])), absent("never"),
+                    errors("allocate_megabytes", "MemoryLimitExceeded", "MemoryLimitExceeded"))),
+    Case("cpu_limit_exceeded", app.cpu_limited, (30,), HALTED, RETRIES,
+         check=both(steps(("burn_cpu", "", FAILED, [ERR, ERR])), absent("never"),
+                    errors("burn_cpu", "CpuLimitExceeded", "CpuLimitExceeded"))),
+    Case("within_limits", app.within_limits, (16,), COMPLETED,
+         check=steps(("identity", "", COMPLETED, [OK], 16 * 1024 * 1024))),
+    Case("clean_state", app.clean_state, (5,), COMPLETED,
+         check=steps(("find_env", "", COMPLETED, [OK], {"leftover": None, "umask_077": False}))),
+    Case("clean_state_fresh", app.clean_state_fresh, (5,), COMPLETED,
+         check=steps(("find_env", "", COMPLETED, [OK], {"leftover": None, "umask_077": False}))),
+    Case("unrenderable_error", app.unrenderable_error, (1,), HALTED, RETRIES,
+         check=errors("raise_unrenderable", "parity_app.UnrenderableError")),
 ]
 
 assert len({c.name for c in CASES}) == len(CASES), "case names must be unique"

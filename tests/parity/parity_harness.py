@@ -97,6 +97,7 @@ class StepRecord:
     output: Any
     # Per attempt, what it logged: (level, logger, message) in order (times differ).
     logs: tuple[tuple[tuple[str, str, str], ...], ...] = ()
+    errors: tuple[str, ...] = ()  # the error types of its errored attempts, in order
 
     def sort_key(self) -> tuple[Any, ...]:
         # Element order within a step ("2" before "10"); a scope that is not a path
@@ -110,7 +111,8 @@ class StepRecord:
         where = f"{self.step}[{self.scope}]" if self.scope else self.step
         return (f"{where}: {self.status} attempts={list(self.attempts)} skip_reason={self.skip_reason!r} "
                 f"skip_root={self.skip_root!r} output={self.output!r}"
-                + (f" logs={[list(a) for a in self.logs]!r}" if any(self.logs) else ""))
+                + (f" logs={[list(a) for a in self.logs]!r}" if any(self.logs) else "")
+                + (f" errors={list(self.errors)}" if self.errors else ""))
 
 
 @dataclass(frozen=True)
@@ -158,11 +160,17 @@ def make_record(status: Any, halt_reason: Any, timeout_exceeded: Any, steps: lis
 
 
 def step_record(step: str, scope: str, status: Any, attempts: list[Any], skip_reason: Any, skip_root: Any,
-                output: Any, logs: list[list[tuple[str, str, str]]] | None = None) -> StepRecord:
+                output: Any, logs: list[list[tuple[str, str, str]]] | None = None,
+                errors: list[Any] | None = None) -> StepRecord:
+    """``attempts`` are results in order; ``logs`` and ``errors`` what the same attempts
+    logged and the error types they raised."""
     status_text = _text(status) or ""
-    return StepRecord(step, scope or "", status_text, tuple(_text(a) or "" for a in attempts),
+    results = tuple(_text(a) or "" for a in attempts)
+    error_types = tuple(_text(e) or "" for r, e in zip(results, errors or [None] * len(results))
+                        if r == "errored")
+    return StepRecord(step, scope or "", status_text, results,
                       _text(skip_reason) if status_text == "skipped" else None, _text(skip_root),
-                      plain(output), tuple(tuple(a) for a in (logs or [])))
+                      plain(output), tuple(tuple(a) for a in (logs or [])), error_types)
 
 
 # -- the in-process executor -------------------------------------------------------------------
@@ -238,7 +246,8 @@ def from_execute(result: Any) -> Record:
         steps.append(step_record(s.step, getattr(s, "scope", "") or "", s.status,
                                  [getattr(h, "result", None) for h in history], s.skip_reason,
                                  getattr(s, "skip_root", None), s.output,
-                                 [[(e.level, e.logger, e.message) for e in getattr(h, "logs", ())] for h in history]))
+                                 [[(e.level, e.logger, e.message) for e in getattr(h, "logs", ())] for h in history],
+                                 [getattr(h, "error_type", None) for h in history]))
     return make_record(status, metadata.get("halt_reason"), metadata.get("timeout_exceeded"), steps)
 
 
@@ -250,19 +259,19 @@ def from_store(store: Store, run_id: str) -> Record:
     metadata = run["metadata"]
     if isinstance(metadata, str):
         metadata = json.loads(metadata or "{}")
-    attempts: dict[str, list[tuple[int, str]]] = {}
+    attempts: dict[str, list[tuple[int, str, str | None]]] = {}
     for a in store.run_attempts(run_id):
-        attempts.setdefault(a["job_id"], []).append((a["attempt"], a["result"]))
+        attempts.setdefault(a["job_id"], []).append((a["attempt"], a["result"], a["error_type"]))
     logs: dict[tuple[str, int], list[tuple[str, str, str]]] = {}
     for entry in steplogs.of_run(store.dialect, run_id):
         logs.setdefault((entry.job_id, entry.attempt), []).append((entry.level, entry.logger, entry.message))
     steps = []
     for job in store.run_jobs(run_id):
         output = None if job["output"] is None else codec.loads(payloads.load(store, run_id, job["output"]))
-        numbered = sorted(attempts.get(job["id"], []))
-        results = [result for _, result in numbered]
-        steps.append(step_record(job["step"], job["scope"], job["status"], results, job["skip_reason"],
-                                 job["skip_root"], output, [logs.get((job["id"], n), []) for n, _ in numbered]))
+        ordered = sorted(attempts.get(job["id"], []), key=lambda a: a[0])
+        steps.append(step_record(job["step"], job["scope"], job["status"], [r for _, r, _ in ordered],
+                                 job["skip_reason"], job["skip_root"], output,
+                                 [logs.get((job["id"], n), []) for n, _, _ in ordered], [e for _, _, e in ordered]))
     return make_record(run["status"], run["halt_reason"], (metadata or {}).get("timeout_exceeded"), steps)
 
 

@@ -99,3 +99,39 @@ def test_without_leases_nothing_is_killed_for_them() -> None:
     enforcer.watch(0, child, deadline=None)
     assert enforcer.tick(10_000.0) is None
     assert child.signals == []
+
+
+class HorizonChild(FakeChild):
+    def __init__(self) -> None:
+        super().__init__()
+        self.horizons: list[float] = []
+
+    def set_horizon(self, monotonic_seconds: float) -> None:
+        self.horizons.append(monotonic_seconds)
+
+
+def test_a_watched_child_learns_its_lease_horizon_at_the_claim_and_each_renewal() -> None:
+    import time
+
+    from ductline.execution.watchdog import CHILD_HORIZON_SHARE
+
+    enforcer, clock, _ = make(lease_seconds=10.0)
+    enforcer.renewed(100.0)
+    child = HorizonChild()
+    before = time.monotonic()
+    enforcer.watch(0, child, deadline=None)
+    # On the real monotonic clock the child reads: 9 s after the renewal (fake time 100).
+    [first] = child.horizons
+    assert before + 10.0 * CHILD_HORIZON_SHARE - 0.5 <= first <= time.monotonic() + 10.0 * CHILD_HORIZON_SHARE
+    clock.advance(3.0)
+    enforcer.renewed(101.0)  # a renewal sent 2 s ago (fake time): 7 s left from now
+    after = time.monotonic()
+    assert len(child.horizons) == 2
+    assert after + 7.0 - 0.5 <= child.horizons[1] <= after + 7.0
+
+
+def test_no_horizon_without_leases() -> None:
+    enforcer, _, _ = make(lease_seconds=None)
+    child = HorizonChild()
+    enforcer.watch(0, child, deadline=None)
+    assert child.horizons == [0.0]

@@ -19,13 +19,14 @@ from ductline.execution.protocol import Done, Failed, Fatal, Garbled, Oversized,
     (("request", "payload_chunk", ["id", 0]), Request("payload_chunk", ("id", 0))),
     (protocol.done("token", "[1]"), Done("token", "[1]")),
     (protocol.failed("token", "ValueError", "bad", "tb"), Failed("token", "ValueError", "bad", "tb")),
+    (protocol.done("token", "[1]", "a thread is still running"), Done("token", "[1]", "a thread is still running")),
 ])
 def test_messages_parse_to_their_types(wire: tuple[object, ...], message: protocol.Message) -> None:
     assert protocol.parse(wire) == message
 
 
 @pytest.mark.parametrize("wire", [
-    "done", (), (1, 2), ("done",), ("done", "token"), ("done", "token", 5), ("done", "t", "o", "extra"),
+    "done", (), (1, 2), ("done",), ("done", "token"), ("done", "token", 5), ("done", "t", "o", "retire", "extra"),
     ("error", "token", "ValueError", "bad"), ("ready", "pid"), ("request", 3, ()), ("reply", True),
     ("unknown", 1, 2, 3),
 ])
@@ -67,3 +68,35 @@ def test_a_closed_pipe_ends_the_reading() -> None:
     with pytest.raises(EOFError):
         protocol.receive(parent, 1_000)
     parent.close()
+
+
+def test_a_message_naming_a_class_is_garbled_and_nothing_is_imported() -> None:
+    import datetime
+
+    parent, child = Pipe()
+    child.send(("done", "token", datetime.date(2020, 1, 1)))
+    with pytest.raises(Garbled, match="may not name"):
+        protocol.receive(parent, 1 << 20)
+
+
+def test_the_reader_never_waits_for_the_rest_of_a_message() -> None:
+    import os
+    import struct
+
+    read_end, write_end = os.pipe()
+    reader = protocol.Reader(read_end)
+    whole = pickle.dumps(protocol.done("token", "[1]"))
+    framed = struct.pack("!i", len(whole)) + whole
+    os.write(write_end, framed[:7])  # a header and part of the body: nothing complete yet
+    assert reader.read(1 << 20) == []
+    os.write(write_end, framed[7:] + framed + struct.pack("!i", 5) + b"junk!")
+    found = reader.read(1 << 20)
+    assert found[:2] == [Done("token", "[1]"), Done("token", "[1]")]
+    assert isinstance(found[2], Garbled)
+    os.write(write_end, struct.pack("!i", -1) + struct.pack("!Q", 1 << 40))
+    with pytest.raises(Oversized):
+        reader.read(1 << 20)
+    os.close(write_end)
+    with pytest.raises(EOFError):
+        protocol.Reader(read_end).read(1 << 20)
+    os.close(read_end)

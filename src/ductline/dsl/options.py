@@ -21,7 +21,7 @@ DEFAULT_MAX_FANOUT = 100_000
 MAX_COUNT = 1_000_000          # max_retry, max_crash
 MAX_CONCURRENCY = 1_000_000
 MAX_FANOUT = 10_000_000
-ISOLATIONS = ("process", "thread")
+ISOLATIONS = ("process", "thread", "fresh")
 # Priorities are small integers: a claim probes each distinct priority of the ready
 # jobs once, so the range bounds what a claim can cost.
 MIN_PRIORITY, MAX_PRIORITY = -100, 100
@@ -48,7 +48,13 @@ class StepOptions:
         no_retry_on: qualified names of exception types never retried: the step
             fails at once and the run halts with ``non_retryable_error``.
         max_crash: budget for crashed attempts (worker died, lease expired).
-        isolation: ``"process"`` (a killable child, the default) or ``"thread"``.
+        isolation: ``"process"`` (a killable child, reused between attempts after
+            its process state is restored; the default), ``"fresh"`` (a child that
+            runs this one attempt and is then retired) or ``"thread"``.
+        memory_limit: bytes of address space an attempt's child may use
+            (``RLIMIT_AS``, the interpreter included), or ``None``.
+        cpu_limit: CPU seconds an attempt may use (``RLIMIT_CPU``, rounded up to a
+            whole second), or ``None``.
         priority: added to the run's priority to give the job's; claims take higher
             priorities first (-100 to 100, default 0).
         concurrency: at most this many attempts of the step run at once across all
@@ -76,6 +82,8 @@ class StepOptions:
     concurrency_key: str | None = None
     rate: float | None = None
     log_level: str | None = None
+    memory_limit: int | None = None
+    cpu_limit: float | None = None
 
     @property
     def limited(self) -> bool:
@@ -93,7 +101,7 @@ class StepOptionsArgs(TypedDict, total=False):
     max_retry: int
     retry_delay: "int | timedelta | Backoff"
     max_crash: int
-    isolation: Literal["process", "thread"]
+    isolation: Literal["process", "thread", "fresh"]
     retry_on: "type[BaseException] | str | Sequence[type[BaseException] | str]"
     no_retry_on: "type[BaseException] | str | Sequence[type[BaseException] | str]"
     priority: int
@@ -102,6 +110,8 @@ class StepOptionsArgs(TypedDict, total=False):
     rate: float
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL",
                        "debug", "info", "warning", "error", "critical"]
+    memory_limit: int
+    cpu_limit: float
 
 
 OPTION_NAMES = tuple(StepOptionsArgs.__annotations__)
@@ -152,6 +162,26 @@ def _limits(concurrency: Any, concurrency_key: Any, rate: Any) -> tuple[int | No
         if concurrency is None and rate is None:
             raise ValueError("concurrency_key needs concurrency= or rate= to limit")
     return concurrency, concurrency_key, rate
+
+
+def _resource_limits(memory_limit: Any, cpu_limit: Any, isolation: str) -> tuple[int | None, float | None]:
+    if memory_limit is not None:
+        if isinstance(memory_limit, bool) or type(memory_limit) is not int:
+            raise TypeError(f"memory_limit must be an int number of bytes, not {type(memory_limit).__name__} "
+                            f"({memory_limit!r})")
+        if memory_limit <= 0:
+            raise ValueError(f"memory_limit must be more than 0 bytes, got {memory_limit}")
+    if cpu_limit is not None:
+        if isinstance(cpu_limit, bool) or not isinstance(cpu_limit, (int, float)):
+            raise TypeError(f"cpu_limit must be a number of CPU seconds, not {type(cpu_limit).__name__} "
+                            f"({cpu_limit!r})")
+        if not cpu_limit > 0 or cpu_limit == float("inf"):
+            raise ValueError(f"cpu_limit must be a finite number of CPU seconds more than 0, got {cpu_limit}")
+        cpu_limit = float(cpu_limit)
+    if isolation == "thread" and (memory_limit is not None or cpu_limit is not None):
+        raise ValueError("memory_limit and cpu_limit need a child process: they cannot apply to "
+                         "isolation='thread'")
+    return memory_limit, cpu_limit
 
 
 def _count(value: Any, field: str, maximum: int = MAX_COUNT) -> int:
@@ -205,6 +235,8 @@ def build_options(
     concurrency_key: Any = None,
     rate: Any = None,
     log_level: Any = None,
+    memory_limit: Any = None,
+    cpu_limit: Any = None,
 ) -> StepOptions:
     """Validate the keyword options of a transition (the duration rule of `ductline.durations`).
 
@@ -214,7 +246,9 @@ def build_options(
             a type; a ``priority`` outside -100..100; a ``concurrency`` below 1; a
             ``rate`` that is not more than 0 and at most 10000 per second; a
             ``concurrency_key`` that is not a field name or has nothing to limit;
-            a ``log_level`` that names no level (`ductline.loglevels.check_level`).
+            a ``log_level`` that names no level (`ductline.loglevels.check_level`);
+            a ``memory_limit`` that is not an ``int`` more than 0, a ``cpu_limit``
+            that is not a number more than 0, either with ``isolation="thread"``.
     """
     iso = "process" if isolation is None else isolation
     if iso not in ISOLATIONS:
@@ -227,6 +261,7 @@ def build_options(
         raise ValueError(f"retry_on and no_retry_on both name {sorted(set(always) & set(never))}")
     backoff = retry_delay if isinstance(retry_delay, Backoff) else None
     limit, limit_key, limit_rate = _limits(concurrency, concurrency_key, rate)
+    memory, cpu = _resource_limits(memory_limit, cpu_limit, iso)
 
     return StepOptions(
         timeout=timeout if isinstance(timeout, ScaledTimeout)
@@ -244,4 +279,6 @@ def build_options(
         concurrency_key=limit_key,
         rate=limit_rate,
         log_level=None if log_level is None else check_level(log_level),
+        memory_limit=memory,
+        cpu_limit=cpu,
     )

@@ -23,13 +23,14 @@ import sys
 import threading
 import traceback
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Callable
 
 from ductline import codec
 from ductline import step_context as context
 from ductline.errors import ExecutionError
-from ductline.execution import protocol, steplog
+from ductline.execution import cleanstate, protocol, rlimits, steplog
 from ductline.execution.protocol import Kind, Task
+from ductline.execution.watchdog import Horizon, Watchdog
 from ductline.store import payloads
 
 PR_SET_PDEATHSIG = 1
@@ -39,18 +40,44 @@ ENV_FD = "DUCTLINE_CHILD_FD"
 ENV_PARENT = "DUCTLINE_CHILD_PARENT"
 ENV_APPS = "DUCTLINE_CHILD_APPS"
 ENV_PATH = "DUCTLINE_CHILD_PATH"
+ENV_HORIZON = "DUCTLINE_CHILD_HORIZON_FD"
 
 
 def describe(exc: BaseException) -> tuple[str, str, str]:
-    """``(error_type, message, traceback)`` with NUL bytes made storable."""
+    """``(error_type, message, traceback)``, rendered here in the child so the parent
+    never calls the step's code: a ``__str__`` that raises or returns something
+    other than text becomes ``<exception str() raised ValueError>``, and text the
+    database cannot hold (NUL, lone surrogates) is escaped (`ductline.codec.safe_text`)."""
     kind = type(exc)
     name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-    text = "".join(traceback.format_exception(exc))
-    return name, codec.clean_text(str(exc)), codec.clean_text(text)
+    return codec.clean_text(str(name)), _render(exc), _render_traceback(exc)
 
 
-def run_step(conn: Connection, task: Task) -> None:
-    """Run one attempt and send its result on ``conn`` (its own requests go there too)."""
+def _render(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+        if type(text) is not str:
+            raise TypeError(f"__str__ returned {type(text).__name__}")
+    except BaseException as failure:  # noqa: BLE001 - the step's exception, any behaviour
+        return f"<exception str() raised {type(failure).__name__}>"
+    return codec.clean_text(text)
+
+
+def _render_traceback(exc: BaseException) -> str:
+    try:
+        return codec.clean_text("".join(traceback.format_exception(exc)))
+    except BaseException as failure:  # noqa: BLE001 - format_exception calls the step's __str__/__repr__
+        return f"<traceback could not be rendered: {type(failure).__name__}>"
+
+
+def run_step(conn: Connection, task: Task, restore: Callable[[], str] | None = None) -> None:
+    """Run one attempt and send its result on ``conn`` (its own requests go there too).
+
+    Args:
+        restore: called after the step and before its result is sent (a reused
+            child puts its process state back); returns why the child cannot run
+            another attempt, or ``""``. Sent with the result.
+    """
     from ductline.dsl.pipeline import registered
     from ductline.dsl.steps import invoke
     from ductline.dsl.timeouts import ScaledTimeout
@@ -92,17 +119,27 @@ def run_step(conn: Connection, task: Task) -> None:
         # In a child (one attempt at a time, on its main thread) the step's own threads are captured too.
         with steplog.activate(capture, process_wide=threading.current_thread() is threading.main_thread()), \
                 attempt_context(task.run_id, task.job_id, task.attempt):  # user spans nest under the attempt
-            result = invoke(node.func, tuple(args))
-            if inspect.isawaitable(result):
-                result = asyncio.run(_awaited(result))
+            with rlimits.applied(task.memory_limit, task.cpu_limit):
+                result = invoke(node.func, tuple(args))
+                if inspect.isawaitable(result):
+                    result = asyncio.run(_awaited(result))
         output = codec.dumps(result, what=f"output of step {task.step!r}")
         payloads.check_size(output, f"output of step {task.step!r}", task.max_output_bytes)
     except BaseException as exc:  # the step's failure is data for the parent
-        send(protocol.failed(task.lease_token, *describe(exc)))
-        return
-    finally:
         context.activate(None)
-    send(protocol.done(task.lease_token, output))
+        described = describe(exc)
+        del exc  # the traceback's frames hold the step's objects: drop them before restoring
+        send(protocol.failed(task.lease_token, *described, _retire(task, restore)))
+        return
+    context.activate(None)
+    send(protocol.done(task.lease_token, output, _retire(task, restore)))
+
+
+def _retire(task: Task, restore: Callable[[], str] | None) -> str:
+    why = "" if restore is None else restore()
+    if task.fresh:
+        why = "; ".join(filter(None, ["isolation='fresh'", why]))
+    return why
 
 
 async def _awaited(awaitable: Any) -> Any:
@@ -115,7 +152,8 @@ def main() -> None:
     conn = Connection(int(os.environ.pop(ENV_FD)))
     apps = json.loads(os.environ.pop(ENV_APPS))
     sys_path = json.loads(os.environ.pop(ENV_PATH))
-    child_main(conn, apps, sys_path)
+    horizon_fd = os.environ.pop(ENV_HORIZON, None)
+    child_main(conn, apps, sys_path, None if horizon_fd is None else Horizon(int(horizon_fd)))
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -130,11 +168,17 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def child_main(conn: Connection, apps: list[str], sys_path: list[str]) -> None:
+def child_main(conn: Connection, apps: list[str], sys_path: list[str], horizon: Horizon | None = None) -> None:
     """Serve tasks until the parent says stop or goes away. The process already
-    leads its own process group, so killpg(pid) reaches grandchildren too."""
+    leads its own process group, so killpg(pid) reaches grandchildren too.
+    ``horizon``, if given, is the lease horizon its parent writes: past it, an
+    attempt's process group is stopped by the child itself (`Watchdog`)."""
+    watchdog = None if horizon is None else Watchdog(horizon)
+    if watchdog is not None:
+        watchdog.start()  # before the snapshot: its thread belongs to the baseline
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; Ctrl-C is its
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    cleanstate.become_subreaper()
     for folder in reversed(sys_path):
         if folder not in sys.path:
             sys.path.insert(0, folder)
@@ -144,17 +188,32 @@ def child_main(conn: Connection, apps: list[str], sys_path: list[str]) -> None:
         for spec in apps:
             import_app(spec)
         import ductline.observability.tracing  # noqa: F401  (warm: the first task must not pay for it)
+        import ductline.dsl.steps  # noqa: F401
+        import ductline.dsl.timeouts  # noqa: F401
+        # Taken once the apps are imported: what they set up is the baseline each
+        # attempt is returned to.
+        snapshot = cleanstate.Snapshot.take()
         # Only a ready child gets a job, so an attempt's clock never counts our start-up.
         conn.send(protocol.ready(os.getpid()))
     except BaseException as exc:
         conn.send(protocol.fatal(*describe(exc)))
         return
+
+    def restore() -> str:
+        return "; ".join(snapshot.restore())
+
     while True:
         try:
             message = conn.recv()
         except (EOFError, OSError):
             return
         if message[0] == Kind.RUN:
-            run_step(conn, message[1])
+            if watchdog is not None:
+                watchdog.running = True
+            try:
+                run_step(conn, message[1], restore)
+            finally:
+                if watchdog is not None:
+                    watchdog.running = False
         elif message[0] == Kind.STOP:
             return

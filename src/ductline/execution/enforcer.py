@@ -19,11 +19,13 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Callable, Protocol
 
 from ductline.clock import Clock, SystemClock
+from ductline.execution.watchdog import CHILD_HORIZON_SHARE
 
 log = logging.getLogger("ductline.execution")
 
@@ -63,6 +65,13 @@ class Killable(Protocol):
     def pid(self) -> int: ...
 
     def signal_group(self, sig: int) -> None: ...
+
+
+def _tell_horizon(child: Killable, horizon: float) -> None:
+    """Give a child process its lease horizon (a thread has no use for one)."""
+    set_horizon = getattr(child, "set_horizon", None)
+    if set_horizon is not None:
+        set_horizon(horizon)
 
 
 @dataclass(slots=True)
@@ -114,14 +123,27 @@ class Enforcer:
             self._thread.join(timeout=5)
 
     def renewed(self, at: float) -> None:
-        """The leases were renewed (or a claim took fresh ones) at monotonic ``at``."""
+        """The leases were renewed (or a claim took fresh ones) at monotonic ``at``;
+        every watched child learns its new horizon."""
         with self._cond:
             self.last_renewal = at
+            for watch in self._watches.values():
+                if watch.stage is Stage.RUNNING:
+                    _tell_horizon(watch.child, self._horizon())
+
+    def _horizon(self) -> float:
+        """When a child must stop itself if no renewal comes (`ductline.execution.watchdog`),
+        on the real monotonic clock the child reads (the enforcer's may be injected)."""
+        if self._lease is None:
+            return 0.0
+        due = self.last_renewal + self._lease * CHILD_HORIZON_SHARE
+        return time.monotonic() + (due - self._clock.now())
 
     def watch(self, key: int, child: Killable, deadline: float | None) -> None:
         """Watch ``child`` under ``key`` (a worker's slot); kill it at ``deadline``."""
         with self._cond:
             self._watches[key] = Watch(child, deadline)
+            _tell_horizon(child, self._horizon())
             self._cond.notify()
 
     def settle(self, key: int) -> Watch | None:

@@ -16,7 +16,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from ductline.execution import protocol
-from ductline.execution.child import ENV_APPS, ENV_FD, ENV_PARENT, ENV_PATH
+from ductline.execution.child import ENV_APPS, ENV_FD, ENV_HORIZON, ENV_PARENT, ENV_PATH
+from ductline.execution.watchdog import Horizon
 
 
 class Child:
@@ -41,24 +42,30 @@ class Child:
     def __init__(self, apps: list[str], sys_path: list[str]) -> None:
         parent_end, child_end = socket.socketpair()
         fd = child_end.fileno()
+        self.horizon = Horizon()
+        os.set_inheritable(self.horizon.fd, True)
         env = dict(os.environ)
         env[ENV_FD] = str(fd)
+        env[ENV_HORIZON] = str(self.horizon.fd)
         env[ENV_PARENT] = str(os.getpid())
         env[ENV_APPS] = json.dumps(apps)
         env[ENV_PATH] = json.dumps(sys_path)
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-c", "from ductline.execution.child import main; main()"],
-                pass_fds=(fd,), start_new_session=True, env=env, stdin=subprocess.DEVNULL,
+                pass_fds=(fd, self.horizon.fd), start_new_session=True, env=env, stdin=subprocess.DEVNULL,
             )
         except BaseException:
             parent_end.close()
+            self.horizon.close()
             raise
         finally:
             child_end.close()
         self.conn = Connection(parent_end.detach())
+        self.reader = protocol.Reader(self.conn.fileno())  # never blocks on a partial message
         self.eof = False  # the pipe reached its end: the process is exiting
         self.ready = False  # it imported the apps and said so
+        self.used = False  # it was given an attempt (a "fresh" step needs one that was not)
         self.pid: int = self.process.pid
         # A pidfd becomes readable when the process exits: a parent waits on it
         # together with the pipes, so a death is seen at once, never polled for.
@@ -67,6 +74,12 @@ class Child:
 
     def send(self, message: Any) -> None:
         self.conn.send(message)
+
+    def set_horizon(self, monotonic_seconds: float) -> None:
+        """Tell the child when to stop itself if its lease is not renewed by then
+        (`ductline.execution.watchdog`); 0 for never."""
+        if not self._closed:
+            self.horizon.set(monotonic_seconds)
 
     def exited(self) -> bool:
         """The process has ended (`reap` also closes its descriptors)."""
@@ -96,7 +109,7 @@ class Child:
         if self._closed:
             return
         self._closed = True
-        for close in (self.conn.close, lambda: os.close(self.sentinel)):
+        for close in (self.conn.close, lambda: os.close(self.sentinel), self.horizon.close):
             try:
                 close()
             except OSError:

@@ -18,7 +18,12 @@ never taken for the current one.
 
 from __future__ import annotations
 
+import io
+import os
 import pickle
+import select
+import struct
+import time
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -53,6 +58,9 @@ class Task:
     max_output_bytes: int   # a larger output fails the attempt: PayloadTooLarge
     log_level: str = DEFAULT_LEVEL  # the worker's; a step's own log_level wins
     log_max_bytes: int = DEFAULT_MAX_BYTES  # of the attempt's captured log text
+    memory_limit: int | None = None   # bytes of address space (RLIMIT_AS) for this attempt only
+    cpu_limit: float | None = None    # CPU seconds (RLIMIT_CPU) for this attempt only
+    fresh: bool = False               # isolation="fresh": the child is retired after this attempt
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +89,13 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Done:
-    """The attempt succeeded; ``output`` is its JSON text."""
+    """The attempt succeeded; ``output`` is its JSON text. ``retire`` is empty if
+    the child restored its process state after the attempt, else why it could not
+    (the parent then retires the child: `ductline.execution.cleanstate`)."""
 
     lease_token: str
     output: str
+    retire: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +106,7 @@ class Failed:
     error_type: str
     error: str
     traceback: str
+    retire: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,16 +164,16 @@ def request(kind: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
     return (Kind.REQUEST.value, kind, args)
 
 
-def done(lease_token: str, output: str) -> tuple[Any, ...]:
-    return (Kind.DONE.value, lease_token, output)
+def done(lease_token: str, output: str, retire: str = "") -> tuple[Any, ...]:
+    return (Kind.DONE.value, lease_token, output, retire)
 
 
 def log(lease_token: str, records: list[tuple[int, str, str, str]]) -> tuple[Any, ...]:
     return (Kind.LOG.value, lease_token, records)
 
 
-def failed(lease_token: str, error_type: str, error: str, traceback: str) -> tuple[Any, ...]:
-    return (Kind.ERROR.value, lease_token, error_type, error, traceback)
+def failed(lease_token: str, error_type: str, error: str, traceback: str, retire: str = "") -> tuple[Any, ...]:
+    return (Kind.ERROR.value, lease_token, error_type, error, traceback, retire)
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -180,11 +192,110 @@ def receive(conn: Connection, cap: int) -> Message:
         if str(exc) == "bad message length":  # multiprocessing's "longer than maxlength"
             raise Oversized from None
         raise
+    return decode(data)
+
+
+class Reader:
+    """Reads a child's messages without ever blocking on a partial one.
+
+    `receive` reads a whole message once its first bytes arrived, so a child that
+    writes a length header and then stops would hold its reader until it dies. A
+    `Reader` keeps what arrived in a buffer of its own and returns only complete
+    messages; it reads for at most ``budget_seconds`` per call, then lets its
+    caller (a worker loop, an event loop) go on. The framing is
+    `multiprocessing.connection`'s, which the child writes with ``send``: a
+    signed 4-byte big-endian length, or -1 and an unsigned 8-byte length.
+
+    Args:
+        fd: the parent's end of the socket or pipe.
+        budget_seconds: the longest one `read` keeps reading a long message.
+    """
+
+    CHUNK_BYTES = 1 << 20
+
+    def __init__(self, fd: int, budget_seconds: float = 0.02) -> None:
+        self._fd = fd
+        self._budget = budget_seconds
+        self._buffer = bytearray()
+
+    def read(self, cap: int) -> list[Message | Garbled]:
+        """The messages completed by what can be read now, in order (a `Garbled` for
+        each one that is not this protocol). Call when the descriptor is readable;
+        ``cap`` is the longest message read, in bytes.
+
+        Raises:
+            Oversized: a message is announced longer than ``cap`` (kill the child).
+            EOFError: the connection ended (messages before the end are returned by
+                the calls before).
+            OSError: reading failed.
+        """
+        end = time.monotonic() + self._budget
+        found: list[Message | Garbled] = []
+        while True:
+            chunk = os.read(self._fd, self.CHUNK_BYTES)
+            if not chunk:
+                if found:
+                    return found  # the end is seen by the next call
+                raise EOFError
+            self._buffer += chunk
+            found.extend(self._frames(cap))
+            if found or time.monotonic() >= end or not _readable(self._fd):
+                return found
+
+    def _frames(self, cap: int) -> list[Message | Garbled]:
+        frames: list[Message | Garbled] = []
+        while True:
+            if len(self._buffer) < 4:
+                return frames
+            (size,) = struct.unpack("!i", self._buffer[:4])
+            start = 4
+            if size == -1:
+                if len(self._buffer) < 12:
+                    return frames
+                (size,) = struct.unpack("!Q", self._buffer[4:12])
+                start = 12
+            if size < 0 or size > cap:
+                raise Oversized
+            if len(self._buffer) < start + size:
+                return frames
+            data = bytes(self._buffer[start:start + size])
+            del self._buffer[:start + size]
+            try:
+                frames.append(decode(data))
+            except Garbled as exc:
+                frames.append(exc)
+
+
+def _readable(fd: int) -> bool:
+    ready, _, _ = select.select([fd], [], [], 0)
+    return bool(ready)
+
+
+def decode(data: bytes) -> Message:
+    """The message of one frame's bytes.
+
+    Raises:
+        Garbled: the bytes are not a pickled message of this protocol.
+    """
     try:
-        raw = pickle.loads(data)
+        raw = _PlainUnpickler(io.BytesIO(data)).load()
     except Exception as exc:  # noqa: BLE001 - anything the step wrote into the pipe
-        raise Garbled(f"{type(exc).__name__}: {exc}") from None
-    return parse(raw)
+        raise Garbled(f"{type(exc).__name__}: {exc!r:.200}") from None
+    try:
+        return parse(raw)
+    except Garbled:
+        raise
+    except Exception as exc:  # noqa: BLE001 - e.g. the repr of a hostile structure
+        raise Garbled(f"unreadable message ({type(exc).__name__})") from None
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Reads only plain values (tuples, lists, dicts, text, numbers, None): a child's
+    messages carry nothing else, and refusing every class means the parent never
+    imports or calls code named by what a child sent."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"a child's message may not name {module!r:.60}.{name!r:.60}")
 
 
 def parse(raw: Any) -> Message:
@@ -203,9 +314,9 @@ def parse(raw: Any) -> Message:
     if kind == Kind.REQUEST and len(fields) == 2 and isinstance(fields[0], str) \
             and isinstance(fields[1], (tuple, list)):
         return Request(fields[0], tuple(fields[1]))
-    if kind == Kind.DONE and len(fields) == 2 and _texts(fields):
+    if kind == Kind.DONE and len(fields) in (2, 3) and _texts(fields):
         return Done(*fields)
-    if kind == Kind.ERROR and len(fields) == 4 and _texts(fields):
+    if kind == Kind.ERROR and len(fields) in (4, 5) and _texts(fields):
         return Failed(*fields)
     if kind == Kind.LOG and len(fields) == 2 and isinstance(fields[0], str) and isinstance(fields[1], list) \
             and all(_log_record(r) for r in fields[1]):

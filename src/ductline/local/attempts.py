@@ -117,7 +117,7 @@ class AttemptRunner:
                 if slots is not None:
                     slots.release()
         try:
-            child = await self.pool.acquire()
+            child = await self.pool.acquire(fresh=node.options.isolation == "fresh")
         except ChildStartError as exc:
             if await self._begin(sr, gate) is None:
                 return None
@@ -131,7 +131,9 @@ class AttemptRunner:
             task = Task(sr.job_id, self.state.run_id,
                         task_pipeline(self.children.refs[node.name], timeout, self.children.main_alias),
                         node.name, sr.attempts, sr.input, self._deadline_ms(limit), uuid.uuid4().hex,
-                        self.max_output_bytes, node.options.log_level or self.log_level, self.log_max_bytes)
+                        self.max_output_bytes, node.options.log_level or self.log_level, self.log_max_bytes,
+                        memory_limit=node.options.memory_limit, cpu_limit=node.options.cpu_limit,
+                        fresh=node.options.isolation == "fresh")
             outcome = await self.pool.run(child, task, limit, lambda kind, a: self._answer(sr, kind, a, limit),
                                           sr.add_logs)
             reusable = outcome.reusable

@@ -28,9 +28,9 @@ READY_REF = "ductline.local.childboot:ready"
 
 
 def needs_child(node: Node, inline: bool = False) -> bool:
-    """The step runs in a child process: a sync step with process isolation, unless
-    the run calls its steps inline (`ductline.testing`)."""
-    return not inline and node.kind != "async" and node.options.isolation == "process"
+    """The step runs in a child process: a sync step with process (or fresh)
+    isolation, unless the run calls its steps inline (`ductline.testing`)."""
+    return not inline and node.kind != "async" and node.options.isolation in ("process", "fresh")
 
 
 def _module_root(module: ModuleType) -> str | None:

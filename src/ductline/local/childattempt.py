@@ -16,9 +16,12 @@ from typing import Any, Callable
 from ductline.execution import protocol
 from ductline.execution.enforcer import Enforcer, Reason, Stage
 from ductline.execution.process import Child
+from ductline import codec
 from ductline.execution import steplog
-from ductline.execution.protocol import Done, Failed, Fatal, Log, Oversized, Request, Task
+from ductline.execution.protocol import Done, Failed, Fatal, Garbled, Log, Message, Oversized, Request, Task
 from ductline.local.outcome import Limit, Outcome
+from ductline.model.outcomes import Ended
+from ductline.model.resources import ResourceLimits, over_limit
 from ductline.model.states import AttemptResult
 
 log = logging.getLogger("ductline.local")
@@ -48,6 +51,7 @@ class ChildAttempt:
         self._reading = False
         self._on_log: Callable[[list[tuple[int, str, str, str]]], None] | None = None
         self._guard = steplog.ParentGuard(0)
+        self.broken: str | None = None  # why the child was killed for breaking the protocol
 
     async def run(self, task: Task, limit: Limit, answer: Callable[[str, tuple[Any, ...]], Any],
                   on_log: Callable[[list[tuple[int, str, str, str]]], None] | None = None) -> Outcome | None:
@@ -86,9 +90,10 @@ class ChildAttempt:
             self._done.set_result(outcome)
 
     def _readable(self, task: Task, limit: Limit, answer: Callable[[str, tuple[Any, ...]], Any]) -> bool:
-        """Read one message; ``False`` once nothing more will come."""
+        """Read what arrived (never blocking on a partial message) and handle each
+        complete message; ``False`` once nothing more will come."""
         try:
-            message = protocol.receive(self._child.conn, self._cap)
+            messages = self._child.reader.read(self._cap)
         except Oversized:
             self._unread()  # the rest of that message is never read
             log.error("Child %d sent a message over %d bytes; killing it", self._child.pid, self._cap)
@@ -97,11 +102,27 @@ class ChildAttempt:
         except (EOFError, OSError):
             self._unread()  # the pidfd reports the death
             return False
-        except Exception as exc:  # noqa: BLE001 - Garbled, or whatever the step did to the pipe
-            self._unread()
-            log.error("Child %d broke the protocol (%s); killing it", self._child.pid, exc)
-            self._enforcer.kill(self._key, Reason.GARBLED, grace=0.0)
-            return False
+        except Exception as exc:  # noqa: BLE001 - whatever the step did to the pipe
+            return self._broken(codec.render(exc, "error"))
+        for message in messages:
+            if isinstance(message, Garbled):
+                return self._broken(codec.render(message, "error"))
+            try:
+                self._handle(message, task, limit, answer)
+            except Exception as exc:  # noqa: BLE001 - a hostile message must not stop the executor
+                return self._broken(f"handling its {type(message).__name__} message raised "
+                                    f"{type(exc).__name__}: {codec.render(exc, 'error')}")
+        return True
+
+    def _broken(self, why: str) -> bool:
+        self._unread()
+        log.error("Child %d broke the protocol (%s); killing it", self._child.pid, why)
+        self.broken = why
+        self._enforcer.kill(self._key, Reason.GARBLED, grace=0.0)
+        return False
+
+    def _handle(self, message: Message, task: Task, limit: Limit,
+                answer: Callable[[str, tuple[Any, ...]], Any]) -> None:
         if isinstance(message, Request):
             try:
                 reply = protocol.reply(answer(message.kind, message.args))
@@ -127,11 +148,14 @@ class ChildAttempt:
             elif not self._enforcer.finish(self._key):
                 pass  # its kill began: the result is never taken
             elif isinstance(message, Done):
-                self._settle(Outcome(AttemptResult.SUCCEEDED, message.output, reusable=True))
+                # A child that could not restore its process state is not reused.
+                self._settle(Outcome(AttemptResult.SUCCEEDED, message.output, reusable=not message.retire))
             else:
-                self._settle(Outcome(AttemptResult.ERRORED, None, message.error_type, message.error,
-                                     message.traceback, reusable=True))
-        return True  # READY: the probe's result tells the same
+                ended = over_limit(Ended(AttemptResult.ERRORED, message.error_type, message.error),
+                                   ResourceLimits(task.memory_limit, task.cpu_limit))
+                self._settle(Outcome(ended.result, None, ended.error_type, ended.error, message.traceback,
+                                     reusable=not message.retire))
+        # READY: the probe's result tells the same
 
 
 def _has_data(child: Child) -> bool:

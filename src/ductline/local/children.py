@@ -30,6 +30,8 @@ from ductline.local.childattempt import ChildAttempt
 from ductline.local.outcome import Limit, Outcome
 from ductline.model.outcomes import (PAYLOAD_TOO_LARGE_TYPE, TIMEOUT_ERROR_TYPE, child_died_message,
                                      timeout_message)
+from ductline.model.outcomes import PROTOCOL_ERROR_TYPE, Ended, protocol_error_message
+from ductline.model.resources import ResourceLimits, over_limit
 from ductline.model.states import AttemptResult
 
 log = logging.getLogger("ductline.local")
@@ -83,12 +85,14 @@ class Pool:
         self.max_output_bytes = max_output_bytes
         self._slots = asyncio.Semaphore(size)
         self._idle: list[Child] = []
+        self._retiring: set[Child] = set()  # killed after an attempt, not yet gone
         self._live: dict[Child, _Tracked] = {}   # started and not yet collected
         self._keys = itertools.count()
         self._enforcer: Enforcer | None = None
 
-    async def acquire(self) -> Child:
-        """A ready child (waits for a free slot).
+    async def acquire(self, fresh: bool = False) -> Child:
+        """A ready child (waits for a free slot); with ``fresh``, one that never ran
+        an attempt (``isolation="fresh"``: an idle child that did is retired).
 
         Raises:
             ChildStartError: a new child failed to import the apps or to start.
@@ -97,17 +101,26 @@ class Pool:
         try:
             while self._idle:
                 child = self._idle.pop()
-                if not child.exited():
+                if not child.exited() and not (fresh and child.used):
                     return child
-                self._collect(child)
+                if child.exited():
+                    self._collect(child)
+                else:
+                    await self._kill(child, Reason.SHUTDOWN, grace=0.0)
             return await self._start()
         except BaseException:
             self._slots.release()
             raise
 
     def release(self, child: Child, reusable: bool) -> None:
+        """Give ``child`` back after an attempt; one that may not run another (it could
+        not restore its process state, or its step is ``isolation="fresh"``) is
+        killed with its whole process group and collected at `close`."""
         if reusable and not child.exited():
             self._idle.append(child)
+        elif not child.exited():
+            self._retiring.add(child)  # collected as soon as it is gone (`_track`)
+            self._begin_kill(child, Reason.SHUTDOWN, grace=0.0)
         self._slots.release()
 
     # -- children and the enforcer --------------------------------------------------------
@@ -136,6 +149,9 @@ class Pool:
             self._unread(child, tracked)
             if not tracked.gone.done():
                 tracked.gone.set_result(None)
+            if child in self._retiring:  # nobody waits on a retired child: settle its kill now
+                self._retiring.discard(child)
+                self._collect(child)
 
         loop.add_reader(child.sentinel, exited)
         return tracked
@@ -223,6 +239,7 @@ class Pool:
         child the same way before the cancellation goes on."""
         enforcer = self._kill_path()
         tracked = self._live[child]
+        child.used = child.used or task.step != "__ready__"
         attempt = ChildAttempt(child, tracked.key, tracked.gone, enforcer, self.message_cap)
         try:
             outcome = await attempt.run(task, limit, answer, on_log)
@@ -231,9 +248,11 @@ class Pool:
             raise
         if outcome is not None:
             return outcome
-        return self._ended(child, tracked, enforcer.settle(tracked.key) or tracked.undead, task, limit)
+        return self._ended(child, tracked, enforcer.settle(tracked.key) or tracked.undead, task, limit,
+                           attempt.broken)
 
-    def _ended(self, child: Child, tracked: _Tracked, watch: Watch | None, task: Task, limit: Limit) -> Outcome:
+    def _ended(self, child: Child, tracked: _Tracked, watch: Watch | None, task: Task, limit: Limit,
+               broken: str | None) -> Outcome:
         """The outcome of an attempt whose child exited (or was abandoned) before it
         sent a result, by why the enforcer killed it, if it did."""
         code = None if tracked.undead is not None else child.process.poll()
@@ -246,7 +265,12 @@ class Pool:
             return Outcome(AttemptResult.ERRORED, None, PAYLOAD_TOO_LARGE_TYPE,
                            protocol.oversized_error(task.step, self.message_cap, self.max_output_bytes,
                                                    parent="the executor"))
-        return Outcome(AttemptResult.CRASHED, None, "ChildDied", child_died_message(code))
+        if reason is Reason.GARBLED:
+            return Outcome(AttemptResult.CRASHED, None, PROTOCOL_ERROR_TYPE,
+                           protocol_error_message(task.step, broken or "unreadable message"))
+        ended = over_limit(Ended(AttemptResult.CRASHED, "ChildDied", child_died_message(code)),
+                           ResourceLimits(task.memory_limit, task.cpu_limit), code)
+        return Outcome(ended.result, None, ended.error_type, ended.error)
 
     async def close(self) -> None:
         """Stop idle children, kill any other, collect them all, stop the enforcer."""

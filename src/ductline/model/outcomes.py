@@ -49,6 +49,7 @@ FANOUT_ERROR_TYPE = "FanoutError"                  # an expand's list is over ma
 NOT_A_LIST_TYPE = "TypeError"                      # an expand's output is not a list
 TIMEOUT_ERROR_TYPE = "TimeoutError"
 RELEASED_TYPE = "Released"                         # a worker shut down during the attempt
+PROTOCOL_ERROR_TYPE = "ductline.ProtocolError"     # the child sent what its parent cannot take (a crash)
 
 _REQUESTED = re.compile(r"retry requested in (\d+) s")
 
@@ -237,3 +238,8 @@ def timeout_message(attempt: int, step: str, seconds: float | None) -> str:
 
 def child_died_message(code: int | None) -> str:
     return f"the child process running the step exited with code {code}"
+
+
+def protocol_error_message(step: str, why: str) -> str:
+    """The error recorded for an attempt whose child broke the message protocol."""
+    return f"the child running step {step!r} sent its parent a message it cannot take ({why}); it was killed"

@@ -17,8 +17,11 @@ from ductline.errors import PayloadTooLarge, StoreError
 from ductline.execution import protocol, steplog
 from ductline.execution.enforcer import Enforcer, Reason, Watch
 from ductline.execution.process import Child
+from ductline import codec
 from ductline.execution.protocol import Done, Failed, Fatal, Garbled, Log, Message, Oversized, Ready, Request
-from ductline.model.outcomes import PAYLOAD_TOO_LARGE_TYPE, child_died_message, timeout_message
+from ductline.model.outcomes import (PAYLOAD_TOO_LARGE_TYPE, PROTOCOL_ERROR_TYPE, Ended, child_died_message,
+                                     protocol_error_message, timeout_message)
+from ductline.model.resources import over_limit
 from ductline.model.states import AttemptResult
 from ductline.observability.events import EventName, emit
 from ductline.runtime.outbox import Outage, Outbox
@@ -78,8 +81,11 @@ class ChildEvents:
                     return
 
     def _read(self, slot: Slot, runner: Runner) -> None:
+        """Read what the runner sent; each complete message is handled inside a
+        boundary: whatever a child sends, the loop goes on and the attempt ends
+        recorded (`ductline.model.outcomes.PROTOCOL_ERROR_TYPE`)."""
         try:
-            message = protocol.receive(runner.conn, self._limits.message_cap)
+            messages = runner.reader.read(self._limits.message_cap)
         except Oversized:
             runner.eof = True  # the rest of that message is never read
             self._oversized(slot, runner)
@@ -87,22 +93,32 @@ class ChildEvents:
             # The sentinel reports the end; stop waiting on this pipe, or the loop
             # would spin on its EOF until the process is gone.
             runner.eof = True
-        except Garbled as exc:
-            self._garbled(slot, runner, str(exc))
         except Exception as exc:  # noqa: BLE001 - whatever the step did to the pipe, the loop goes on
-            self._garbled(slot, runner, f"{type(exc).__name__}: {exc}")
+            self._garbled(slot, runner, f"{type(exc).__name__}: {codec.render(exc, 'error')}")
         else:
-            self._message(slot, message)
+            for message in messages:
+                if isinstance(message, Garbled):
+                    self._garbled(slot, runner, codec.render(message, "error"))
+                    return
+                try:
+                    self._message(slot, message)
+                except Exception as exc:  # noqa: BLE001 - a hostile message must not end the loop
+                    self._garbled(slot, runner, f"handling its {type(message).__name__} message raised "
+                                                f"{type(exc).__name__}: {codec.render(exc, 'error')}")
+                    return
 
     def _extra(self, slot: Slot) -> dict[str, object] | None:
         return job_extra(slot.attempt()) if slot.busy else None
 
     def _garbled(self, slot: Slot, runner: Runner, why: str) -> None:
         """The child's end of the pipe carried something that is not our protocol (a
-        step wrote into an inherited descriptor). The child cannot be trusted any
-        more: kill it; its death is recorded as a crash of this attempt alone."""
+        step wrote into an inherited descriptor, or sent what the parent cannot
+        handle). The child cannot be trusted any more: it is not read again and is
+        killed; its attempt is recorded as crashed with ``ductline.ProtocolError``."""
         log.error("Child %d broke the worker protocol (%s); killing it", runner.pid, why, extra=self._extra(slot))
-        if slot.busy:
+        runner.eof = True
+        if slot.busy and runner is slot.runner:
+            slot.broken = why
             self._enforcer.kill(slot.index, Reason.GARBLED, grace=0.0)
         else:
             runner.signal_group(signal.SIGKILL)
@@ -147,16 +163,22 @@ class ChildEvents:
             return
         if job is None or message.lease_token != job.lease_token or not self._enforcer.finish(slot.index):
             return  # a result of an attempt being killed, or no longer current, is never taken
+        runner = slot.runner
         if isinstance(message, Done):
             size = payloads.size_of(message.output)
             if size > self._limits.max_bytes:  # the child checks too; this is the parent's guard
                 self._queue(slot, AttemptResult.ERRORED, error_type=PAYLOAD_TOO_LARGE_TYPE, error=str(
                     PayloadTooLarge(f"output of step {job.step!r}", size, self._limits.max_bytes)))
-                return
-            self._queue(slot, AttemptResult.SUCCEEDED, output=message.output)
+            else:
+                self._queue(slot, AttemptResult.SUCCEEDED, output=message.output)
         elif isinstance(message, Failed):
-            self._queue(slot, AttemptResult.ERRORED, error_type=message.error_type, error=message.error,
+            ended = over_limit(Ended(AttemptResult.ERRORED, message.error_type, message.error), slot.limits)
+            self._queue(slot, ended.result, error_type=ended.error_type, error=ended.error,
                         traceback=message.traceback)
+        if message.retire and runner is slot.child and slot.child is not None:
+            # It could not put its process state back (or its step wants a fresh
+            # process each time): it never runs another attempt.
+            slot.retire_child(message.retire)
 
     def _step_log(self, slot: Slot, job: ClaimedJob, records: list[tuple[int, str, str, str]]) -> None:
         """A batch of what the step logged: into the worker's log, and stored with
@@ -218,8 +240,14 @@ class ChildEvents:
         elif reason is Reason.OVERSIZED:
             self._queue(slot, AttemptResult.ERRORED, error_type=PAYLOAD_TOO_LARGE_TYPE,
                         error=protocol.oversized_error(job.step, self._limits.message_cap, self._limits.max_bytes))
+        elif reason is Reason.GARBLED:
+            # Counted as a crash (the child had to be killed), with the reason recorded.
+            self._queue(slot, AttemptResult.CRASHED, error_type=PROTOCOL_ERROR_TYPE,
+                        error=protocol_error_message(job.step, slot.broken or "unreadable message"))
         else:
-            self._queue(slot, AttemptResult.CRASHED, error_type="ChildDied", error=child_died_message(code))
+            ended = over_limit(Ended(AttemptResult.CRASHED, "ChildDied", child_died_message(code)), slot.limits,
+                               code)
+            self._queue(slot, ended.result, error_type=ended.error_type, error=ended.error)
 
     def _replacement(self) -> Child | None:
         return None if self._stopping() else self._spares.fresh()

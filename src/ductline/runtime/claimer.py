@@ -132,13 +132,16 @@ class Claimer:
         deadline = None if job.deadline_ms is None else self._clock.to_monotonic(job.deadline_ms)
         definition = self._definitions.get(job.pipeline)
         node = definition.nodes.get(job.step) if definition is not None else None
+        options = node.options if node is not None else None
+        if slot.needs_fresh_child(options):
+            slot.retire_child("isolation='fresh' needs a child that ran no attempt")
         runner: Runner | None = slot.child
-        if node is not None and node.options.isolation == "thread":
+        if options is not None and options.isolation == "thread":
             runner = ThreadAttempt(slot.task(job))
         assert runner is not None  # only a slot with a ready child is free
         self._enforcer.watch(slot.index, runner, deadline)
         try:
-            slot.assign(job, runner)
+            slot.assign(job, runner, options)
         except (OSError, ValueError):  # the child died before it got the task; its
             pass                       # sentinel reports the death as a crash
 

@@ -5,16 +5,23 @@ The child process and its kill path live in `ductline.execution`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import signal
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
+from ductline.dsl.options import StepOptions
 from ductline.execution import protocol, steplog
 from ductline.execution.process import Child
 from ductline.execution.protocol import Task
 from ductline.loglevels import DEFAULT_LEVEL, DEFAULT_MAX_BYTES
+from ductline.model.resources import ResourceLimits
 from ductline.runtime.record import Attempt
+from ductline.runtime.spares import Spares
 from ductline.store.records import ClaimedJob
+
+log = logging.getLogger("ductline.worker")
 
 
 class Runner(Protocol):
@@ -23,6 +30,7 @@ class Runner(Protocol):
     readable when the runner ends."""
 
     conn: Connection
+    reader: protocol.Reader
     sentinel: int
     eof: bool
     is_thread: bool
@@ -52,6 +60,9 @@ class Slot:
         log_level, log_max_bytes: the worker's step log settings, sent with each task.
         log_seq: how many log records of the running attempt were taken so far.
         log_guard: the parent's own guard of the running attempt's log cap.
+        limits: the attempt's resource limits (`ductline.model.resources`).
+        spares: where a retired child's replacement comes from.
+        retired: children retired (killed) and not yet reaped.
     """
 
     index: int
@@ -65,6 +76,10 @@ class Slot:
     log_max_bytes: int = DEFAULT_MAX_BYTES
     log_seq: int = 0
     log_guard: steplog.ParentGuard | None = None
+    limits: ResourceLimits = ResourceLimits()
+    spares: Spares | None = None
+    retired: list[Child] = field(default_factory=list)
+    broken: str | None = None  # why its attempt's child was killed for breaking the protocol
 
     @property
     def busy(self) -> bool:
@@ -75,20 +90,51 @@ class Slot:
         """It can take a job now: idle, with a child that said it is ready."""
         return not self.busy and not self.undead and self.child is not None and self.child.ready
 
-    def task(self, job: ClaimedJob) -> Task:
+    def task(self, job: ClaimedJob, options: StepOptions | None = None) -> Task:
+        """The task of ``job``'s attempt; ``options`` (the step's, if this worker
+        knows the step) add its resource limits and isolation."""
+        if options is None:
+            return Task(job.job_id, job.run_id, job.pipeline, job.step, job.attempt, job.input,
+                        job.deadline_ms, job.lease_token, self.max_output_bytes, self.log_level, self.log_max_bytes)
         return Task(job.job_id, job.run_id, job.pipeline, job.step, job.attempt, job.input,
-                    job.deadline_ms, job.lease_token, self.max_output_bytes, self.log_level, self.log_max_bytes)
+                    job.deadline_ms, job.lease_token, self.max_output_bytes, self.log_level, self.log_max_bytes,
+                    memory_limit=options.memory_limit, cpu_limit=options.cpu_limit,
+                    fresh=options.isolation == "fresh")
 
-    def assign(self, job: ClaimedJob, runner: Runner) -> None:
+    def needs_fresh_child(self, options: StepOptions | None) -> bool:
+        """An ``isolation="fresh"`` step is about to run on a child that already ran
+        an attempt: it must get an unused one (`retire_child`)."""
+        return options is not None and options.isolation == "fresh" and self.child is not None \
+            and self.child.used
+
+    def retire_child(self, why: str) -> None:
+        """Kill the slot's idle child with its whole process group (what an attempt
+        left behind goes with it) and take a spare in its place."""
+        old = self.child
+        if old is not None:
+            log.debug("Retiring child %d of slot %d: %s", old.pid, self.index, why)
+            old.signal_group(signal.SIGKILL)
+            self.retired.append(old)
+        self.child = self.spares.fresh() if self.spares is not None else None
+
+    def reap_retired(self) -> list[Child]:
+        """Collect retired children that have exited; returns those still alive."""
+        self.retired = [c for c in self.retired if c.reap() is None]
+        return self.retired
+
+    def assign(self, job: ClaimedJob, runner: Runner, options: StepOptions | None = None) -> None:
         """Run ``job`` on ``runner`` (a thread already has its task).
 
         Raises:
             OSError, ValueError: the child died before it got the task.
         """
-        self.job, self.runner, self.timeout_seconds = job, runner, job.timeout_seconds
+        self.job, self.runner, self.timeout_seconds, self.broken = job, runner, job.timeout_seconds, None
         self.log_seq, self.log_guard = 0, steplog.ParentGuard(self.log_max_bytes)
-        if runner is self.child:
-            runner.send(protocol.run(self.task(job)))
+        self.limits = ResourceLimits() if options is None else \
+            ResourceLimits(options.memory_limit, options.cpu_limit)
+        if runner is self.child and self.child is not None:
+            self.child.used = True
+            runner.send(protocol.run(self.task(job, options)))
 
     def attempt(self) -> Attempt:
         """The running attempt, as recording knows it."""

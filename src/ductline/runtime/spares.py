@@ -56,8 +56,11 @@ class Spares:
         """Read a spare's READY message if it has arrived (spares are not waited on:
         the loop waits only on its slots)."""
         try:
-            while not child.ready and child.conn.poll(0):
-                if isinstance(protocol.receive(child.conn, self._cap), protocol.Ready):
+            while not child.ready and not child.eof and child.conn.poll(0):
+                found = child.reader.read(self._cap)
+                if any(isinstance(m, protocol.Garbled) for m in found):
+                    raise protocol.Garbled("not a READY message")
+                if any(isinstance(m, protocol.Ready) for m in found):
                     child.ready = True
         except (protocol.Oversized, protocol.Garbled):
             child.eof = True  # not our protocol: never trusted with a job

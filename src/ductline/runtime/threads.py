@@ -23,6 +23,7 @@ import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
+from ductline.execution import protocol
 from ductline.execution.child import run_step
 from ductline.execution.protocol import Task
 
@@ -39,6 +40,7 @@ class ThreadAttempt:
 
     def __init__(self, task: Task) -> None:
         self.conn, thread_end = multiprocessing.Pipe(duplex=True)
+        self.reader = protocol.Reader(self.conn.fileno())
         self.eof = False
         self.sentinel, self._done = os.pipe()
         self._thread = threading.Thread(target=self._run, args=(thread_end, task), daemon=True,

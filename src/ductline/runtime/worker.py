@@ -84,6 +84,8 @@ class Worker:
                                  lease_seconds=settings.lease_seconds,
                                  undead_after=settings.undead_after_seconds)
         self.spares = Spares(apps, sys_path or [], min(concurrency, SPARES), limits.message_cap)
+        for slot in self.slots:
+            slot.spares = self.spares
         self.outage = Outage(self.clock)
         self.scheduler = Scheduler(store, definitions, self.clock, settings.poll_interval, enabled=fire_schedules)
         self.claimer = Claimer(store, definitions, settings, self.id, self.slots, clock=self.clock,
@@ -155,6 +157,7 @@ class Worker:
             self.enforcer.stop()
             self.wakeup.close(listener)
             children = [c for c in [s.child for s in self.slots] + self.spares.children() if c]
+            children += [c for s in self.slots for c in s.reap_retired()]
             for child in children:
                 child.stop()
             for child in children:
@@ -219,6 +222,7 @@ class Worker:
         self._next_maintenance = now + self.settings.health_check_interval
         self.events.reap_retired()
         for slot in self.slots:
+            slot.reap_retired()
             if slot.child is not None and not slot.busy and not slot.undead and slot.child.reap() is not None:
                 slot.child = self.spares.fresh()
 

@@ -1,0 +1,156 @@
+"""A reused child's process state, snapshotted when it is ready and restored after
+every attempt, so nothing an attempt did to its process reaches the next one.
+
+Restored: the environment (``os.environ``), the working directory, the umask,
+every signal's Python-level disposition and the main thread's signal mask, and
+every resource limit. Checked, since they cannot be undone from inside: threads
+still running (counted in ``/proc/self/task``, so native threads count too),
+processes the attempt started that are still alive (the child is a subreaper, so
+orphaned grandchildren are reparented to it and found too), C-level signal
+dispositions (``SigIgn``/``SigCgt`` of ``/proc/self/status``), a lowered hard
+resource limit. A child that cannot restore says so with its result and its
+parent retires it: its whole process group is killed and a fresh spare takes its
+place.
+
+Module globals and imported modules are *not* reset: a step that caches in a
+global sees the cache in its next attempt on the same child. Steps that must not
+share even that use ``isolation="fresh"``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+from dataclasses import dataclass, field
+from typing import Any
+
+PR_SET_CHILD_SUBREAPER = 36
+
+_UNCATCHABLE = {signal.SIGKILL, signal.SIGSTOP}
+_RLIMITS = sorted({getattr(resource, name) for name in dir(resource) if name.startswith("RLIMIT_")})
+
+
+def become_subreaper() -> None:
+    """Have orphaned descendants reparented to this process (Linux), so a grandchild
+    whose parent exited is still found among this process's children."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: leftovers are then found only as direct children
+        pass
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """The process state of a ready child, before its first attempt."""
+
+    environ: dict[str, str]
+    cwd: str
+    umask: int
+    handlers: dict[int, Any]
+    mask: set[int]
+    limits: dict[int, tuple[int, int]]
+    threads: int
+    signal_masks: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def take(cls) -> "Snapshot":
+        umask = os.umask(0)
+        os.umask(umask)
+        handlers: dict[int, Any] = {}
+        for sig in signal.valid_signals():
+            if sig in _UNCATCHABLE:
+                continue
+            try:
+                handler = signal.getsignal(sig)
+            except (ValueError, OSError):
+                continue
+            if handler is not None:  # None: installed outside Python; checked via /proc instead
+                handlers[sig] = handler
+        return cls(
+            environ=dict(os.environ), cwd=os.getcwd(), umask=umask, handlers=handlers,
+            mask=set(signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+            limits={r: resource.getrlimit(r) for r in _RLIMITS},
+            threads=_thread_count(), signal_masks=_signal_masks(),
+        )
+
+    def restore(self) -> list[str]:
+        """Put the process back as it was; returns what could not be restored (an
+        empty list: the child is clean and may run another attempt)."""
+        problems: list[str] = []
+        if dict(os.environ) != self.environ:
+            os.environ.clear()
+            os.environ.update(self.environ)
+        try:
+            if os.getcwd() != self.cwd:
+                os.chdir(self.cwd)
+        except OSError as exc:
+            problems.append(f"working directory not restored ({exc})")
+        os.umask(self.umask)
+        for sig, handler in self.handlers.items():
+            try:
+                if signal.getsignal(sig) is not handler:
+                    signal.signal(sig, handler)
+            except (ValueError, OSError, TypeError) as exc:
+                problems.append(f"signal {sig} not restored ({exc})")
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+        for which, wanted in self.limits.items():
+            if resource.getrlimit(which) != wanted:
+                try:
+                    resource.setrlimit(which, wanted)
+                except (ValueError, OSError) as exc:  # a lowered hard limit cannot be raised again
+                    problems.append(f"resource limit {which} not restored ({exc})")
+        if _signal_masks() != self.signal_masks:
+            problems.append("signal dispositions changed outside Python")
+        problems.extend(_leftover_processes())
+        threads = _thread_count()
+        if threads > self.threads:
+            problems.append(f"{threads - self.threads} thread(s) still running")
+        return problems
+
+
+def _thread_count() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        return threading.active_count()
+
+
+def _signal_masks() -> dict[str, str]:
+    """The kernel's view of ignored and caught signals (handlers installed from C too)."""
+    found = {}
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(("SigIgn:", "SigCgt:")):
+                    key, _, value = line.partition(":")
+                    found[key] = value.strip()
+    except OSError:
+        pass
+    return found
+
+
+def _leftover_processes() -> list[str]:
+    """Processes this child started that are still alive (zombies are reaped first)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+    alive: list[str] = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return alive
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/children") as children:
+                alive.extend(children.read().split())
+        except OSError:
+            continue
+    return [f"process {pid} started by the attempt is still running" for pid in alive]

@@ -1,0 +1,71 @@
+"""Steps that write into their own child's channel to the parent (tests/isolation
+fuzzing): random bytes, or messages of the protocol's shape carrying hostile text."""
+
+from __future__ import annotations
+
+import os
+import struct
+from multiprocessing.connection import Connection
+
+from ductline import Pipeline
+
+
+def _channel_fd():
+    """The child's socket to its parent (its only socket)."""
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                return int(name)
+        except OSError:
+            continue
+    raise RuntimeError("no socket found")
+
+
+def _text(item):
+    return bytes.fromhex(item).decode("utf-8", "surrogatepass")
+
+
+def hostile(spec):
+    fd = _channel_fd()
+    if spec["mode"] == "raw":
+        data = bytes.fromhex(spec["hex"])
+        if spec.get("framed"):  # a complete frame around random bytes
+            data = struct.pack("!i", len(data)) + data
+        os.write(fd, data)
+        return "wrote"
+    texts = [_text(t) for t in spec["texts"]]
+    if spec.get("huge") and texts:
+        texts[0] += "\x00\ud800" * spec["huge"]
+    kind = spec["kind"]
+    if kind == "request":
+        args = [spec["number"], *texts] if spec["number"] % 2 else texts
+        message = (kind, spec["request"], tuple(args))
+    elif kind == "ready":
+        message = (kind, spec["number"])
+    else:
+        message = (kind, *texts)
+    conn = Connection(os.dup(fd))
+    try:
+        conn.send(message)
+    finally:
+        conn.close()
+    return "sent"
+
+
+def stall(seconds):
+    """A header announcing more than is ever written: the parent must not wait for it."""
+    fd = _channel_fd()
+    os.write(fd, struct.pack("!i", 1000) + b"only part of it")
+    import time
+
+    time.sleep(seconds)
+    return "stalled"
+
+
+def add_one(x):
+    return x + 1
+
+
+fuzzed = Pipeline("fuzz_hostile").start(hostile, max_retry=1, max_crash=1, timeout=20)
+stalled = Pipeline("fuzz_stall").start(stall, max_retry=1, timeout=3)
+healthy = Pipeline("fuzz_healthy").start(add_one)

@@ -1,0 +1,144 @@
+"""Pipelines for the clean-state tests: a step pollutes its process one way, the
+next step (on the same slot) reports what it finds (tests/isolation)."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+from ductline import Pipeline
+
+MARKER = "DUCTLINE_ISO_LEFTOVER"
+
+
+def _ignore(signum, frame):  # a Python-level handler a step leaves behind
+    pass
+
+
+def _pollute(kind):
+    if kind == "env":
+        os.environ[MARKER] = "1"
+    elif kind == "cwd":
+        os.chdir(tempfile.gettempdir())
+    elif kind == "signals":
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, _ignore)
+        signal.signal(signal.SIGHUP, _ignore)
+    elif kind == "sigmask":
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2, signal.SIGTERM})
+    elif kind == "umask":
+        os.umask(0o077)
+    elif kind == "rlimit":
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+    elif kind == "rlimit_hard":  # cannot be raised again without privileges: the child is retired
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    elif kind == "thread":
+        threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+    elif kind == "process":
+        subprocess.Popen(["sleep", "3600"])
+    elif kind == "orphan":  # a grandchild whose parent exits at once
+        subprocess.run(["sh", "-c", "sleep 3600 &"], check=True)
+    elif kind != "none":
+        raise ValueError(kind)
+
+
+def pollute(kind):
+    _pollute(kind)
+    return {"kind": kind, "pid": os.getpid()}
+
+
+def _group_members():
+    me, group = os.getpid(), os.getpgrp()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":
+            found.append(int(name))
+    return found
+
+
+def observe():
+    """What an attempt finds of its process's state."""
+    return {
+        "marker": os.environ.get(MARKER),
+        "cwd": os.getcwd(),
+        "sigusr1": str(signal.getsignal(signal.SIGUSR1)),
+        "sigterm": str(signal.getsignal(signal.SIGTERM)),
+        "sighup": str(signal.getsignal(signal.SIGHUP)),
+        "blocked": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+        "umask": _umask(),
+        "nofile": list(resource.getrlimit(resource.RLIMIT_NOFILE)),
+        "core": list(resource.getrlimit(resource.RLIMIT_CORE)),
+        "as": list(resource.getrlimit(resource.RLIMIT_AS)),
+        "cpu": list(resource.getrlimit(resource.RLIMIT_CPU)),
+        "threads": len(os.listdir("/proc/self/task")),
+        "group": _group_members(),
+    }
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def check(previous):
+    return {"state": observe(), "pid": os.getpid(), "previous_pid": previous["pid"] if previous else None}
+
+
+polluted = Pipeline("iso_polluted").start(pollute).chain(to=check)
+observed = Pipeline("iso_observed").start(check)
+fresh = Pipeline("iso_fresh").start(pollute, isolation="fresh").chain(to=check, isolation="fresh")
+
+
+def allocate(megabytes):
+    block = bytearray(megabytes * 1024 * 1024)
+    return {"pid": os.getpid(), "bytes": len(block)}
+
+
+def burn(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return "burned"
+
+
+memory_hungry = (Pipeline("iso_memory").start(allocate, memory_limit=256 * 1024 * 1024, max_retry=2,
+                                              retry_delay=0).chain(to=check))
+cpu_hungry = Pipeline("iso_cpu").start(burn, cpu_limit=1, max_retry=2, retry_delay=0, timeout=60)
+within_limits = (Pipeline("iso_within").start(allocate, memory_limit=512 * 1024 * 1024, cpu_limit=30)
+                 .chain(to=check))
+
+
+class StrRaises(Exception):
+    def __str__(self):
+        raise ValueError("no text")
+
+
+class StrNotText(Exception):
+    def __str__(self):
+        return 5
+
+
+class StrUnencodable(Exception):
+    def __str__(self):
+        return "nul\x00 and a lone \ud800 surrogate"
+
+
+def raise_unrenderable(kind):
+    raise {"raises": StrRaises, "not_text": StrNotText, "unencodable": StrUnencodable}[kind]()
+
+
+unrenderable = Pipeline("iso_unrenderable").start(raise_unrenderable, max_retry=1)

@@ -1,0 +1,87 @@
+"""The worker parent survives anything a child sends: random bytes, partial
+messages, messages of the protocol's shape with hostile text (lone surrogates,
+NUL, sizes past the cap). A real worker keeps serving and every attempt ends
+recorded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers import start_worker, stop_worker, wait_for
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import fuzz_app
+from ductline.views import run_view
+
+FUZZ_APP = str(Path(__file__).parent.parent / "apps" / "fuzz_app.py")
+# A small payload limit makes messages past the worker's cap cheap to send.
+ENV = {"DUCTLINE_PAYLOAD_MAX_BYTES": "100000"}
+SETTLED = ("completed", "halted", "failed")
+
+hostile_text = st.text(alphabet=st.characters(codec=None, categories=None), max_size=40) | st.sampled_from(
+    ["\x00", "\ud800", "a\udfffb", "\x00" * 100, "", "done", "\U0010ffff"])
+hex_text = hostile_text.map(lambda t: t.encode("utf-8", "surrogatepass").hex())
+kinds = st.sampled_from(["done", "error", "request", "ready", "fatal", "reply", "run", "stop", "", "\x00"])
+messages = st.fixed_dictionaries({
+    "mode": st.just("message"),
+    "kind": kinds,
+    "texts": st.lists(hex_text, max_size=6),
+    "number": st.integers(min_value=-(2**70), max_value=2**70),
+    "huge": st.sampled_from([0, 0, 0, 1000, 700_000]),
+    # What a request asks: the parent's request names, and anything else.
+    "request": st.sampled_from(["timeout", "context_get", "context_set", "boundary", "payload_chunk"]) | hostile_text,
+})
+raw = st.fixed_dictionaries({
+    "mode": st.just("raw"),
+    "hex": st.binary(min_size=1, max_size=200).map(bytes.hex),
+    "framed": st.booleans(),
+})
+
+
+def _settled(store, handle):
+    run = store.get_run(handle.id)
+    return run is not None and run["status"] in SETTLED and run["status"]
+
+
+def test_the_worker_survives_whatever_a_child_sends(store):
+    proc = start_worker(store.url, concurrency=2, env=ENV, app=FUZZ_APP)
+    try:
+        @settings(max_examples=25, deadline=None, derandomize=True,
+                  suppress_health_check=list(HealthCheck))
+        @given(spec=messages | raw)
+        @example(spec={"mode": "message", "kind": "request", "request": "timeout", "texts": [], "number": 0,
+                       "huge": 0})
+        @example(spec={"mode": "message", "kind": "request", "request": "timeout", "texts": ["00eda080"],
+                       "number": 2, "huge": 0})
+        @example(spec={"mode": "message", "kind": "request", "request": "payload_chunk", "texts": [],
+                       "number": 2**70 + 1, "huge": 0})
+        @example(spec={"mode": "raw", "hex": "ffffffff", "framed": False})
+        def one(spec):
+            handle = fuzz_app.fuzzed.trigger(spec, database=store)
+            wait_for(lambda: proc.poll() is not None or _settled(store, handle), timeout=60)
+            assert proc.poll() is None, "the worker died"
+            attempts = run_view(store, handle.id)["steps"][0]["attempts"]
+            assert attempts and all(a["result"] for a in attempts), attempts
+
+        one()
+        # Still serving: a plain run completes.
+        handle = fuzz_app.healthy.trigger(1, database=store)
+        wait_for(lambda: _settled(store, handle) == "completed", timeout=60)
+    finally:
+        assert stop_worker(proc) == 0
+
+
+def test_a_partial_message_does_not_hold_the_worker(store):
+    proc = start_worker(store.url, concurrency=2, app=FUZZ_APP)
+    try:
+        stalled = fuzz_app.stalled.trigger(600, database=store)
+        wait_for(lambda: any(j["status"] == "running" for j in store.run_jobs(stalled.id)), timeout=60)
+        # While one child holds half a message, the other slot serves.
+        healthy = fuzz_app.healthy.trigger(1, database=store)
+        wait_for(lambda: _settled(store, healthy) == "completed", timeout=60)
+        wait_for(lambda: _settled(store, stalled), timeout=60)
+        [attempt] = run_view(store, stalled.id)["steps"][0]["attempts"]
+        assert attempt["result"] == "timed_out"
+    finally:
+        assert stop_worker(proc) == 0

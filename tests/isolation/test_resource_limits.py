@@ -1,0 +1,112 @@
+"""Per-step ``memory_limit`` and ``cpu_limit``: validated at definition, applied
+to the attempt only, recorded with an error naming the limit, charged to the
+retry budget, and gone for the next attempt on the same slot."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import iso_app
+import pytest
+
+import ductline
+from ductline import Pipeline
+from ductline.views import run_view
+
+MEMORY_ERROR = "attempt exceeded memory_limit=268435456 bytes"
+CPU_ERROR = "attempt exceeded cpu_limit=1 CPU seconds"
+
+
+@pytest.mark.parametrize("options, error", [
+    ({"memory_limit": 0}, ValueError),
+    ({"memory_limit": -1}, ValueError),
+    ({"memory_limit": 1.5}, TypeError),
+    ({"memory_limit": "1G"}, TypeError),
+    ({"memory_limit": True}, TypeError),
+    ({"cpu_limit": 0}, ValueError),
+    ({"cpu_limit": -0.5}, ValueError),
+    ({"cpu_limit": float("nan")}, ValueError),
+    ({"cpu_limit": float("inf")}, ValueError),
+    ({"cpu_limit": "10"}, TypeError),
+    ({"cpu_limit": timedelta(seconds=3)}, TypeError),
+    ({"cpu_limit": False}, TypeError),
+    ({"memory_limit": 10**9, "isolation": "thread"}, ValueError),
+    ({"cpu_limit": 1, "isolation": "thread"}, ValueError),
+    ({"isolation": "forked"}, ValueError),
+])
+def test_wrong_limits_are_refused_at_definition(options, error):
+    with pytest.raises(error):
+        Pipeline("iso_bad").start(iso_app.burn, **options)
+
+
+def test_valid_limits_are_kept_in_the_options():
+    definition = Pipeline("iso_ok").start(iso_app.burn, memory_limit=1 << 30, cpu_limit=2.5,
+                                          isolation="fresh").definition()
+    options = definition.node("burn").options
+    assert (options.memory_limit, options.cpu_limit, options.isolation) == (1 << 30, 2.5, "fresh")
+
+
+def _attempts(store, handle):
+    return run_view(store, handle.id)["steps"][0]["attempts"]
+
+
+def test_worker_memory_limit(store, inprocess_worker):
+    inprocess_worker(concurrency=1)
+    before = iso_app.observed.trigger(None, database=store)
+    assert before.wait(60) == "completed"
+    handle = iso_app.memory_hungry.trigger(1024, database=store)
+    assert handle.wait(60) == "halted"
+    attempts = _attempts(store, handle)
+    assert [(a["result"], a["error_type"], a["error"]) for a in attempts] == \
+        [("errored", "MemoryLimitExceeded", MEMORY_ERROR)] * 2
+    assert run_view(store, handle.id)["halt_reason"] == "job_retries_exhausted"
+    after = iso_app.observed.trigger(None, database=store)  # the same slot, limits gone
+    assert after.wait(60) == "completed"
+    assert after.output()["state"] == before.output()["state"]
+
+
+def test_worker_cpu_limit(store, inprocess_worker):
+    inprocess_worker(concurrency=1)
+    before = iso_app.observed.trigger(None, database=store)
+    assert before.wait(60) == "completed"
+    handle = iso_app.cpu_hungry.trigger(30, database=store)
+    assert handle.wait(120) == "halted"
+    attempts = _attempts(store, handle)
+    assert [(a["result"], a["error_type"], a["error"]) for a in attempts] == \
+        [("errored", "CpuLimitExceeded", CPU_ERROR)] * 2
+    after = iso_app.observed.trigger(None, database=store)
+    assert after.wait(60) == "completed"
+    assert after.output()["state"] == before.output()["state"]
+
+
+def test_worker_attempt_within_its_limits_succeeds_and_leaves_none(store, inprocess_worker):
+    inprocess_worker(concurrency=1)
+    before = iso_app.observed.trigger(None, database=store)
+    assert before.wait(60) == "completed"
+    handle = iso_app.within_limits.trigger(16, database=store)
+    assert handle.wait(60) == "completed"
+    found = handle.output()
+    assert found["pid"] == found["previous_pid"]  # restored in place, not retired
+    assert found["state"] == before.output()["state"]
+
+
+def test_execute_memory_limit():
+    result = ductline.execute(iso_app.memory_hungry, 1024, concurrency=1)
+    assert result.overall_status == "failed"
+    step = result.steps[0]
+    assert (step.status, step.attempts, step.error_type, step.error) == \
+        ("failed", 2, "MemoryLimitExceeded", MEMORY_ERROR)
+
+
+def test_execute_cpu_limit():
+    result = ductline.execute(iso_app.cpu_hungry, 30, concurrency=1)
+    step = result.steps[0]
+    assert (step.status, step.attempts, step.error_type, step.error) == \
+        ("failed", 2, "CpuLimitExceeded", CPU_ERROR)
+
+
+def test_execute_within_limits_leaves_no_limit_behind():
+    baseline = ductline.execute(iso_app.observed, None, concurrency=1).steps[0].output["state"]
+    result = ductline.execute(iso_app.within_limits, 16, concurrency=1)
+    assert result.overall_status == "success", result
+    assert result.steps[-1].output["state"] == baseline
