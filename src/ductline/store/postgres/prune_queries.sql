@@ -42,3 +42,9 @@ DELETE FROM ductline_jobs WHERE run_id IN (SELECT jsonb_array_elements_text(:run
 
 -- name: prune_runs
 DELETE FROM ductline_runs WHERE id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb));
+
+-- name: prune_exclusive
+-- The retention maintainer's turn: one worker of the fleet prunes at a time. A
+-- transaction-scoped lock (released at commit, so it is safe behind a transaction
+-- pooler); a worker that does not get it leaves the batch to the one that has it.
+SELECT pg_try_advisory_xact_lock(4242002) AS locked;
