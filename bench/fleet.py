@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -85,6 +86,7 @@ def one(admin_url: str, bouncer: pgbouncer_support.PgBouncer, processes: int, ru
                "DUCTLINE_RETRY_DELAY": "0", "FLEET_CLAIM_LOG": folder}
         fleet = Fleet(through, processes, concurrency=concurrency, env=env, log_dir=folder)
         started = time.monotonic()
+        stopping.append(fleet)
         fleet.start_all()
         chaos = Chaos(fleet, kill_every / 2, kill_every * 1.5) if kill_every and processes > 1 else None
         with ReadySampler(direct) as sampler, psycopg.connect(direct, autocommit=True) as conn:
@@ -119,7 +121,17 @@ def one(admin_url: str, bouncer: pgbouncer_support.PgBouncer, processes: int, ru
         log(f"P={processes}: {result}")
         return result
     finally:
+        for running in stopping:
+            running.stop()  # also when interrupted: the workers live in sessions of their own
+        stopping.clear()
         drop(admin_url, name)
+
+
+stopping: list[Fleet] = []
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # unwinds through the finally blocks: workers stopped, databases dropped
 
 
 def main() -> int:
@@ -131,6 +143,7 @@ def main() -> int:
     parser.add_argument("--admin-url", default=os.environ.get("DUCTLINE_TEST_PG_URL",
                                                               "postgresql://postgres@127.0.0.1:5432/test"))
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, _interrupted)
     bouncer = pgbouncer_support.start(args.admin_url, pool_size=20)
     results = []
     try:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -47,7 +48,7 @@ sys.path[:0] = [str(HERE), str(TESTS), str(TESTS / "apps")]
 import fleet_app  # noqa: E402
 import psycopg  # noqa: E402
 from claimlog import pct, read_claims  # noqa: E402
-from fleet import drop, log, recreate  # noqa: E402
+from fleet import _interrupted, drop, log, recreate  # noqa: E402
 from pgbouncer_support import free_port  # noqa: E402
 
 from ductline.operations.prune import prune  # noqa: E402
@@ -119,7 +120,7 @@ def drain(url: str, runs: int, folder: str, during: Callable[[], tuple[float, fl
                 time.sleep(0.2)
         ended = time.monotonic()
     finally:
-        worker.terminate()
+        os.killpg(worker.pid, signal.SIGTERM)  # the worker and its children
         worker.wait(60)
     if helper is not None:
         helper.join()
@@ -173,6 +174,7 @@ def main() -> int:
     parser.add_argument("--admin-url", default=os.environ.get("DUCTLINE_TEST_PG_URL",
                                                               "postgresql://postgres@127.0.0.1:5432/test"))
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, _interrupted)
     names = {"empty": f"ductline_history_bench_{os.getpid()}_empty",
              "history": f"ductline_history_bench_{os.getpid()}_full"}
     folder = tempfile.mkdtemp(prefix="history-bench-")
