@@ -108,8 +108,12 @@ class DashboardReader:
         """``{pipeline: {status: runs}}`` for every pipeline that has runs, each
         count capped as in `run_counts`."""
         out: dict[str, dict[str, int]] = {}
-        for row in self._fetch("web_pipeline_counts", {"statuses": json.dumps(STATUSES), "cap": COUNT_CAP}):
-            out.setdefault(row["pipeline"], {s: 0 for s in STATUSES})[row["status"]] = int(row["n"])
+        statuses = json.dumps(STATUSES)
+        for pipeline in self.pipeline_names():
+            counts = out[pipeline] = {s: 0 for s in STATUSES}
+            for row in self._fetch("web_pipeline_counts", {"pipeline": pipeline, "statuses": statuses,
+                                                           "cap": COUNT_CAP}):
+                counts[row["status"]] = int(row["n"])
         return out
 
     def pipeline_names(self) -> list[str]:

@@ -83,21 +83,11 @@ WITH RECURSIVE names(pipeline) AS (
 SELECT pipeline FROM names WHERE pipeline IS NOT NULL ORDER BY pipeline;
 
 -- name: web_pipeline_counts
--- Runs per pipeline and status, each counted up to :cap + 1 by the (pipeline, status,
--- created_ms, id) index alone.
-WITH RECURSIVE names(pipeline) AS (
-    SELECT (SELECT pipeline FROM ductline_runs ORDER BY pipeline LIMIT 1)
-    UNION ALL
-    SELECT (SELECT r.pipeline FROM ductline_runs r WHERE r.pipeline > names.pipeline ORDER BY r.pipeline LIMIT 1)
-    FROM names WHERE names.pipeline IS NOT NULL
-), counted AS (
-    SELECT names.pipeline AS pipeline, s.value AS status,
-           (SELECT count(*) FROM (SELECT 1 FROM ductline_runs r WHERE r.pipeline = names.pipeline
-                                  AND r.status = s.value LIMIT :cap + 1)) AS n
-    FROM names, json_each(:statuses) AS s
-    WHERE names.pipeline IS NOT NULL
-)
-SELECT pipeline, status, n FROM counted WHERE n > 0 ORDER BY pipeline, status;
+-- One pipeline's runs per status, each counted up to :cap + 1 by the (pipeline, status,
+-- created_ms, id) index alone (asked once per pipeline of web_pipeline_names).
+SELECT s.value AS status, (SELECT count(*) FROM (SELECT 1 FROM ductline_runs r WHERE r.pipeline = :pipeline
+                                                 AND r.status = s.value LIMIT :cap + 1)) AS n
+FROM json_each(:statuses) AS s;
 
 -- name: web_job_counts
 -- Each count reads one of the partial indexes on pending and running jobs.
