@@ -138,3 +138,21 @@ def test_without_the_setting_prepared_statements_break_behind_pgbouncer(db_url, 
     finally:
         store.close()
     assert errors and "prepared statement" in str(errors[0])
+
+
+def test_migrate_through_pgbouncer(backend, pgbouncer, monkeypatch):
+    from conftest import PG_ADMIN_URL
+
+    name = f"ductline_migrate_{os.getpid()}"
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        monkeypatch.setenv("DUCTLINE_DATABASE_POOLING", "transaction")
+        for expected in ("applied [1,", "schema at version"):  # a second run applies nothing
+            done = cli("migrate", "--database", pgbouncer.url(name))
+            assert done.returncode == 0 and expected in done.stdout, done.stderr
+        assert "applied" not in done.stdout
+    finally:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
