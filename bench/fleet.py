@@ -2,7 +2,7 @@
 """The fleet at full size, and how claiming scales with worker processes.
 
     python bench/fleet.py [--runs 2000] [--processes 1,4,16] [--concurrency 2]
-                          [--kill-every 3] [--admin-url postgresql://postgres@127.0.0.1:5432/test]
+                          [--kill-every 10] [--admin-url postgresql://postgres@127.0.0.1:5432/test]
 
 For each process count P (one fresh database each, side by side in one invocation):
 a real PgBouncer (transaction pooling) in front of PostgreSQL, ``--runs`` runs of
@@ -139,7 +139,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--processes", default="1,4,16")
     parser.add_argument("--concurrency", type=int, default=2)
-    parser.add_argument("--kill-every", type=float, default=3.0, help="seconds; 0: no kills")
+    parser.add_argument("--kill-every", type=float, default=10.0, help="seconds; 0: no kills")
     parser.add_argument("--admin-url", default=os.environ.get("DUCTLINE_TEST_PG_URL",
                                                               "postgresql://postgres@127.0.0.1:5432/test"))
     args = parser.parse_args()
