@@ -99,6 +99,7 @@ def test_workers_triggers_cli_and_dashboard_through_pgbouncer(db_url, pgbouncer,
 def test_retention_turn_is_transaction_scoped_through_pgbouncer(store, db_url, pgbouncer, monkeypatch):
     import prune_app
     from helpers import drive
+    from test_prune import past_the_last_finish
 
     url = pgbouncer_support.route(pgbouncer, db_url, monkeypatch)
     through = open_store(url)
@@ -106,6 +107,7 @@ def test_retention_turn_is_transaction_scoped_through_pgbouncer(store, db_url, p
         for _ in range(3):
             prune_app.large.trigger(10, database=through)
         drive(through, prune_app.large)
+        past_the_last_finish(through)
         # Many exclusive prunes in a row through shared server connections: a lock that
         # outlived its transaction would make every later one yield.
         for _ in range(5):

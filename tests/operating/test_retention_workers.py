@@ -15,7 +15,7 @@ import psycopg
 import pytest
 import rt_app
 from helpers import FAST_ENV, stop_worker, wait_for
-from test_prune import cli, rows_of
+from test_prune import cli, past_the_last_finish, rows_of
 
 from ductline.operations.prune import prune
 from ductline.operations.stop import cancel_run
@@ -70,6 +70,7 @@ def test_one_maintainer_prunes_at_a_time(store, db_url):
     from helpers import drive
 
     drive(store, prune_app.large)
+    past_the_last_finish(store)
     with psycopg.connect(db_url) as holder:  # another worker's maintenance thread, mid-batch
         holder.execute("SELECT pg_advisory_xact_lock(4242002)")
         report = prune(store, 0, exclusive=True)
