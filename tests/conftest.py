@@ -92,3 +92,15 @@ def workers(db_url: str, store: object) -> Iterator[Callable[..., subprocess.Pop
     yield start
     for proc in started:
         stop_worker(proc)
+
+
+@pytest.fixture(scope="session")
+def pgbouncer() -> Iterator[object]:
+    """A real PgBouncer (transaction pooling) in front of the test server, one per
+    test process; stopped by its PID at the end of the session."""
+    import pgbouncer_support
+
+    bouncer = pgbouncer_support.start(PG_ADMIN_URL)
+    yield bouncer
+    bouncer.stop()
+

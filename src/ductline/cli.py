@@ -38,12 +38,12 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def _store(database: str | None, *, migrate: bool = False, read_only: bool = False,
-           create: bool = True) -> Store:
+           create: bool = True, component: str = "ductline-cli") -> Store:
     """The store of ``--database``. ``read_only``: a command that only reads never
     creates or migrates a database (a missing one is an error, not a new file);
     ``create=False``: it may migrate an existing database but not create one."""
     settings = load_settings(database_url=database)
-    store = open_store(settings.database_url, create=create and not read_only)
+    store = open_store(settings.database_url, create=create and not read_only, application_name=component)
     if migrate:
         store.migrate()
     else:
@@ -56,7 +56,7 @@ def _store_when_available(database: str | None) -> Store:
     delay = 0.5
     while True:
         try:
-            return _store(database)
+            return _store(database, component="ductline-worker")
         except StoreUnavailable as exc:
             console.print(f"database unavailable ({exc}); retrying in {delay:.1f} s", highlight=False)
             time.sleep(delay)
@@ -120,7 +120,7 @@ def cli(log_level: str, log_format: str) -> None:
 @database_option
 def migrate(database: str | None) -> None:
     """Create or upgrade the schema."""
-    store = open_store(load_settings(database_url=database).database_url)
+    store = open_store(load_settings(database_url=database).database_url, application_name="ductline-cli")
     applied = store.migrate()
     out.print(f"schema at version {store.schema_version()}" + (f" (applied {applied})" if applied else ""))
 

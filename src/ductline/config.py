@@ -6,7 +6,9 @@ Environment variables: ``DUCTLINE_DATABASE_URL``, ``DUCTLINE_LEASE_SECONDS``,
 ``DUCTLINE_SHUTDOWN_GRACE_SECONDS``, ``DUCTLINE_MAX_UNDEAD``,
 ``DUCTLINE_PAYLOAD_INLINE_BYTES``, ``DUCTLINE_PAYLOAD_MAX_BYTES``,
 ``DUCTLINE_SQLITE_BUSY_TIMEOUT``, ``DUCTLINE_RETENTION``, ``DUCTLINE_STEP_LOG_LEVEL``,
-``DUCTLINE_STEP_LOG_MAX_BYTES``. The TOML file is ``ductline.toml`` in the
+``DUCTLINE_STEP_LOG_MAX_BYTES``, ``DUCTLINE_POOL_MAX_CONNECTIONS``,
+``DUCTLINE_POOL_IDLE_SECONDS``, ``DUCTLINE_DATABASE_POOLING``, ``DUCTLINE_LISTEN_DATABASE_URL``,
+``DUCTLINE_HOSTNAME``. The TOML file is ``ductline.toml`` in the
 working directory (or the path in ``DUCTLINE_CONFIG``), with the same names in
 lower case without the prefix, e.g. ``database_url = "postgresql://..."``.
 """
@@ -60,6 +62,19 @@ class Settings:
             ``log_level=`` wins (`ductline.execution.steplog`).
         step_log_max_bytes: the most log text kept per attempt, in bytes (default
             1 MiB); what passes it is dropped and the cut marked.
+        pool_max_connections: the most PostgreSQL connections one process's pool
+            opens (it keeps one open and grows to this under load). Default 4.
+        pool_idle_seconds: a pooled PostgreSQL connection unused this long is
+            closed (one per interval, down to one). Default 60.
+        database_pooling: ``"transaction"`` when ``database_url`` points at a
+            transaction-pooling proxy (PgBouncer ``pool_mode = transaction``): no
+            server-side prepared statements, and LISTEN goes to
+            ``listen_database_url`` or, without one, workers and waiting clients
+            poll. Empty (the default): a direct connection.
+        listen_database_url: a direct PostgreSQL URL (not through a transaction
+            pooler) for the LISTEN connection. Empty: ``database_url`` is used,
+            unless ``database_pooling`` is ``"transaction"`` (then: polling).
+        hostname: the host name a worker registers under (default: the machine's).
     """
 
     database_url: str = "sqlite:///ductline.db"
@@ -77,6 +92,11 @@ class Settings:
     retention: str = ""
     step_log_level: str = "INFO"
     step_log_max_bytes: int = 1_048_576
+    pool_max_connections: int = 4
+    pool_idle_seconds: float = 60.0
+    database_pooling: str = ""
+    listen_database_url: str = ""
+    hostname: str = ""
 
     @property
     def retention_seconds(self) -> int | None:
@@ -89,9 +109,11 @@ class Settings:
 
 
 _POSITIVE = ("lease_seconds", "undead_after_seconds", "payload_inline_bytes", "payload_max_bytes",
-             "step_log_max_bytes")
-_TEXTS = ("database_url", "retention", "step_log_level")
-_INTS = ("retry_delay", "max_undead", "payload_inline_bytes", "payload_max_bytes", "step_log_max_bytes")
+             "step_log_max_bytes", "pool_max_connections", "pool_idle_seconds")
+_TEXTS = ("database_url", "retention", "step_log_level", "database_pooling", "listen_database_url", "hostname")
+_INTS = ("retry_delay", "max_undead", "payload_inline_bytes", "payload_max_bytes", "step_log_max_bytes",
+         "pool_max_connections")
+POOLING_MODES = ("", "transaction")
 
 
 def _coerce(name: str, kind: type, raw: Any, source: str) -> Any:
@@ -158,6 +180,9 @@ def load_settings(**overrides: Any) -> Settings:
     except ValueError as exc:
         raise ConfigurationError(str(exc)) from None
     settings = replace(Settings(), **values)
+    if settings.database_pooling not in POOLING_MODES:
+        raise ConfigurationError(f"invalid value {settings.database_pooling!r} for database_pooling: "
+                                 "use \"transaction\" (behind PgBouncer in transaction mode) or leave it empty")
     try:
         settings.retention_seconds  # noqa: B018 - validated here, once, for every caller
     except ValueError as exc:

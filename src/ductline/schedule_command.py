@@ -20,7 +20,7 @@ def _open(database: str | None) -> Any:
     from ductline.store import open_store
     from ductline.stores import ensure_schema
 
-    store = open_store(load_settings(database_url=database).database_url)
+    store = open_store(load_settings(database_url=database).database_url, application_name="ductline-cli")
     try:
         ensure_schema(store)
     except BaseException:

@@ -34,7 +34,7 @@ def store_for(database: object = None) -> Store:
     with _lock:
         store = _open.get(key)
         if store is None:
-            store = open_store(url)
+            store = open_store(url, application_name="ductline-app")
             ensure_schema(store)
             _open[key] = store
         return store

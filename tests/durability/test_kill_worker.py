@@ -1,11 +1,16 @@
 """Durability: SIGKILL a real worker at named points of its loop (and in the middle
-of a step); a fresh worker finishes every run with each step succeeded once."""
+of a step); a fresh worker finishes every run with each step succeeded once.
+
+Every test runs on SQLite, on PostgreSQL, and on PostgreSQL through a real PgBouncer
+in transaction pooling mode -- with LISTEN on a direct connection (``pgbouncer``) and
+without one, polling (``pgbouncer-poll``)."""
 
 from __future__ import annotations
 
 import os
 import signal
 
+import pgbouncer_support
 import pytest
 import rt_app
 from helpers import start_worker, stop_worker, wait_for
@@ -13,6 +18,21 @@ from helpers import start_worker, stop_worker, wait_for
 from ductline.views import run_view
 
 RUNS = 4
+
+
+@pytest.fixture(params=["sqlite", "postgres", "pgbouncer", "pgbouncer-poll"])
+def backend(request):
+    return request.param
+
+
+@pytest.fixture
+def db_url(db_url, backend, request, monkeypatch):
+    """The shared fixture's database; for the PgBouncer routes, the same PostgreSQL
+    database reached through PgBouncer (the test's store and its workers alike)."""
+    if not backend.startswith("pgbouncer"):
+        return db_url
+    bouncer = request.getfixturevalue("pgbouncer")
+    return pgbouncer_support.route(bouncer, db_url, monkeypatch, listen=backend == "pgbouncer")
 
 
 def assert_each_step_succeeded_once(store, handles):

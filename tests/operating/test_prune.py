@@ -53,6 +53,14 @@ def log_step_attempts(store, run_id):
     assert rows_of(store, run_id)["ductline_step_logs"] == 2 * len(attempts) > 0
 
 
+def past_the_last_finish(store):
+    """Wait until the database clock is past the last run's finish: "ended more than
+    0 s ago" excludes a run that ended in the very millisecond the prune reads the clock."""
+    with store.dialect.reader() as s:
+        last = _count(s, "SELECT coalesce(max(finished_ms), 0) AS n FROM ductline_runs")
+    wait_for(lambda: store.now_ms() > last)
+
+
 def ended_runs(store):
     """A completed fan-out run (jobs, attempts, fan-in, context), a completed run with
     an out-of-line output (payload chunks), and a cancelled run."""
@@ -66,6 +74,7 @@ def ended_runs(store):
     cancel_run(store, cancelled.id)
     assert (fanned.status(), large.status(), cancelled.status()) == ("completed", "completed", "cancelled")
     assert rows_of(store, large.id)["ductline_payload_chunks"] > 1
+    past_the_last_finish(store)
     return [fanned, large, cancelled]
 
 
@@ -98,10 +107,7 @@ def test_transactions_hold_at_most_a_thousand_rows_but_a_bigger_run_goes_whole(s
     small = [prune_app.fanned.trigger(30, database=store) for _ in range(40)]  # ~62 rows each
     huge = prune_app.fanned.trigger(1200, database=store)  # ~2,400 rows: alone
     drive(store, prune_app.fanned)
-    # A run that ended in the very millisecond of the prune is 0 ms old, not older
-    # than 0 s: wait for the database clock to pass the last end.
-    last_end = max(store.get_run(h.id)["finished_ms"] for h in [*small, huge])
-    wait_for(lambda: store.now_ms() > last_end, timeout=10)
+    past_the_last_finish(store)
     report = prune(store, 0)
     assert report.runs == 41
     # 40 runs of about 62 rows fit 16 to a transaction: at least 3, plus the big one.

@@ -23,7 +23,7 @@ def _open(database: str | None) -> tuple[object, float]:
     from ductline.stores import ensure_schema
 
     settings = load_settings(database_url=database)
-    store = open_store(settings.database_url, create=False)  # read-only: never creates a database
+    store = open_store(settings.database_url, create=False, application_name="ductline-cli")  # read-only: never creates a database
     try:
         ensure_schema(store, migrate=False)
     except BaseException:

@@ -36,6 +36,7 @@ class EventName(StrEnum):
     THREAD_UNDEAD = "thread.undead"             # job fields
     PROCESS_UNDEAD = "process.undead"           # job fields, pid
     LEASE_LOST = "lease.lost"                   # job fields
+    CLAIM = "claim"                             # asked, claimed, duration_seconds (one claim statement)
 
 
 # The `result` label of job.completed (the seeds' names), by attempt result.

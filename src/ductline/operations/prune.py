@@ -21,7 +21,7 @@ from typing import Callable
 
 from ductline.model.states import TERMINAL_RUN, RunStatus
 from ductline.store import Store
-from ductline.store.retention import Candidate, candidates, delete_runs
+from ductline.store.retention import Candidate, candidates, delete_runs, take_turn
 
 log = logging.getLogger("ductline.prune")
 
@@ -38,6 +38,7 @@ class PruneReport:
     rows: dict[str, int] = field(default_factory=dict)
     transactions: int = 0
     complete: bool = True  # False when stopped by ``max_seconds`` with more to do
+    yielded: bool = False  # an ``exclusive`` prune found another maintainer pruning
 
     def add(self, counts: dict[str, int]) -> None:
         for table, n in counts.items():
@@ -78,7 +79,7 @@ def _batches(found: list[Candidate], max_rows: int) -> list[list[Candidate]]:
 
 def prune(store: Store, older_than_seconds: int, *, statuses: list[str] | tuple[str, ...] | None = None,
           dry_run: bool = False, max_rows: int = MAX_ROWS_PER_TRANSACTION, max_seconds: float | None = None,
-          clock: Callable[[], float] = time.monotonic) -> PruneReport:
+          exclusive: bool = False, clock: Callable[[], float] = time.monotonic) -> PruneReport:
     """Delete runs of ``statuses`` finished more than ``older_than_seconds`` ago.
 
     Args:
@@ -89,6 +90,9 @@ def prune(store: Store, older_than_seconds: int, *, statuses: list[str] | tuple[
         max_rows: the most rows one transaction deletes (whole runs only).
         max_seconds: stop after about this long (the maintenance thread's budget);
             ``complete`` is then ``False`` if more was left.
+        exclusive: each transaction first takes the fleet-wide pruning turn (the
+            workers' retention: one maintainer at a time); if another holds it,
+            the prune stops with ``yielded`` and ``complete`` ``False``.
 
     Raises:
         ValueError: a negative age or an unknown status.
@@ -115,6 +119,9 @@ def prune(store: Store, older_than_seconds: int, *, statuses: list[str] | tuple[
                 report.add({"rows": sum(c.weight for c in batch)})
                 continue
             with store.transaction() as tx:
+                if exclusive and not take_turn(tx):
+                    report.complete, report.yielded = False, True
+                    return report
                 counts = delete_runs(tx, [c.run_id for c in batch], wanted)
             report.transactions += 1
             report.runs += counts["runs"]

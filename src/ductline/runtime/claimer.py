@@ -98,6 +98,7 @@ class Claimer:
             jobs = self._store.claim(self._worker_id, self._pipelines, len(free), self._settings.lease_ms,
                                      limits=self._limits, fifo=self._claims % FIFO_EVERY == 0)
             received = self._clock.now()
+            emit(EventName.CLAIM, asked=len(free), claimed=len(jobs), duration_seconds=received - sent)
             if jobs:
                 self._clock.measure(jobs[0].started_ms, sent, received)
                 self._enforcer.renewed(sent)  # a claim is a fresh lease

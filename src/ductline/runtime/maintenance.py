@@ -1,9 +1,15 @@
-"""Periodic maintenance: rescuing the jobs of workers that died.
+"""Periodic maintenance: rescuing the jobs of workers that died, and retention.
 
 A worker that dies (SIGKILL, OOM, power loss) stops renewing its leases. Once a
 lease has expired on the database clock, any worker records the attempt
 ``crashed`` and re-queues the job under its crash budget. The write is fenced by
 the lease token, so a slow-but-alive owner and a rescuer can never both win.
+
+With the ``retention`` setting, the same thread deletes runs that ended longer ago
+than that (`ductline.operations.prune`): whole runs, at most 1,000 rows per
+transaction, completed, failed and cancelled runs only (never active, paused or
+halted ones), and one worker of the fleet at a time (each transaction takes the
+pruning turn first; a worker that does not get it tries again later).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from ductline.dsl.graph import Definition
 from ductline.model.limits import step_limits
 from ductline.model.outcomes import Ended
 from ductline.model.states import AttemptResult
+from ductline.operations.prune import prune
 from ductline.operations.stop import expire_due, sweep_orphans
 from ductline.observability.events import EventName, emit
 from ductline.runtime import record
@@ -51,10 +58,24 @@ def rescue_expired(store: Store, definitions: dict[str, Definition], limit: int 
 class Maintainer:
     """Runs the periodic scans in a thread of their own, so that a slow scan (a big
     table, a degraded database) never sits on the path of ready jobs: the worker
-    loop keeps claiming and recording meanwhile (docs/concepts/architecture.md, "The worker": ready work first)."""
+    loop keeps claiming and recording meanwhile (docs/concepts/architecture.md, "The worker": ready work first).
 
-    def __init__(self, store: Store, definitions: dict[str, Definition], interval: float) -> None:
+    Args:
+        interval: seconds between rounds.
+        retention_seconds: delete runs that ended longer ago than this (``None``:
+            keep them). A round prunes for at most ``interval`` seconds, so rescues
+            are never more than a round late; with more left the next round starts
+            at once, otherwise retention is looked at again `RETENTION_ROUNDS`
+            rounds later.
+    """
+
+    RETENTION_ROUNDS = 10
+
+    def __init__(self, store: Store, definitions: dict[str, Definition], interval: float,
+                 retention_seconds: int | None = None) -> None:
         self._store = store
+        self._retention = retention_seconds
+        self._rounds_to_prune = 0  # the first round looks at retention
         self._definitions = definitions
         # Only a worker serving a limited step sweeps throttled jobs: the others would
         # take a write transaction every interval for nothing.
@@ -71,14 +92,34 @@ class Maintainer:
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
-        while not self._stop.wait(self._interval):
+        wait = self._interval
+        while not self._stop.wait(wait):
+            wait = self._interval
             try:
                 rescue_expired(self._store, self._definitions)
                 expire_due(self._store, self._definitions)
                 sweep_orphans(self._store)
                 if self._limited:
                     self._store.unthrottle_idle_keys()
+                if self._prune_due():
+                    wait = 0.0
             except StoreError as exc:
                 log.warning("Maintenance skipped: database unavailable: %s", exc)
             except Exception:  # keep maintaining; the next round may succeed
                 log.exception("Maintenance failed")
+
+    def _prune_due(self) -> bool:
+        """Apply retention if it is time; ``True`` when more is left to prune now."""
+        if self._retention is None:
+            return False
+        if self._rounds_to_prune > 0:
+            self._rounds_to_prune -= 1
+            return False
+        report = prune(self._store, self._retention, max_seconds=self._interval, exclusive=True)
+        if report.runs:
+            log.info("Retention: deleted %d run(s) that ended more than %d s ago in %d transaction(s)",
+                     report.runs, self._retention, report.transactions)
+        if report.complete or report.yielded:
+            self._rounds_to_prune = self.RETENTION_ROUNDS
+            return False
+        return True

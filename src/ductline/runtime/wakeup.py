@@ -55,7 +55,9 @@ class Wakeup:
     def listen(self, store: Store) -> threading.Thread | None:
         """Start the LISTEN thread if the store supports it."""
         listen = getattr(store.dialect, "listen", None)
-        if listen is None:
+        # Behind a transaction pooler without a direct LISTEN URL the worker polls
+        # (every ``poll_interval``): the not-before timer still fires on time.
+        if listen is None or not getattr(store.dialect, "listens", False):
             return None
         thread = threading.Thread(target=listen, args=(self.wake, self._stop), daemon=True,
                                   name="ductline-listen")

@@ -129,7 +129,8 @@ class Worker:
         self.spares.fill()
         listener = self.wakeup.listen(self.store)
         self.enforcer.start()
-        maintainer = maintenance.Maintainer(self.store, self.definitions, self.settings.health_check_interval)
+        maintainer = maintenance.Maintainer(self.store, self.definitions, self.settings.health_check_interval,
+                                            self.settings.retention_seconds)
         maintainer.start()
         self.scheduler.start()
         next_stop_check = 0.0
@@ -185,7 +186,8 @@ class Worker:
         while True:
             try:
                 sent = self.clock.now()
-                self.store.register_worker(self.id, socket.gethostname(), os.getpid(), len(self.slots))
+                self.store.register_worker(self.id, self.settings.hostname or socket.gethostname(), os.getpid(),
+                                           len(self.slots))
                 self.clock.measure(self.store.now_ms(), sent, self.clock.now())
                 return True
             except StoreError as exc:

@@ -13,18 +13,23 @@ __all__ = ["Store", "Tx", "open_store", "DEFAULT_URL"]
 DEFAULT_URL = "sqlite:///ductline.db"
 
 
-def open_store(url: str, *, max_connections: int = 4, create: bool = True,
-               busy_timeout: float | None = None) -> Store:
+def open_store(url: str, *, max_connections: int | None = None, create: bool = True,
+               busy_timeout: float | None = None, application_name: str = "ductline") -> Store:
     """Open the store at a database URL.
 
     Args:
         url: ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` or
             ``postgresql://user@host:port/database`` (``postgres://`` also works).
-        max_connections: pool size for PostgreSQL.
+        max_connections: PostgreSQL: the pool's ceiling (default: the
+            ``pool_max_connections`` setting, 4). The pool's idle timeout, the
+            ``database_pooling`` mode and the LISTEN URL come from the settings
+            (`ductline.config.Settings`).
         create: SQLite: create the database file if it does not exist (commands
             that only read pass ``False`` and get `StoreUnavailable` instead).
         busy_timeout: SQLite: seconds to wait for another process's write lock
             (default: the ``sqlite_busy_timeout`` setting, 30 s).
+        application_name: PostgreSQL: the name its connections show in
+            ``pg_stat_activity`` (``ductline-worker``, ``ductline-cli``, ...).
 
     Raises:
         ConfigurationError: the URL is malformed or names an unknown scheme.
@@ -51,9 +56,14 @@ def open_store(url: str, *, max_connections: int = 4, create: bool = True,
         from ductline.extras import require
 
         require("postgres")
+        from ductline.config import load_settings
         from ductline.store.postgres import PostgresDialect
 
-        return Store(PostgresDialect(url, max_connections=max_connections))
+        settings = load_settings()
+        return Store(PostgresDialect(
+            url, max_connections=max_connections or settings.pool_max_connections,
+            idle_seconds=settings.pool_idle_seconds, pooling=settings.database_pooling,
+            listen_url=settings.listen_database_url or None, application_name=application_name))
     raise ConfigurationError(
         f"unknown database URL scheme {parsed.scheme!r} in {url!r}: use sqlite:/// or postgresql://"
     )

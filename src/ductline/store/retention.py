@@ -34,6 +34,12 @@ def candidates(store: Store, statuses: list[str], cutoff_ms: int, after: tuple[i
     return [Candidate(r["id"], int(r["age_ms"]), 1 + int(r["weight"] or 0)) for r in rows]
 
 
+def take_turn(tx: Tx) -> bool:
+    """Take the fleet-wide pruning turn for the rest of ``tx``; ``False`` when
+    another worker's maintenance thread holds it."""
+    return bool(tx.s.fetch("prune_exclusive")[0]["locked"])
+
+
 def delete_runs(tx: Tx, run_ids: list[str], statuses: list[str]) -> dict[str, int]:
     """Delete these runs with their jobs, attempts, step logs, payloads and context, inside
     ``tx`` -- only those still in ``statuses`` (and, on PostgreSQL, not held by

@@ -73,7 +73,8 @@ def _summary(row: dict[str, Any]) -> dict[str, Any]:
 
 @openapi(responses={"200": {"description": "runs by status, jobs ready/delayed/running, pipelines"}})
 def overview(request: Request) -> Response:
-    """Counts of runs by status and of jobs by readiness."""
+    """Counts of runs by status and of jobs by readiness. A run count is exact up to
+    1,000; above that it is reported as 1001 (more than 1,000)."""
     reader = dashboard(request).reader
     jobs = reader.job_counts()
     shown = (Shown.READY, Shown.DELAYED, JobStatus.RUNNING)

@@ -198,7 +198,7 @@ def create_app(store: Store | None = None, *, database: str | None = None, token
 
     settings = load_settings(database_url=database)
     if store is None:
-        store = open_store(settings.database_url)
+        store = open_store(settings.database_url, application_name="ductline-dashboard")
         ensure_schema(store)
     for spec in apps:
         import_app(spec)

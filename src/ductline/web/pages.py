@@ -75,7 +75,7 @@ def runs(request: Request) -> Response:
 
     return render(request, "runs.html", {
         "page": page, "status": status or "", "pipeline": pipeline or "",
-        "pipelines": sorted(d.reader.pipeline_counts()),
+        "pipelines": d.reader.pipeline_names(),
         "older_link": link(after=page.older) if page.older else None,
         "newer_link": link(before=page.newer) if page.newer else None,
         "first_link": link() if (q.get("after") or q.get("before")) else None,

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ductline.store import payloads
+from ductline.web.reader import COUNT_CAP
 
 PREVIEW_CHARS = 240
 FULL_CHARS = 20_000
@@ -94,5 +95,10 @@ def dumps(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
-FILTERS = {"clock": clock, "iso": iso, "duration": duration, "short_id": short_id, "preview": preview,
+def count(n: int) -> str:
+    """A run count of the overview: above the reader's cap it reads "1,000+"."""
+    return f"{COUNT_CAP:,}+" if n > COUNT_CAP else str(n)
+
+
+FILTERS = {"count": count, "clock": clock, "iso": iso, "duration": duration, "short_id": short_id, "preview": preview,
            "pretty": pretty, "dumps": dumps, "payload_id": payload_id}

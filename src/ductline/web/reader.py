@@ -7,6 +7,8 @@ dashboard's actions go through `ductline.operations`.
 
 from __future__ import annotations
 
+import json
+
 import re
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -23,6 +25,9 @@ _PAYLOAD_ID = re.compile(r"[0-9a-f]{32}")
 _CURSOR = re.compile(r"^(\d{1,18})\.([0-9A-Za-z_-]{1,128})$")
 MAX_PAGE = 200
 STATUSES = tuple(s.value for s in RunStatus)
+# Counts on the overview are exact up to this; above it they read "1,000+" (counting
+# further would cost a read of the whole history on every refresh).
+COUNT_CAP = 1_000
 
 
 class BadQuery(ValueError):
@@ -91,18 +96,29 @@ class DashboardReader:
         return self._store.now_ms()
 
     def run_counts(self) -> dict[str, int]:
-        """Runs by status, every status present (0 when none)."""
+        """Runs by status, every status present (0 when none). A count is exact up
+        to `COUNT_CAP`; more is reported as ``COUNT_CAP + 1`` (its cost does not
+        grow with history)."""
         counts = {s: 0 for s in STATUSES}
-        for row in self._fetch("web_run_counts"):
+        for row in self._fetch("web_run_counts", {"statuses": json.dumps(STATUSES), "cap": COUNT_CAP}):
             counts[row["status"]] = int(row["n"])
         return counts
 
     def pipeline_counts(self) -> dict[str, dict[str, int]]:
-        """``{pipeline: {status: runs}}`` for every pipeline that has runs."""
+        """``{pipeline: {status: runs}}`` for every pipeline that has runs, each
+        count capped as in `run_counts`."""
         out: dict[str, dict[str, int]] = {}
-        for row in self._fetch("web_pipeline_counts"):
-            out.setdefault(row["pipeline"], {s: 0 for s in STATUSES})[row["status"]] = int(row["n"])
+        statuses = json.dumps(STATUSES)
+        for pipeline in self.pipeline_names():
+            counts = out[pipeline] = {s: 0 for s in STATUSES}
+            for row in self._fetch("web_pipeline_counts", {"pipeline": pipeline, "statuses": statuses,
+                                                           "cap": COUNT_CAP}):
+                counts[row["status"]] = int(row["n"])
         return out
+
+    def pipeline_names(self) -> list[str]:
+        """The pipelines that have runs, sorted (one index probe per pipeline)."""
+        return [row["pipeline"] for row in self._fetch("web_pipeline_names")]
 
     def job_counts(self) -> dict[str, int]:
         """Jobs ``ready`` (pending, due), ``delayed`` (pending, not yet due), ``running`` and

@@ -1,5 +1,13 @@
 """The PostgreSQL dialect: a psycopg 3 connection pool, READ COMMITTED transactions,
-claims with ``FOR UPDATE SKIP LOCKED`` and wake-ups by LISTEN/NOTIFY."""
+claims with ``FOR UPDATE SKIP LOCKED`` and wake-ups by LISTEN/NOTIFY.
+
+Nothing here keeps session state on a pooled connection (no session advisory locks,
+no ``SET``, no LISTEN, no temporary tables), so the pool may sit behind a
+transaction-pooling proxy such as PgBouncer (``pooling="transaction"``): there
+psycopg prepares no server-side statements (the proxy would hand them to another
+client's session), and LISTEN -- which needs a session of its own -- goes to a
+direct ``listen_url`` or is replaced by polling.
+"""
 
 from __future__ import annotations
 
@@ -56,23 +64,50 @@ class _Session:
 
 
 class PostgresDialect:
+    """PostgreSQL through a pool of at most ``max_connections`` connections.
+
+    Args:
+        url: the PostgreSQL URL of every pooled connection.
+        max_connections: the pool's ceiling (it keeps one open, grows under load).
+        idle_seconds: a pooled connection unused this long is closed (down to one).
+        pooling: ``"transaction"`` when ``url`` is a transaction-pooling proxy.
+        listen_url: a direct URL for LISTEN; ``None``: ``url`` unless ``pooling``
+            is ``"transaction"``, in which case nothing listens (callers poll).
+        application_name: what ``pg_stat_activity`` shows for this process's
+            connections (the LISTEN connection adds ``-listen``).
+    """
+
     name = "postgres"
 
-    def __init__(self, url: str, *, max_connections: int = 4) -> None:
+    def __init__(self, url: str, *, max_connections: int = 4, idle_seconds: float = 60.0,
+                 pooling: str = "", listen_url: str | None = None,
+                 application_name: str = "ductline") -> None:
         self.url = url
         self._sql = queries.load("postgres")
         self._lock = threading.Lock()
         self._pool: ConnectionPool[Any] | None = None
         self._max = max_connections
         self._pool_warnings = poolwarnings.install()
+        self._idle_seconds = idle_seconds
+        self.pooling = pooling
+        self.application_name = application_name
+        # LISTEN through a transaction pooler would listen on a server session other
+        # clients share and then lose: only a direct connection may listen.
+        self.listen_url: str | None = listen_url or (None if pooling == "transaction" else url)
 
     def _get_pool(self) -> ConnectionPool[Any]:
         with self._lock:
             if self._pool is None:
+                kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row,
+                                          "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+                                          "application_name": self.application_name}
+                if self.pooling == "transaction":
+                    # A prepared statement lives in one server session; behind a
+                    # transaction pooler the next transaction may get another one.
+                    kwargs["prepare_threshold"] = None
                 self._pool = ConnectionPool(
                     self.url, min_size=1, max_size=self._max, open=True, timeout=POOL_TIMEOUT_SECONDS,
-                    kwargs={"autocommit": True, "row_factory": dict_row,
-                            "connect_timeout": CONNECT_TIMEOUT_SECONDS},
+                    max_idle=self._idle_seconds, kwargs=kwargs,
                     name="ductline",
                     # A server restart leaves dead connections in the pool; checking at
                     # checkout costs one local round trip and spares callers the error.
@@ -129,13 +164,25 @@ class PostgresDialect:
             row = conn.execute("SELECT to_regclass(%s) AS t", (table,)).fetchone()
             return row is not None and row["t"] is not None
 
+    def _listen_connection(self, url: str) -> psycopg.Connection[Any]:
+        return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS,
+                               application_name=f"{self.application_name}-listen")
+
+    @property
+    def listens(self) -> bool:
+        """Whether NOTIFY reaches this process (else its callers poll)."""
+        return self.listen_url is not None
+
     def listen(self, on_notify: Callable[[str], None], stop: threading.Event) -> None:
         """Call ``on_notify(payload)`` for every NOTIFY on the jobs channel until
-        ``stop`` is set. Runs in the caller's thread; reconnects after errors."""
+        ``stop`` is set. Runs in the caller's thread; reconnects after errors.
+        Returns at once when nothing can listen (`listens` is false)."""
+        url = self.listen_url
+        if url is None:
+            return
         while not stop.is_set():
             try:
-                with psycopg.connect(self.url, autocommit=True,
-                                     connect_timeout=CONNECT_TIMEOUT_SECONDS) as conn:
+                with self._listen_connection(url) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     on_notify("cancel")  # anything that happened while we were away
                     while not stop.is_set():
@@ -146,15 +193,19 @@ class PostgresDialect:
                 stop.wait(1.0)
 
     @contextmanager
-    def run_listener(self) -> Iterator[Callable[[float], list[str]]]:
+    def run_listener(self) -> Iterator[Callable[[float], list[str]] | None]:
         """LISTEN for runs that settle (``notify_settled``) on a connection of its
-        own; yields ``wait(timeout_seconds) -> run ids`` (empty on timeout).
+        own; yields ``wait(timeout_seconds) -> run ids`` (empty on timeout), or
+        ``None`` when nothing can listen (`listens` is false: the caller polls).
 
         Raises:
             StoreUnavailable: the connection could not be made.
         """
+        if self.listen_url is None:
+            yield None
+            return
         try:
-            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+            conn = self._listen_connection(self.listen_url)
         except psycopg.Error as exc:
             raise _translate(exc, "listen") from exc
         try:

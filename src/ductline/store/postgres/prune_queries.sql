@@ -4,17 +4,28 @@
 -- name: prune_candidates
 -- Runs of the given statuses that ended (or, not ended, were created) at or before the cutoff,
 -- oldest first, after a keyset position (age_ms, id), with the rows each one holds.
-SELECT r.id, coalesce(r.finished_ms, r.created_ms) AS age_ms,
-       (SELECT count(*) FROM ductline_jobs j WHERE j.run_id = r.id)
-     + (SELECT count(*) FROM ductline_attempts a WHERE a.run_id = r.id)
-     + (SELECT count(*) FROM ductline_step_logs l WHERE l.run_id = r.id)
-     + coalesce((SELECT sum(p.chunks + 1) FROM ductline_payloads p WHERE p.run_id = r.id), 0) AS weight
-FROM ductline_runs r
-WHERE r.status IN (SELECT jsonb_array_elements_text(:statuses::jsonb)) AND coalesce(r.finished_ms, r.created_ms) <= :cutoff_ms
-  AND (coalesce(r.finished_ms, r.created_ms) > :after_ms
-       OR (coalesce(r.finished_ms, r.created_ms) = :after_ms AND r.id > :after_id))
-ORDER BY coalesce(r.finished_ms, r.created_ms), r.id
-LIMIT :limit;
+-- Each status is read in order from its own range of the (status, age, id) index and
+-- the few rows merged: one scan over several statuses would read and sort every old
+-- run (a second per page with a million of them).
+SELECT c.id, c.age_ms,
+       (SELECT count(*) FROM ductline_jobs j WHERE j.run_id = c.id)
+     + (SELECT count(*) FROM ductline_attempts a WHERE a.run_id = c.id)
+     + (SELECT count(*) FROM ductline_step_logs l WHERE l.run_id = c.id)
+     + coalesce((SELECT sum(p.chunks + 1) FROM ductline_payloads p WHERE p.run_id = c.id), 0) AS weight
+FROM (
+    SELECT per.id, per.age_ms
+    FROM jsonb_array_elements_text(:statuses::jsonb) AS s(status) CROSS JOIN LATERAL (
+        SELECT r.id, coalesce(r.finished_ms, r.created_ms) AS age_ms
+        FROM ductline_runs r
+        WHERE r.status = s.status AND coalesce(r.finished_ms, r.created_ms) <= :cutoff_ms
+          AND (coalesce(r.finished_ms, r.created_ms), r.id) > (:after_ms::bigint, :after_id::text)
+        ORDER BY coalesce(r.finished_ms, r.created_ms), r.id
+        LIMIT :limit
+    ) AS per
+    ORDER BY per.age_ms, per.id
+    LIMIT :limit
+) AS c
+ORDER BY c.age_ms, c.id;
 
 -- name: prune_lock
 -- The runs of a batch that are still in a pruned status, locked for the batch (one
@@ -46,3 +57,9 @@ DELETE FROM ductline_jobs WHERE run_id IN (SELECT jsonb_array_elements_text(:run
 
 -- name: prune_runs
 DELETE FROM ductline_runs WHERE id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb));
+
+-- name: prune_exclusive
+-- The retention maintainer's turn: one worker of the fleet prunes at a time. A
+-- transaction-scoped lock (released at commit, so it is safe behind a transaction
+-- pooler); a worker that does not get it leaves the batch to the one that has it.
+SELECT pg_try_advisory_xact_lock(4242002) AS locked;

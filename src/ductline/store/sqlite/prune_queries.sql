@@ -46,3 +46,8 @@ DELETE FROM ductline_jobs WHERE run_id IN (SELECT value FROM json_each(:run_ids)
 
 -- name: prune_runs
 DELETE FROM ductline_runs WHERE id IN (SELECT value FROM json_each(:run_ids));
+
+-- name: prune_exclusive
+-- SQLite's write transactions are serialized already (BEGIN IMMEDIATE): one pruner
+-- at a time holds by construction.
+SELECT 1 AS locked;

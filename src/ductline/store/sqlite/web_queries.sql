@@ -66,12 +66,28 @@ ORDER BY created_ms, id
 LIMIT :limit;
 
 -- name: web_run_counts
--- Counted by the (status, created_ms) index alone.
-SELECT status, count(*) AS n FROM ductline_runs GROUP BY status;
+-- Runs per status, each counted up to :cap + 1 by the (status, created_ms) index alone:
+-- the overview's cost does not grow with history; more than :cap is shown as such.
+SELECT s.value AS status, (SELECT count(*) FROM (SELECT 1 FROM ductline_runs r WHERE r.status = s.value
+                                                 LIMIT :cap + 1)) AS n
+FROM json_each(:statuses) AS s;
+
+-- name: web_pipeline_names
+-- The distinct pipelines by skipping through the (pipeline, created_ms, id) index.
+WITH RECURSIVE names(pipeline) AS (
+    SELECT (SELECT pipeline FROM ductline_runs ORDER BY pipeline LIMIT 1)
+    UNION ALL
+    SELECT (SELECT r.pipeline FROM ductline_runs r WHERE r.pipeline > names.pipeline ORDER BY r.pipeline LIMIT 1)
+    FROM names WHERE names.pipeline IS NOT NULL
+)
+SELECT pipeline FROM names WHERE pipeline IS NOT NULL ORDER BY pipeline;
 
 -- name: web_pipeline_counts
--- Counted by the (pipeline, status, created_ms, id) index alone.
-SELECT pipeline, status, count(*) AS n FROM ductline_runs GROUP BY pipeline, status ORDER BY pipeline, status;
+-- One pipeline's runs per status, each counted up to :cap + 1 by the (pipeline, status,
+-- created_ms, id) index alone (asked once per pipeline of web_pipeline_names).
+SELECT s.value AS status, (SELECT count(*) FROM (SELECT 1 FROM ductline_runs r WHERE r.pipeline = :pipeline
+                                                 AND r.status = s.value LIMIT :cap + 1)) AS n
+FROM json_each(:statuses) AS s;
 
 -- name: web_job_counts
 -- Each count reads one of the partial indexes on pending and running jobs.

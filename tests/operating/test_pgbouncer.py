@@ -1,0 +1,160 @@
+"""Everything works through a real PgBouncer in transaction pooling mode: triggers
+from an application, workers, the CLI and the dashboard; waiting for a run with
+LISTEN on a direct connection and with the polling fallback; retention's fleet-wide
+turn (a transaction-scoped lock). And without ``database_pooling = "transaction"``
+psycopg's prepared statements break behind it: the setting is what makes it work."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+
+import pgbouncer_support
+import psycopg
+import pytest
+import rt_app
+from helpers import APP, start_worker, stop_worker, wait_for
+from pgbouncer_support import free_port
+
+from ductline.errors import StoreError
+from ductline.operations.prune import prune
+from ductline.store import open_store
+
+pytestmark = pytest.mark.parametrize("backend", ["postgres"])
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "ductline", *args], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ))
+
+
+@pytest.mark.parametrize("listen", [True, False], ids=["listen", "poll"])
+def test_workers_triggers_cli_and_dashboard_through_pgbouncer(db_url, pgbouncer, monkeypatch, listen):
+    url = pgbouncer_support.route(pgbouncer, db_url, monkeypatch, listen=listen)
+    store = open_store(url)
+    worker = start_worker(url, concurrency=2)
+    port = free_port()
+    dashboard = subprocess.Popen([sys.executable, "-m", "ductline", "dashboard", "--port", str(port),
+                                  "--database", url, "--app", APP], env=dict(os.environ))
+    try:
+        # An application triggering from several threads (one pool, many transactions).
+        handles = []
+        lock = threading.Lock()
+
+        def burst():
+            for i in range(10):
+                handle = rt_app.fan.trigger(5, database=store)
+                with lock:
+                    handles.append(handle)
+
+        threads = [threading.Thread(target=burst) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for handle in handles:
+            assert handle.wait(120) == "completed"  # LISTEN on the direct URL, or polling
+            assert handle.output() == [x * x for x in range(5)]
+
+        done = cli("trigger", f"{APP}:chain", "--args", "[4]", "--json", "--database", url)
+        assert done.returncode == 0, done.stderr
+        run_id = json.loads(done.stdout)["run_id"]
+        wait_for(lambda: store.get_run(run_id)["status"] == "completed", timeout=60)
+        listed = cli("runs", "--json", "--limit", "100", "--database", url)
+        assert listed.returncode == 0 and run_id in listed.stdout, listed.stderr
+        shown = cli("show", run_id, "--json", "--database", url)
+        assert shown.returncode == 0 and '"completed"' in shown.stdout, shown.stderr
+
+        def page(path):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+                    return response.status, response.read().decode()
+            except OSError:
+                return 0, ""
+
+        wait_for(lambda: page("/")[0] == 200, timeout=60)
+        for path in ("/", "/runs", f"/runs/{run_id}"):
+            for _ in range(8):  # repeated: psycopg would prepare these after five
+                status, body = page(path)
+                assert status == 200, (path, status)
+        assert run_id in page("/runs")[1]
+
+        pruned = cli("prune", "--older-than", "0s", "--database", url)
+        assert pruned.returncode == 0 and f"deleted {len(handles) + 1} run(s)" in pruned.stdout, pruned.stderr
+    finally:
+        stop_worker(worker)
+        os.kill(dashboard.pid, signal.SIGTERM)
+        dashboard.wait(30)
+        store.close()
+    # PgBouncer really carried the traffic.
+    stats = {row[0]: row for row in pgbouncer.admin("SHOW STATS")}
+    assert stats[db_url.rpartition("/")[2]][1] > 100  # total transactions
+
+
+def test_retention_turn_is_transaction_scoped_through_pgbouncer(store, db_url, pgbouncer, monkeypatch):
+    import prune_app
+    from helpers import drive
+    from test_prune import past_the_last_finish
+
+    url = pgbouncer_support.route(pgbouncer, db_url, monkeypatch)
+    through = open_store(url)
+    try:
+        for _ in range(3):
+            prune_app.large.trigger(10, database=through)
+        drive(through, prune_app.large)
+        past_the_last_finish(through)
+        # Many exclusive prunes in a row through shared server connections: a lock that
+        # outlived its transaction would make every later one yield.
+        for _ in range(5):
+            report = prune(through, 3600, exclusive=True)
+            assert report.complete and not report.yielded
+        assert prune(through, 0, exclusive=True).runs == 3
+    finally:
+        through.close()
+
+
+def test_without_the_setting_prepared_statements_break_behind_pgbouncer(db_url, pgbouncer, monkeypatch):
+    monkeypatch.delenv("DUCTLINE_DATABASE_POOLING", raising=False)
+    store = open_store(pgbouncer.url(db_url.rpartition("/")[2]), max_connections=4)
+    errors = []
+
+    def hammer():
+        try:
+            for _ in range(100):
+                store.now_ms()
+                store.list_runs()
+        except StoreError as exc:
+            errors.append(exc)
+
+    try:
+        threads = [threading.Thread(target=hammer) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        store.close()
+    assert errors and "prepared statement" in str(errors[0])
+
+
+def test_migrate_through_pgbouncer(backend, pgbouncer, monkeypatch):
+    from conftest import PG_ADMIN_URL
+
+    name = f"ductline_migrate_{os.getpid()}"
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        monkeypatch.setenv("DUCTLINE_DATABASE_POOLING", "transaction")
+        for expected in ("applied [1,", "schema at version"):  # a second run applies nothing
+            done = cli("migrate", "--database", pgbouncer.url(name))
+            assert done.returncode == 0 and expected in done.stdout, done.stderr
+        assert "applied" not in done.stdout
+    finally:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
