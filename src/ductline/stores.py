@@ -40,6 +40,16 @@ def store_for(database: object = None) -> Store:
         return store
 
 
+def close_all() -> None:
+    """Close every store this process opened by URL (their pools' connections with
+    them); the next `store_for` opens a new one."""
+    with _lock:
+        mine = [key for key in _open if key[0] == os.getpid()]
+        closing = [_open.pop(key) for key in mine]
+    for store in closing:
+        store.close()
+
+
 def ensure_schema(store: Store, *, migrate: bool = True) -> None:
     """Migrate SQLite automatically (unless ``migrate`` is false: commands that only
     read never write); require an explicit migration on PostgreSQL.

@@ -143,10 +143,12 @@ def test_without_the_setting_prepared_statements_break_behind_pgbouncer(db_url, 
 
 
 def test_migrate_through_pgbouncer(backend, pgbouncer, monkeypatch):
-    from conftest import PG_ADMIN_URL
+    # The suite's administrative database (tests/conftest.py reads the same variable;
+    # its module is not importable by name from here: several conftest.py files exist).
+    admin_url = os.environ.get("DUCTLINE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
     name = f"ductline_migrate_{os.getpid()}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
@@ -156,5 +158,5 @@ def test_migrate_through_pgbouncer(backend, pgbouncer, monkeypatch):
             assert done.returncode == 0 and expected in done.stdout, done.stderr
         assert "applied" not in done.stdout
     finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

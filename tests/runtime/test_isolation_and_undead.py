@@ -105,7 +105,8 @@ class StandInChild:
     ready = True
 
     def __init__(self, real):
-        self.real, self.pid, self.conn = real, real.pid, real.conn
+        self.real, self.pid, self.conn, self.reader = real, real.pid, real.conn, real.reader
+        self.horizon, self.used = real.horizon, real.used
         self.sentinel = os.eventfd(0) if hasattr(os, "eventfd") else os.pipe()[0]
         self.signals = []
 
