@@ -82,6 +82,8 @@ import bench_app  # noqa: E402  (registers bench_noop, bench_chain3, bench_expan
 from ductline.store import open_store  # noqa: E402
 
 DEFAULT_PG = os.environ.get("DUCTLINE_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+# Several people may benchmark against one server: a suffix keeps their databases apart.
+DB_SUFFIX = os.environ.get("DUCTLINE_BENCH_DB_SUFFIX", "")
 
 
 def log(msg: str) -> None:
@@ -107,7 +109,7 @@ class PgBackend:
 
     def fresh(self) -> str:
         """A new, empty, migrated ductline database; returns its URL."""
-        url = self._recreate("ductline_bench")
+        url = self._recreate("ductline_bench" + DB_SUFFIX)
         store = open_store(url)
         try:
             store.migrate()
@@ -116,7 +118,7 @@ class PgBackend:
         return url
 
     def fresh_raw(self) -> str:
-        return self._recreate("ductline_bench_raw")
+        return self._recreate("ductline_bench_raw" + DB_SUFFIX)
 
     def query(self, url: str, sql: str) -> list[tuple[Any, ...]]:
         with psycopg.connect(url, autocommit=True) as conn:
