@@ -44,8 +44,13 @@ class Tx:
         # the cost of a claim does not grow with the number of runs it touches.
         run_ids = json.dumps(sorted({row["run_id"] for row in rows}))
         first_ms = min(int(row["claimed_ms"]) for row in rows)
-        self.s.execute("start_runs", {"run_ids": run_ids, "now_ms": first_ms})
-        deadlines = {r["id"]: r["deadline_ms"] for r in self.s.fetch("run_deadlines", {"run_ids": run_ids})}
+        deadlines = {r["id"]: r["deadline_ms"] for r in self.s.fetch("start_runs", {"run_ids": run_ids,
+                                                                                   "now_ms": first_ms})
+                     if not r["stale"]}
+        rest = sorted({row["run_id"] for row in rows} - deadlines.keys())
+        if rest:  # runs already under way (PostgreSQL's start_runs returns most of them too)
+            deadlines.update({r["id"]: r["deadline_ms"]
+                              for r in self.s.fetch("run_deadlines", {"run_ids": json.dumps(rest)})})
         claimed = []
         for row in rows:
             started = int(row["claimed_ms"])
@@ -189,6 +194,19 @@ class Tx:
         if completed:
             self.settled(run_id)
         return completed
+
+    def complete_runs(self, items: list[tuple[str, str]]) -> set[str]:
+        """Complete running runs ``(run_id, output)`` in one statement and tell
+        waiting clients at commit; returns the ids of the runs this call completed
+        (a run that is not running, e.g. halted, is left as is)."""
+        if not items:
+            return set()
+        rows = self.s.fetch("complete_runs", {"items": json.dumps(
+            [{"run_id": r, "output": o} for r, o in items])})
+        done = {r["id"] for r in rows}
+        if done:
+            self.s.fetch("notify_settled_many", {"run_ids": json.dumps(sorted(done))})
+        return done
 
     def settled(self, run_id: str) -> None:
         """Tell clients waiting for this run, at commit, that it stopped moving."""

@@ -347,10 +347,23 @@ WHERE ductline_attempts.job_id = x.job_id AND ductline_attempts.attempt = x.atte
 
 -- name: start_runs
 -- The earliest claim starts a run (and its deadline); a later one never moves it later.
-UPDATE ductline_runs
-SET status = 'running', started_ms = :now_ms,
-    deadline_ms = CASE WHEN timeout_seconds IS NULL THEN NULL ELSE :now_ms + timeout_seconds * 1000 END
-WHERE id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb)) AND (status = 'pending' OR (status = 'running' AND started_ms > :now_ms));
+-- Returns every given run's deadline (one round trip per claim): the runs it started
+-- from the update, the others as this statement's snapshot saw them (the claim holds
+-- them FOR KEY SHARE, so no stop can change them before commit). A run the snapshot saw
+-- pending but did not start was started by a concurrent claim that committed meanwhile:
+-- it comes back marked stale and the caller reads it again (run_deadlines).
+WITH started AS (
+    UPDATE ductline_runs
+    SET status = 'running', started_ms = :now_ms,
+        deadline_ms = CASE WHEN timeout_seconds IS NULL THEN NULL ELSE :now_ms + timeout_seconds * 1000 END
+    WHERE id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb))
+      AND (status = 'pending' OR (status = 'running' AND started_ms > :now_ms))
+    RETURNING id, deadline_ms
+)
+SELECT r.id, CASE WHEN s.id IS NULL THEN r.deadline_ms ELSE s.deadline_ms END AS deadline_ms,
+       (s.id IS NULL AND r.status = 'pending') AS stale
+FROM ductline_runs r LEFT JOIN started s ON s.id = r.id
+WHERE r.id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb));
 
 -- name: run_deadlines
 SELECT id, deadline_ms FROM ductline_runs WHERE id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb));
@@ -406,3 +419,15 @@ SELECT metadata, timeout_seconds, status FROM ductline_runs WHERE id = :run_id F
 -- Delivered at commit to clients waiting for a run (LISTEN ductline_runs): the run
 -- with this id stopped moving (completed, halted, failed, cancelled).
 SELECT pg_notify('ductline_runs', :run_id) AS notified;
+
+-- name: complete_runs
+-- Complete many runs whose last step completed in one recording transaction.
+UPDATE ductline_runs SET status = 'completed', output = x.output, finished_ms = ductline_now_ms()
+FROM jsonb_to_recordset(:items::jsonb) AS x(run_id text, output text)
+WHERE ductline_runs.id = x.run_id AND ductline_runs.status = 'running'
+RETURNING ductline_runs.id AS id;
+
+-- name: notify_settled_many
+-- notify_settled for many runs in one statement (each id its own notification).
+SELECT count(pg_notify('ductline_runs', id)) AS notified
+FROM jsonb_array_elements_text(:run_ids::jsonb) AS id;

@@ -339,7 +339,9 @@ WHERE ductline_attempts.job_id = x.job_id AND ductline_attempts.attempt = x.atte
 UPDATE ductline_runs
 SET status = 'running', started_ms = :now_ms,
     deadline_ms = CASE WHEN timeout_seconds IS NULL THEN NULL ELSE :now_ms + timeout_seconds * 1000 END
-WHERE id IN (SELECT value FROM json_each(:run_ids)) AND (status = 'pending' OR (status = 'running' AND started_ms > :now_ms));
+WHERE id IN (SELECT value FROM json_each(:run_ids)) AND (status = 'pending' OR (status = 'running' AND started_ms > :now_ms))
+-- The deadlines of the runs it started; the caller reads the others (run_deadlines).
+RETURNING id, deadline_ms, 0 AS stale;
 
 -- name: run_deadlines
 SELECT id, deadline_ms FROM ductline_runs WHERE id IN (SELECT value FROM json_each(:run_ids));
@@ -390,3 +392,15 @@ SELECT metadata, timeout_seconds, status FROM ductline_runs WHERE id = :run_id;
 -- name: notify_settled
 -- SQLite cannot notify other processes: clients waiting for a run poll instead.
 SELECT :run_id AS notified;
+
+-- name: complete_runs
+-- Complete many runs whose last step completed in one recording transaction.
+UPDATE ductline_runs SET status = 'completed', output = x.output, finished_ms = ductline_now_ms()
+FROM (SELECT json_extract(value, '$.run_id') AS run_id, json_extract(value, '$.output') AS output
+      FROM json_each(:items)) AS x
+WHERE ductline_runs.id = x.run_id AND ductline_runs.status = 'running'
+RETURNING ductline_runs.id AS id;
+
+-- name: notify_settled_many
+-- SQLite cannot notify other processes: clients waiting for a run poll instead.
+SELECT count(*) AS notified FROM json_each(:run_ids);
