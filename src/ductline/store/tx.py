@@ -16,6 +16,11 @@ from ductline.store.records import ClaimedJob, JobBudget, NewJob, NewRun, StepLi
 from ductline.store.session import Session
 
 
+# Rows per bulk insert statement: large enough that a fan-out or a bulk trigger pays
+# few round trips, small enough that one statement's JSON stays a few megabytes.
+INSERT_CHUNK = 2000
+
+
 class Tx:
     """The verbs available inside one write transaction."""
 
@@ -91,15 +96,31 @@ class Tx:
         """Create jobs; a job that already exists (same run, step, scope) is left as is."""
         if not jobs:
             return
-        self.s.execute_many("insert_job", [{
+        rows = [{
             "id": j.id, "run_id": j.run_id, "pipeline": j.pipeline, "step": j.step, "scope": j.scope,
             "parent_scope": j.parent_scope, "elem_index": j.elem_index, "status": j.status,
             "input": j.input, "delay_ms": j.delay_ms, "not_before_ms": j.not_before_ms,
             "max_retry": j.max_retry, "max_crash": j.max_crash,
             "retry_delay_seconds": j.retry_delay_seconds, "timeout_seconds": j.timeout_seconds,
             "priority": j.priority, "limit_key": j.limit_key,
-        } for j in jobs])
+        } for j in jobs]
+        if len(rows) == 1:
+            self.s.execute("insert_job", rows[0])
+        else:  # one statement per chunk, however many jobs (a fan-out of 10,000 elements)
+            for start in range(0, len(rows), INSERT_CHUNK):
+                self.s.execute("insert_jobs", {"items": json.dumps(rows[start:start + INSERT_CHUNK])})
         self.s.fetch("notify")
+
+    def insert_runs(self, runs: list[NewRun]) -> int:
+        """Insert runs without idempotency keys in one statement per chunk; returns
+        how many were inserted."""
+        inserted = 0
+        for start in range(0, len(runs), INSERT_CHUNK):
+            inserted += self.s.execute("insert_runs", {"items": json.dumps([{
+                "id": r.id, "pipeline": r.pipeline, "args": r.args, "timeout_seconds": r.timeout_seconds,
+                "delay_ms": r.delay_ms, "not_before_ms": r.not_before_ms, "priority": r.priority,
+            } for r in runs[start:start + INSERT_CHUNK]])})
+        return inserted
 
     def release_slots(self, job_ids: list[str]) -> None:
         """These limited jobs' attempts are gone: a job whose run was cancelled or
@@ -203,10 +224,7 @@ class Tx:
             return set()
         rows = self.s.fetch("complete_runs", {"items": json.dumps(
             [{"run_id": r, "output": o} for r, o in items])})
-        done = {r["id"] for r in rows}
-        if done:
-            self.s.fetch("notify_settled_many", {"run_ids": json.dumps(sorted(done))})
-        return done
+        return {r["id"] for r in rows}  # the statement also notifies (notify_settled)
 
     def settled(self, run_id: str) -> None:
         """Tell clients waiting for this run, at commit, that it stopped moving."""

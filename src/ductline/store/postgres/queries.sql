@@ -421,13 +421,42 @@ SELECT metadata, timeout_seconds, status FROM ductline_runs WHERE id = :run_id F
 SELECT pg_notify('ductline_runs', :run_id) AS notified;
 
 -- name: complete_runs
--- Complete many runs whose last step completed in one recording transaction.
-UPDATE ductline_runs SET status = 'completed', output = x.output, finished_ms = ductline_now_ms()
-FROM jsonb_to_recordset(:items::jsonb) AS x(run_id text, output text)
-WHERE ductline_runs.id = x.run_id AND ductline_runs.status = 'running'
-RETURNING ductline_runs.id AS id;
+-- Complete many runs whose last step completed in one recording transaction, and
+-- tell waiting clients at commit (notify_settled for each), in one round trip.
+WITH done AS (
+    UPDATE ductline_runs SET status = 'completed', output = x.output, finished_ms = ductline_now_ms()
+    FROM jsonb_to_recordset(:items::jsonb) AS x(run_id text, output text)
+    WHERE ductline_runs.id = x.run_id AND ductline_runs.status = 'running'
+    RETURNING ductline_runs.id AS id
+)
+SELECT id, pg_notify('ductline_runs', id) AS notified FROM done;
 
--- name: notify_settled_many
--- notify_settled for many runs in one statement (each id its own notification).
-SELECT count(pg_notify('ductline_runs', id)) AS notified
-FROM jsonb_array_elements_text(:run_ids::jsonb) AS id;
+-- name: insert_jobs
+-- insert_job for many jobs in one statement (a fan-out's elements, a batch's next
+-- steps, trigger_many's first jobs); the same rules row by row.
+INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
+                           not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds, created_ms,
+                           priority, limit_key)
+SELECT x.id, x.run_id, x.pipeline, x.step, x.scope, x.parent_scope, x.elem_index,
+       CASE WHEN x.status <> 'auto' THEN x.status
+            WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = x.run_id) IN ('pending', 'running', 'paused')
+            THEN 'pending' ELSE 'held' END,
+       x.input, coalesce(x.not_before_ms, ductline_now_ms() + x.delay_ms), x.max_retry, x.max_crash,
+       x.retry_delay_seconds, x.timeout_seconds, ductline_now_ms(),
+       coalesce((SELECT r.priority FROM ductline_runs r WHERE r.id = x.run_id), 0) + x.priority, x.limit_key
+-- Rows go in the order given (no join to reorder them): of two rows for one step
+-- run the first is kept, and not-before times follow the order.
+FROM jsonb_to_recordset(:items::jsonb) AS x(id text, run_id text, pipeline text, step text, scope text,
+         parent_scope text, elem_index bigint, status text, input text, not_before_ms bigint, delay_ms bigint,
+         max_retry bigint, max_crash bigint, retry_delay_seconds bigint, timeout_seconds bigint,
+         priority bigint, limit_key text)
+ON CONFLICT (run_id, step, scope) DO NOTHING;
+
+-- name: insert_runs
+-- insert_run for many runs without idempotency keys (trigger_many): one statement.
+INSERT INTO ductline_runs (id, pipeline, status, args, timeout_seconds, not_before_ms, created_ms,
+                           idempotency_key, priority)
+SELECT x.id, x.pipeline, 'pending', x.args, x.timeout_seconds,
+       coalesce(x.not_before_ms, ductline_now_ms() + x.delay_ms), ductline_now_ms(), NULL, x.priority
+FROM jsonb_to_recordset(:items::jsonb) AS x(id text, pipeline text, args text, timeout_seconds bigint,
+         delay_ms bigint, not_before_ms bigint, priority bigint);
