@@ -5,6 +5,7 @@ writes nothing."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -137,21 +138,29 @@ def prepare_many(definition: Definition, args_list: Iterable[Any], *, delay: Any
     delay_ms, not_before_ms = _start_time(delay, delay_until, start.options.delay)
     settings = load_settings()
     limits = payloads.Limits.from_settings(settings)
+    elements = list(args_list)
+    # Fresh random ids for every run and job from one read of the system's randomness
+    # (as random as uuid4's, without a system call per id).
+    ids = os.urandom(32 * len(elements)).hex()
+    # Unless its concurrency key is read from the input, the first job's spec is the
+    # same for every run: computed once.
+    shared = None if start.options.concurrency_key is not None else \
+        job_spec(definition, start.name, "", "[]", settings.retry_delay)
     prepared = []
-    for index, element in enumerate(args_list):
+    for index, element in enumerate(elements):
         args = element if isinstance(element, tuple) else (element,)
         what = f"trigger_many element {index} (its arguments)"
         encoded = codec.dumps(list(args), what=what)
         payloads.check_size(encoded, what, limits.max_bytes)
         stored_args, pending = payloads.prepare(encoded, limits)
-        run_id = uuid.uuid4().hex
-        spec = job_spec(definition, start.name, "", encoded, settings.retry_delay)
+        run_id, job_id = ids[64 * index:64 * index + 32], ids[64 * index + 32:64 * index + 64]
+        spec = shared or job_spec(definition, start.name, "", encoded, settings.retry_delay)
         prepared.append(Prepared(
             definition,
             NewRun(run_id, definition.name, stored_args, timeout_seconds, delay_ms, not_before_ms, None,
                    run_priority),
             NewJob.of(run_id, definition.name, start.name, "", stored_args, spec, status=JobStatus.PENDING.value,
-                      delay_ms=delay_ms, not_before_ms=not_before_ms),
+                      delay_ms=delay_ms, not_before_ms=not_before_ms, job_id=job_id),
             pending, limits))
     return prepared
 
