@@ -70,10 +70,10 @@ class Tx:
                 deadline_ms=min(candidates) if candidates else None, run_deadline_ms=run_deadline,
                 limit_key=row["limit_key"],
             ))
-        self.s.execute_many("insert_attempt", [{
+        self.s.execute("insert_attempts", {"items": json.dumps([{
             "job_id": c.job_id, "attempt": c.attempt, "run_id": c.run_id, "lease_token": c.lease_token,
             "worker_id": worker_id, "started_ms": c.started_ms, "deadline_ms": c.deadline_ms,
-        } for c in claimed])
+        } for c in claimed])})
         return claimed
 
     # -- creating work ---------------------------------------------------------

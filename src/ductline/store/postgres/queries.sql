@@ -460,3 +460,10 @@ SELECT x.id, x.pipeline, 'pending', x.args, x.timeout_seconds,
        coalesce(x.not_before_ms, ductline_now_ms() + x.delay_ms), ductline_now_ms(), NULL, x.priority
 FROM jsonb_to_recordset(:items::jsonb) AS x(id text, pipeline text, args text, timeout_seconds bigint,
          delay_ms bigint, not_before_ms bigint, priority bigint);
+
+-- name: insert_attempts
+-- insert_attempt for every job of a claim in one statement (one round trip).
+INSERT INTO ductline_attempts (job_id, attempt, run_id, lease_token, worker_id, started_ms, deadline_ms)
+SELECT x.job_id, x.attempt, x.run_id, x.lease_token, x.worker_id, x.started_ms, x.deadline_ms
+FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt bigint, run_id text, lease_token text,
+                                            worker_id text, started_ms bigint, deadline_ms bigint);

@@ -442,3 +442,11 @@ SELECT json_extract(value, '$.id'), json_extract(value, '$.pipeline'), 'pending'
        coalesce(json_extract(value, '$.not_before_ms'), ductline_now_ms() + json_extract(value, '$.delay_ms')),
        ductline_now_ms(), NULL, json_extract(value, '$.priority')
 FROM json_each(:items) ORDER BY key;
+
+-- name: insert_attempts
+-- insert_attempt for every job of a claim in one statement.
+INSERT INTO ductline_attempts (job_id, attempt, run_id, lease_token, worker_id, started_ms, deadline_ms)
+SELECT json_extract(value, '$.job_id'), json_extract(value, '$.attempt'), json_extract(value, '$.run_id'),
+       json_extract(value, '$.lease_token'), json_extract(value, '$.worker_id'),
+       json_extract(value, '$.started_ms'), json_extract(value, '$.deadline_ms')
+FROM json_each(:items) ORDER BY key;
