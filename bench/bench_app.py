@@ -4,6 +4,8 @@ the same name, so both sides agree on the pipeline definitions."""
 
 from __future__ import annotations
 
+import time
+
 from ductline import Pipeline
 
 
@@ -70,3 +72,30 @@ bench_capped = Pipeline("bench_capped").start(limited_noop, concurrency=1000)
 # One running attempt per key: blocked jobs are throttled out of the ready index.
 bench_keyed = Pipeline("bench_keyed").start(keyed_noop, concurrency=1, concurrency_key="k")
 bench_rated = Pipeline("bench_rated").start(rated_noop, rate=50)
+
+
+# -- the hop as a user sees it: marks taken inside the steps (bench/core.py "hop") --------
+# Each mark is time.time() in the step's own process (all on one host): the previous
+# step's mark just before it returns, the next step's mark as soon as it is called.
+def mark_a(x=None):
+    return [time.time()]
+
+
+def mark_b(marks):
+    called = time.time()
+    return marks + [called, time.time()]
+
+
+def mark_c(marks):
+    return marks + [time.time()]
+
+
+bench_marks3 = Pipeline("bench_marks3").start(mark_a).chain(to=mark_b).chain(to=mark_c)
+
+
+# -- a burst of delayed runs (bench/core.py "burst"): the time the step was called -------
+def called_at(x=None):
+    return time.time()
+
+
+bench_called = Pipeline("bench_called").start(called_at)

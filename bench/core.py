@@ -82,6 +82,8 @@ import bench_app  # noqa: E402  (registers bench_noop, bench_chain3, bench_expan
 from ductline.store import open_store  # noqa: E402
 
 DEFAULT_PG = os.environ.get("DUCTLINE_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+# Several people may benchmark against one server: a suffix keeps their databases apart.
+DB_SUFFIX = os.environ.get("DUCTLINE_BENCH_DB_SUFFIX", "")
 
 
 def log(msg: str) -> None:
@@ -107,7 +109,7 @@ class PgBackend:
 
     def fresh(self) -> str:
         """A new, empty, migrated ductline database; returns its URL."""
-        url = self._recreate("ductline_bench")
+        url = self._recreate("ductline_bench" + DB_SUFFIX)
         store = open_store(url)
         try:
             store.migrate()
@@ -116,7 +118,7 @@ class PgBackend:
         return url
 
     def fresh_raw(self) -> str:
-        return self._recreate("ductline_bench_raw")
+        return self._recreate("ductline_bench_raw" + DB_SUFFIX)
 
     def query(self, url: str, sql: str) -> list[tuple[Any, ...]]:
         with psycopg.connect(url, autocommit=True) as conn:
@@ -311,7 +313,9 @@ class WorkerProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("DUCTLINE_")}
         env["DUCTLINE_SHUTDOWN_GRACE_SECONDS"] = "10"
         argv = self.prefix + [sys.executable, "-m", "ductline", "worker", "--app", str(APP),
-                              "--database", self.url, "--concurrency", str(self.concurrency)]
+                              "--database", self.url]
+        if self.concurrency > 0:  # 0: the worker's default slots
+            argv += ["--concurrency", str(self.concurrency)]
         self._log = open(self.log_path, "ab")
         self.started = time.perf_counter()
         # Own session: a Ctrl-C on the benchmark reaches us, and we stop the worker.
@@ -671,6 +675,119 @@ def bench_expand(backend: Any, n: int, concurrency: int, log_dir: str, label: st
 
 
 # ======================================================================================
+# 4. The hop as a user sees it (marks inside the steps)
+# ======================================================================================
+def _mark_hops(handles: list[Any]) -> list[float]:
+    """Hops in ms from the marks bench_marks3 returns: a returned -> b called,
+    b returned -> c called."""
+    hops: list[float] = []
+    for h in handles:
+        marks = h.output()
+        hops += [(marks[1] - marks[0]) * 1000, (marks[3] - marks[2]) * 1000]
+    return hops
+
+
+def bench_hop(backend: Any, alone: int, burst: int, concurrency: int, log_dir: str, label: str,
+              timeout: float) -> dict[str, float]:
+    """``alone`` chains one after another (each waited for), then ``burst`` chains
+    triggered at once (one trigger_many); hops from the marks taken in the steps."""
+    url = backend.fresh()
+    store = open_store(url)
+    try:
+        with WorkerProcess(url, concurrency, log_dir, label) as worker:
+            warm_up(backend, url, store, worker, max(concurrency, 2))
+            done = []
+            for i in range(alone):
+                h = bench_app.bench_marks3.trigger(i, database=store)
+                if h.wait(timeout=60) != "completed":
+                    raise RuntimeError(f"chain {h.id} did not complete")
+                done.append(h)
+            alone_hops = _mark_hops(done)
+            handles = bench_app.bench_marks3.trigger_many(list(range(burst)), database=store)
+            end = time.monotonic() + timeout
+            for h in handles:
+                worker.check_alive()
+                if h.wait(timeout=max(1.0, end - time.monotonic())) != "completed":
+                    raise RuntimeError(f"chain {h.id} did not complete")
+            burst_hops = _mark_hops(handles)
+    finally:
+        store.close()
+    res = {"alone_p50": pct(alone_hops, 50), "alone_p95": pct(alone_hops, 95),
+           "burst_p50": pct(burst_hops, 50), "burst_p95": pct(burst_hops, 95), "burst_p99": pct(burst_hops, 99)}
+    log(f"hop {label}: alone p50 {res['alone_p50']:.1f} ms p95 {res['alone_p95']:.1f} ms ({len(alone_hops)} hops); "
+        f"{burst} at once p50 {res['burst_p50']:.1f} ms p95 {res['burst_p95']:.1f} ms p99 {res['burst_p99']:.1f} ms")
+    return res
+
+
+# ======================================================================================
+# 5. A burst of delayed runs
+# ======================================================================================
+def bench_burst(backend: Any, n: int, ahead: float, concurrency: int, log_dir: str, label: str,
+                timeout: float) -> dict[str, float]:
+    """``n`` runs triggered one by one within one second, each with ``delay_until``
+    ``ahead`` seconds after its trigger; lateness = the step called - delay_until."""
+    from datetime import datetime, timezone
+    url = backend.fresh()
+    store = open_store(url)
+    try:
+        with WorkerProcess(url, concurrency, log_dir, label) as worker:
+            warm_up(backend, url, store, worker, max(concurrency, 2))
+            due: list[float] = []
+            handles = []
+            t0 = time.perf_counter()
+            for i in range(n):
+                target = t0 + i / n
+                wait = target - time.perf_counter()
+                if wait > 0:
+                    time.sleep(wait)
+                at = time.time() + ahead
+                handles.append(bench_app.bench_called.trigger(
+                    i, database=store, delay_until=datetime.fromtimestamp(at, timezone.utc)))
+                due.append(int(at * 1000) / 1000)  # stored in whole milliseconds
+            end = time.monotonic() + timeout
+            for h in handles:
+                worker.check_alive()
+                if h.wait(timeout=max(1.0, end - time.monotonic())) != "completed":
+                    raise RuntimeError(f"run {h.id} did not complete")
+            late = [(h.output() - d) * 1000 for h, d in zip(handles, due)]
+    finally:
+        store.close()
+    res = {"p50": pct(late, 50), "p99": pct(late, 99), "max": max(late), "min": min(late)}
+    log(f"burst {label}: lateness p50 {res['p50']:.1f} ms p99 {res['p99']:.1f} ms max {res['max']:.1f} ms "
+        f"min {res['min']:.1f} ms")
+    return res
+
+
+# ======================================================================================
+# 6. Trigger rates (no worker)
+# ======================================================================================
+def bench_trigger(backend: Any, single: int, bulk: int, batch: int) -> dict[str, float]:
+    url = backend.fresh()
+    store = open_store(url)
+    try:
+        bench_app.bench_noop.trigger(-1, database=store)  # connection up
+        t0 = time.perf_counter()
+        for i in range(single):
+            bench_app.bench_noop.trigger(i, database=store)
+        single_rate = single / (time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        for start in range(0, bulk, batch):
+            bench_app.bench_noop.trigger_many(list(range(start, min(bulk, start + batch))), database=store)
+        bulk_rate = bulk / (time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        bench_app.bench_noop.trigger_many(list(range(bulk)), database=store)
+        one_call = bulk / (time.perf_counter() - t0)
+    finally:
+        store.close()
+    n = backend.query(url, "SELECT count(*) FROM ductline_runs")[0][0]
+    assert int(n) == 1 + single + 2 * bulk, n
+    res = {"single": single_rate, "bulk": bulk_rate, "one_call": one_call}
+    log(f"trigger: single {single_rate:.0f}/s; trigger_many batches of {batch} {bulk_rate:.0f}/s; "
+        f"one call of {bulk} {one_call:.0f}/s")
+    return res
+
+
+# ======================================================================================
 # Main
 # ======================================================================================
 def fmt_list(values: list[float], spec: str) -> str:
@@ -697,13 +814,18 @@ def _main() -> int:
     ap.add_argument("--sqlite", action="store_true", help="run against a SQLite file instead of PostgreSQL")
     ap.add_argument("--pg-url", default=DEFAULT_PG,
                     help="admin URL; databases ductline_bench and ductline_bench_raw are (re)created next to it")
-    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--concurrency", type=int, default=8,
+                    help="worker slots; 0: the worker's default (one per CPU)")
     ap.add_argument("--runs", type=int, default=None, help="drain: number of runs (default 5000)")
     ap.add_argument("--chains", type=int, default=None, help="chain: number of runs (default 300)")
     ap.add_argument("--spacing-ms", type=float, default=20.0, help="chain: ms between triggers")
     ap.add_argument("--expand-sizes", default=None, help="comma list (default 1000,10000)")
     ap.add_argument("--expand-timeout", type=float, default=1800.0, help="seconds per expand run")
-    ap.add_argument("--only", default="drain,chain,expand", help="subset of drain,chain,expand")
+    ap.add_argument("--only", default="drain,chain,expand,hop,burst,trigger",
+                    help="subset of drain,chain,expand,hop,burst,trigger")
+    ap.add_argument("--hop-alone", type=int, default=40, help="hop: chains run one at a time")
+    ap.add_argument("--hop-burst", type=int, default=300, help="hop: chains triggered at once")
+    ap.add_argument("--burst", type=int, default=200, help="burst: delayed runs triggered within 1 s")
     ap.add_argument("--snapshot", action="store_true",
                     help="benchmark a frozen copy of src/ (taken at start) instead of the live tree")
     ap.add_argument("--py-spy", dest="py_spy", metavar="DIR", default=None,
@@ -733,7 +855,21 @@ def _main() -> int:
     bare_idx: list[float] = []
     chain: list[dict[str, float]] = []
     expand: dict[int, list[dict[str, Any]]] = {s: [] for s in sizes}
+    hop: list[dict[str, float]] = []
+    burst: list[dict[str, float]] = []
+    trig: list[dict[str, float]] = []
     for r in range(args.repeats):
+        if "hop" in only:
+            log(f"repeat {r + 1}: hop")
+            hop.append(bench_hop(backend, args.hop_alone, args.hop_burst, args.concurrency, log_dir, f"hop{r}",
+                                 timeout=600.0))
+        if "burst" in only:
+            log(f"repeat {r + 1}: burst {args.burst}")
+            burst.append(bench_burst(backend, args.burst, 3.0, args.concurrency, log_dir, f"burst{r}",
+                                     timeout=120.0))
+        if "trigger" in only:
+            log(f"repeat {r + 1}: trigger")
+            trig.append(bench_trigger(backend, 2000, 10000, 1000))
         if "drain" in only:
             log(f"repeat {r + 1}: drain {runs}")
             drain.append(bench_drain(backend, runs, args.concurrency, log_dir, f"drain{r}",
@@ -785,8 +921,9 @@ def _main() -> int:
                     rows.append((f"  ref: drain steady CPU/run: {key}", f"{median(vals):8.3f} ms",
                                  fmt_list(vals, ".3f")))
     if chain:
-        for key, title in (("p50", "chain3 hop latency p50"), ("p99", "chain3 hop latency p99"),
-                           ("max", "chain3 hop latency max"),
+        for key, title in (("p50", "chain3 commit -> next attempt start (db clock) p50"),
+                           ("p99", "chain3 commit -> next attempt start (db clock) p99"),
+                           ("max", "chain3 commit -> next attempt start (db clock) max"),
                            ("first_p50", "  ref: trigger -> first attempt start p50"),
                            ("first_p99", "  ref: trigger -> first attempt start p99"),
                            ("attempt_p50", "  ref: attempt started -> finished (claim -> recorded) p50"),
@@ -797,6 +934,26 @@ def _main() -> int:
             rows.append((title if title.startswith("  ref") else
                          f"{title} ({chains} runs, {int(chain[0]['n_hops'])} hops/repeat)",
                          f"{median(vals):8.0f} ms", fmt_list(vals, ".0f")))
+    if hop:
+        for key, title in (("alone_p50", "hop (a returned -> b called), one chain alone, p50"),
+                           ("alone_p95", "hop, one chain alone, p95"),
+                           ("burst_p50", f"hop, {args.hop_burst} chains triggered at once, p50"),
+                           ("burst_p95", f"hop, {args.hop_burst} chains triggered at once, p95"),
+                           ("burst_p99", f"hop, {args.hop_burst} chains triggered at once, p99")):
+            vals = [h[key] for h in hop]
+            rows.append((title, f"{median(vals):8.1f} ms", fmt_list(vals, ".1f")))
+    if burst:
+        for key, title in (("p50", f"burst of {args.burst} delayed runs: lateness (called - delay_until) p50"),
+                           ("p99", "burst: lateness p99"), ("max", "burst: lateness max"),
+                           ("min", "burst: lateness min")):
+            vals = [b[key] for b in burst]
+            rows.append((title, f"{median(vals):8.1f} ms", fmt_list(vals, ".1f")))
+    if trig:
+        for key, title in (("single", "trigger() loop, one process"),
+                           ("bulk", "trigger_many, 10 calls of 1,000"),
+                           ("one_call", "trigger_many, one call of 10,000")):
+            vals = [t[key] for t in trig]
+            rows.append((title, f"{median(vals):8.0f} runs/s", fmt_list(vals, ".0f")))
     if expand and any(expand.values()):
         walls: dict[int, float] = {}
         for size in sizes:

@@ -65,7 +65,7 @@ import delay_bench_app  # noqa: E402  (bench_delay_stamp: one step that returns 
 from ductline.store import Store, open_store, queries  # noqa: E402
 
 DEFAULT_PG = os.environ.get("DUCTLINE_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-PG_DB = "ductline_bench_delays"
+PG_DB = "ductline_bench_delays" + os.environ.get("DUCTLINE_BENCH_DB_SUFFIX", "")
 PIPELINE = delay_bench_app.bench_stamp.name
 STEP = "stamp"
 TRIGGER = delay_bench_app.bench_stamp.trigger

@@ -83,7 +83,7 @@ from ductline.runtime.launch import build_worker
 from ductline.store import open_store
 
 DEFAULT_PG = os.environ.get("DUCTLINE_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-PG_DB = "ductline_bench_timeouts"
+PG_DB = "ductline_bench_timeouts" + os.environ.get("DUCTLINE_BENCH_DB_SUFFIX", "")
 OBEYING = ("c", "syscall")
 
 

@@ -66,6 +66,36 @@ def test_sigkill_at_checkpoint_loses_nothing(store, db_url, checkpoint):
     assert_each_step_succeeded_once(store, handles)
 
 
+@pytest.mark.parametrize("checkpoint", ["after_record", "after_claim"])
+def test_sigkill_after_a_batch_that_recorded_and_claimed_together_loses_nothing(store, db_url, checkpoint):
+    # The worker claims its next jobs inside the transaction that records outcomes:
+    # killed after that commit, before the claimed attempts start, the claimed jobs
+    # wait for their leases to expire and run once on the next worker (each step
+    # succeeds once; the claimed-but-unstarted attempts are recorded crashed). The
+    # runs come from one trigger_many transaction.
+    env = {"DUCTLINE_LEASE_SECONDS": "2", "DUCTLINE_FAULT": checkpoint}
+    handles = rt_app.slow_chain.trigger_many(list(range(RUNS)), database=store)
+    first = start_worker(db_url, env=env, concurrency=RUNS)
+    assert first.wait(30) == -signal.SIGKILL
+    # What the killed worker committed is consistent: every running job has its open
+    # attempt (the claim and its attempt row commit together), every completed job
+    # its succeeded attempt.
+    for handle in handles:
+        for step in run_view(store, handle.id)["steps"]:
+            results = [a["result"] for a in step["attempts"]]
+            if step["status"] == "running":
+                assert results and results[-1] is None, step
+            if step["status"] == "completed":
+                assert results.count("succeeded") == 1, step
+    second = start_worker(db_url, env={"DUCTLINE_LEASE_SECONDS": "2"})
+    try:
+        for handle in handles:
+            assert handle.wait(60) == "completed"
+    finally:
+        stop_worker(second)
+    assert_each_step_succeeded_once(store, handles)
+
+
 def test_sigkill_in_the_middle_of_a_step(store, db_url):
     first = start_worker(db_url, env={"DUCTLINE_LEASE_SECONDS": "2"})
     handles = [rt_app.slow_chain.trigger(i, database=store) for i in range(RUNS)]

@@ -1,13 +1,15 @@
 """Starting runs: validate and encode everything first (`prepare`, no I/O), then
 write each run and its first job (`insert`) -- one transaction per trigger, or per
-batch for `trigger_many`, so a failed trigger writes nothing."""
+call for `trigger_many` (one statement per chunk of runs), so a failed trigger
+writes nothing."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ductline import codec
 from ductline.config import load_settings
@@ -116,6 +118,77 @@ def prepare(definition: Definition, args: tuple[Any, ...], *, delay: Any = None,
         pending, limits)
 
 
+def prepare_many(definition: Definition, args_list: Iterable[Any], *, delay: Any = None,
+                 delay_until: Any = None, timeout: Any = None, priority: Any = None) -> list[Prepared]:
+    """Validate and encode many runs of ``definition`` that share their options
+    (see `ductline.Pipeline.trigger_many`); nothing is written.
+
+    Raises:
+        TypeError, ValueError, PayloadTooLarge: as `ductline.Pipeline.trigger_many`
+            says; an element's error names its index.
+    """
+    if isinstance(args_list, (str, bytes, dict)) or not isinstance(args_list, Iterable):
+        raise TypeError(f"args_list must be a list (or other iterable) of arguments, not "
+                        f"{type(args_list).__name__}")
+    run_priority = definition.priority if priority is None else check_priority(priority)
+    timeout_seconds = optional_seconds(timeout, field="timeout", allow_zero=False)
+    if timeout_seconds is None:
+        timeout_seconds = definition.timeout
+    start = definition.node(definition.start)
+    delay_ms, not_before_ms = _start_time(delay, delay_until, start.options.delay)
+    settings = load_settings()
+    limits = payloads.Limits.from_settings(settings)
+    elements = list(args_list)
+    # Fresh random ids for every run and job from one read of the system's randomness
+    # (as random as uuid4's, without a system call per id).
+    ids = os.urandom(32 * len(elements)).hex()
+    # Unless its concurrency key is read from the input, the first job's spec is the
+    # same for every run: computed once.
+    shared = None if start.options.concurrency_key is not None else \
+        job_spec(definition, start.name, "", "[]", settings.retry_delay)
+    prepared = []
+    for index, element in enumerate(elements):
+        args = element if isinstance(element, tuple) else (element,)
+        what = f"trigger_many element {index} (its arguments)"
+        encoded = codec.dumps(list(args), what=what)
+        payloads.check_size(encoded, what, limits.max_bytes)
+        stored_args, pending = payloads.prepare(encoded, limits)
+        run_id, job_id = ids[64 * index:64 * index + 32], ids[64 * index + 32:64 * index + 64]
+        spec = shared or job_spec(definition, start.name, "", encoded, settings.retry_delay)
+        prepared.append(Prepared(
+            definition,
+            NewRun(run_id, definition.name, stored_args, timeout_seconds, delay_ms, not_before_ms, None,
+                   run_priority),
+            NewJob.of(run_id, definition.name, start.name, "", stored_args, spec, status=JobStatus.PENDING.value,
+                      delay_ms=delay_ms, not_before_ms=not_before_ms, job_id=job_id),
+            pending, limits))
+    return prepared
+
+
+def insert_many(tx: Tx, prepared: list[Prepared]) -> list[Triggered]:
+    """Write prepared runs (without idempotency keys) and their first jobs inside
+    ``tx``: one statement for the runs and one for the jobs per `INSERT_CHUNK` rows.
+
+    Raises:
+        ValueError: their ``delay_until`` is in the past by the database clock.
+        StoreError: the database refused a row (e.g. a run id that exists).
+    """
+    if not prepared:
+        return []
+    first = prepared[0].run
+    if first.not_before_ms is not None and first.not_before_ms <= tx.now_ms():
+        raise ValueError("delay_until is in the past (by the database clock)")
+    runs = [p.run for p in prepared]
+    inserted = tx.insert_runs(runs)
+    if inserted != len(runs):  # pragma: no cover - ids are fresh uuids; the caller rolls back
+        raise StoreError(f"trigger_many inserted {inserted} of {len(runs)} runs")
+    for p in prepared:
+        if p.pending is not None:
+            payloads.write(tx, p.run.id, p.pending, p.limits)
+    tx.insert_jobs([p.job for p in prepared])
+    return [Triggered(run.id) for run in runs]
+
+
 def insert(tx: Tx, prepared: Prepared) -> Triggered:
     """Write a prepared run and its first job inside ``tx``.
 
@@ -167,4 +240,25 @@ def trigger_run(definition: Definition, args: tuple[Any, ...], *, database: Any 
     with store.transaction() as tx:
         triggered = insert(tx, prepared)
     announce(prepared, triggered)
+    return store, triggered
+
+
+def trigger_runs(definition: Definition, args_list: Iterable[Any], *, database: Any = None, delay: Any = None,
+                 delay_until: Any = None, timeout: Any = None,
+                 priority: Any = None) -> tuple["Store", list[Triggered]]:
+    """Start many runs in one transaction, all or nothing (see
+    `ductline.Pipeline.trigger_many`).
+
+    Returns:
+        The store written to and the `Triggered` runs, in the order of ``args_list``.
+    """
+    prepared = prepare_many(definition, args_list, delay=delay, delay_until=delay_until, timeout=timeout,
+                            priority=priority)
+    store = store_for(database)
+    if not prepared:
+        return store, []
+    with store.transaction() as tx:
+        triggered = insert_many(tx, prepared)
+    for p, t in zip(prepared, triggered):
+        announce(p, t)
     return store, triggered

@@ -35,6 +35,7 @@ class Advanced:
     enqueued: dict[str, int]   # jobs created, by step
     run_completed: bool = False
     paused: tuple[str, ...] = ()  # steps whose jobs were created paused
+    completes_run: bool = False  # the run's completion was handed to the caller's ``finish`` list
 
 
 def _full_output(tx: Tx, done: Completed) -> str:
@@ -46,7 +47,8 @@ def _full_output(tx: Tx, done: Completed) -> str:
 
 
 def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int,
-            sink: list[NewJob] | None = None, limits: payloads.Limits | None = None) -> Advanced:
+            sink: list[NewJob] | None = None, limits: payloads.Limits | None = None,
+            finish: list[tuple[str, str]] | None = None) -> Advanced:
     """Create the jobs that follow ``done`` (or complete the run after its last step).
 
     A halted run keeps advancing what finishes, but the jobs it creates are held
@@ -61,11 +63,17 @@ def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int,
             inline limit is stored out of line (default `payloads.DEFAULT_LIMITS`).
             Other inputs are ``[output]``, and an out-of-line output is passed on as
             its reference, never copied.
+        finish: if given and ``done`` was the run's last step, ``(run_id, output)``
+            is appended to it for the caller to complete with others of the same
+            transaction (`Tx.complete_runs`), and the result says ``completes_run``.
     """
     limits = limits or payloads.DEFAULT_LIMITS
     routing = route(definition, done.step, done.scope, done.output,
                     lambda: codec.loads(_full_output(tx, done)), done.value)
     if routing.completes_run:
+        if finish is not None:
+            finish.append((done.run_id, done.output))
+            return Advanced({}, completes_run=True)
         return Advanced({}, run_completed=tx.complete_run(done.run_id, done.output))
     creates = list(routing.creates)
     if routing.opens is not None:

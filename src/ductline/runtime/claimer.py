@@ -31,6 +31,7 @@ from ductline.runtime.wakeup import Wakeup
 from ductline.store import Store
 from ductline.store.claims import FIFO_EVERY
 from ductline.store.records import ClaimedJob
+from ductline.store.store import Tx
 
 log = logging.getLogger("ductline.worker")
 
@@ -97,20 +98,7 @@ class Claimer:
             self._claims += 1
             jobs = self._store.claim(self._worker_id, self._pipelines, len(free), self._settings.lease_ms,
                                      limits=self._limits, fifo=self._claims % FIFO_EVERY == 0)
-            received = self._clock.now()
-            emit(EventName.CLAIM, asked=len(free), claimed=len(jobs), duration_seconds=received - sent)
-            if jobs:
-                self._clock.measure(jobs[0].started_ms, sent, received)
-                self._enforcer.renewed(sent)  # a claim is a fresh lease
-                faults.checkpoint("after_claim")
-            for slot, job in zip(free, jobs):
-                self.start(slot, job)
-                emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,
-                     job_id=job.job_id, attempt=job.attempt, deadline_ms=job.deadline_ms,
-                     started_ms=job.started_ms,
-                     pickup_latency_seconds=max(0, job.started_ms - job.not_before_ms) / 1000)
-            if jobs:
-                faults.checkpoint("after_dispatch")
+            self._dispatch(free, jobs, sent, self._clock.now())
             if len(jobs) == len(free):
                 self.next_claim = 0.0  # there may be more
                 return
@@ -126,6 +114,44 @@ class Claimer:
             self.deadline_timer = None if deadline is None else self._clock.to_monotonic(deadline)
         except StoreError as exc:
             self._outage.failed("claiming", exc)
+
+    def claim_in(self, tx: Tx) -> Callable[[], None] | None:
+        """Claim for the free slots inside ``tx`` (the transaction recording the
+        outcomes that freed them); returns what starts the attempts once ``tx``
+        committed, or ``None`` if nothing was claimed. Nothing changes here until
+        then: if ``tx`` rolls back, the claim never happened."""
+        free = [s for s in self._slots if s.free]
+        if not free or not self._healthy():
+            return None
+        sent = self._clock.now()
+        self._claims += 1
+        jobs = tx.claim(self._worker_id, self._pipelines, len(free), self._settings.lease_ms,
+                        limits=self._limits, fifo=self._claims % FIFO_EVERY == 0)
+        received = self._clock.now()
+        if not jobs:
+            return None
+
+        def started() -> None:
+            self._dispatch(free, jobs, sent, received)
+            if len(jobs) == len(free):
+                self.next_claim = 0.0  # there may be more
+        return started
+
+    def _dispatch(self, free: list[Slot], jobs: list[ClaimedJob], sent: float, received: float) -> None:
+        """Start claimed ``jobs`` on ``free`` slots (after the claim committed)."""
+        emit(EventName.CLAIM, asked=len(free), claimed=len(jobs), duration_seconds=received - sent)
+        if jobs:
+            self._clock.measure(jobs[0].started_ms, sent, received)
+            self._enforcer.renewed(sent)  # a claim is a fresh lease
+            faults.checkpoint("after_claim")
+        for slot, job in zip(free, jobs):
+            self.start(slot, job)
+            emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,
+                 job_id=job.job_id, attempt=job.attempt, deadline_ms=job.deadline_ms,
+                 started_ms=job.started_ms,
+                 pickup_latency_seconds=max(0, job.started_ms - job.not_before_ms) / 1000)
+        if jobs:
+            faults.checkpoint("after_dispatch")
 
     def start(self, slot: Slot, job: ClaimedJob) -> None:
         """Start ``job``'s attempt on ``slot``: in its child, or in a thread for a

@@ -18,6 +18,7 @@ from ductline.errors import DatabaseReplaced, StoreError, StoreUnavailable
 from ductline.runtime import faults
 from ductline.runtime.outcomes import Outcome, job_extra, record_batch
 from ductline.store import Store, payloads
+from ductline.store.store import Tx
 
 log = logging.getLogger("ductline.worker")
 
@@ -72,6 +73,9 @@ class Outbox:
         self._now_ms = now_ms
         self._recorded = recorded
         self.pending: list[Outcome] = []
+        # Set by the worker: claims inside the recording transaction for the slots the
+        # batch freed and returns what to do once it committed (start the attempts).
+        self.claim_in: Callable[[Tx], Callable[[], None] | None] | None = None
 
     def __len__(self) -> int:
         return len(self.pending)
@@ -91,21 +95,34 @@ class Outbox:
         if not self.pending or not self._outage.ok():
             return
         batch, self.pending = self.pending, []
+        started: list[Callable[[], None]] = []
+
+        def claim(tx: Tx) -> None:
+            # The next jobs are claimed in the transaction that records these outcomes:
+            # a child that just finished gets its next job without another commit, and
+            # a chain's next step (inserted just above) can be claimed right away.
+            then = self.claim_in(tx) if self.claim_in is not None else None
+            if then is not None:
+                started.append(then)
+
         try:
             faults.checkpoint("before_record")
-            self._record(batch)
+            self._record(batch, claim)
         except StoreUnavailable as exc:
             self.pending = batch + self.pending
             self._outage.failed("recording", exc)
             return
         except Exception as exc:  # noqa: BLE001 - one bad outcome must not stall the rest
+            started.clear()  # rolled back with the batch
             self._record_one_by_one(batch, exc)
         faults.checkpoint("after_record")
+        for then in started:
+            then()
         self._recorded()
 
-    def _record(self, batch: list[Outcome]) -> None:
+    def _record(self, batch: list[Outcome], then: Callable[[Tx], None] | None = None) -> None:
         record_batch(self._store, batch, self._definitions, self._retry_delay, self._limits,
-                     now_ms=self._now_ms)
+                     now_ms=self._now_ms, then=then)
 
     def _record_one_by_one(self, batch: list[Outcome], first_error: Exception) -> None:
         """A batch failed for a reason other than an outage: record its outcomes one

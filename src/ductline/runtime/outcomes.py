@@ -49,7 +49,7 @@ def job_extra(a: record.Attempt) -> dict[str, object]:
 
 def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, Definition],
                  retry_delay: int, limits: payloads.Limits | None = None, *,
-                 now_ms: Callable[[], float]) -> list[record.Recorded]:
+                 now_ms: Callable[[], float], then: Callable[[Tx], None] | None = None) -> list[record.Recorded]:
     """Record every outcome in one transaction. Raises `StoreError` (and records
     nothing) if the database fails; the caller keeps the batch and tries again.
 
@@ -59,6 +59,8 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
     Outputs above ``limits.inline_bytes`` are stored out of line (`ductline.store.payloads`)
     in this transaction, after the fenced write that completes their job.
     ``now_ms`` is the worker's reading of the database clock (job runtimes).
+    ``then``, if given, runs last inside the same transaction (the worker claims
+    there for the slots this batch freed: one commit for both).
     """
     limits = limits or payloads.DEFAULT_LIMITS
     results: list[record.Recorded | None] = [None] * len(outcomes)
@@ -90,6 +92,8 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
         limited = [o.attempt for o in outcomes if o.attempt.limit_key and not o.run_deadline]
         tx.release_slots([a.job_id for a in limited])
         tx.unthrottle([a.limit_key for a in limited if a.limit_key])
+        if then is not None:
+            then(tx)
     for i, o in enumerate(outcomes):
         if o.run_deadline:
             results[i] = _run_deadline(store, definitions.get(o.pipeline), o.attempt)
@@ -125,6 +129,10 @@ def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
     held = tx.complete_jobs([(a.job_id, a.lease_token, prepared[i][0])
                              for i, a in zip(indexes, attempts)])
     tx.close_succeeded([(a.job_id, a.attempt, a.lease_token) for a in attempts if a.job_id in held])
+    # Runs whose last step completed here are completed by one statement at the end
+    # (one round trip, however many runs end in this batch).
+    finish: list[tuple[str, str]] = []
+    ending: list[int] = []
     for i, a in zip(indexes, attempts):
         if a.job_id not in held:
             results[i] = record.LOST
@@ -135,9 +143,18 @@ def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
             payloads.write(tx, a.run_id, pending, limits)
         moved = advance(tx, definitions[o.pipeline],
                         Completed(a.run_id, a.step, a.scope, stored, o.output if pending is not None else None),
-                        retry_delay, sink, limits)
+                        retry_delay, sink, limits, finish)
+        if moved.completes_run:
+            ending.append(i)
         results[i] = record.Recorded("completed", run_completed=moved.run_completed, enqueued=moved.enqueued,
                                      paused=moved.paused)
+    if finish:
+        completed = tx.complete_runs(finish)
+        for i in ending:
+            run_id = outcomes[i].attempt.run_id
+            if run_id in completed:
+                completed.discard(run_id)  # a run completes once: its first outcome says so
+                results[i] = record.Recorded("completed", run_completed=True)
 
 
 def _finish(outcomes: list[Outcome], results: list[record.Recorded], now_ms: float) -> list[record.Recorded]:

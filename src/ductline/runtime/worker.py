@@ -93,6 +93,7 @@ class Worker:
                                outage=self.outage, healthy=lambda: self.undead_count() <= settings.max_undead)
         self.outbox = Outbox(store, definitions, settings.retry_delay, limits, self.outage, self.clock.db_now_ms,
                              recorded=self.claimer.soon)
+        self.outbox.claim_in = lambda tx: None if self.stopping or not self.outage.ok() else self.claimer.claim_in(tx)
         self.heartbeat = Heartbeat(store, settings, self.id, self.slots, clock=self.clock, enforcer=self.enforcer,
                                    wakeup=self.wakeup, outbox=self.outbox, outage=self.outage,
                                    report=lambda: (self.undead_count(), self.status()))

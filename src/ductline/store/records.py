@@ -50,11 +50,13 @@ class NewJob:
 
     @classmethod
     def of(cls, run_id: str, pipeline: str, step: str, scope: str, input_json: str, spec: JobSpec, *,
-           status: str = AUTO_STATUS, not_before_ms: int | None = None, delay_ms: int | None = None) -> "NewJob":
+           status: str = AUTO_STATUS, not_before_ms: int | None = None, delay_ms: int | None = None,
+           job_id: str | None = None) -> "NewJob":
         """A job of ``step`` at ``scope`` carrying what its `JobSpec` fixed
-        (`ductline.model.routing.job_spec`); ``input_json`` is stored as given."""
+        (`ductline.model.routing.job_spec`); ``input_json`` is stored as given;
+        ``job_id`` defaults to a new random id."""
         return cls(
-            id=uuid.uuid4().hex, run_id=run_id, pipeline=pipeline, step=step, scope=scope,
+            id=uuid.uuid4().hex if job_id is None else job_id, run_id=run_id, pipeline=pipeline, step=step, scope=scope,
             parent_scope=spec.parent_scope, elem_index=spec.elem_index, status=status, input=input_json,
             delay_ms=spec.delay_ms if delay_ms is None else delay_ms, not_before_ms=not_before_ms,
             max_retry=spec.max_retry, max_crash=spec.max_crash, retry_delay_seconds=int(spec.retry_delay_seconds),

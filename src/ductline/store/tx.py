@@ -16,6 +16,11 @@ from ductline.store.records import ClaimedJob, JobBudget, NewJob, NewRun, StepLi
 from ductline.store.session import Session
 
 
+# Rows per bulk insert statement: large enough that a fan-out or a bulk trigger pays
+# few round trips, small enough that one statement's JSON stays a few megabytes.
+INSERT_CHUNK = 2000
+
+
 class Tx:
     """The verbs available inside one write transaction."""
 
@@ -44,8 +49,13 @@ class Tx:
         # the cost of a claim does not grow with the number of runs it touches.
         run_ids = json.dumps(sorted({row["run_id"] for row in rows}))
         first_ms = min(int(row["claimed_ms"]) for row in rows)
-        self.s.execute("start_runs", {"run_ids": run_ids, "now_ms": first_ms})
-        deadlines = {r["id"]: r["deadline_ms"] for r in self.s.fetch("run_deadlines", {"run_ids": run_ids})}
+        deadlines = {r["id"]: r["deadline_ms"] for r in self.s.fetch("start_runs", {"run_ids": run_ids,
+                                                                                   "now_ms": first_ms})
+                     if not r["stale"]}
+        rest = sorted({row["run_id"] for row in rows} - deadlines.keys())
+        if rest:  # runs already under way (PostgreSQL's start_runs returns most of them too)
+            deadlines.update({r["id"]: r["deadline_ms"]
+                              for r in self.s.fetch("run_deadlines", {"run_ids": json.dumps(rest)})})
         claimed = []
         for row in rows:
             started = int(row["claimed_ms"])
@@ -60,10 +70,10 @@ class Tx:
                 deadline_ms=min(candidates) if candidates else None, run_deadline_ms=run_deadline,
                 limit_key=row["limit_key"],
             ))
-        self.s.execute_many("insert_attempt", [{
+        self.s.execute("insert_attempts", {"items": json.dumps([{
             "job_id": c.job_id, "attempt": c.attempt, "run_id": c.run_id, "lease_token": c.lease_token,
             "worker_id": worker_id, "started_ms": c.started_ms, "deadline_ms": c.deadline_ms,
-        } for c in claimed])
+        } for c in claimed])})
         return claimed
 
     # -- creating work ---------------------------------------------------------
@@ -86,15 +96,31 @@ class Tx:
         """Create jobs; a job that already exists (same run, step, scope) is left as is."""
         if not jobs:
             return
-        self.s.execute_many("insert_job", [{
+        rows = [{
             "id": j.id, "run_id": j.run_id, "pipeline": j.pipeline, "step": j.step, "scope": j.scope,
             "parent_scope": j.parent_scope, "elem_index": j.elem_index, "status": j.status,
             "input": j.input, "delay_ms": j.delay_ms, "not_before_ms": j.not_before_ms,
             "max_retry": j.max_retry, "max_crash": j.max_crash,
             "retry_delay_seconds": j.retry_delay_seconds, "timeout_seconds": j.timeout_seconds,
             "priority": j.priority, "limit_key": j.limit_key,
-        } for j in jobs])
+        } for j in jobs]
+        if len(rows) == 1:
+            self.s.execute("insert_job", rows[0])
+        else:  # one statement per chunk, however many jobs (a fan-out of 10,000 elements)
+            for start in range(0, len(rows), INSERT_CHUNK):
+                self.s.execute("insert_jobs", {"items": json.dumps(rows[start:start + INSERT_CHUNK])})
         self.s.fetch("notify")
+
+    def insert_runs(self, runs: list[NewRun]) -> int:
+        """Insert runs without idempotency keys in one statement per chunk; returns
+        how many were inserted."""
+        inserted = 0
+        for start in range(0, len(runs), INSERT_CHUNK):
+            inserted += self.s.execute("insert_runs", {"items": json.dumps([{
+                "id": r.id, "pipeline": r.pipeline, "args": r.args, "timeout_seconds": r.timeout_seconds,
+                "delay_ms": r.delay_ms, "not_before_ms": r.not_before_ms, "priority": r.priority,
+            } for r in runs[start:start + INSERT_CHUNK]])})
+        return inserted
 
     def release_slots(self, job_ids: list[str]) -> None:
         """These limited jobs' attempts are gone: a job whose run was cancelled or
@@ -189,6 +215,16 @@ class Tx:
         if completed:
             self.settled(run_id)
         return completed
+
+    def complete_runs(self, items: list[tuple[str, str]]) -> set[str]:
+        """Complete running runs ``(run_id, output)`` in one statement and tell
+        waiting clients at commit; returns the ids of the runs this call completed
+        (a run that is not running, e.g. halted, is left as is)."""
+        if not items:
+            return set()
+        rows = self.s.fetch("complete_runs", {"items": json.dumps(
+            [{"run_id": r, "output": o} for r, o in items])})
+        return {r["id"] for r in rows}  # the statement also notifies (notify_settled)
 
     def settled(self, run_id: str) -> None:
         """Tell clients waiting for this run, at commit, that it stopped moving."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
@@ -28,6 +29,9 @@ log = logging.getLogger("ductline.store")
 
 CONNECT_TIMEOUT_SECONDS = 5
 POOL_TIMEOUT_SECONDS = 15
+# A pooled connection used this recently is not pinged at checkout: a server restart
+# in between fails that one transaction with StoreUnavailable, which callers retry.
+CHECK_IDLE_SECONDS = 1.0
 CHANNEL = "ductline_jobs"
 RUNS_CHANNEL = "ductline_runs"  # a run settled: the payload is its id
 
@@ -94,6 +98,7 @@ class PostgresDialect:
         # LISTEN through a transaction pooler would listen on a server session other
         # clients share and then lose: only a direct connection may listen.
         self.listen_url: str | None = listen_url or (None if pooling == "transaction" else url)
+        self._last_used: dict[int, float] = {}  # id(connection) -> when last handed back (monotonic)
 
     def _get_pool(self) -> ConnectionPool[Any]:
         with self._lock:
@@ -110,17 +115,25 @@ class PostgresDialect:
                     max_idle=self._idle_seconds, kwargs=kwargs,
                     name="ductline",
                     # A server restart leaves dead connections in the pool; checking at
-                    # checkout costs one local round trip and spares callers the error.
-                    check=ConnectionPool.check_connection,
+                    # checkout spares callers the error, but costs a round trip, so only
+                    # a connection idle for a while is checked (a busy worker's are not).
+                    check=self._check,
                 )
             return self._pool
+
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        if time.monotonic() - self._last_used.get(id(conn), 0.0) >= CHECK_IDLE_SECONDS:
+            ConnectionPool.check_connection(conn)
 
     @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection[Any]]:
         try:
             with self._get_pool().connection() as conn:
                 self._pool_warnings.connected()
-                yield conn
+                try:
+                    yield conn
+                finally:
+                    self._last_used[id(conn)] = time.monotonic()
         except PoolTimeout as exc:
             raise StoreUnavailable(f"PostgreSQL connection: {self._why_unreachable() or exc}") from exc
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:

@@ -347,10 +347,23 @@ WHERE ductline_attempts.job_id = x.job_id AND ductline_attempts.attempt = x.atte
 
 -- name: start_runs
 -- The earliest claim starts a run (and its deadline); a later one never moves it later.
-UPDATE ductline_runs
-SET status = 'running', started_ms = :now_ms,
-    deadline_ms = CASE WHEN timeout_seconds IS NULL THEN NULL ELSE :now_ms + timeout_seconds * 1000 END
-WHERE id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb)) AND (status = 'pending' OR (status = 'running' AND started_ms > :now_ms));
+-- Returns every given run's deadline (one round trip per claim): the runs it started
+-- from the update, the others as this statement's snapshot saw them (the claim holds
+-- them FOR KEY SHARE, so no stop can change them before commit). A run the snapshot saw
+-- pending but did not start was started by a concurrent claim that committed meanwhile:
+-- it comes back marked stale and the caller reads it again (run_deadlines).
+WITH started AS (
+    UPDATE ductline_runs
+    SET status = 'running', started_ms = :now_ms,
+        deadline_ms = CASE WHEN timeout_seconds IS NULL THEN NULL ELSE :now_ms + timeout_seconds * 1000 END
+    WHERE id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb))
+      AND (status = 'pending' OR (status = 'running' AND started_ms > :now_ms))
+    RETURNING id, deadline_ms
+)
+SELECT r.id, CASE WHEN s.id IS NULL THEN r.deadline_ms ELSE s.deadline_ms END AS deadline_ms,
+       (s.id IS NULL AND r.status = 'pending') AS stale
+FROM ductline_runs r LEFT JOIN started s ON s.id = r.id
+WHERE r.id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb));
 
 -- name: run_deadlines
 SELECT id, deadline_ms FROM ductline_runs WHERE id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb));
@@ -406,3 +419,51 @@ SELECT metadata, timeout_seconds, status FROM ductline_runs WHERE id = :run_id F
 -- Delivered at commit to clients waiting for a run (LISTEN ductline_runs): the run
 -- with this id stopped moving (completed, halted, failed, cancelled).
 SELECT pg_notify('ductline_runs', :run_id) AS notified;
+
+-- name: complete_runs
+-- Complete many runs whose last step completed in one recording transaction, and
+-- tell waiting clients at commit (notify_settled for each), in one round trip.
+WITH done AS (
+    UPDATE ductline_runs SET status = 'completed', output = x.output, finished_ms = ductline_now_ms()
+    FROM jsonb_to_recordset(:items::jsonb) AS x(run_id text, output text)
+    WHERE ductline_runs.id = x.run_id AND ductline_runs.status = 'running'
+    RETURNING ductline_runs.id AS id
+)
+SELECT id, pg_notify('ductline_runs', id) AS notified FROM done;
+
+-- name: insert_jobs
+-- insert_job for many jobs in one statement (a fan-out's elements, a batch's next
+-- steps, trigger_many's first jobs); the same rules row by row.
+INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
+                           not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds, created_ms,
+                           priority, limit_key)
+SELECT x.id, x.run_id, x.pipeline, x.step, x.scope, x.parent_scope, x.elem_index,
+       CASE WHEN x.status <> 'auto' THEN x.status
+            WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = x.run_id) IN ('pending', 'running', 'paused')
+            THEN 'pending' ELSE 'held' END,
+       x.input, coalesce(x.not_before_ms, ductline_now_ms() + x.delay_ms), x.max_retry, x.max_crash,
+       x.retry_delay_seconds, x.timeout_seconds, ductline_now_ms(),
+       coalesce((SELECT r.priority FROM ductline_runs r WHERE r.id = x.run_id), 0) + x.priority, x.limit_key
+-- Rows go in the order given (no join to reorder them): of two rows for one step
+-- run the first is kept, and not-before times follow the order.
+FROM jsonb_to_recordset(:items::jsonb) AS x(id text, run_id text, pipeline text, step text, scope text,
+         parent_scope text, elem_index bigint, status text, input text, not_before_ms bigint, delay_ms bigint,
+         max_retry bigint, max_crash bigint, retry_delay_seconds bigint, timeout_seconds bigint,
+         priority bigint, limit_key text)
+ON CONFLICT (run_id, step, scope) DO NOTHING;
+
+-- name: insert_runs
+-- insert_run for many runs without idempotency keys (trigger_many): one statement.
+INSERT INTO ductline_runs (id, pipeline, status, args, timeout_seconds, not_before_ms, created_ms,
+                           idempotency_key, priority)
+SELECT x.id, x.pipeline, 'pending', x.args, x.timeout_seconds,
+       coalesce(x.not_before_ms, ductline_now_ms() + x.delay_ms), ductline_now_ms(), NULL, x.priority
+FROM jsonb_to_recordset(:items::jsonb) AS x(id text, pipeline text, args text, timeout_seconds bigint,
+         delay_ms bigint, not_before_ms bigint, priority bigint);
+
+-- name: insert_attempts
+-- insert_attempt for every job of a claim in one statement (one round trip).
+INSERT INTO ductline_attempts (job_id, attempt, run_id, lease_token, worker_id, started_ms, deadline_ms)
+SELECT x.job_id, x.attempt, x.run_id, x.lease_token, x.worker_id, x.started_ms, x.deadline_ms
+FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt bigint, run_id text, lease_token text,
+                                            worker_id text, started_ms bigint, deadline_ms bigint);

@@ -339,7 +339,9 @@ WHERE ductline_attempts.job_id = x.job_id AND ductline_attempts.attempt = x.atte
 UPDATE ductline_runs
 SET status = 'running', started_ms = :now_ms,
     deadline_ms = CASE WHEN timeout_seconds IS NULL THEN NULL ELSE :now_ms + timeout_seconds * 1000 END
-WHERE id IN (SELECT value FROM json_each(:run_ids)) AND (status = 'pending' OR (status = 'running' AND started_ms > :now_ms));
+WHERE id IN (SELECT value FROM json_each(:run_ids)) AND (status = 'pending' OR (status = 'running' AND started_ms > :now_ms))
+-- The deadlines of the runs it started; the caller reads the others (run_deadlines).
+RETURNING id, deadline_ms, 0 AS stale;
 
 -- name: run_deadlines
 SELECT id, deadline_ms FROM ductline_runs WHERE id IN (SELECT value FROM json_each(:run_ids));
@@ -390,3 +392,61 @@ SELECT metadata, timeout_seconds, status FROM ductline_runs WHERE id = :run_id;
 -- name: notify_settled
 -- SQLite cannot notify other processes: clients waiting for a run poll instead.
 SELECT :run_id AS notified;
+
+-- name: complete_runs
+-- Complete many runs whose last step completed in one recording transaction.
+UPDATE ductline_runs SET status = 'completed', output = x.output, finished_ms = ductline_now_ms()
+FROM (SELECT json_extract(value, '$.run_id') AS run_id, json_extract(value, '$.output') AS output
+      FROM json_each(:items)) AS x
+WHERE ductline_runs.id = x.run_id AND ductline_runs.status = 'running'
+RETURNING ductline_runs.id AS id;
+
+
+-- name: insert_jobs
+-- insert_job for many jobs in one statement (a fan-out's elements, a batch's next
+-- steps, trigger_many's first jobs); the same rules row by row. (WHERE true: SQLite
+-- needs it before ON CONFLICT after a SELECT.)
+INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
+                           not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds, created_ms,
+                           priority, limit_key)
+SELECT x.id, x.run_id, x.pipeline, x.step, x.scope, x.parent_scope, x.elem_index,
+       CASE WHEN x.status <> 'auto' THEN x.status
+            WHEN r.status IN ('pending', 'running', 'paused') THEN 'pending'
+            ELSE 'held' END,
+       x.input, coalesce(x.not_before_ms, ductline_now_ms() + x.delay_ms), x.max_retry, x.max_crash,
+       x.retry_delay_seconds, x.timeout_seconds, ductline_now_ms(),
+       coalesce(r.priority, 0) + x.priority, x.limit_key
+FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.run_id') AS run_id,
+             json_extract(value, '$.pipeline') AS pipeline, json_extract(value, '$.step') AS step,
+             json_extract(value, '$.scope') AS scope, json_extract(value, '$.parent_scope') AS parent_scope,
+             json_extract(value, '$.elem_index') AS elem_index, json_extract(value, '$.status') AS status,
+             json_extract(value, '$.input') AS input, json_extract(value, '$.not_before_ms') AS not_before_ms,
+             json_extract(value, '$.delay_ms') AS delay_ms, json_extract(value, '$.max_retry') AS max_retry,
+             json_extract(value, '$.max_crash') AS max_crash,
+             json_extract(value, '$.retry_delay_seconds') AS retry_delay_seconds,
+             json_extract(value, '$.timeout_seconds') AS timeout_seconds,
+             json_extract(value, '$.priority') AS priority, json_extract(value, '$.limit_key') AS limit_key,
+             key AS position
+      FROM json_each(:items)) AS x
+LEFT JOIN ductline_runs r ON r.id = x.run_id
+WHERE true
+ORDER BY x.position
+ON CONFLICT (run_id, step, scope) DO NOTHING;
+
+-- name: insert_runs
+-- insert_run for many runs without idempotency keys (trigger_many): one statement.
+INSERT INTO ductline_runs (id, pipeline, status, args, timeout_seconds, not_before_ms, created_ms,
+                           idempotency_key, priority)
+SELECT json_extract(value, '$.id'), json_extract(value, '$.pipeline'), 'pending', json_extract(value, '$.args'),
+       json_extract(value, '$.timeout_seconds'),
+       coalesce(json_extract(value, '$.not_before_ms'), ductline_now_ms() + json_extract(value, '$.delay_ms')),
+       ductline_now_ms(), NULL, json_extract(value, '$.priority')
+FROM json_each(:items) ORDER BY key;
+
+-- name: insert_attempts
+-- insert_attempt for every job of a claim in one statement.
+INSERT INTO ductline_attempts (job_id, attempt, run_id, lease_token, worker_id, started_ms, deadline_ms)
+SELECT json_extract(value, '$.job_id'), json_extract(value, '$.attempt'), json_extract(value, '$.run_id'),
+       json_extract(value, '$.lease_token'), json_extract(value, '$.worker_id'),
+       json_extract(value, '$.started_ms'), json_extract(value, '$.deadline_ms')
+FROM json_each(:items) ORDER BY key;
