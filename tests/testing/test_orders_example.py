@@ -51,8 +51,11 @@ def test_five_steps_a_one_day_delay_and_two_retries_in_virtual_time(monkeypatch)
 def test_retries_run_out_and_the_run_halts(monkeypatch):
     charge_card, calls = flaky_gateway(failures=10)
     monkeypatch.setattr(orders.PaymentGateway, "charge_card", charge_card)
-    result = run_pipeline(orders.orders, {"id": 8, "cents": 500})
-    assert result.status == "halted"
+    clock = FakeClock()
+    result = run_pipeline(orders.orders, {"id": 8, "cents": 500}, clock=clock)
+    assert result.status == "halted", result.metadata
+    # Nothing waits after the halt: virtual time never reaches the 3-day deadline.
+    assert clock.now() == DAY + 2 * 60
     assert result.metadata["halt_reason"] == "job_retries_exhausted"
     assert result.statuses() == {"validate": "completed", "reserve": "completed", "charge": "failed"}
     assert len(calls) == 3
@@ -107,3 +110,4 @@ def test_inside_an_event_loop_it_says_what_to_do():
 
     with pytest.raises(RuntimeError, match="plain \\(sync\\) test"):
         asyncio.run(inside())
+

@@ -59,7 +59,9 @@ class FakeClock:
 
     def __init__(self, start: float = 0.0) -> None:
         self._now = float(start)
-        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
+        # (when, order, future, passive): a passive sleeper (the run deadline) is woken
+        # in its turn, but never makes time jump by itself.
+        self._sleepers: list[tuple[float, int, asyncio.Future[None], bool]] = []
         self._count = itertools.count()
         self._busy: dict[asyncio.Task[object], int] = {}  # tasks in `activity`, with their depth
         self._sleeping: set[asyncio.Task[object]] = set()
@@ -70,13 +72,21 @@ class FakeClock:
     def now(self) -> float:
         return self._now
 
-    async def sleep(self, seconds: float) -> None:
-        """Wait ``seconds`` of virtual time (at once when it is not positive)."""
+    async def sleep(self, seconds: float, *, passive: bool = False) -> None:
+        """Wait ``seconds`` of virtual time (at once when it is not positive).
+
+        Args:
+            passive: time never jumps for this sleeper alone, only while some step
+                run (a delay, a retry delay, a pause timeout, a rate limit) also
+                waits on the clock. The run deadline sleeps so: once nothing of the
+                run waits any more (it completed or halted) the run ends before its
+                deadline, as it would in real time.
+        """
         if seconds <= 0:
             await asyncio.sleep(0)
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._sleepers, (self._now + seconds, next(self._count), future))
+        heapq.heappush(self._sleepers, (self._now + seconds, next(self._count), future, passive))
         self._ensure_driver()
         task = asyncio.current_task()
         sleeping = task is not None and task not in self._sleeping
@@ -101,7 +111,7 @@ class FakeClock:
             raise ValueError(f"a clock does not go back: advance({seconds})")
         self._move_to(self._now + seconds)
         while self._sleepers and self._sleepers[0][0] <= self._now:
-            _, _, future = heapq.heappop(self._sleepers)
+            _, _, future, _ = heapq.heappop(self._sleepers)
             if not future.done():
                 future.set_result(None)
 
@@ -150,8 +160,12 @@ class FakeClock:
         if self._driver is None or self._driver.done():
             self._driver = asyncio.get_running_loop().create_task(self._drive(), name="ductline fake clock")
 
+    def _awaited(self) -> bool:
+        """Some step run waits on this clock (a sleeper that is not passive)."""
+        return any(not future.done() and not passive for _, _, future, passive in self._sleepers)
+
     async def _drive(self) -> None:
-        while self._sleepers and not self.frozen:
+        while self._awaited() and not self.frozen:
             # Let whatever is runnable run first: tasks just spawned enter their
             # activity within a few turns of the loop.
             for _ in range(SETTLE_TURNS):
@@ -159,7 +173,9 @@ class FakeClock:
             if self._working() or self.frozen:
                 await asyncio.sleep(IDLE_POLL_SECONDS)  # a step is running for real
                 continue
-            when, _, future = heapq.heappop(self._sleepers)
+            if not self._awaited():
+                break  # only the deadline is left: the run ends first
+            when, _, future, _ = heapq.heappop(self._sleepers)
             if future.done():  # its sleeper was cancelled
                 continue
             self._move_to(when)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from ductline.dsl.graph import Definition
 from ductline.errors import InvalidStateError
@@ -24,7 +24,7 @@ from ductline.handle import NO_INPUT
 from ductline.local.advance import Router
 from ductline.local.attempts import AttemptRunner
 from ductline.local.childapps import child_setup, needs_child
-from ductline.local.clock import activity, is_virtual
+from ductline.local.clock import FakeClock, activity, is_virtual
 from ductline.local.children import ChildStartError, Pool
 from ductline.local.options import RunOptions
 from ductline.local.pause import Pauses
@@ -196,7 +196,9 @@ class Engine:
 
     async def _deadline_on_clock(self, seconds: float) -> None:
         """With a fake clock the deadline also passes when the clock's time does."""
-        await self.clock.sleep(seconds)
+        # Passive: the deadline never makes time jump by itself (a run that halted,
+        # with nothing left waiting, ends before it as it would in real time).
+        await cast(FakeClock, self.clock).sleep(seconds, passive=True)
         if self._deadline is not None:
             self._deadline.reschedule(asyncio.get_running_loop().time())
 
