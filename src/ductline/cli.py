@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -202,8 +203,10 @@ def run(target: str, args_json: str | None, concurrency: int | None, timeout: st
     view = views.run_view(store, handle.id)
     status = view["status"]
     colour = "green" if status == RunStatus.COMPLETED else "red"
-    console.print(f"run {handle.id}: [{colour}]{status}[/{colour}]"
-                  + (f" ({view['halt_reason']})" if view["halt_reason"] else ""), highlight=False)
+    metadata = view.get("metadata") or {}
+    reason = view["halt_reason"] or (metadata.get("error") if isinstance(metadata, dict) else None)
+    console.print(f"run {handle.id}: [{colour}]{status}[/{colour}]" + (f" ({escape(reason)})" if reason else ""),
+                  highlight=False)
     if view["output"] is not None and not as_json:
         out.print_json(views.to_json(view["output"]))
     if as_json:

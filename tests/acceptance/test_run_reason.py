@@ -1,0 +1,19 @@
+"""`ductline run` says why a run that did not complete ended: the halt reason, or
+the error recorded on a failed run (its deadline passed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import APP
+
+
+def test_a_failed_run_prints_its_reason(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "ductline", "run", f"{APP}:deadline_chain", "--args", "[1]",
+                           "--database", f"sqlite:///{tmp_path / 'd.db'}"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    said = done.stdout + done.stderr  # the status line goes to stderr, the output to stdout
+    assert ": failed (the run exceeded its deadline of 2 s)" in said, said
