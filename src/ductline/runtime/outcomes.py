@@ -188,7 +188,11 @@ def _emit(o: Outcome, done: record.Recorded, now_ms: float) -> None:
 def _log(o: Outcome, done: record.Recorded) -> None:
     extra = job_extra(o.attempt)
     if done.outcome == "lost":
-        log.warning("Lease lost; result dropped", extra=extra)
+        if o.run_deadline or o.result is AttemptResult.CANCELLED:
+            # The run's stop (its deadline, a cancel) recorded this attempt already.
+            log.info("Attempt ended by the run's stop; recorded by the stop", extra=extra)
+        else:
+            log.warning("Lease lost; result dropped", extra=extra)
         return
     if o.run_deadline:
         log.error("Run deadline exceeded; run failed", extra=extra)
