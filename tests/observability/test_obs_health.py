@@ -111,3 +111,12 @@ def test_check_helper(store):
     report = checks.check(store, 60)
     assert report.healthy and [w.id for w in report.live] == ["w"]
     assert checks.default_max_age(30) == 60
+
+
+def test_a_worker_with_too_many_undead_slots_is_live_but_not_healthy(store):
+    store.register_worker("w-sick", "host-a", 101, 2)
+    store.renew_leases("w-sick", [], 30_000, busy=0, undead=3, status="unhealthy")
+    report = checks.check(store, max_age=60)
+    assert not report.healthy
+    assert [(w.id, w.live, w.healthy) for w in report.workers] == [("w-sick", True, False)]
+    assert "undead" in report.message

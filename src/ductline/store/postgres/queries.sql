@@ -360,7 +360,11 @@ WITH started AS (
       AND (status = 'pending' OR (status = 'running' AND started_ms > :now_ms))
     RETURNING id, deadline_ms
 )
-SELECT r.id, CASE WHEN s.id IS NULL THEN r.deadline_ms ELSE s.deadline_ms END AS deadline_ms,
+-- A concurrent claim with an earlier clock may still move a seen deadline earlier, but
+-- never past this claim's own now + timeout: the deadline returned is bounded by it.
+SELECT r.id, CASE WHEN s.id IS NULL
+                  THEN LEAST(r.deadline_ms, :now_ms + r.timeout_seconds * 1000)
+                  ELSE s.deadline_ms END AS deadline_ms,
        (s.id IS NULL AND r.status = 'pending') AS stale
 FROM ductline_runs r LEFT JOIN started s ON s.id = r.id
 WHERE r.id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb));
