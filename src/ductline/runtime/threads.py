@@ -43,6 +43,9 @@ class ThreadAttempt:
         self.reader = protocol.Reader(self.conn.fileno())
         self.eof = False
         self.sentinel, self._done = os.pipe()
+        # Set as the thread's last act, before the sentinel is written: from then on
+        # it runs no more of the step, though `Thread.is_alive` may stay true a while.
+        self.finished = False
         self._thread = threading.Thread(target=self._run, args=(thread_end, task), daemon=True,
                                         name=f"ductline-step-{task.step}")
         self._thread.start()
@@ -54,21 +57,26 @@ class ThreadAttempt:
         except BaseException:  # noqa: BLE001 - the async timeout may land after the step returned
             pass
         finally:
+            self.finished = True
             os.write(self._done, b"x")
 
     def send(self, message: Any) -> None:
         self.conn.send(message)
 
     def signal_group(self, sig: int) -> None:
-        if sig == signal.SIGTERM and self._thread.is_alive() and self._thread.ident is not None:
+        if sig == signal.SIGTERM and self.alive() and self._thread.ident is not None:
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread.ident),
                                                        ctypes.py_object(ThreadTimeout))
 
     def alive(self) -> bool:
-        return self._thread.is_alive()
+        return not self.finished and self._thread.is_alive()
 
     def reap(self) -> int | None:
-        if self._thread.is_alive():
+        """0 once the thread has finished its step (its sentinel is readable then),
+        ``None`` before. Waiting for `Thread.is_alive` to turn false instead would
+        race the loop: the sentinel is readable, and its pipe at EOF, a moment
+        before the interpreter retires the thread."""
+        if not self.finished:
             return None
         self.close()
         return 0

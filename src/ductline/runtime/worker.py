@@ -247,9 +247,10 @@ class Worker:
                 waitables.append(slot.child.sentinel)
                 if not slot.busy and not slot.child.ready and not slot.child.eof:
                     waitables.append(slot.child.conn)  # its READY message
-            if slot.busy and slot.runner is not None and not slot.runner.eof:
-                waitables.append(slot.runner.conn)
-                if slot.runner is not slot.child:
+            if slot.busy and slot.runner is not None:
+                if not slot.runner.eof:
+                    waitables.append(slot.runner.conn)
+                if slot.runner is not slot.child:  # its end is watched after its pipe's EOF too
                     waitables.append(slot.runner.sentinel)
         timeout = max(0.0, min(horizon) - now)
         for ready in wait(waitables, timeout):
