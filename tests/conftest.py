@@ -52,6 +52,18 @@ def pg_base_url() -> Iterator[str]:
 
 
 
+@pytest.fixture(autouse=True)
+def _no_leaked_workers() -> Iterator[None]:
+    """Workers a test started and did not stop (it failed first) are stopped after it.
+    Workers of module- and session-scoped fixtures started before this fixture, so
+    they are left to their fixtures."""
+    import helpers
+
+    since = len(helpers.STARTED)
+    yield
+    helpers.stop_leaked(since)
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)

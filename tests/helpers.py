@@ -56,11 +56,28 @@ FAST_ENV = {
 def start_worker(db_url: str, *, concurrency: int = 2, env: dict[str, str] | None = None,
                  app: str = APP) -> subprocess.Popen[bytes]:
     full_env = {**os.environ, **FAST_ENV, **(env or {})}
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "ductline", "worker", "--app", app, "--database", db_url,
          "--concurrency", str(concurrency)],
         env=full_env,
     )
+    STARTED.append(proc)
+    return proc
+
+
+# Every worker `start_worker` started, so that one a failing test did not stop is
+# stopped after it (tests/conftest.py) instead of slowing every later test.
+STARTED: list[subprocess.Popen[bytes]] = []
+
+
+def stop_leaked(since: int) -> None:
+    """Stop the workers started after ``len(STARTED)`` was ``since`` that still run."""
+    leaked = STARTED[since:]
+    del STARTED[since:]
+    for proc in leaked:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)  # a test may have frozen it
+            stop_worker(proc)
 
 
 def stop_worker(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 15) -> int:

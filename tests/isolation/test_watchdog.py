@@ -55,13 +55,16 @@ def test_a_frozen_parent_s_child_stops_at_the_lease_horizon(store, tmp_path):
         assert max(first) < min(second), (max(first), min(second))
         results = [a["result"] for a in run_view(store, handle.id)["steps"][0]["attempts"]]
         assert results == ["crashed", "succeeded"]
-    finally:
         frozen.send_signal(signal.SIGCONT)
-        if rescuer is not None:
-            assert stop_worker(rescuer) == 0
-    # Continued, the parent finds its lease lost, drops the attempt, and serves again.
-    later = watchdog_app.healthy.trigger(1, database=store)
-    assert later.wait(60) == "completed"
-    assert frozen.poll() is None
-    assert stop_worker(frozen) == 0
-    assert _marks(marks).keys() == {(1, first_pid), (2, pid)}
+        assert stop_worker(rescuer) == 0
+        # Continued, the parent finds its lease lost, drops the attempt, and serves again.
+        later = watchdog_app.healthy.trigger(1, database=store)
+        assert later.wait(60) == "completed"
+        assert frozen.poll() is None
+        assert stop_worker(frozen) == 0
+        assert _marks(marks).keys() == {(1, first_pid), (2, pid)}
+    finally:  # whatever failed above, no worker outlives the test
+        frozen.send_signal(signal.SIGCONT)
+        for worker in (frozen, rescuer):
+            if worker is not None:
+                stop_worker(worker)
