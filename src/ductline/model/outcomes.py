@@ -141,8 +141,8 @@ def requested_delay_ms(ended: Ended) -> int | None:
     return None if match is None else int(match.group(1)) * 1000
 
 
-# Errors another attempt cannot fix, whatever the step's options say, unless its
-# retry_on names them.
+# Errors another attempt cannot fix (the same output or input fails the same way):
+# never retried unless the step's retry_on names them.
 _DETERMINISTIC = (PAYLOAD_TOO_LARGE_TYPE, STEP_SIGNATURE_TYPE)
 
 
