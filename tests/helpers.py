@@ -8,7 +8,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
+
+import pytest
 
 
 def truncate(url: str) -> None:
@@ -78,6 +80,44 @@ def stop_leaked(since: int) -> None:
         if proc.poll() is None:
             proc.send_signal(signal.SIGCONT)  # a test may have frozen it
             stop_worker(proc)
+
+
+def inprocess_worker_fixture(app: str, concurrency: int) -> Any:
+    """A pytest fixture ``inprocess_worker``: a real worker loop (real children) in a
+    thread of the test process, on the test's ``store``, with no retry delay.
+
+    Bind it in a conftest or test module (``inprocess_worker =
+    inprocess_worker_fixture(APP, 1)``); a test calls ``inprocess_worker(concurrency=N,
+    app=PATH, **settings)`` (defaults: the ones given here; settings as
+    `ductline.config.load_settings` takes them) and gets the running worker back once
+    its first child is ready. Every worker started is stopped at teardown.
+    """
+
+    @pytest.fixture
+    def inprocess_worker(store: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Any]]:
+        import threading
+
+        from ductline.config import load_settings
+        from ductline.runtime.launch import build_worker
+
+        monkeypatch.setenv("DUCTLINE_RETRY_DELAY", "0")
+        running: list[tuple[Any, threading.Thread]] = []
+
+        def start(concurrency: int = concurrency, app: str = app, **settings: Any) -> Any:
+            worker = build_worker(store, [app], concurrency,
+                                  load_settings(database_url=store.url, poll_interval=0.1, **settings))
+            thread = threading.Thread(target=worker.run, daemon=True)
+            thread.start()
+            running.append((worker, thread))
+            wait_for(lambda: worker.slots[0].child is not None)
+            return worker
+
+        yield start
+        for worker, thread in running:
+            worker.request_stop()
+            thread.join(30)
+
+    return inprocess_worker
 
 
 def stop_worker(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 15) -> int:

@@ -270,7 +270,7 @@ def runs(status: str | None, pipeline: str | None, limit: int, as_json: bool, da
 @click.option("--json", "as_json", is_flag=True)
 @database_option
 def show(run_id: str, as_json: bool, database: str | None) -> None:
-    """Show one run: its steps and their attempts."""
+    """Show one run: its steps, then each attempt with its start, end and duration."""
     store = _store(database, read_only=True)
     view = views.run_view(store, views.resolve_run_id(store, run_id))
     if as_json:
@@ -287,6 +287,17 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
         table.add_row(s["step"], "" if s["index"] is None else str(s["index"]), status,
                       s["not_before"] or "", str(len(s["attempts"])), last.get("result") or "", error[:120])
     out.print(table)
+    # Every attempt with its own timings: where a run spent its time, and how long
+    # each failed attempt took before the next one.
+    attempts = Table("step", "index", "attempt", "result", "started", "finished", "duration", "error")
+    for s in view["steps"]:
+        for a in s["attempts"]:
+            error = f"{a['error_type']}: {a['error']}" if a["error_type"] else ""
+            attempts.add_row(s["step"], "" if s["index"] is None else str(s["index"]), str(a["attempt"]),
+                             a["result"] or "running", a["started_at"] or "", a["finished_at"] or "",
+                             views.duration_text(a["duration_ms"]), error[:120])
+    if attempts.row_count:
+        out.print(attempts)
     for s in view["steps"]:
         if s["status"] == JobStatus.PAUSED:
             where = s["step"] + ("" if s["index"] is None else f"[{s['index']}]")

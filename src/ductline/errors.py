@@ -103,6 +103,37 @@ class PayloadTooLarge(DuctlineError, ValueError):
 PayloadTooLarge.__module__ = "ductline"
 
 
+class StepSignatureError(DuctlineError, TypeError):
+    """A step's arguments do not fit its signature: e.g. ``def f(a, b)`` that receives
+    one input (every step after the first receives exactly one).
+
+    Checked in the child (or thread, or event loop) that runs the attempt, by
+    binding the arguments to the step's signature before it is called, so a
+    ``TypeError`` raised inside the step's body is never taken for one. The
+    attempt is recorded ``errored`` with ``error_type="ductline.StepSignatureError"``
+    and, as the same input fails the same way, is not retried: the run halts with
+    ``non_retryable_error`` unless the step's ``retry_on`` names it.
+
+    Args:
+        step: the step's name in its pipeline.
+        expected: the signature it declares, e.g. ``"pair_sum(a, b)"``.
+        got: what it was called with, e.g. ``"1 argument (int)"``.
+        reason: why the arguments do not bind, from `inspect.Signature.bind`.
+    """
+
+    def __init__(self, step: str, expected: str, got: str, reason: str) -> None:
+        self.step, self.expected, self.got, self.reason = step, expected, got, reason
+        super().__init__(f"step {step!r} cannot take its arguments: it expects {expected} but got {got} "
+                         f"({reason}); the first step receives the trigger's arguments, every other step "
+                         "one input")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.step, self.expected, self.got, self.reason))
+
+
+StepSignatureError.__module__ = "ductline"
+
+
 class Retry(Exception):
     """Raised by a step to ask for another attempt after ``delay``.
 

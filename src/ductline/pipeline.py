@@ -27,8 +27,10 @@ class Pipeline(PipelineBuilder):
             trigger may override it, and each step's ``priority=`` is added.
 
     Raises:
-        TypeError: ``name`` is not a ``str``, ``timeout`` is not a duration, or
-            ``priority`` is not an ``int``.
+        TypeError: ``name`` is not a ``str``, ``timeout`` is not a duration,
+            ``priority`` is not an ``int``, or an option it does not take (the
+            message names the closest valid one and lists them; so does every
+            transition for an unknown step option).
         ValueError: ``timeout`` is negative or zero, or ``priority`` is outside -100..100.
         DefinitionError: ``name`` is longer than 200 characters or not printable
             text (`ductline.dsl.steps.check_name`); step names follow the same rule.

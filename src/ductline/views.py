@@ -22,6 +22,26 @@ def iso(ms: int | None) -> str | None:
         .replace("+00:00", "Z")
 
 
+def duration_ms(started_ms: int | None, finished_ms: int | None) -> int | None:
+    """How long an attempt ran, in milliseconds; ``None`` while it runs."""
+    if started_ms is None or finished_ms is None:
+        return None
+    return int(finished_ms) - int(started_ms)
+
+
+def duration_text(ms: int | None) -> str:
+    """A duration for people: ``"0.412 s"``, ``"2 min 5.000 s"``, ``"1 h 0 min 3.000 s"``;
+    ``"running"`` for ``None``."""
+    if ms is None:
+        return "running"
+    minutes, rest = divmod(ms, 60_000)
+    hours, minutes = divmod(minutes, 60)
+    seconds = f"{rest / 1000:.3f} s"
+    if hours:
+        return f"{hours} h {minutes} min {seconds}"
+    return f"{minutes} min {seconds}" if minutes else seconds
+
+
 def run_summary(row: dict[str, Any]) -> dict[str, Any]:
     return {"run_id": row["id"], "pipeline": row["pipeline"], "status": row["status"],
             "halt_reason": row["halt_reason"], "created_at": iso(row["created_ms"]),
@@ -46,7 +66,8 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
     for a in attempt_rows:
         attempts.setdefault(a["job_id"], []).append({
             "attempt": a["attempt"], "result": a["result"], "started_at": iso(a["started_ms"]),
-            "finished_at": iso(a["finished_ms"]), "deadline": iso(a["deadline_ms"]),
+            "finished_at": iso(a["finished_ms"]), "duration_ms": duration_ms(a["started_ms"], a["finished_ms"]),
+            "deadline": iso(a["deadline_ms"]),
             "error_type": a["error_type"], "error": a["error"], "traceback": a["traceback"],
             # what the attempt logged and printed (ductline.execution.steplog), oldest first
             "logs": logs.get((a["job_id"], int(a["attempt"])), []),

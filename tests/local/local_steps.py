@@ -177,6 +177,29 @@ async def async_fails_twice(x):
     return {"x": x, "attempt": attempt}
 
 
+def takes_two(a, b):
+    return a + b
+
+
+async def async_takes_two(a, b):
+    return a + b
+
+
+class TakesTwo(ductline.Step):
+    def __init__(self, a, b):
+        super().__init__(a, b)
+
+    def execute(self):
+        return self.args
+
+
+def type_error_in_body_first(x):
+    """Its first attempt raises a TypeError from a call inside its body: an ordinary error."""
+    if ductline.context().attempt == 1:
+        return takes_two(x)
+    return x
+
+
 def slow_then_fast(x):
     """Stuck in C on its first attempt, instant on the next."""
     if ductline.context().attempt == 1:

@@ -225,3 +225,38 @@ def test_a_scaled_timeout_is_sized_by_the_attempt() -> None:
     assert "step timeout of 1 s" in small.step("sleeps_a_while").error
     # In the loop the size is computed before the step starts.
     assert ductline.execute(pipeline(s.async_sleeps_a_while), 2).output == 2
+
+
+# -- a step that cannot take its arguments ------------------------------------------------
+@pytest.mark.parametrize(("step", "label"), [
+    pytest.param(s.takes_two, "takes_two(a, b)", id="function"),
+    pytest.param(s.async_takes_two, "async_takes_two(a, b)", id="async"),
+    pytest.param(s.TakesTwo, "TakesTwo(a, b)", id="class"),
+])
+@pytest.mark.parametrize("isolation", ["process", "thread"])
+def test_a_step_given_arguments_its_signature_cannot_take_halts_at_the_first_attempt(
+        clock: FakeClock, step: object, label: str, isolation: str) -> None:
+    # Default retry options: before this rule the run made three attempts.
+    pipeline = Pipeline(name()).start(s.identity).chain(to=step, name="adder", isolation=isolation)
+    result = ductline.execute(pipeline, 5, clock=clock)
+    adder = result.step("adder")
+    assert result.status == "halted" and result.metadata["halt_reason"] == "non_retryable_error"
+    assert adder.status == "failed" and adder.attempts == 1
+    assert adder.error_type == "ductline.StepSignatureError"
+    assert adder.error.startswith(f"step 'adder' cannot take its arguments: it expects {label} but got "
+                                  "1 argument (int) (missing a required argument: 'b')"), adder.error
+
+
+def test_too_many_trigger_arguments_halt_the_first_step_at_once(clock: FakeClock) -> None:
+    result = ductline.execute(Pipeline(name()).start(s.double), 1, 2, clock=clock)
+    double = result.step("double")
+    assert double.attempts == 1 and double.error_type == "ductline.StepSignatureError"
+    assert "expects double(x) but got 2 arguments (int, int) (too many positional arguments)" in double.error
+
+
+def test_a_type_error_from_a_steps_body_is_retried(clock: FakeClock) -> None:
+    result = ductline.execute(Pipeline(name()).start(s.type_error_in_body_first), 5, clock=clock)
+    step = result.step("type_error_in_body_first")
+    assert result.status == "completed" and result.output == 5
+    assert [a.result for a in step.history] == ["errored", "succeeded"]
+    assert step.history[0].error_type == "TypeError"

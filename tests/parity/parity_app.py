@@ -192,6 +192,14 @@ def key_error_first(x):
     return {"attempt": attempt}
 
 
+def type_error_first(x):
+    """Its first attempt raises a TypeError from a call inside its body (an ordinary,
+    retried error), unlike a step that cannot take its own arguments."""
+    if _attempt() == 1:
+        return pair_sum(x)
+    return {"attempt": _attempt()}
+
+
 def retry_once(x):
     """Asks for a retry (free of charge) once, then succeeds."""
     attempt = _attempt()
@@ -503,6 +511,11 @@ crash_exhausted = _after_start("parity_crash_exhausted").chain(to=crash_always, 
 crash_recovered = _after_start("parity_crash_recovered").chain(to=crash_first, max_crash=3).chain(to=identity)
 unsafe_to_retry = _after_start("parity_unsafe_to_retry").chain(to=pay_then_fail, max_retry=3).chain(to=never)
 boundary_after_retry = _after_start("parity_boundary_after_retry").chain(to=fail_then_pay, max_retry=3)
+# ``pair_sum(a, b)`` after a step: it receives one input. Default retry options.
+signature_mismatch = _after_start("parity_signature_mismatch").chain(to=pair_sum).chain(to=never)
+signature_mismatch_thread = (_after_start("parity_signature_mismatch_thread")
+                             .chain(to=pair_sum, isolation="thread").chain(to=never))
+type_error_in_body = _after_start("parity_type_error_in_body").chain(to=type_error_first).chain(to=identity)
 bad_output = _after_start("parity_bad_output").chain(to=returns_set, max_retry=2).chain(to=never)
 
 # -- timeouts and the run deadline ---------------------------------------------------------------

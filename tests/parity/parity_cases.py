@@ -137,6 +137,17 @@ CASES: list[Case] = [
          check=steps(("pay_then_fail", "", FAILED, [ERR]))),
     Case("boundary_after_retry", app.boundary_after_retry, (1,), COMPLETED,
          check=steps(("fail_then_pay", "", COMPLETED, [ERR, OK]))),
+    # A step that cannot take its arguments halts at its first attempt; a TypeError
+    # raised inside a step's body is retried like any error.
+    Case("signature_mismatch", app.signature_mismatch, (1,), HALTED, "non_retryable_error",
+         check=both(steps(("pair_sum", "", FAILED, [ERR])), absent("never"),
+                    errors("pair_sum", "ductline.StepSignatureError"))),
+    Case("signature_mismatch_thread", app.signature_mismatch_thread, (1,), HALTED, "non_retryable_error",
+         check=both(steps(("pair_sum", "", FAILED, [ERR])), absent("never"),
+                    errors("pair_sum", "ductline.StepSignatureError"))),
+    Case("type_error_in_body", app.type_error_in_body, (1,), COMPLETED,
+         check=both(steps(("type_error_first", "", COMPLETED, [ERR, OK], {"attempt": 2})),
+                    errors("type_error_first", "TypeError"))),
     Case("bad_output", app.bad_output, (1,), HALTED, RETRIES, check=steps(("returns_set", "", FAILED, [ERR, ERR]))),
     # -- step timeouts and the run deadline ---------------------------------------------------
     Case("timeout_in_c", app.timeout_in_c, (1,), HALTED, RETRIES, seconds=3,

@@ -8,36 +8,17 @@ from pathlib import Path
 
 import kill_app
 import pytest
-from helpers import wait_for
+from helpers import inprocess_worker_fixture, wait_for
 
-from ductline.config import load_settings
 from ductline.dsl.timeouts import ScaledTimeout
 from ductline.observability.events import EventName, subscribe
-from ductline.runtime.launch import build_worker
 from ductline.views import run_view
 
 KILL_APP = str(Path(__file__).parent.parent / "apps" / "kill_app.py")
 
 
-@pytest.fixture
-def inprocess_worker(store, monkeypatch):
-    """A real worker loop (real children) running in a thread of the test process."""
-    monkeypatch.setenv("DUCTLINE_RETRY_DELAY", "0")
-    running = []
-
-    def start(concurrency=2, **settings):
-        worker = build_worker(store, [KILL_APP], concurrency,
-                              load_settings(database_url=store.url, poll_interval=0.1, **settings))
-        thread = threading.Thread(target=worker.run, daemon=True)
-        thread.start()
-        running.append((worker, thread))
-        wait_for(lambda: worker.slots[0].child is not None)
-        return worker
-
-    yield start
-    for worker, thread in running:
-        worker.request_stop()
-        thread.join(30)
+# A real worker loop (real children) running in a thread of the test process.
+inprocess_worker = inprocess_worker_fixture(KILL_APP, concurrency=2)
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ def step(x: int) -> int:
 misspelled = Pipeline("typing_bad_1").start(step, timout=30)
 mistyped = Pipeline("typing_bad_2").start(step, isolation="fork")
 loud = Pipeline("typing_bad_3").start(step, log_level="LOUD")
+unprioritised = Pipeline("typing_bad_4", prioirty=1).start(step)
 '''
 
 
@@ -42,10 +43,12 @@ def test_a_misspelled_option_is_a_type_error(checker, tmp_path):
     done = run(*checker, str(bad))
     assert done.returncode != 0
     assert "timout" in done.stdout and "fork" in done.stdout and "LOUD" in done.stdout, done.stdout
+    assert "prioirty" in done.stdout, done.stdout
 
 
 def test_a_misspelled_option_names_the_valid_ones_at_run_time():
-    with pytest.raises(TypeError, match=r"chain\(\) got unknown option 'timout'; the step options are timeout, "):
+    with pytest.raises(TypeError, match=r"chain\(\) got unknown option 'timout' \(did you mean 'timeout'\?\); "
+                                        r"the step options are name, timeout, "):
         Pipeline("typing_runtime").start(len_of).chain(to=len_of, timout=30)
 
 

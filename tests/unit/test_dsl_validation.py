@@ -247,6 +247,44 @@ def test_unknown_option_is_type_error() -> None:
         build_with("chain", timout=5)
 
 
+@pytest.mark.parametrize("transition", TRANSITIONS)
+def test_unknown_step_option_suggests_the_closest_and_lists_the_valid_ones(transition: str) -> None:
+    with pytest.raises(TypeError) as caught:
+        build_with(transition, timout=5)
+    message = str(caught.value)
+    assert message.startswith(f"{transition}() got unknown option 'timout' (did you mean 'timeout'?); "
+                              "the step options are name, "), message
+    assert "max_retry, retry_delay" in message and "cpu_limit" in message
+    assert ("max_fanout" in message) == (transition == "expand")
+
+
+def test_unknown_step_option_without_a_close_one_lists_the_valid_ones() -> None:
+    with pytest.raises(TypeError, match=r"got unknown option 'colour'; the step options are name, timeout, "):
+        build_with("chain", colour=5)
+
+
+def test_unknown_pipeline_option_is_the_same_type_error() -> None:
+    name = S.unique_name("opts")
+    with pytest.raises(TypeError) as caught:
+        Pipeline(name, timout=5)  # type: ignore[call-arg]
+    assert str(caught.value) == (f"Pipeline({name!r}) got unknown option 'timout' (did you mean 'timeout'?); "
+                                 "the Pipeline options are name, timeout, on_failure, priority")
+    assert "__init__" not in str(caught.value)
+
+
+def test_unknown_pipeline_options_are_all_named() -> None:
+    with pytest.raises(TypeError, match=r"unknown options 'on_fail' \(did you mean 'on_failure'\?\), "
+                                        r"'priorty' \(did you mean 'priority'\?\)"):
+        Pipeline(S.unique_name("opts"), on_fail="halt", priorty=1)  # type: ignore[call-arg]
+
+
+def test_unknown_pause_option_is_the_same_type_error() -> None:
+    p, _ = build_with("chain")
+    with pytest.raises(TypeError, match=r"pause\(\) got unknown option 'timout' \(did you mean 'timeout'\?\); "
+                                        r"the pause options are before, timeout"):
+        p.pause(before="b", timout=5)  # type: ignore[call-arg]
+
+
 @pytest.mark.parametrize("value", [0, -1])
 def test_expand_max_fanout_must_be_positive(value: Any) -> None:
     p = Pipeline(S.unique_name("fan")).start(S.a)

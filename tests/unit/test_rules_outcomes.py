@@ -35,6 +35,7 @@ CANCEL = AttemptResult.CANCELLED
 
 RETRY_TYPE = error_type_name(ductline.Retry)
 TOO_LARGE_TYPE = error_type_name(ductline.PayloadTooLarge)
+SIGNATURE_TYPE = "ductline.StepSignatureError"
 
 
 def opts(**kwargs: Any) -> StepOptions:
@@ -201,6 +202,21 @@ DECISIONS = [
                  id="PayloadTooLarge-halts-other-retry_on"),
     pytest.param(errored(TOO_LARGE_TYPE, "too big"), B(failures=5), opts(retry_on=[ductline.PayloadTooLarge]),
                  retry(10_000), id="PayloadTooLarge-in-retry_on-retried"),
+
+    # -- StepSignatureError: the step cannot take its arguments, so the same input fails the same
+    # way; a TypeError from the step's body stays an ordinary error ---------------------------------
+    pytest.param(errored(SIGNATURE_TYPE, "takes 2"), B(), DEFAULT, fail(NEVER, "takes 2"),
+                 id="StepSignatureError-halts-at-first-attempt"),
+    pytest.param(errored(SIGNATURE_TYPE, "takes 2"), B(), None, fail(NEVER, "takes 2"),
+                 id="StepSignatureError-unknown-step-halts"),
+    pytest.param(errored(SIGNATURE_TYPE, "takes 2"), B(), opts(max_retry=10, retry_on=[TypeError]),
+                 fail(NEVER, "takes 2"), id="StepSignatureError-halts-TypeError-in-retry_on"),
+    pytest.param(errored(SIGNATURE_TYPE, "takes 2"), B(failures=5), opts(retry_on=[SIGNATURE_TYPE]),
+                 retry(10_000), id="StepSignatureError-in-retry_on-retried"),
+    pytest.param(errored("TypeError", "in the body"), B(), DEFAULT, retry(10_000),
+                 id="TypeError-from-the-body-retried"),
+    pytest.param(errored("TypeError", "in the body"), B(failures=2), DEFAULT, fail(EXHAUSTED, "in the body"),
+                 id="TypeError-from-the-body-exhausts"),
 
     # -- an expand's output --------------------------------------------------------------------
     pytest.param(errored("FanoutError", "too many"), B(), DEFAULT, fail(FANOUT, "too many"),
@@ -437,6 +453,7 @@ def test_requested_delay_ms(ended: Ended, expected: int | None) -> None:
 def test_retry_is_recorded_under_the_public_name() -> None:
     assert RETRY_TYPE == "ductline.Retry"
     assert TOO_LARGE_TYPE == "ductline.PayloadTooLarge"
+    assert error_type_name(getattr(ductline, "StepSignatureError", object)) == SIGNATURE_TYPE
 
 
 @pytest.mark.parametrize(("error", "boundary", "expected"), [

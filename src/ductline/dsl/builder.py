@@ -10,11 +10,11 @@ on its own before it is combined.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Self, Unpack
+from typing import Any, Callable, Mapping, Never, Self, Unpack
 
 from ductline.dsl.graph import TransitionKind, Transition
 from ductline.dsl.options import (DEFAULT_MAX_FANOUT, MAX_FANOUT, StepOptions, StepOptionsArgs, build_options,
-                                  check_option_names)
+                                  check_option_names, unknown_keywords)
 from ductline.dsl.steps import check_name, reference, step_kind
 from ductline.durations import optional_seconds
 from ductline.errors import DefinitionError
@@ -54,9 +54,10 @@ class _Graph:
                 f"pipeline {self.pipeline!r} is already in use (triggered or loaded by a worker); "
                 "define every transition before using it")
 
-    def add(self, step: Any, depth: int, name: str | None, opts: Mapping[str, Any], where: str = "a transition") -> str:
+    def add(self, step: Any, depth: int, name: str | None, opts: Mapping[str, Any], where: str = "a transition",
+            keywords: tuple[str, ...] = ("name",)) -> str:
         self.check_open()
-        check_option_names(dict(opts), where)
+        check_option_names(dict(opts), where, keywords)
         kind = step_kind(step)
         ref = reference(step)
         step_name = getattr(step, "__name__", None) if name is None else name
@@ -179,7 +180,7 @@ class Cursor:
             raise TypeError(f"max_fanout must be an int, not {type(max_fanout).__name__}")
         if not 1 <= max_fanout <= MAX_FANOUT:
             raise ValueError(f"max_fanout must be from 1 to {MAX_FANOUT:,}, got {max_fanout}")
-        head = self._graph.add(to, self._depth + 1, name, opts, "expand()")
+        head = self._graph.add(to, self._depth + 1, name, opts, "expand()", ("name", "max_fanout"))
         self._graph.link(tail, Transition(TransitionKind.EXPAND, (head,), max_fanout=max_fanout))
         self._frames.append(_Frame(TransitionKind.EXPAND, tail))
         self._depth += 1
@@ -227,7 +228,7 @@ class Cursor:
         self._tail = target
         return self
 
-    def pause(self, before: Any, timeout: Any = None) -> Self:
+    def pause(self, before: Any, timeout: Any = None, **unknown: Never) -> Self:
         """Make the run wait for a person before step ``before`` runs.
 
         When the step's job is created it is stored ``paused`` (one row: no thread,
@@ -244,13 +245,16 @@ class Cursor:
                 (``failed``, reason ``pause_expired``). ``None`` waits forever.
 
         Raises:
-            TypeError: ``before`` is neither a ``str`` nor a callable, or
-                ``timeout`` is not a duration.
+            TypeError: ``before`` is neither a ``str`` nor a callable,
+                ``timeout`` is not a duration, or an unknown keyword (the message
+                names the closest valid one).
             ValueError: ``timeout`` is negative or zero.
             DefinitionError: no step ``before`` in this pipeline (yet), it names
                 the start step, several steps use that callable, or the step
                 already has a pause.
         """
+        if unknown:  # caught here to name the valid options; ``Never`` keeps a type checker flagging it
+            raise unknown_keywords("pause()", list(unknown), ("before", "timeout"), "pause options")
         graph = self._graph
         graph.check_open()
         seconds = optional_seconds(timeout, field="pause timeout", allow_zero=False)

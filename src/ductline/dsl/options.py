@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, Sequence, TypedDict
@@ -117,16 +118,42 @@ class StepOptionsArgs(TypedDict, total=False):
 OPTION_NAMES = tuple(StepOptionsArgs.__annotations__)
 
 
-def check_option_names(options: dict[str, Any], where: str) -> None:
-    """Raise `TypeError` for a keyword that is not a step option (e.g. ``timout``).
+def unknown_keywords(where: str, unknown: Sequence[str], valid: Sequence[str], what: str = "options") -> TypeError:
+    """The `TypeError` for keywords a DSL call does not take (``Pipeline("x", timout=5)``).
+
+    The message names each unknown keyword with the closest valid one, if any is
+    close (``difflib.get_close_matches``), and lists the valid ones.
 
     Args:
         where: the call, for the message (e.g. ``"chain()"``).
+        unknown: the keywords it got that it does not take.
+        valid: the keywords it takes, in the order to list them.
+        what: how the message calls the valid keywords (e.g. ``"step options"``).
+
+    Returns:
+        The error, for the caller to raise.
+    """
+    names = []
+    for keyword in sorted(unknown):
+        close = difflib.get_close_matches(keyword, valid, n=1)
+        names.append(f"{keyword!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    plural = "s" if len(names) > 1 else ""
+    return TypeError(f"{where} got unknown option{plural} {', '.join(names)}; the {what} are {', '.join(valid)}")
+
+
+def check_option_names(options: dict[str, Any], where: str, keywords: Sequence[str] = ("name",)) -> None:
+    """Raise `TypeError` for a keyword that is not a step option (e.g. ``timout``),
+    naming it, the closest valid one and the valid ones (`unknown_keywords`).
+
+    Args:
+        options: the keyword options the call got besides its own keywords.
+        where: the call, for the message (e.g. ``"chain()"``).
+        keywords: the call's own keywords, listed with the step options (a
+            misspelt ``nmae=`` lands in ``options`` too).
     """
     unknown = sorted(set(options) - set(OPTION_NAMES))
     if unknown:
-        raise TypeError(f"{where} got unknown option{'s' if len(unknown) > 1 else ''} "
-                        f"{', '.join(repr(u) for u in unknown)}; the step options are {', '.join(OPTION_NAMES)}")
+        raise unknown_keywords(where, unknown, (*keywords, *OPTION_NAMES), "step options")
 
 
 def check_priority(value: Any, field: str = "priority") -> int:

@@ -5,11 +5,11 @@ pipelines defined in this process. `ductline.Pipeline` adds the client verbs
 from __future__ import annotations
 
 import logging
-from typing import Any, Self, Unpack
+from typing import Any, Never, Self, Unpack
 
 from ductline.dsl.builder import Cursor, _Graph
 from ductline.dsl.graph import Definition, Node
-from ductline.dsl.options import StepOptionsArgs, build_options, check_priority
+from ductline.dsl.options import StepOptionsArgs, build_options, check_priority, unknown_keywords
 from ductline.dsl.steps import check_name, reference, step_kind
 from ductline.durations import optional_seconds
 from ductline.errors import DefinitionError, PipelineNotFound
@@ -53,8 +53,15 @@ class PipelineBuilder(Cursor):
     """The declaration half of `ductline.Pipeline`: a named definition built by chaining
     transitions (arguments and errors: see `ductline.Pipeline`)."""
 
+    # The options `__init__` takes, listed by the error for one it does not.
+    OPTIONS = ("name", "timeout", "on_failure", "priority")
+
     def __init__(self, name: str, timeout: Any = None, *, on_failure: str = "halt",
-                 priority: int = 0) -> None:
+                 priority: int = 0, **unknown: Never) -> None:
+        # ``**unknown`` catches a misspelt option so the error can name the valid
+        # ones; typed ``Never`` so a type checker still flags it.
+        if unknown:
+            raise unknown_keywords(f"Pipeline({name!r})", list(unknown), self.OPTIONS, "Pipeline options")
         if not isinstance(name, str) or not name.strip():
             raise TypeError(f"pipeline name must be a non-empty str, got {name!r}")
         check_name(name, "pipeline name")

@@ -6,7 +6,7 @@ import inspect
 import sys
 from typing import Any
 
-from ductline.errors import DefinitionError
+from ductline.errors import DefinitionError, StepSignatureError
 
 
 class Step:
@@ -73,12 +73,44 @@ def reference(obj: Any) -> str:
     return f"{module}:{qualname}"
 
 
-def invoke(obj: Any, args: tuple[Any, ...]) -> Any:
-    """Call a step with its arguments; returns a value or an awaitable."""
+def invoke(obj: Any, args: tuple[Any, ...], step: str | None = None) -> Any:
+    """Call a step with its arguments; returns a value or an awaitable.
+
+    Args:
+        obj: the step: a function, an async function or a `Step` subclass.
+        args: its positional arguments.
+        step: its name in the pipeline, for the error (default: its ``__name__``).
+
+    Raises:
+        StepSignatureError: ``args`` do not bind to the step's signature (checked
+            before the call, so a ``TypeError`` from the step's body stays its own).
+        Whatever the step raises.
+    """
+    check_arguments(obj, args, step)
     if inspect.isclass(obj):
         instance: Any = obj(*args)
         return instance.execute()
     return obj(*args)
+
+
+def check_arguments(obj: Any, args: tuple[Any, ...], step: str | None = None) -> None:
+    """Raise `StepSignatureError` if ``obj(*args)`` would fail to bind its arguments.
+
+    A class step is bound through its constructor (`Step`'s takes any arguments).
+    A callable whose signature cannot be read is left to the call itself.
+    """
+    try:
+        signature = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*args)
+    except TypeError as exc:
+        name = getattr(obj, "__name__", repr(obj))
+        count = f"{len(args)} argument{'' if len(args) == 1 else 's'}"
+        kinds = ", ".join(type(a).__name__ for a in args)
+        raise StepSignatureError(step or name, f"{name}{signature}", f"{count} ({kinds})" if args else count,
+                                 str(exc)) from None
 
 
 MAX_NAME_LENGTH = 200

@@ -120,7 +120,7 @@ def run_step(conn: Connection, task: Task, restore: Callable[[], str] | None = N
         with steplog.activate(capture, process_wide=threading.current_thread() is threading.main_thread()), \
                 attempt_context(task.run_id, task.job_id, task.attempt):  # user spans nest under the attempt
             with rlimits.applied(task.memory_limit, task.cpu_limit):
-                result = invoke(node.func, tuple(args))
+                result = invoke(node.func, tuple(args), task.step)
                 if inspect.isawaitable(result):
                     result = asyncio.run(_awaited(result))
         output = codec.dumps(result, what=f"output of step {task.step!r}")

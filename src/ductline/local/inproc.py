@@ -61,8 +61,8 @@ def _encode(result: Any, step: str, max_bytes: int) -> Outcome:
     return Outcome(AttemptResult.SUCCEEDED, output)
 
 
-async def _call(func: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    result = invoke(func, args)
+async def _call(func: Callable[..., Any], args: tuple[Any, ...], step: str) -> Any:
+    result = invoke(func, args, step)
     if inspect.isawaitable(result):
         result = await result
     return result
@@ -73,7 +73,7 @@ async def run_async(func: Callable[..., Any], args: tuple[Any, ...], ctx: step_c
                     enter: Callable[[], Any] | None = None) -> Outcome:
     """Run an async step as its own task; cancel it at ``timeout``."""
     loop = asyncio.get_running_loop()
-    task = loop.create_task(_call(func, args), name=f"ductline step {ctx.step}",
+    task = loop.create_task(_call(func, args, ctx.step), name=f"ductline step {ctx.step}",
                             context=_step_context(ctx, enter))
     try:
         await asyncio.wait({task}, timeout=timeout)
@@ -132,7 +132,7 @@ async def run_thread(func: Callable[..., Any], args: tuple[Any, ...], ctx: step_
     def body() -> None:
         try:
             try:
-                result = invoke(func, args)
+                result = invoke(func, args, ctx.step)
                 if inspect.isawaitable(result):
                     result = asyncio.run(_awaited(result))
                 outcome = _encode(result, ctx.step, max_bytes)

@@ -46,7 +46,7 @@ class HaltReason(StrEnum):
     MAX_FANOUT_EXCEEDED = "max_fanout_exceeded"
     CONDITION_UNMATCHED = "condition_unmatched"
     UNSAFE_TO_RETRY = "unsafe_to_retry"
-    NON_RETRYABLE_ERROR = "non_retryable_error"  # the error's type is in the step's no_retry_on
+    NON_RETRYABLE_ERROR = "non_retryable_error"  # no_retry_on names the error's type, or it is deterministic
     PAUSE_EXPIRED = "pause_expired"              # a failed run's reason: its pause expired
 
 

@@ -18,8 +18,9 @@ HALT_EXPLAINED: dict[str, str] = {
     HaltReason.JOB_RETRIES_EXHAUSTED: "a step failed on every attempt its retry budget (max_retry) allows",
     HaltReason.JOB_CRASHES_EXHAUSTED: "a step's attempts crashed their worker more often than max_crash allows",
     HaltReason.UNSAFE_TO_RETRY: "a step failed after crossing an irreversible boundary, so it was not retried",
-    HaltReason.NON_RETRYABLE_ERROR: "a step raised an error its no_retry_on names (or returned an output above "
-                                    "payload_max_bytes: PayloadTooLarge), so it was not retried",
+    HaltReason.NON_RETRYABLE_ERROR: "a step raised an error its no_retry_on names, returned an output above "
+                                    "payload_max_bytes (PayloadTooLarge) or was given arguments its signature "
+                                    "cannot take (StepSignatureError), so it was not retried",
     HaltReason.MAX_FANOUT_EXCEEDED: "a step returned more elements than its expand allows (max_fanout)",
     HaltReason.CONDITION_UNMATCHED: "a divert found no route for a step's output",
 }

@@ -1,0 +1,73 @@
+"""``ductline show RUN_ID`` prints each attempt with its start, end and duration
+(the tutorial's "each attempt with its result, timings"), as ``--json`` gives them.
+Both backends, the real command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import rt_app
+from helpers import drive
+
+from ductline import Pipeline
+from ductline import views
+
+NEW_YEAR_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+# Sync steps: `drive` runs them in this process.
+timed = Pipeline("show_timed").start(rt_app.add_one).chain(to=rt_app.double).chain(to=rt_app.add_one, name="again")
+
+
+def show(db_url: str, run_id: str, *flags: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "ductline", "show", run_id, *flags, "--database", db_url],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def rows(text: str) -> list[list[str]]:
+    """The cells of every table row printed."""
+    return [[cell.strip() for cell in line.strip().strip("│┃").split("│")] for line in text.splitlines()
+            if line.count("│") >= 2]
+
+
+def set_attempt(store, run_id: str, step: str, assignments: str) -> None:
+    with store.dialect.transaction() as s:
+        getattr(s, "_conn").execute(
+            f"UPDATE ductline_attempts SET {assignments} "
+            f"WHERE job_id IN (SELECT id FROM ductline_jobs WHERE run_id = '{run_id}' AND step = '{step}')")
+
+
+def test_show_prints_each_attempts_start_end_and_duration(store, db_url):
+    handle = timed.trigger(1, database=store)
+    drive(store, timed)
+    # Known timings, so the printed ones can be checked to the millisecond.
+    set_attempt(store, handle.id, "add_one", f"started_ms = {NEW_YEAR_MS}, finished_ms = {NEW_YEAR_MS + 1_234}")
+    set_attempt(store, handle.id, "double", f"started_ms = {NEW_YEAR_MS + 2_000}, finished_ms = "
+                f"{NEW_YEAR_MS + 63_500}, result = 'errored', error_type = 'ConnectionError', error = 'flaky'")
+
+    printed = rows(show(db_url, handle.id))
+    assert ["add_one", "", "1", "succeeded", "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:01.234Z",
+            "1.234 s", ""] in printed, printed
+    assert ["double", "", "1", "errored", "2026-01-01T00:00:02.000Z", "2026-01-01T00:01:03.500Z",
+            "1 min 1.500 s", "ConnectionError: flaky"] in printed, printed
+    view = json.loads(show(db_url, handle.id, "--json"))
+    again = view["steps"][2]["attempts"][0]
+    assert [s["attempts"][0]["duration_ms"] for s in view["steps"][:2]] == [1_234, 61_500]
+    assert ["again", "", "1", "succeeded", again["started_at"], again["finished_at"],
+            views.duration_text(again["duration_ms"]), ""] in printed, printed
+
+
+def test_show_prints_a_running_attempt_without_an_end(store, db_url):
+    handle = timed.trigger(2, database=store)
+    assert len(store.claim("w", [timed.name], 1, 60_000)) == 1
+    view = json.loads(show(db_url, handle.id, "--json"))
+    attempt = view["steps"][0]["attempts"][0]
+    assert (attempt["result"], attempt["finished_at"], attempt["duration_ms"]) == (None, None, None)
+    assert ["add_one", "", "1", "running", attempt["started_at"], "", "running", ""] in rows(show(db_url, handle.id))
+
+
+def test_duration_text():
+    assert [views.duration_text(ms) for ms in (None, 0, 999, 60_000, 3_723_004, 3_600_000)] == [
+        "running", "0.000 s", "0.999 s", "1 min 0.000 s", "1 h 2 min 3.004 s", "1 h 0 min 0.000 s"]
