@@ -52,6 +52,22 @@ def pg_base_url() -> Iterator[str]:
 
 
 
+# The longest tests (each tens of seconds: fleets, kills, pages run as scripts) go
+# first, longest first, so the test processes share them out instead of one of them
+# finishing them alone after the rest of the suite is done.
+LONG_FIRST = ("fleet/", "durability/", "docs/", "operating/test_pgbouncer.py",
+              "operating/test_connections.py", "limits/test_limits.py", "isolation/test_watchdog.py",
+              "runtime/test_isolation_and_undead.py", "examples/")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        relative = item.path.relative_to(HERE).as_posix()
+        return next((i for i, prefix in enumerate(LONG_FIRST) if relative.startswith(prefix)), len(LONG_FIRST))
+
+    items.sort(key=rank)  # stable: in the order of LONG_FIRST, then in collection order
+
+
 @pytest.fixture(autouse=True)
 def _no_leaked_workers() -> Iterator[None]:
     """Workers a test started and did not stop (it failed first) are stopped after it.

@@ -96,7 +96,7 @@ def python_loop_in_thread(x):
 
 
 def c_block_in_thread(x):
-    ctypes.CDLL(None).sleep(30)  # holds no bytecode boundary: the thread cannot unwind
+    ctypes.CDLL(None).sleep(10)  # holds no bytecode boundary: the thread cannot unwind
 
 
 threaded = Pipeline("kill_threaded").start(io_step, isolation="thread")
