@@ -160,24 +160,23 @@ def test_scaled_timeout_validation():
 
 
 def test_a_slow_maintenance_scan_does_not_delay_ready_jobs(store, inprocess_worker, monkeypatch):
-    import time
-
     from ductline.runtime import maintenance
 
     real = maintenance.rescue_expired
-    scanning, scanned = threading.Event(), threading.Event()
+    scanning, release = threading.Event(), threading.Event()
 
-    def slow_rescue(*args, **kwargs):
-        if scanned.is_set():
-            return real(*args, **kwargs)
-        scanning.set()
-        time.sleep(6)  # e.g. a slow query on a degraded database
-        scanned.set()
+    def held_rescue(*args, **kwargs):
+        if not release.is_set():
+            scanning.set()
+            release.wait(120)  # e.g. a slow query on a degraded database, held until the run ended
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(maintenance, "rescue_expired", slow_rescue)
+    monkeypatch.setattr(maintenance, "rescue_expired", held_rescue)
     inprocess_worker(health_check_interval=0.2)
     assert scanning.wait(90)
-    handle = kill_app.threaded.trigger(1, database=store)
-    assert handle.wait(90) == "completed"
-    assert not scanned.is_set()  # the run was not held behind the scan still in progress
+    try:
+        handle = kill_app.threaded.trigger(1, database=store)
+        # completed while the scan is still held: the run did not wait behind it
+        assert handle.wait(90) == "completed"
+    finally:
+        release.set()
