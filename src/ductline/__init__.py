@@ -32,7 +32,25 @@ from ductline.errors import (
 )
 from ductline.handle import RunHandle
 from ductline.version import __version__
-from ductline.local import StepResult, WorkflowResult, execute, execute_async
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ductline.local import StepResult, WorkflowResult, execute, execute_async
+
+# The in-process executor (and what it imports: asyncio, rich) is loaded on first
+# use: a worker's children, the worker and the CLI never need it, and each of them
+# starts faster without it.
+_LAZY = {"StepResult", "WorkflowResult", "execute", "execute_async"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY or name == "local":  # ``ductline.local.start`` after ``import ductline``
+        import ductline.local
+
+        value = ductline.local if name == "local" else getattr(ductline.local, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ductline' has no attribute {name!r}")
 
 __all__ = [
     "__version__",
