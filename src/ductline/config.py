@@ -46,6 +46,10 @@ class Settings:
             loaded machine unwinds threads slowly.
         max_undead: undead slots (threads or children that would not die) a worker
             tolerates; with more it stops claiming and reports itself unhealthy.
+        spare_children: warm child processes a worker keeps besides one per slot, so
+            a killed or retired child is replaced at once (at most one per slot;
+            default 4). 0 saves their memory and start-up CPU; a replacement is
+            then started when it is needed, and its slot waits for its imports.
         payload_inline_bytes: JSON values (outputs, inputs, trigger arguments) up to
             this many bytes are stored inline; larger ones out of line in chunks
             (`ductline.store.payloads`). Default 1 MiB (1,048,576).
@@ -86,6 +90,7 @@ class Settings:
     shutdown_grace_seconds: float = 30.0
     undead_after_seconds: float = 1.0
     max_undead: int = 2
+    spare_children: int = 4
     payload_inline_bytes: int = 1_048_576
     payload_max_bytes: int = 67_108_864
     sqlite_busy_timeout: float = 30.0
@@ -111,7 +116,7 @@ class Settings:
 _POSITIVE = ("lease_seconds", "undead_after_seconds", "payload_inline_bytes", "payload_max_bytes",
              "step_log_max_bytes", "pool_max_connections", "pool_idle_seconds")
 _TEXTS = ("database_url", "retention", "step_log_level", "database_pooling", "listen_database_url", "hostname")
-_INTS = ("retry_delay", "max_undead", "payload_inline_bytes", "payload_max_bytes", "step_log_max_bytes",
+_INTS = ("retry_delay", "max_undead", "spare_children", "payload_inline_bytes", "payload_max_bytes", "step_log_max_bytes",
          "pool_max_connections")
 POOLING_MODES = ("", "transaction")
 

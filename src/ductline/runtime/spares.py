@@ -9,11 +9,6 @@ import signal
 from ductline.execution import protocol
 from ductline.execution.process import Child
 
-# Warm spares kept per worker, at most one per slot: slots that time out together
-# (claimed together, same timeout) each get a ready child at once.
-SPARES = 4
-
-
 class Spares:
     """The worker's warm spares.
 

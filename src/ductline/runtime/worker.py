@@ -36,7 +36,7 @@ from ductline.runtime.heartbeat import Heartbeat
 from ductline.runtime.outbox import Outage, Outbox
 from ductline.runtime.scheduler import Scheduler
 from ductline.runtime.slots import Slot
-from ductline.runtime.spares import SPARES, Spares
+from ductline.runtime.spares import Spares
 from ductline.runtime.wakeup import Wakeup
 from ductline.store import Store, payloads
 
@@ -83,7 +83,9 @@ class Worker:
         self.enforcer = Enforcer(settings.kill_grace_seconds, self.wakeup.wake, self.clock,
                                  lease_seconds=settings.lease_seconds,
                                  undead_after=settings.undead_after_seconds)
-        self.spares = Spares(apps, sys_path or [], min(concurrency, SPARES), limits.message_cap)
+        # At most one spare per slot: slots that time out together (claimed together,
+        # same timeout) each get a ready child at once.
+        self.spares = Spares(apps, sys_path or [], min(concurrency, settings.spare_children), limits.message_cap)
         for slot in self.slots:
             slot.spares = self.spares
         self.outage = Outage(self.clock)
