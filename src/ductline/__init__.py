@@ -30,27 +30,30 @@ from ductline.errors import (
     StoreUnavailable,
     TargetError,
 )
-from ductline.handle import RunHandle
 from ductline.version import __version__
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ductline.handle import RunHandle
     from ductline.local import StepResult, WorkflowResult, execute, execute_async
 
-# The in-process executor (and what it imports: asyncio, rich) is loaded on first
-# use: a worker's children, the worker and the CLI never need it, and each of them
-# starts faster without it.
-_LAZY = {"StepResult", "WorkflowResult", "execute", "execute_async"}
+# Loaded on first use, each from its module: the in-process executor (with asyncio
+# and rich) and the client handle (with the store and the operations). A worker's
+# children import only what declares pipelines, and start faster for it.
+_LAZY = {"StepResult": "ductline.local", "WorkflowResult": "ductline.local", "execute": "ductline.local",
+         "execute_async": "ductline.local", "local": "ductline.local", "RunHandle": "ductline.handle"}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY or name == "local":  # ``ductline.local.start`` after ``import ductline``
-        import ductline.local
+    if name in _LAZY:
+        import importlib
 
-        value = ductline.local if name == "local" else getattr(ductline.local, name)
+        module = importlib.import_module(_LAZY[name])
+        value = module if name == "local" else getattr(module, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'ductline' has no attribute {name!r}")
+
 
 __all__ = [
     "__version__",

@@ -3,13 +3,13 @@ verbs that start runs (`ductline.operations.trigger`)."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ductline.dsl.pipeline import PipelineBuilder
-from ductline.handle import RunHandle
-from ductline.operations.trigger import trigger_run, trigger_runs
+
+if TYPE_CHECKING:
+    from ductline.handle import RunHandle
 
 
 class Pipeline(PipelineBuilder):
@@ -82,6 +82,9 @@ class Pipeline(PipelineBuilder):
                 ``payload_max_bytes`` of the triggering process's settings. Nothing
                 is written.
         """
+        from ductline.handle import RunHandle  # here: a worker's children import pipelines, never trigger
+        from ductline.operations.trigger import trigger_run
+
         store, triggered = trigger_run(self.definition(), args, database=database, delay=delay,
                                        delay_until=delay_until, timeout=timeout, key=key, priority=priority)
         return RunHandle(triggered.run_id, store, created=triggered.created)
@@ -126,6 +129,9 @@ class Pipeline(PipelineBuilder):
             ductline.StoreError: the database failed; the transaction rolled back.
             In every case nothing is written.
         """
+        from ductline.handle import RunHandle
+        from ductline.operations.trigger import trigger_runs
+
         store, triggered = trigger_runs(self.definition(), args_list, database=database, delay=delay,
                                         delay_until=delay_until, timeout=timeout, priority=priority)
         return [RunHandle(t.run_id, store) for t in triggered]
@@ -135,5 +141,7 @@ class Pipeline(PipelineBuilder):
                             priority: int | None = None) -> RunHandle:
         """`trigger` for asyncio code: the database work runs in a worker thread, so
         the event loop is never blocked. Same arguments, result and errors."""
+        import asyncio
+
         return await asyncio.to_thread(self.trigger, *args, delay=delay, delay_until=delay_until,
                                        timeout=timeout, database=database, key=key, priority=priority)

@@ -13,7 +13,6 @@ socket, so a step behaves the same wherever it runs.
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import inspect
 import json
@@ -122,6 +121,8 @@ def run_step(conn: Connection, task: Task, restore: Callable[[], str] | None = N
             with rlimits.applied(task.memory_limit, task.cpu_limit):
                 result = invoke(node.func, tuple(args), task.step)
                 if inspect.isawaitable(result):
+                    import asyncio  # here: most children never run a coroutine step
+
                     result = asyncio.run(_awaited(result))
         output = codec.dumps(result, what=f"output of step {task.step!r}")
         payloads.check_size(output, f"output of step {task.step!r}", task.max_output_bytes)
