@@ -45,12 +45,14 @@ class ChildEvents:
         limits: the worker's payload limits (the message cap, the output limit).
         stopping: whether the worker stops (dead children are then not replaced).
         slot_ready: called when a slot's child said it is ready (claim now).
+        attempt_ended: told how long each attempt ran (seconds, handed over to ended).
         (the others are the worker's collaborators of the same names)
     """
 
     def __init__(self, store: Store, slots: list[Slot], limits: payloads.Limits, *, clock: DatabaseClock,
                  enforcer: Enforcer, outbox: Outbox, outage: Outage, spares: Spares, wakeup: Wakeup,
-                 stopping: Callable[[], bool], slot_ready: Callable[[], None]) -> None:
+                 stopping: Callable[[], bool], slot_ready: Callable[[], None],
+                 attempt_ended: Callable[[float], None] = lambda seconds: None) -> None:
         self._store = store
         self._slots = slots
         self._limits = limits
@@ -62,6 +64,7 @@ class ChildEvents:
         self._wakeup = wakeup
         self._stopping = stopping
         self._slot_ready = slot_ready
+        self._attempt_ended = attempt_ended
         self._retired: list[ThreadAttempt] = []  # finished threads whose pipes close once they end
 
     def handle(self, ready: Any) -> None:
@@ -198,6 +201,7 @@ class ChildEvents:
         job = slot.job
         assert job is not None
         self._outbox.add(Outcome(slot.attempt(), job.pipeline, result, **fields))
+        self._attempt_ended(self._clock.now() - slot.started_at)
         if isinstance(slot.runner, ThreadAttempt):
             self._retired.append(slot.runner)
         slot.release()

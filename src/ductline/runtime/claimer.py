@@ -6,10 +6,16 @@ schedules fire and does the worker learn when to wake next -- the earliest
 not-before time or schedule tick (a timer, so a delay ends within milliseconds)
 and the earliest run deadline (so a run past its deadline while none of its
 attempts runs here is ended on time).
+
+While attempts are short, a claim also fills a small queue of jobs claimed ahead
+(`ductline.runtime.ahead`): a slot whose child finished takes its next job from
+there at once (`fill_free`), and the claims that refill the queue ride along with
+the recording of results (`claim_in`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from typing import Callable
@@ -23,6 +29,7 @@ from ductline.model.limits import step_limits
 from ductline.observability.events import EventName, emit
 from ductline.operations.stop import expire_due
 from ductline.runtime import faults
+from ductline.runtime.ahead import Ahead
 from ductline.runtime.outbox import Outage
 from ductline.runtime.scheduler import Scheduler, earliest
 from ductline.runtime.slots import Runner, Slot
@@ -43,12 +50,16 @@ class Claimer:
         worker_id: the claiming worker.
         slots: the worker's slots.
         healthy: whether the worker may claim (not too many undead slots).
+        ahead: the queue of jobs claimed ahead.
+        renew_now: asks the heartbeat to renew the leases on this turn of the loop
+            (a queued job waits for its lease to be confirmed).
         (the others are the worker's collaborators of the same names)
     """
 
     def __init__(self, store: Store, definitions: dict[str, Definition], settings: Settings, worker_id: str,
                  slots: list[Slot], *, clock: DatabaseClock, enforcer: Enforcer, wakeup: Wakeup,
-                 scheduler: Scheduler, outage: Outage, healthy: Callable[[], bool]) -> None:
+                 scheduler: Scheduler, outage: Outage, healthy: Callable[[], bool],
+                 ahead: Ahead | None = None, renew_now: Callable[[], None] = lambda: None) -> None:
         self._store = store
         self._definitions = definitions
         self._pipelines = sorted(definitions)
@@ -62,6 +73,8 @@ class Claimer:
         self._scheduler = scheduler
         self._outage = outage
         self._healthy = healthy
+        self.ahead = ahead if ahead is not None else Ahead(depth=0)
+        self._renew_now = renew_now
         self._claims = 0  # every FIFO_EVERY-th claim is oldest-first (bounds starvation)
         # SQLite cannot notify other processes; poll it more often (the query is indexed).
         self.poll = min(settings.poll_interval, 0.25) if store.dialect.name == "sqlite" \
@@ -83,23 +96,67 @@ class Claimer:
             times.append(self._clock.now())
         return times
 
+    def _usable(self) -> int:
+        return sum(1 for s in self._slots if not s.undead)
+
+    def hungry(self) -> bool:
+        """A claim now keeps a child from idling: a slot is free, or fewer jobs are
+        queued ahead than there are slots to take them."""
+        if any(s.free for s in self._slots):
+            return True
+        usable = self._usable()
+        return len(self.ahead) < usable and self.ahead.room(usable) > 0
+
+    def _wanted(self, free: list[Slot]) -> int:
+        return len(free) + self.ahead.room(self._usable())
+
+    def fill_free(self) -> None:
+        """Start queued jobs on the free slots, oldest claim first. A queued job
+        whose lease was not confirmed lately waits for the heartbeat, asked now."""
+        if not len(self.ahead):
+            return
+        now = self._clock.now()
+        for slot in self._slots:
+            if not slot.free:
+                continue
+            job = self.ahead.take(now)
+            if job is None:
+                if self.ahead.stale(now):
+                    self._renew_now()
+                return
+            self._start_queued(slot, job)
+
+    def _start_queued(self, slot: Slot, job: ClaimedJob) -> None:
+        """A queued job's attempt starts now: its step timeout counts from here, not
+        from its claim (DESIGN.md: the timeout clock starts when it begins executing)."""
+        started = int(self._clock.db_now_ms())
+        step_deadline = None if job.timeout_seconds is None else started + job.timeout_seconds * 1000
+        deadlines = [d for d in (step_deadline, job.run_deadline_ms) if d is not None]
+        job = dataclasses.replace(job, started_ms=started, deadline_ms=min(deadlines) if deadlines else None)
+        self.start(slot, job)
+        emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,
+             job_id=job.job_id, attempt=job.attempt, deadline_ms=job.deadline_ms, started_ms=job.started_ms,
+             pickup_latency_seconds=max(0, job.started_ms - job.not_before_ms) / 1000)
+
     def claim(self) -> None:
         if not self._healthy():
             return  # unhealthy: stop claiming (the heartbeat reports it)
         free = [s for s in self._slots if s.free]
         now = self._clock.now()
         due = now >= self.next_claim or (self.timer is not None and now >= self.timer) or self._wakeup.pending()
-        if not free or not due or not self._outage.ok():
+        # A queue waiting for its leases to be confirmed is served first (this turn).
+        if not self.hungry() or self.ahead.stale(now) or not due or not self._outage.ok():
             return
+        wanted = self._wanted(free)
         self._wakeup.clear()
         self.timer = None  # fired (or superseded): the claim below sets the next one
         try:
             sent = self._clock.now()
             self._claims += 1
-            jobs = self._store.claim(self._worker_id, self._pipelines, len(free), self._settings.lease_ms,
+            jobs = self._store.claim(self._worker_id, self._pipelines, wanted, self._settings.lease_ms,
                                      limits=self._limits, fifo=self._claims % FIFO_EVERY == 0)
             self._dispatch(free, jobs, sent, self._clock.now())
-            if len(jobs) == len(free):
+            if len(jobs) == wanted:
                 self.next_claim = 0.0  # there may be more
                 return
             self.next_claim = now + self.poll
@@ -116,16 +173,17 @@ class Claimer:
             self._outage.failed("claiming", exc)
 
     def claim_in(self, tx: Tx) -> Callable[[], None] | None:
-        """Claim for the free slots inside ``tx`` (the transaction recording the
-        outcomes that freed them); returns what starts the attempts once ``tx``
-        committed, or ``None`` if nothing was claimed. Nothing changes here until
-        then: if ``tx`` rolls back, the claim never happened."""
+        """Claim for the free slots (and the queue ahead) inside ``tx`` (the
+        transaction recording the outcomes that freed them); returns what starts
+        the attempts once ``tx`` committed, or ``None`` if nothing was claimed.
+        Nothing changes here until then: if ``tx`` rolls back, the claim never happened."""
         free = [s for s in self._slots if s.free]
-        if not free or not self._healthy():
+        wanted = self._wanted(free)
+        if not wanted or not self._healthy():
             return None
         sent = self._clock.now()
         self._claims += 1
-        jobs = tx.claim(self._worker_id, self._pipelines, len(free), self._settings.lease_ms,
+        jobs = tx.claim(self._worker_id, self._pipelines, wanted, self._settings.lease_ms,
                         limits=self._limits, fifo=self._claims % FIFO_EVERY == 0)
         received = self._clock.now()
         if not jobs:
@@ -133,7 +191,7 @@ class Claimer:
 
         def started() -> None:
             self._dispatch(free, jobs, sent, received)
-            if len(jobs) == len(free):
+            if len(jobs) == wanted:
                 self.next_claim = 0.0  # there may be more
         return started
 
@@ -144,6 +202,8 @@ class Claimer:
             self._clock.measure(jobs[0].started_ms, sent, received)
             self._enforcer.renewed(sent)  # a claim is a fresh lease
             faults.checkpoint("after_claim")
+        # Jobs beyond the free slots wait in the queue ahead, their leases held since the claim.
+        self.ahead.add(jobs[len(free):], sent)
         for slot, job in zip(free, jobs):
             self.start(slot, job)
             emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,
@@ -167,6 +227,7 @@ class Claimer:
             runner = ThreadAttempt(slot.task(job))
         assert runner is not None  # only a slot with a ready child is free
         self._enforcer.watch(slot.index, runner, deadline)
+        slot.started_at = self._clock.now()
         try:
             slot.assign(job, runner, options)
         except (OSError, ValueError):  # the child died before it got the task; its

@@ -18,6 +18,7 @@ from ductline.config import Settings
 from ductline.errors import StoreError
 from ductline.execution.enforcer import Enforcer, Reason
 from ductline.observability.events import EventName, emit
+from ductline.runtime.ahead import Ahead
 from ductline.runtime.outbox import Outage, Outbox
 from ductline.runtime.outcomes import job_extra
 from ductline.runtime.slots import Slot
@@ -33,12 +34,13 @@ class Heartbeat:
     Args:
         worker_id: the worker.
         report: the worker's ``(undead slots, status)`` for its heartbeat row.
+        ahead: the jobs claimed ahead (their leases are renewed too).
         (the others are the worker's collaborators of the same names)
     """
 
     def __init__(self, store: Store, settings: Settings, worker_id: str, slots: list[Slot], *,
                  clock: DatabaseClock, enforcer: Enforcer, wakeup: Wakeup, outbox: Outbox, outage: Outage,
-                 report: Callable[[], tuple[int, str]]) -> None:
+                 report: Callable[[], tuple[int, str]], ahead: Ahead | None = None) -> None:
         self._store = store
         self._settings = settings
         self._worker_id = worker_id
@@ -49,7 +51,12 @@ class Heartbeat:
         self._outbox = outbox
         self._outage = outage
         self._report = report
+        self._ahead = ahead if ahead is not None else Ahead(depth=0)
         self.next_at = 0.0  # monotonic
+
+    def soon(self) -> None:
+        """Renew on this turn of the loop (a queued job waits for its lease)."""
+        self.next_at = 0.0
 
     def beat(self) -> None:
         """Renew the leases if it is time (or a cancel asks for it now)."""
@@ -60,7 +67,8 @@ class Heartbeat:
             return
         busy = [s for s in self._slots if s.busy and not s.undead]
         # Outcomes not yet recorded (the database was down) keep their leases too.
-        tokens = [s.job.lease_token for s in busy if s.job is not None] + self._outbox.lease_tokens()
+        queued = self._ahead.tokens()
+        tokens = [s.job.lease_token for s in busy if s.job is not None] + self._outbox.lease_tokens() + queued
         undead, status = self._report()
         try:
             sent = self._clock.now()
@@ -69,6 +77,11 @@ class Heartbeat:
             self._clock.measure(db_now, sent, self._clock.now())
             self._enforcer.renewed(sent)
             self.next_at = now + self._settings.lease_seconds / 3
+            if queued:
+                for job in self._ahead.renewed(renewed, sent):
+                    # Its run was cancelled or ended, or it was rescued: never started.
+                    log.info("Lease of a job claimed ahead was lost; not starting it", extra={
+                        "run_id": job.run_id, "job_id": job.job_id, "step": job.step, "attempt": job.attempt})
             for slot in busy:
                 if slot.job is not None and slot.job.lease_token not in renewed:
                     extra = job_extra(slot.attempt())

@@ -2,6 +2,9 @@
 that needs the database shares while it is unavailable.
 
 Outcomes are recorded in batches (one transaction for many completions). While
+jobs claimed ahead keep every child busy, a batch may wait up to `HOLD_SECONDS`
+for more outcomes (group commit); as soon as a child would go without work, or
+the worker stops, it is recorded at once (with the claims that refill it). While
 the database is down they wait here, and their leases are still renewed with the
 running ones (`ductline.runtime.heartbeat`): a result recorded late is still the
 result; one dropped would run the step again.
@@ -23,6 +26,9 @@ from ductline.store.store import Tx
 log = logging.getLogger("ductline.worker")
 
 OUTAGE_BACKOFF_SECONDS = 0.5
+# The longest an outcome waits for others to share its commit (seconds), while
+# every child still has work queued: it bounds what grouping adds to a hop.
+HOLD_SECONDS = 0.005
 
 
 class Outage:
@@ -36,6 +42,9 @@ class Outage:
 
     def ok(self) -> bool:
         return self._clock.now() >= self.until
+
+    def now(self) -> float:
+        return self._clock.now()
 
     def failed(self, what: str, exc: StoreError) -> None:
         """Back off after a failure; a database file that was deleted or replaced is
@@ -73,6 +82,10 @@ class Outbox:
         self._now_ms = now_ms
         self._recorded = recorded
         self.pending: list[Outcome] = []
+        self._since = 0.0  # monotonic: when the oldest pending outcome arrived
+        # Set by the worker: whether to record now rather than wait for more outcomes
+        # (a child would go without work, or the worker stops).
+        self.urgent: Callable[[], bool] = lambda: True
         # Set by the worker: claims inside the recording transaction for the slots the
         # batch freed and returns what to do once it committed (start the attempts).
         self.claim_in: Callable[[Tx], Callable[[], None] | None] | None = None
@@ -81,18 +94,26 @@ class Outbox:
         return len(self.pending)
 
     def add(self, outcome: Outcome) -> None:
+        if not self.pending:
+            self._since = self._outage.now()
         self.pending.append(outcome)
 
     def lease_tokens(self) -> list[str]:
         return [o.attempt.lease_token for o in self.pending]
 
     def retry_at(self) -> float | None:
-        """When the loop must wake to try recording again (monotonic), if it must."""
-        return self._outage.until if self.pending else None
+        """When the loop must wake to record (monotonic), if it must: when the
+        database's back-off ends, or when pending outcomes waited long enough."""
+        if not self.pending:
+            return None
+        return max(self._outage.until, self._since + HOLD_SECONDS)
 
     def flush(self) -> None:
-        """Record what is pending, unless the database is backing off."""
+        """Record what is pending, unless the database is backing off or the
+        outcomes may still wait for others (`HOLD_SECONDS`)."""
         if not self.pending or not self._outage.ok():
+            return
+        if self._outage.now() < self._since + HOLD_SECONDS and not self.urgent():
             return
         batch, self.pending = self.pending, []
         started: list[Callable[[], None]] = []

@@ -80,6 +80,7 @@ class Slot:
     spares: Spares | None = None
     retired: list[Child] = field(default_factory=list)
     broken: str | None = None  # why its attempt's child was killed for breaking the protocol
+    started_at: float = 0.0  # monotonic seconds: when its attempt was handed to its runner
 
     @property
     def busy(self) -> bool:

@@ -28,12 +28,15 @@ from ductline.config import Settings
 from ductline.dsl.graph import Definition
 from ductline.errors import StoreError
 from ductline.execution.enforcer import LEASE_SAFETY_SHARE, Enforcer, Reason
-from ductline.model.states import WorkerStatus
+from ductline.model.states import AttemptResult, WorkerStatus
 from ductline.runtime import maintenance
+from ductline.runtime.ahead import Ahead
 from ductline.runtime.children import ChildEvents
 from ductline.runtime.claimer import Claimer
 from ductline.runtime.heartbeat import Heartbeat
 from ductline.runtime.outbox import Outage, Outbox
+from ductline.runtime.outcomes import Outcome
+from ductline.runtime.record import Attempt
 from ductline.runtime.scheduler import Scheduler
 from ductline.runtime.slots import Slot
 from ductline.runtime.spares import Spares
@@ -89,19 +92,23 @@ class Worker:
         for slot in self.slots:
             slot.spares = self.spares
         self.outage = Outage(self.clock)
+        self.ahead = Ahead()
         self.scheduler = Scheduler(store, definitions, self.clock, settings.poll_interval, enabled=fire_schedules)
         self.claimer = Claimer(store, definitions, settings, self.id, self.slots, clock=self.clock,
                                enforcer=self.enforcer, wakeup=self.wakeup, scheduler=self.scheduler,
-                               outage=self.outage, healthy=lambda: self.undead_count() <= settings.max_undead)
+                               outage=self.outage, healthy=lambda: self.undead_count() <= settings.max_undead,
+                               ahead=self.ahead, renew_now=lambda: self.heartbeat.soon())
         self.outbox = Outbox(store, definitions, settings.retry_delay, limits, self.outage, self.clock.db_now_ms,
                              recorded=self.claimer.soon)
         self.outbox.claim_in = lambda tx: None if self.stopping or not self.outage.ok() else self.claimer.claim_in(tx)
+        self.outbox.urgent = lambda: self.stopping or self.claimer.hungry()
         self.heartbeat = Heartbeat(store, settings, self.id, self.slots, clock=self.clock, enforcer=self.enforcer,
                                    wakeup=self.wakeup, outbox=self.outbox, outage=self.outage,
-                                   report=lambda: (self.undead_count(), self.status()))
+                                   report=lambda: (self.undead_count(), self.status()), ahead=self.ahead)
         self.events = ChildEvents(store, self.slots, limits, clock=self.clock, enforcer=self.enforcer,
                                   outbox=self.outbox, outage=self.outage, spares=self.spares, wakeup=self.wakeup,
-                                  stopping=lambda: self.stopping, slot_ready=self.claimer.soon)
+                                  stopping=lambda: self.stopping, slot_ready=self.claimer.soon,
+                                  attempt_ended=self.ahead.observe)
 
     # -- lifecycle -----------------------------------------------------------------------
     def request_stop(self) -> None:
@@ -146,6 +153,7 @@ class Worker:
                     next_stop_check = now + 0.1
                     if stop_when():
                         self.request_stop()
+                self._give_back()
                 self._flush()
                 if self.stopping and self._finish_shutdown():
                     break
@@ -203,6 +211,22 @@ class Worker:
             delay = min(delay * 2, 10.0)
 
     # -- the loop's phases (named, so a profile of the loop reads as its phases) -----------
+    def _give_back(self) -> None:
+        """Give back the jobs claimed ahead when the worker stops, or when they
+        waited too long behind attempts that turned out long: released at once
+        (nothing charged), so they need not wait for their leases to expire."""
+        if not len(self.ahead) or not (self.stopping or self.ahead.overdue(self.clock.now())):
+            return
+        jobs = self.ahead.drain(overdue=not self.stopping)
+        why = "worker shut down" if self.stopping else "the attempts ahead of it ran long"
+        log.info("Giving back %d job(s) claimed ahead and not started (%s)", len(jobs), why)
+        for job in jobs:
+            attempt = Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token,
+                              job.started_ms, job.limit_key)
+            self.outbox.add(Outcome(attempt, job.pipeline, AttemptResult.CANCELLED, release=True,
+                                    error=f"given back before it started: {why}"))
+        self.claimer.soon()
+
     def _flush(self) -> None:
         self.outbox.flush()
 
@@ -234,6 +258,8 @@ class Worker:
     def _wait(self) -> None:
         """Wait for the first of: a child's message or death, the wake-up pipe, or
         the nearest time something is due."""
+        if not self.stopping:
+            self.claimer.fill_free()  # a queued job whose lease was just renewed
         now = self.clock.now()
         free = any(s.free for s in self.slots)
         horizon = [now + self.claimer.poll, self.heartbeat.next_at, self._next_maintenance,
@@ -257,6 +283,10 @@ class Worker:
         timeout = max(0.0, min(horizon) - now)
         for ready in wait(waitables, timeout):
             self.events.handle(ready)
+        if not self.stopping:
+            # A child that just finished gets its next job now, before its result is
+            # recorded (jobs claimed ahead; `ductline.runtime.ahead`).
+            self.claimer.fill_free()
 
     def _finish_shutdown(self) -> bool:
         """True when the loop may end: nothing busy, or the grace ran out."""

@@ -48,7 +48,7 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[Tx]:
         with self.dialect.transaction() as session:
-            yield Tx(session, per_level_claims=self.dialect.name == "sqlite")
+            yield Tx(session, per_level_claims=self.dialect.name == "sqlite", fused=self.dialect.name != "sqlite")
 
     # -- clock -------------------------------------------------------------------
     def now_ms(self) -> int:

@@ -24,9 +24,12 @@ INSERT_CHUNK = 2000
 class Tx:
     """The verbs available inside one write transaction."""
 
-    def __init__(self, session: Session, *, per_level_claims: bool = False) -> None:
+    def __init__(self, session: Session, *, per_level_claims: bool = False, fused: bool = False) -> None:
         self.s = session
         self._per_level = per_level_claims  # the dialect claims one priority level per statement
+        # The dialect runs some sequences as one statement (each statement is a round
+        # trip to a server): claim_start_jobs, complete_close_jobs.
+        self._fused = fused
 
     def now_ms(self) -> int:
         """The database clock, read inside this transaction."""
@@ -40,6 +43,8 @@ class Tx:
     def claim(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int, *,
               limits: dict[tuple[str, str], StepLimit] | None = None, fifo: bool = False) -> list[ClaimedJob]:
         """Claim up to ``limit`` ready jobs inside this transaction (see `Store.claim`)."""
+        if self._fused and not limits and not fifo:
+            return self._claim_fused(worker_id, pipelines, limit, lease_ms)
         rows = claims.claim_rows(self.s, per_level=self._per_level, pipelines=pipelines,
                                  limit=limit, lease_ms=lease_ms, worker_id=worker_id,
                                  limits=limits or {}, fifo=fifo)
@@ -74,6 +79,37 @@ class Tx:
             "job_id": c.job_id, "attempt": c.attempt, "run_id": c.run_id, "lease_token": c.lease_token,
             "worker_id": worker_id, "started_ms": c.started_ms, "deadline_ms": c.deadline_ms,
         } for c in claimed])})
+        return claimed
+
+    def _claim_fused(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int) -> list[ClaimedJob]:
+        """`claim` in one statement (claim_start_jobs): same rows, same deadlines."""
+        rows = self.s.fetch("claim_start_jobs", {"pipelines": json.dumps(pipelines), "limit": limit,
+                                                 "lease_ms": lease_ms, "worker_id": worker_id})
+        stale = sorted({row["run_id"] for row in rows if row["stale"]})
+        fixed: dict[str, Any] = {}
+        if stale:  # rare: a concurrent claim started these runs between snapshot and update
+            fixed = {r["id"]: r["deadline_ms"]
+                     for r in self.s.fetch("run_deadlines", {"run_ids": json.dumps(stale)})}
+        claimed = []
+        for row in rows:
+            started = int(row["claimed_ms"])
+            run_deadline = fixed[row["run_id"]] if row["stale"] else row["run_deadline_ms"]
+            deadline = row["deadline_ms"]
+            if row["stale"]:
+                step_deadline = None if row["timeout_seconds"] is None else started + row["timeout_seconds"] * 1000
+                candidates = [d for d in (step_deadline, run_deadline) if d is not None]
+                deadline = min(candidates) if candidates else None
+                self.s.execute("set_attempt_deadline", {"job_id": row["id"], "attempt": row["attempts"],
+                                                        "lease_token": row["lease_token"], "deadline_ms": deadline})
+            claimed.append(ClaimedJob(
+                job_id=row["id"], run_id=row["run_id"], pipeline=row["pipeline"], step=row["step"],
+                scope=row["scope"], input=row["input"], attempt=int(row["attempts"]),
+                lease_token=row["lease_token"], timeout_seconds=row["timeout_seconds"],
+                boundary=row["boundary"], not_before_ms=int(row["not_before_ms"]), started_ms=started,
+                deadline_ms=None if deadline is None else int(deadline),
+                run_deadline_ms=None if run_deadline is None else int(run_deadline),
+                limit_key=row["limit_key"],
+            ))
         return claimed
 
     # -- creating work ---------------------------------------------------------
@@ -144,6 +180,20 @@ class Tx:
             [{"job_id": j, "lease_token": t, "output": o} for j, t, o in items])})
         done = {r["id"] for r in rows}
         return done
+
+    def complete_and_close(self, items: list[tuple[str, int, str, str]]) -> set[str]:
+        """`complete_jobs` and `close_succeeded` for ``(job_id, attempt, lease_token,
+        output)``; returns the job ids whose lease was still held (only their
+        attempts are closed)."""
+        if not items:
+            return set()
+        if not self._fused:
+            held = self.complete_jobs([(j, t, o) for j, _, t, o in items])
+            self.close_succeeded([(j, a, t) for j, a, t, _ in items if j in held])
+            return held
+        rows = self.s.fetch("complete_close_jobs", {"items": json.dumps(
+            [{"job_id": j, "attempt": a, "lease_token": t, "output": o} for j, a, t, o in items])})
+        return {r["id"] for r in rows}
 
     def close_succeeded(self, items: list[tuple[str, int, str]]) -> None:
         """Close attempt rows ``(job_id, attempt, lease_token)`` as succeeded."""

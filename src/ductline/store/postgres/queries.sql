@@ -471,3 +471,85 @@ INSERT INTO ductline_attempts (job_id, attempt, run_id, lease_token, worker_id, 
 SELECT x.job_id, x.attempt, x.run_id, x.lease_token, x.worker_id, x.started_ms, x.deadline_ms
 FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt bigint, run_id text, lease_token text,
                                             worker_id text, started_ms bigint, deadline_ms bigint);
+
+-- name: claim_start_jobs
+-- claim_jobs, start_runs and insert_attempts in one statement (one round trip per
+-- claim; Tx.claim takes this path when no limit or oldest-first rule applies). The
+-- CTEs share one snapshot: a run this statement starts is read from `started`, the
+-- others from the snapshot (held FOR KEY SHARE by the pick, so no stop moves them).
+-- A run the snapshot saw pending that a concurrent claim started first comes back
+-- `stale`: its deadline and its attempts' deadline_ms are read and fixed by the caller.
+WITH picked AS (
+    SELECT c.id FROM ductline_ready_levels levels CROSS JOIN LATERAL (
+        SELECT j.id, j.priority, j.not_before_ms FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
+        WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = levels.priority
+          AND j.not_before_ms <= (SELECT ductline_now_ms())
+          AND j.pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
+        ORDER BY j.not_before_ms
+        LIMIT :limit
+        FOR UPDATE OF j SKIP LOCKED FOR KEY SHARE OF r SKIP LOCKED
+    ) c
+    ORDER BY c.priority DESC, c.not_before_ms
+    LIMIT :limit
+), claimed AS (
+    UPDATE ductline_jobs AS j
+    SET status = 'running', attempts = j.attempts + 1, lease_token = gen_random_uuid()::text,
+        lease_expires_ms = ductline_now_ms() + :lease_ms, worker_id = :worker_id
+    FROM picked WHERE j.id = picked.id
+    RETURNING j.id, j.run_id, j.pipeline, j.step, j.scope, j.input, j.attempts, j.lease_token,
+              j.timeout_seconds, j.boundary, j.not_before_ms, j.limit_key, j.priority,
+              ductline_now_ms() AS claimed_ms
+), first AS (
+    SELECT min(claimed_ms) AS now_ms FROM claimed
+), started AS (
+    UPDATE ductline_runs
+    SET status = 'running', started_ms = (SELECT now_ms FROM first),
+        deadline_ms = CASE WHEN timeout_seconds IS NULL THEN NULL
+                           ELSE (SELECT now_ms FROM first) + timeout_seconds * 1000 END
+    -- Looked up by id (the CASE is no index condition: the planner would otherwise
+    -- read the runs by status, i.e. every pending and running run).
+    WHERE id = ANY(ARRAY(SELECT run_id FROM claimed))
+      AND CASE status WHEN 'pending' THEN true
+                      WHEN 'running' THEN started_ms > (SELECT now_ms FROM first) ELSE false END
+    RETURNING id, deadline_ms
+), runs AS (
+    SELECT r.id, CASE WHEN s.id IS NULL
+                      THEN LEAST(r.deadline_ms, (SELECT now_ms FROM first) + r.timeout_seconds * 1000)
+                      ELSE s.deadline_ms END AS deadline_ms,
+           (s.id IS NULL AND r.status = 'pending') AS stale
+    FROM ductline_runs r LEFT JOIN started s ON s.id = r.id
+    WHERE r.id = ANY(ARRAY(SELECT run_id FROM claimed))
+), rows AS (
+    -- LEAST ignores NULLs: the earlier of the step's and the run's deadline, if any
+    SELECT c.*, runs.deadline_ms AS run_deadline_ms, runs.stale,
+           LEAST(c.claimed_ms + c.timeout_seconds * 1000, runs.deadline_ms) AS deadline_ms
+    FROM claimed c JOIN runs ON runs.id = c.run_id
+), attempts AS (
+    INSERT INTO ductline_attempts (job_id, attempt, run_id, lease_token, worker_id, started_ms, deadline_ms)
+    SELECT id, attempts, run_id, lease_token, :worker_id, claimed_ms, deadline_ms FROM rows
+)
+SELECT * FROM rows ORDER BY priority DESC, not_before_ms;
+
+-- name: complete_close_jobs
+-- complete_jobs and close_succeeded_attempts in one statement (one round trip per
+-- batch of successes); returns the job ids whose lease was still held.
+WITH done AS (
+    UPDATE ductline_jobs
+    SET status = 'completed', output = x.output, lease_token = NULL, lease_expires_ms = NULL,
+        finished_ms = ductline_now_ms()
+    FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, lease_token text, output text)
+    WHERE ductline_jobs.id = x.job_id AND ductline_jobs.lease_token = x.lease_token
+      AND ductline_jobs.status = 'running'
+      -- a result that arrives after its run was cancelled or failed is dropped
+      AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = ductline_jobs.run_id
+                     AND r.status IN ('pending', 'running', 'paused', 'halted'))
+    RETURNING ductline_jobs.id AS id, x.lease_token
+), closed AS (
+    UPDATE ductline_attempts
+    SET result = 'succeeded', finished_ms = ductline_now_ms()
+    FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt int, lease_token text), done
+    WHERE done.id = x.job_id AND done.lease_token = x.lease_token
+      AND ductline_attempts.job_id = x.job_id AND ductline_attempts.attempt = x.attempt
+      AND ductline_attempts.lease_token = x.lease_token AND ductline_attempts.result IS NULL
+)
+SELECT id FROM done;

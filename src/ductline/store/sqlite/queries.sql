@@ -450,3 +450,14 @@ SELECT json_extract(value, '$.job_id'), json_extract(value, '$.attempt'), json_e
        json_extract(value, '$.lease_token'), json_extract(value, '$.worker_id'),
        json_extract(value, '$.started_ms'), json_extract(value, '$.deadline_ms')
 FROM json_each(:items) ORDER BY key;
+
+-- name: claim_start_jobs
+-- PostgreSQL claims, starts the runs and inserts the attempts in one statement, to
+-- save round trips. SQLite runs in-process (a statement costs no round trip) and
+-- cannot modify two tables in one statement: Tx claims there with claim_jobs,
+-- start_runs and insert_attempts, and never runs this one.
+SELECT NULL AS id WHERE 0;
+
+-- name: complete_close_jobs
+-- As claim_start_jobs: on SQLite, Tx runs complete_jobs and close_succeeded_attempts.
+SELECT NULL AS id WHERE 0;

@@ -1,0 +1,118 @@
+"""Jobs claimed ahead: a short queue of already-claimed jobs, so a child that
+finished its attempt gets its next task at once, without waiting for a database
+round trip (the parent records the result and claims more afterwards, for many
+jobs in one transaction).
+
+A queued job is claimed like a running one -- it holds a lease, its attempt row
+exists, the heartbeat renews it -- but it has not started. That keeps the
+delivery contract of a running attempt:
+
+- a worker killed with queued jobs loses nothing: their leases expire and other
+  workers take them, as for running attempts;
+- a worker that stops gives them back at once (`ductline.runtime.worker`), so
+  they do not wait for their leases to expire;
+- a queued job is started only while its lease is known to be held: one not
+  confirmed (by its claim or a renewal) within `FRESH_SECONDS` waits for the
+  next renewal first, which the claimer asks for at once. A job whose run was
+  cancelled meanwhile (the cancel took its lease) is dropped, never started.
+
+Claiming ahead pays off only for short attempts; behind a long one a queued job
+would sit while other workers idle. So the queue is used only while the recent
+attempts of this worker were short (`SHORT_SECONDS`, a moving average); a worker
+running long steps claims one job per free slot, as it would without a queue.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from ductline.store.records import ClaimedJob
+
+# Jobs queued per usable slot.
+DEPTH = 4
+# A queued job is started without asking the database first if its lease was
+# confirmed this recently (seconds); it bounds how long after a cancel a queued
+# job of the cancelled run could still start, like a claim made just before it.
+FRESH_SECONDS = 0.5
+# Claim ahead only while recent attempts took less than this (seconds, moving average).
+SHORT_SECONDS = 0.1
+# A queued job not started this long after its claim is given back (seconds).
+OVERDUE_SECONDS = 5.0
+_WEIGHT = 0.2  # of the newest attempt in the moving average
+
+
+@dataclass(slots=True)
+class Queued:
+    job: ClaimedJob
+    confirmed: float  # monotonic seconds: when its lease was last known held
+    claimed: float    # monotonic seconds: when it was claimed
+
+
+class Ahead:
+    """The worker's queue of jobs claimed ahead (oldest claim first).
+
+    Args:
+        depth: jobs queued per usable slot (0: no claiming ahead).
+    """
+
+    def __init__(self, depth: int = DEPTH) -> None:
+        self.depth = depth
+        self._jobs: deque[Queued] = deque()
+        self._average: float | None = None  # seconds per attempt; None: none seen yet
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def observe(self, seconds: float) -> None:
+        """An attempt ran ``seconds`` (dispatch to result)."""
+        self._average = seconds if self._average is None else \
+            self._average + _WEIGHT * (seconds - self._average)
+
+    def room(self, usable_slots: int) -> int:
+        """How many more jobs may be queued now."""
+        if self._average is None or self._average >= SHORT_SECONDS:
+            return 0
+        return max(0, self.depth * usable_slots - len(self._jobs))
+
+    def add(self, jobs: list[ClaimedJob], confirmed: float) -> None:
+        self._jobs.extend(Queued(job, confirmed, confirmed) for job in jobs)
+
+    def take(self, now: float) -> ClaimedJob | None:
+        """The next job to start, if its lease is fresh; ``None`` if the queue is
+        empty or its head must be confirmed first (`stale`)."""
+        if not self._jobs or now - self._jobs[0].confirmed > FRESH_SECONDS:
+            return None
+        return self._jobs.popleft().job
+
+    def stale(self, now: float) -> bool:
+        """The head of the queue waits for a renewal of its lease."""
+        return bool(self._jobs) and now - self._jobs[0].confirmed > FRESH_SECONDS
+
+    def overdue(self, now: float) -> bool:
+        """The oldest queued job waited longer than a short attempt explains (the
+        attempts ahead of it turned out long): the queue should be given back, so
+        other workers can run what it holds."""
+        return bool(self._jobs) and now - self._jobs[0].claimed > OVERDUE_SECONDS
+
+    def tokens(self) -> list[str]:
+        return [q.job.lease_token for q in self._jobs]
+
+    def renewed(self, held: set[str], at: float) -> list[ClaimedJob]:
+        """A renewal sent at ``at`` kept the leases in ``held``; the queued jobs
+        whose lease it did not keep (cancelled, rescued) are dropped and returned."""
+        lost = [q.job for q in self._jobs if q.job.lease_token not in held]
+        self._jobs = deque(q for q in self._jobs if q.job.lease_token in held)
+        for q in self._jobs:
+            q.confirmed = at
+        return lost
+
+    def drain(self, *, overdue: bool = False) -> list[ClaimedJob]:
+        """Empty the queue; returns what it held (to be given back). ``overdue``:
+        it is emptied because its jobs waited too long; no job is queued again
+        until an attempt ends and shows how long attempts take now."""
+        jobs = [q.job for q in self._jobs]
+        self._jobs.clear()
+        if overdue:
+            self._average = None
+        return jobs

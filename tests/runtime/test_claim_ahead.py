@@ -1,0 +1,108 @@
+"""Jobs claimed ahead (`ductline.runtime.ahead`): a worker whose attempts are short
+queues a few claimed jobs behind the running ones. Queued jobs keep the delivery
+contract of running ones: a SIGKILL loses none of them (they run elsewhere once
+their leases expire), a shutdown gives them back at once, and a queued job of a
+cancelled run is never started."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import start_worker, stop_worker, wait_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apps"))
+import ahead_app  # noqa: E402
+
+from ductline.model.outcomes import RELEASED_TYPE  # noqa: E402
+
+APP = str(Path(__file__).resolve().parents[1] / "apps" / "ahead_app.py")
+QUEUED = 1  # quick runs queued behind the slow one
+
+
+def marks(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").split() if path.exists() else []
+
+
+def jobs_of(store, handles):
+    return [store.run_jobs(h.id)[0] for h in handles]
+
+
+def queue_behind_a_slow_step(store, db_url, tmp_path, env=None):
+    """One slot: quick runs first (the worker learns its attempts are short), then a
+    run that sleeps, then a quick run that the worker claims ahead while it sleeps
+    (it queues as many jobs as it has slots before it waits for results). Returns
+    (worker, marks file, slow handle, queued handles)."""
+    path = tmp_path / "marks.txt"
+    worker = start_worker(db_url, concurrency=1, app=APP,
+                          env={"AHEAD_MARKS": str(path), "DUCTLINE_SHUTDOWN_GRACE_SECONDS": "30", **(env or {})})
+    try:
+        warm = [ahead_app.ahead.trigger(f"warm{i}", database=store) for i in range(5)]
+        for handle in warm:
+            assert handle.wait(60) == "completed"
+        slow = ahead_app.ahead.trigger("sleep3", database=store)
+        wait_for(lambda: "sleep3" in marks(path), timeout=30)
+        queued = [ahead_app.ahead.trigger(f"q{i}", database=store) for i in range(QUEUED)]
+        # Claimed (running, with a lease) while the only slot sleeps: queued ahead.
+        wait_for(lambda: all(j["status"] == "running" for j in jobs_of(store, queued)), timeout=10)
+        assert not any(m.startswith("q") for m in marks(path))
+    except BaseException:
+        stop_worker(worker, signal.SIGKILL)
+        raise
+    return worker, path, slow, queued
+
+
+def test_a_killed_worker_loses_no_queued_job(store, db_url, tmp_path):
+    worker, path, slow, queued = queue_behind_a_slow_step(store, db_url, tmp_path)
+    worker.send_signal(signal.SIGKILL)
+    worker.wait(10)
+    second = start_worker(db_url, app=APP, env={"AHEAD_MARKS": str(path)})
+    try:
+        for handle in [slow, *queued]:
+            assert handle.wait(60) == "completed"
+    finally:
+        stop_worker(second)
+    called = marks(path)
+    for i in range(QUEUED):  # each queued step ran once, on the second worker
+        assert called.count(f"q{i}") == 1, called
+    for job in jobs_of(store, queued):  # the unstarted first attempt counts as crashed
+        assert job["attempts"] == 2 and job["crashes"] == 1, job
+
+
+def test_shutdown_gives_queued_jobs_back_at_once(store, db_url, tmp_path):
+    worker, path, slow, queued = queue_behind_a_slow_step(store, db_url, tmp_path)
+    try:
+        worker.send_signal(signal.SIGTERM)
+        # Given back while the slow attempt still runs (it has 30 s of grace).
+        wait_for(lambda: all(j["status"] == "pending" for j in jobs_of(store, queued)), timeout=10)
+        assert slow.status() == "running"
+        assert worker.wait(60) == 0
+    finally:
+        stop_worker(worker, signal.SIGKILL)
+    assert slow.status() == "completed"
+    for handle in queued:
+        attempts = store.run_attempts(handle.id)
+        assert [(a["result"], a["error_type"]) for a in attempts] == [("cancelled", RELEASED_TYPE)]
+    assert not any(m.startswith("q") for m in marks(path))
+    second = start_worker(db_url, app=APP, env={"AHEAD_MARKS": str(path)})
+    try:
+        for handle in queued:
+            assert handle.wait(60) == "completed"
+    finally:
+        stop_worker(second)
+    for job in jobs_of(store, queued):  # nothing charged for the given-back attempt
+        assert job["failures"] == 0 and job["crashes"] == 0, job
+
+
+def test_a_queued_job_of_a_cancelled_run_is_not_started(store, db_url, tmp_path):
+    worker, path, slow, queued = queue_behind_a_slow_step(store, db_url, tmp_path)
+    try:
+        queued[0].cancel()
+        assert slow.wait(60) == "completed"
+        assert queued[0].wait(10) == "cancelled"
+    finally:
+        stop_worker(worker)
+    called = marks(path)
+    assert "q0" not in called, called
