@@ -333,9 +333,10 @@ def test_a_waiting_step_is_one_row(store, workers, db_url):
     assert delay_app.ready.trigger(0, database=store).wait(90) == "completed"  # worker up and warm
     threads_before = int(proc_status(worker.pid, "Threads"))
     children_before = child_pids(worker.pid)
-    from ductline.runtime.spares import SPARES
+    from helpers import FAST_ENV
 
-    assert len(children_before) == 2 + min(2, SPARES)  # two slots and their warm spares
+    spares = int(FAST_ENV["DUCTLINE_SPARE_CHILDREN"])
+    assert len(children_before) == 2 + min(2, spares)  # two slots and their warm spares
 
     handles = [delay_app.waiting.trigger(i, database=store) for i in range(50)]
     assert store.claim("test-claimer", [delay_app.waiting.name], 100, 60_000) == []
