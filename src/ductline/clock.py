@@ -4,7 +4,7 @@ read through it.
 Every lease, delay and deadline is stored as a database-clock time (epoch
 milliseconds from the database). A worker waits and kills on its own monotonic
 clock, so an NTP step on the worker can neither stretch nor shrink a window
-(DESIGN.md, "Step timeouts"). `DatabaseClock` is the one place that converts
+(docs/howto/timeouts.md, "How the kill works"). `DatabaseClock` is the one place that converts
 between the two, from an offset it measures each time the database answers a
 call that returns its clock (register, claim, heartbeat).
 

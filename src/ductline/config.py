@@ -42,7 +42,7 @@ class Settings:
         shutdown_grace_seconds: how long SIGTERM lets running attempts finish.
         undead_after_seconds: how long after SIGKILL (for a thread: after the raised
             timeout) an attempt that has still not ended makes its slot *undead*.
-            Default 1 s (DESIGN.md, "When the thread won't die"); raise it where a
+            Default 1 s (docs/howto/timeouts.md, "Thread isolation and undead attempts"); raise it where a
             loaded machine unwinds threads slowly.
         max_undead: undead slots (threads or children that would not die) a worker
             tolerates; with more it stops claiming and reports itself unhealthy.

@@ -1,11 +1,14 @@
 """Pipelines of the claim-ahead tests (tests/runtime/test_claim_ahead.py): a step
-that is quick (so the worker claims ahead) unless its input asks it to sleep, and
-that notes every call in the file named by AHEAD_MARKS."""
+that is quick (so the worker claims ahead) unless its input is "hold", and that
+notes every call in the file named by AHEAD_MARKS. A held call returns once the
+test creates the release file (AHEAD_MARKS + ".release"), so the slot stays busy
+for as long as the test needs, however slow the machine."""
 
 from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from ductline import Pipeline
 
@@ -13,8 +16,11 @@ from ductline import Pipeline
 def noted(x):
     with open(os.environ["AHEAD_MARKS"], "a", encoding="utf-8") as fh:
         fh.write(f"{x}\n")
-    if isinstance(x, str) and x.startswith("sleep"):
-        time.sleep(float(x[len("sleep"):]))
+    if x == "hold":
+        release = Path(os.environ["AHEAD_MARKS"] + ".release")
+        end = time.monotonic() + 300  # a bound, so a failing test cannot leave it forever
+        while not release.exists() and time.monotonic() < end:
+            time.sleep(0.01)
     return x
 
 

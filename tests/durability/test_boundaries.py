@@ -69,7 +69,9 @@ def test_a_plain_retry_never_revives_a_crossed_step_another_branch_halted(store,
             assert len(steps(store, handle.id)["pays_then_fails"]["attempts"]) == 1
         with pytest.raises(InvalidStateError, match="no failed step of after crossed a boundary"):
             retry_run(store, handle.id, force=["pays_then_fails", "after"])
-        retry_run(store, handle.id, force=["pays_then_fails"])  # on purpose, by name: it runs again
+        forced = subprocess.run([sys.executable, "-m", "ductline", "retry", handle.id, "--force", "pays_then_fails",
+                                 "--database", db_url], capture_output=True, text=True, timeout=60)
+        assert forced.returncode == 0, forced.stderr  # on purpose, by name: it runs again
         wait_for(lambda: len(steps(store, handle.id)["pays_then_fails"]["attempts"]) == 2, 30)
     finally:
         stop_worker(worker)

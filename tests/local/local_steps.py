@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import os
+import pathlib
 import time
 
 import ductline
@@ -119,9 +120,21 @@ def quick(x):
     return x
 
 
-def sleep_short(x):
-    time.sleep(0.3)
-    return x
+def numbered_in(folder_and_n):
+    folder, n = folder_and_n
+    return [[folder, i] for i in range(n)]
+
+
+def meet_in_pairs(folder_and_i):
+    """Mark this element started in the folder, then wait (at most 30 s) until two
+    have started: under a concurrency limit of 2 the first two overlap for certain,
+    however slow the machine."""
+    folder, i = folder_and_i
+    pathlib.Path(folder, str(i)).touch()
+    end = time.monotonic() + 30
+    while len(os.listdir(folder)) < 2 and time.monotonic() < end:
+        time.sleep(0.005)
+    return i
 
 
 def sleep_python(x):

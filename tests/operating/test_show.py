@@ -71,3 +71,76 @@ def test_show_prints_a_running_attempt_without_an_end(store, db_url):
 def test_duration_text():
     assert [views.duration_text(ms) for ms in (None, 0, 999, 60_000, 3_723_004, 3_600_000)] == [
         "running", "0.000 s", "0.999 s", "1 min 0.000 s", "1 h 2 min 3.004 s", "1 h 0 min 0.000 s"]
+
+
+def fails_then_recovers(x):
+    return x
+
+
+def joined(pair):
+    return pair
+
+
+# A branch that halts the run while its sibling waits out a delay: the sibling is held.
+branches = (Pipeline("show_held").start(rt_app.add_one)
+            .divide(to=[fails_then_recovers, rt_app.double], max_retry=1, retry_delay=0).combine(into=joined))
+
+
+def ductline(db_url: str, *words: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "ductline", *words, "--database", db_url],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_show_json_gives_held_steps_and_a_revived_run_loses_its_halt(store, db_url):
+    from ductline import codec
+    from ductline.model.outcomes import AttemptResult, Ended
+    from ductline.runtime import record
+
+    handle = branches.trigger(1, database=store)
+    (first,) = store.claim("w", [branches.name], 1, 60_000)
+    with store.transaction() as tx:
+        record.success(tx, branches.definition(), record.Attempt(
+            first.job_id, first.run_id, first.step, first.scope, first.attempt, first.lease_token), codec.dumps(2), 0)
+    with store.dialect.transaction() as s:  # `double` waits an hour: only the other branch is ready
+        getattr(s, "_conn").execute("UPDATE ductline_jobs SET not_before_ms = not_before_ms + 3600000 "
+                                    f"WHERE run_id = '{handle.id}' AND step = 'double'")
+    (failing,) = store.claim("w", [branches.name], 10, 60_000)
+    assert failing.step == "fails_then_recovers"
+    with store.transaction() as tx:
+        record.failure(tx, branches.definition(), record.Attempt(
+            failing.job_id, failing.run_id, failing.step, failing.scope, failing.attempt, failing.lease_token),
+            Ended(AttemptResult.ERRORED, "ValueError", "down"), "Traceback")
+
+    halted = json.loads(show(db_url, handle.id, "--json"))
+    statuses = {s["step"]: s["status"] for s in halted["steps"]}
+    assert statuses == {"add_one": "completed", "fails_then_recovers": "failed", "double": "held"}
+    assert halted["status"] == "halted" and halted["halt_reason"] == "job_retries_exhausted"
+    assert halted["metadata"]["halted_step"] == "fails_then_recovers"
+    held = next(s for s in halted["steps"] if s["step"] == "double")
+    assert held["not_before"] is not None  # a held job keeps the time it waits for
+
+    ductline(db_url, "retry", handle.id)
+    with store.dialect.transaction() as s:
+        getattr(s, "_conn").execute(f"UPDATE ductline_jobs SET not_before_ms = 0 WHERE run_id = '{handle.id}'")
+    assert sorted(drive(store, branches)) == ["double", "fails_then_recovers", "joined"]
+    done = json.loads(show(db_url, handle.id, "--json"))
+    assert done["status"] == "completed" and done["halt_reason"] is None
+    assert not {"halted_step", "error", "reasons"} & set(done["metadata"]), done["metadata"]
+    assert done["output"] == [2, 4]
+
+
+def test_show_json_gives_each_skipped_steps_root(store, db_url):
+    handle = branches.trigger(1, database=store)
+    from ductline.operations.stop import cancel_run
+
+    drive(store, branches, skip=("fails_then_recovers", "double"))  # both branches claimed, neither done
+    cancel_run(store, handle.id)  # this process defines the pipeline: its dependents are walked
+    view = json.loads(show(db_url, handle.id, "--json"))
+    assert view["status"] == "cancelled"
+    stopped = {s["step"]: (s["status"], s["skip_root"]) for s in view["steps"]}
+    # The combine was never created: it is recorded skipped, reached from the first
+    # branch the walk met (both branches were cancelled while running).
+    assert stopped["add_one"] == ("completed", None)
+    assert stopped["fails_then_recovers"] == stopped["double"] == ("cancelled", None)
+    assert stopped["joined"][0] == "skipped" and stopped["joined"][1] in {"fails_then_recovers", "double"}

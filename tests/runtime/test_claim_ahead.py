@@ -26,13 +26,18 @@ def marks(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").split() if path.exists() else []
 
 
+def release(path: Path) -> None:
+    """Let the held step return."""
+    Path(f"{path}.release").touch()
+
+
 def jobs_of(store, handles):
     return [store.run_jobs(h.id)[0] for h in handles]
 
 
 def queue_behind_a_slow_step(store, db_url, tmp_path, env=None):
     """One slot: quick runs first (the worker learns its attempts are short), then a
-    run that sleeps, then a quick run that the worker claims ahead while it sleeps
+    run held until `release`, then a quick run that the worker claims ahead while it waits
     (it queues as many jobs as it has slots before it waits for results). Returns
     (worker, marks file, slow handle, queued handles)."""
     path = tmp_path / "marks.txt"
@@ -42,10 +47,10 @@ def queue_behind_a_slow_step(store, db_url, tmp_path, env=None):
         warm = [ahead_app.ahead.trigger(f"warm{i}", database=store) for i in range(5)]
         for handle in warm:
             assert handle.wait(60) == "completed"
-        slow = ahead_app.ahead.trigger("sleep3", database=store)
-        wait_for(lambda: "sleep3" in marks(path), timeout=30)
+        slow = ahead_app.ahead.trigger("hold", database=store)
+        wait_for(lambda: "hold" in marks(path), timeout=30)
         queued = [ahead_app.ahead.trigger(f"q{i}", database=store) for i in range(QUEUED)]
-        # Claimed (running, with a lease) while the only slot sleeps: queued ahead.
+        # Claimed (running, with a lease) while the only slot is held: queued ahead.
         wait_for(lambda: all(j["status"] == "running" for j in jobs_of(store, queued)), timeout=10)
         assert not any(m.startswith("q") for m in marks(path))
     except BaseException:
@@ -58,6 +63,7 @@ def test_a_killed_worker_loses_no_queued_job(store, db_url, tmp_path):
     worker, path, slow, queued = queue_behind_a_slow_step(store, db_url, tmp_path)
     worker.send_signal(signal.SIGKILL)
     worker.wait(10)
+    release(path)
     second = start_worker(db_url, app=APP, env={"AHEAD_MARKS": str(path)})
     try:
         for handle in [slow, *queued]:
@@ -75,9 +81,10 @@ def test_shutdown_gives_queued_jobs_back_at_once(store, db_url, tmp_path):
     worker, path, slow, queued = queue_behind_a_slow_step(store, db_url, tmp_path)
     try:
         worker.send_signal(signal.SIGTERM)
-        # Given back while the slow attempt still runs (it has 30 s of grace).
+        # Given back while the held attempt still runs (it has 30 s of grace).
         wait_for(lambda: all(j["status"] == "pending" for j in jobs_of(store, queued)), timeout=10)
         assert slow.status() == "running"
+        release(path)
         assert worker.wait(60) == 0
     finally:
         stop_worker(worker, signal.SIGKILL)
@@ -99,7 +106,13 @@ def test_shutdown_gives_queued_jobs_back_at_once(store, db_url, tmp_path):
 def test_a_queued_job_of_a_cancelled_run_is_not_started(store, db_url, tmp_path):
     worker, path, slow, queued = queue_behind_a_slow_step(store, db_url, tmp_path)
     try:
+        cancelled_ms = store.now_ms()
         queued[0].cancel()
+        # A queued job starts without asking the database while its lease was confirmed
+        # within FRESH_SECONDS (like a claim made just before the cancel); once the
+        # worker has renewed its leases after the cancel, it knows and drops the job.
+        wait_for(lambda: any(w["heartbeat_ms"] > cancelled_ms for w in store.list_workers()), timeout=30)
+        release(path)
         assert slow.wait(60) == "completed"
         assert queued[0].wait(10) == "cancelled"
     finally:

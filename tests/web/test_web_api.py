@@ -139,6 +139,26 @@ def test_retry_and_cancel_through_the_api(client, seeded, sqlite_store: Store):
     assert client.post(f"/api/runs/{seeded['running']}/cancel", headers=AUTH).status_code == 409
 
 
+def test_the_api_retries_a_crossed_step_only_when_forced_by_name(client, sqlite_store: Store):
+    handle = rt_app.unsafe.trigger(1, database=sqlite_store)
+    for _ in range(3):
+        jobs = web_support.claim(sqlite_store, rt_app.unsafe)
+        if not jobs:
+            break
+        sqlite_store.mark_boundary(jobs[0].job_id, jobs[0].lease_token, "charged the card")
+        web_support.fail(sqlite_store, rt_app.unsafe, jobs[0], "failed after paying")
+    assert sqlite_store.get_run(handle.id)["halt_reason"] == "unsafe_to_retry"
+    plain = client.post(f"/api/runs/{handle.id}/retry", headers=AUTH)
+    assert plain.status_code == 409
+    assert "pays_then_fails" in plain.json()["error"] and "?force=STEP" in plain.json()["error"]
+    assert sqlite_store.get_run(handle.id)["status"] == "halted"
+    wrong = client.post(f"/api/runs/{handle.id}/retry?force=nope", headers=AUTH)
+    assert wrong.status_code == 409 and sqlite_store.get_run(handle.id)["status"] == "halted"
+    forced = client.post(f"/api/runs/{handle.id}/retry?force=pays_then_fails", headers=AUTH)
+    assert forced.status_code == 200 and forced.json() == {"run_id": handle.id, "revived": True}
+    assert sqlite_store.get_run(handle.id)["status"] == "running"
+
+
 def test_pipelines_lists_known_and_stored_ones(client, seeded):
     pipelines = {p["name"]: p for p in client.get("/api/pipelines").json()["pipelines"]}
     assert pipelines["rt_chain"]["known"] is True

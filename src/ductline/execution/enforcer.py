@@ -4,8 +4,8 @@ A worker loop talks to the database, and a database call can block (a lock, an
 outage, a slow network); the in-process executor's event loop may be busy with
 other steps. Killing must wait for neither, so a dedicated thread owns the kill
 path: SIGTERM to the child's process group at the deadline, SIGKILL after the
-grace, and *undead* one second later if it still has not exited (DESIGN.md, "Step
-timeouts"). For a worker it also kills every child whose lease could expire,
+grace, and *undead* one second later if it still has not exited (docs/howto/timeouts.md,
+"How the kill works"). For a worker it also kills every child whose lease could expire,
 because the worker has not renewed its leases for three quarters of the lease:
 two live executions of one job must never overlap.
 

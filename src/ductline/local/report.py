@@ -96,8 +96,7 @@ class Reporter:
                    "duration_seconds": self.clock.now() - sr.attempt_clock})
 
     def attempt_failed(self, sr: StepRun, ended: Ended) -> None:
-        """Log an attempt that did not succeed, as a worker does (DESIGN.md,
-        "Observability"): a timeout that will be retried logs "Job timed out"."""
+        """Log an attempt that did not succeed, as a worker does (docs/howto/observability.md): a timeout that will be retried logs "Job timed out"."""
         extra = _extra(sr, self.run_id)
         retrying = sr.status not in (JobStatus.FAILED, JobStatus.CANCELLED)
         if ended.result is AttemptResult.TIMED_OUT:

@@ -1,7 +1,7 @@
 """Claiming ready jobs for a worker's free slots and starting their attempts.
 
-Ready work first (DESIGN.md, "Ready work first"): a claim that fills every free
-slot claims again at once; only when no ready job is left for a free slot do
+Ready work first (docs/howto/schedules.md, where schedules fire): a claim that
+fills every free slot claims again at once; only when no ready job is left for a free slot do
 schedules fire and does the worker learn when to wake next -- the earliest
 not-before time or schedule tick (a timer, so a delay ends within milliseconds)
 and the earliest run deadline (so a run past its deadline while none of its
@@ -128,7 +128,7 @@ class Claimer:
 
     def _start_queued(self, slot: Slot, job: ClaimedJob) -> None:
         """A queued job's attempt starts now: its step timeout counts from here, not
-        from its claim (DESIGN.md: the timeout clock starts when it begins executing)."""
+        from its claim (docs/howto/timeouts.md, "What counts": the clock starts when the step begins executing)."""
         started = int(self._clock.db_now_ms())
         step_deadline = None if job.timeout_seconds is None else started + job.timeout_seconds * 1000
         deadlines = [d for d in (step_deadline, job.run_deadline_ms) if d is not None]

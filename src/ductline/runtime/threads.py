@@ -2,8 +2,8 @@
 
 Cheaper than a child for I/O steps, but it cannot be killed: at the deadline the
 worker raises `ThreadTimeout` in the thread, which Python delivers only between
-bytecodes. A thread that has not unwound one second later is *undead* (DESIGN.md,
-after Ductwork Pro's "When the thread won't die"): it is left alone, its attempt is
+bytecodes. A thread that has not unwound one second later is *undead* (docs/howto/timeouts.md,
+"Thread isolation and undead attempts"): it is left alone, its attempt is
 recorded ``timed_out`` and retried (fencing keeps the zombie from ever recording a
 result), ``thread.undead`` is counted, and its slot is gone until the process
 restarts.
