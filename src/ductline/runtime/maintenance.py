@@ -42,7 +42,7 @@ def rescue_expired(store: Store, definitions: dict[str, Definition], limit: int 
             done = record.failure(tx, definitions.get(lease.pipeline), attempt,
                                   Ended(AttemptResult.CRASHED, "WorkerLost",
                                         "the lease expired: its worker stopped heartbeating"), None)
-        if done.outcome != "lost":
+        if done.outcome is not record.Outcome.LOST:
             rescued += 1
             emit(EventName.JOB_COMPLETED, pipeline=lease.pipeline, step=lease.step, run_id=lease.run_id,
                  job_id=lease.job_id, attempt=lease.attempt, result=AttemptResult.CRASHED.value, runtime_seconds=None,

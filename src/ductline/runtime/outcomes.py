@@ -110,7 +110,7 @@ def _run_deadline(store: Store, definition: Definition | None, a: record.Attempt
             ended = expire(tx, definition, a.run_id)
     except Unchanged:
         return record.LOST
-    return record.Recorded("failed", reason="timeout_exceeded", run_failed=ended)
+    return record.Recorded(record.Outcome.FAILED, reason="timeout_exceeded", run_failed=ended)
 
 
 def needs_fanout_check(definition: Definition, step: str) -> bool:
@@ -145,7 +145,7 @@ def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
                         retry_delay, sink, limits, finish)
         if moved.completes_run:
             ending.append(i)
-        results[i] = record.Recorded("completed", run_completed=moved.run_completed, enqueued=moved.enqueued,
+        results[i] = record.Recorded(record.Outcome.COMPLETED, run_completed=moved.run_completed, enqueued=moved.enqueued,
                                      paused=moved.paused)
     if finish:
         completed = tx.complete_runs(finish)
@@ -153,7 +153,7 @@ def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
             run_id = outcomes[i].attempt.run_id
             if run_id in completed:
                 completed.discard(run_id)  # a run completes once: its first outcome says so
-                results[i] = record.Recorded("completed", run_completed=True)
+                results[i] = record.Recorded(record.Outcome.COMPLETED, run_completed=True)
 
 
 def _finish(outcomes: list[Outcome], results: list[record.Recorded], now_ms: float) -> list[record.Recorded]:
@@ -164,7 +164,7 @@ def _finish(outcomes: list[Outcome], results: list[record.Recorded], now_ms: flo
 
 
 def _emit(o: Outcome, done: record.Recorded, now_ms: float) -> None:
-    if done.outcome in ("lost", "released"):
+    if done.outcome in (record.Outcome.LOST, record.Outcome.RELEASED):
         return
     a = o.attempt
     fields = {"pipeline": o.pipeline, "step": a.step, "run_id": a.run_id, "job_id": a.job_id,
@@ -186,7 +186,7 @@ def _emit(o: Outcome, done: record.Recorded, now_ms: float) -> None:
 
 def _log(o: Outcome, done: record.Recorded) -> None:
     extra = job_extra(o.attempt)
-    if done.outcome == "lost":
+    if done.outcome is record.Outcome.LOST:
         if o.run_deadline or o.result is AttemptResult.CANCELLED:
             # The run's stop (its deadline, a cancel) recorded this attempt already.
             log.info("Attempt ended by the run's stop; recorded by the stop", extra=extra)
@@ -196,7 +196,7 @@ def _log(o: Outcome, done: record.Recorded) -> None:
     if o.run_deadline:
         log.error("Run deadline exceeded; run failed", extra=extra)
     elif o.result is AttemptResult.TIMED_OUT:
-        if done.outcome == "retry":
+        if done.outcome is record.Outcome.RETRY:
             log.warning("Job timed out", extra=extra)
         else:
             log.error("Job exhausted retries and timed out", extra=extra)

@@ -11,6 +11,7 @@ dropped and the caller logs it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from ductline import codec
 from ductline.dsl.graph import Definition, TransitionKind
@@ -41,12 +42,21 @@ class Attempt:
     limit_key: str | None = None  # the job's concurrency/rate limit key, if limited
 
 
+class Outcome(StrEnum):
+    """What recording an attempt did to its job."""
+
+    COMPLETED = "completed"  # succeeded; the jobs it routes to were created
+    RETRY = "retry"          # a new attempt is scheduled
+    RELEASED = "released"    # given back by a worker's shutdown, nothing charged
+    FAILED = "failed"        # out of budget or not retryable (the run may have halted)
+    LOST = "lost"            # the lease was no longer held: nothing was written
+
+
 @dataclass(frozen=True, slots=True)
 class Recorded:
-    """What recording did: ``"completed"``, ``"retry"``, ``"released"``,
-    ``"failed"`` or ``"lost"``; ``halted`` when this outcome halted the run."""
+    """What recording did (`Outcome`); ``halted`` when this outcome halted the run."""
 
-    outcome: str
+    outcome: Outcome
     halted: bool = False
     reason: str | None = None
     run_completed: bool = False
@@ -55,7 +65,7 @@ class Recorded:
     paused: tuple[str, ...] = ()
 
 
-LOST = Recorded("lost")
+LOST = Recorded(Outcome.LOST)
 
 
 def halt(tx: Tx, definition: Definition | None, run_id: str, reason: HaltReason, step: str,
@@ -95,11 +105,11 @@ def success(tx: Tx, definition: Definition, a: Attempt, output: str, retry_delay
         payloads.write(tx, a.run_id, pending, limits or payloads.DEFAULT_LIMITS)
     tx.close_attempt(a.job_id, a.attempt, a.lease_token, AttemptResult.SUCCEEDED)
     if a.step == ON_HALT_STEP:
-        return Recorded("completed")
+        return Recorded(Outcome.COMPLETED)
     moved = advance(tx, definition, Completed(a.run_id, a.step, a.scope, stored,
                                               output if pending is not None else None),
                     retry_delay, sink, limits)
-    return Recorded("completed", run_completed=moved.run_completed, enqueued=moved.enqueued, paused=moved.paused)
+    return Recorded(Outcome.COMPLETED, run_completed=moved.run_completed, enqueued=moved.enqueued, paused=moved.paused)
 
 
 def failure(tx: Tx, definition: Definition | None, a: Attempt, ended: Ended, traceback: str | None,
@@ -118,13 +128,13 @@ def failure(tx: Tx, definition: Definition | None, a: Attempt, ended: Ended, tra
     if not _apply(tx, a, verdict):  # the job's run ended (cancel, deadline): the attempt stays closed
         return LOST
     if verdict.action is Action.RETRY:
-        return Recorded("retry")
+        return Recorded(Outcome.RETRY)
     if verdict.action is Action.RELEASE:
-        return Recorded("released")
+        return Recorded(Outcome.RELEASED)
     if verdict.halt is None:
-        return Recorded("failed")
+        return Recorded(Outcome.FAILED)
     halted = halt(tx, definition, a.run_id, verdict.halt, a.step, verdict.detail, retry_delay)
-    return Recorded("failed", halted, verdict.halt.value)
+    return Recorded(Outcome.FAILED, halted, verdict.halt.value)
 
 
 def _apply(tx: Tx, a: Attempt, verdict: Verdict) -> bool:
