@@ -214,15 +214,5 @@ fail_fast = (Pipeline("rt_fail_fast", on_failure="fail_fast").start(quick)
 cancellable = Pipeline("rt_cancellable").start(stuck).chain(to=after)
 
 
-# -- a 5,000-step chain (no recursion anywhere: building, advancing, skipping) ------------------
-def hop(x):
-    time.sleep(0.002)  # 5,000 hops take longer than the 3 s deadline on any machine
-    return x + 1
-
-
-long_chain = Pipeline("rt_long_chain", timeout=3).start(hop, name="hop_0")
-for _i in range(1, 5000):
-    long_chain.chain(to=hop, name=f"hop_{_i}")
-
 # -- one step: its completion completes the run (cancel races) --------------------------
 single = Pipeline("rt_single").start(quick)

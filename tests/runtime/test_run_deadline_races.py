@@ -3,14 +3,14 @@ the walk skips the rest (cancel races: test_cancel_races.py)."""
 
 from __future__ import annotations
 
-import rt_app
+import long_chain_app
 
 from ductline.views import run_view
 
 
 def test_a_5000_step_chain_runs_until_its_deadline_and_skips_the_rest(store, workers):
-    workers()
-    handle = rt_app.long_chain.trigger(0, database=store)
+    workers(app=long_chain_app.__file__)
+    handle = long_chain_app.long_chain.trigger(0, database=store)
     assert handle.wait(60) == "failed"
     view = run_view(store, handle.id)
     assert view["metadata"]["timeout_exceeded"] is True
