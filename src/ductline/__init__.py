@@ -30,18 +30,20 @@ from ductline.errors import (
     StoreUnavailable,
     TargetError,
 )
-from ductline.version import __version__
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ductline.version import __version__
     from ductline.handle import RunHandle
     from ductline.local import StepResult, WorkflowResult, execute, execute_async
 
 # Loaded on first use, each from its module: the in-process executor (with asyncio
-# and rich) and the client handle (with the store and the operations). A worker's
-# children import only what declares pipelines, and start faster for it.
+# and rich), the client handle (with the store and the operations) and the version
+# (read from the package metadata). A worker's children import only what declares
+# pipelines, and start faster for it.
 _LAZY = {"StepResult": "ductline.local", "WorkflowResult": "ductline.local", "execute": "ductline.local",
-         "execute_async": "ductline.local", "local": "ductline.local", "RunHandle": "ductline.handle"}
+         "execute_async": "ductline.local", "local": "ductline.local", "RunHandle": "ductline.handle",
+         "__version__": "ductline.version"}
 
 
 def __getattr__(name: str) -> Any:

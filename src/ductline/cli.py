@@ -22,7 +22,6 @@ from ductline.errors import DuctlineError, InvalidStateError, StoreError, StoreU
 from ductline.handle import RunHandle
 from ductline.logs import configure
 from ductline.model.states import SETTLED_RUN, JobStatus, RunStatus
-from ductline.version import __version__
 from ductline.store import Store, open_store
 from ductline.stores import ensure_schema
 
@@ -109,7 +108,9 @@ database_option = click.option("--database", "database", metavar="URL", default=
 
 
 @click.group()
-@click.version_option(__version__, "--version", prog_name="ductline", message="%(prog)s %(version)s")
+# The version is read from the package metadata only when --version is asked for.
+@click.version_option(None, "--version", package_name="ductline", prog_name="ductline",
+                      message="%(prog)s %(version)s")
 @click.option("--log-level", default="INFO", show_default=True, help="Logging level.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def cli(log_level: str, log_format: str) -> None:

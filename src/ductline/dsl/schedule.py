@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from croniter import croniter
-
 from ductline import codec
 
 if TYPE_CHECKING:
@@ -39,6 +37,15 @@ class Schedule:
     args: str
 
 
+def _croniter() -> Any:
+    """croniter, imported on first use: it and dateutil cost every process that
+    imports ductline (each step child too) tens of milliseconds, and only code that
+    declares or fires a schedule needs them."""
+    from croniter import croniter
+
+    return croniter
+
+
 def _utc(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, timezone.utc)
 
@@ -49,20 +56,20 @@ def _ms(moment: datetime) -> int:
 
 def next_tick_ms(cron: str, after_ms: int) -> int:
     """The first tick of ``cron`` strictly after ``after_ms`` (epoch ms, UTC)."""
-    return _ms(croniter(cron, _utc(after_ms)).get_next(datetime))
+    return _ms(_croniter()(cron, _utc(after_ms)).get_next(datetime))
 
 
 def latest_tick_ms(cron: str, at_ms: int) -> int:
     """The last tick of ``cron`` at or before ``at_ms`` (epoch ms, UTC)."""
     # croniter's get_prev is strictly before its start; start 1 ms later to include at_ms.
-    return _ms(croniter(cron, _utc(at_ms + 1)).get_prev(datetime))
+    return _ms(_croniter()(cron, _utc(at_ms + 1)).get_prev(datetime))
 
 
 def count_ticks(cron: str, from_ms: int, before_ms: int, cap: int = 1000) -> int:
     """How many ticks fall in ``[from_ms, before_ms)``, counting at most ``cap``."""
     if from_ms >= before_ms:
         return 0
-    it = croniter(cron, _utc(from_ms - 1))
+    it = _croniter()(cron, _utc(from_ms - 1))
     count = 0
     while count < cap and _ms(it.get_next(datetime)) < before_ms:
         count += 1
@@ -95,6 +102,7 @@ def check_cron(cron: Any) -> str:
     if not cron.strip().startswith("@") and fields not in (5, 6):
         raise ValueError(f"invalid cron expression {cron!r}: it has {fields} field{'s' if fields != 1 else ''}; "
                          "give 5 (minute hour day-of-month month day-of-week) or 6 (the same, then seconds)")
+    croniter = _croniter()
     if not croniter.is_valid(cron):
         raise ValueError(f"invalid cron expression {cron!r}")
     try:
