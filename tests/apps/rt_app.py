@@ -92,6 +92,19 @@ def crash(x):
 crash_pipeline = Pipeline("rt_crash").start(crash, max_crash=2)
 
 
+def note_pid_then_crash(path):
+    """The first call dies, the second returns; each notes in ``path`` its process id
+    and when it was called (seconds since boot, the clock of /proc/PID/stat)."""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(f"{os.getpid()} {time.clock_gettime(time.CLOCK_BOOTTIME)}\n")
+    if len(Path(path).read_text(encoding="utf-8").splitlines()) == 1:
+        os._exit(3)
+    return "second child"
+
+
+pid_crash = Pipeline("rt_pid_crash").start(note_pid_then_crash, max_crash=2)
+
+
 # -- fan-out / fan-in -------------------------------------------------------------------
 def make_list(n):
     return list(range(n))

@@ -41,6 +41,7 @@ WORKER_ENV = {
     "DUCTLINE_POLL_INTERVAL": "0.2",
     "DUCTLINE_HEALTH_CHECK_INTERVAL": "0.5",
     "DUCTLINE_SHUTDOWN_GRACE_SECONDS": "5",
+    "DUCTLINE_SPARE_CHILDREN": "0",  # fewer interpreter start-ups (tests/helpers.py)
 }
 
 
