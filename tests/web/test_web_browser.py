@@ -103,6 +103,7 @@ def test_halted_run_is_retried_from_the_browser_and_finishes(dashboard_url, tmp_
             page.click("#retry")
             expect(page.locator(".flash-ok")).to_contain_text("Run revived")
             expect(page.locator(".run-status .badge")).to_have_text("running")
+            (tmp_path / "orders.gate.ship").write_text("open")  # ship may finish now
             # The page follows the run's event stream and reloads itself as it moves on.
             expect(page.locator(".run-status .badge")).to_have_text("completed", timeout=30_000)
             expect(page.locator('g.node[data-step="open_gate"]')).to_have_attribute("data-state", "completed")

@@ -1,6 +1,8 @@
 """A pipeline for the browser test: its first step fails until a gate file exists,
-so a run halts, and a retry after opening the gate completes it (imported by the
-worker and the dashboard as ``web_app``)."""
+so a run halts, and a retry after opening the gate completes it; its second step
+waits for a second gate (``.ship`` beside the first), so the browser sees the
+revived run running however slow the machine (imported by the worker and the
+dashboard as ``web_app``)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,10 @@ def open_gate(order):
 
 
 def ship(order):
-    time.sleep(1.5)  # long enough for the browser to see the revived run running
+    gate = Path(os.environ["WEB_GATE_FILE"] + ".ship")
+    end = time.monotonic() + 300  # a bound, so a failing test cannot leave it forever
+    while not gate.exists() and time.monotonic() < end:
+        time.sleep(0.01)
     return {**order, "shipped": True}
 
 
