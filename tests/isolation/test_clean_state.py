@@ -15,7 +15,7 @@ import pytest
 
 import ductline
 
-RESTORED = ["env", "cwd", "signals", "sigmask", "umask", "rlimit"]
+RESTORED = ["env", "cwd", "signals", "sigmask", "umask", "rlimit", "timer"]
 RETIRED = ["rlimit_hard", "thread", "process", "orphan"]  # cannot be undone: the child is replaced
 
 
@@ -94,6 +94,10 @@ found["left"] = os.environ.get("LEFT")
 start = os.getcwd()
 attempt("cwd_deleted", delete_cwd)
 os.chdir(start)  # a child would be retired here; this process goes on to the next case
+signal.setitimer(signal.ITIMER_VIRTUAL, 3600)  # the baseline's own timer
+attempt("timer", lambda: signal.setitimer(signal.ITIMER_REAL, 3600))
+found["timers_left"] = [signal.getitimer(t) != (0.0, 0.0) for t in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL)]
+signal.setitimer(signal.ITIMER_VIRTUAL, 0)
 attempt("rlimit_hard", lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
 attempt("c_signal", lambda: ctypes.CDLL(None).signal(signal.SIGUSR2, 1))  # SIG_IGN, from C
 def exited_unreaped():
@@ -117,6 +121,8 @@ def test_what_cannot_be_restored_is_reported(tmp_path):
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     assert found["clean"] == [] and found["left"] is None
+    # The attempt's alarm is cancelled; a timer already set when the child was ready is not.
+    assert found["timer"] == [] and found["timers_left"] == [False, True]
     assert len(found["cwd_deleted"]) == 1
     assert found["cwd_deleted"][0].startswith("working directory not restored ([Errno 2] No such file")
     assert found["rlimit_hard"] == [
