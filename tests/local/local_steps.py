@@ -273,6 +273,20 @@ def thread_stuck(x):
         time.sleep(0.01)
 
 
+def thread_stuck_until_interrupted(pidfile):
+    """Note that it runs (its process id, in the file ``pidfile`` names), then run
+    until interrupted; the interruption's type is noted next to it."""
+    with open(pidfile, "a") as f:
+        f.write(f"{os.getpid()}\n")
+    try:
+        while True:
+            time.sleep(0.01)
+    except BaseException as exc:
+        with open(f"{pidfile}.interrupted", "w") as f:
+            f.write(type(exc).__name__)
+        raise
+
+
 # -- on_halt --------------------------------------------------------------------------
 def record_halt(reasons):
     return reasons

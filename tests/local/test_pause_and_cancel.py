@@ -172,6 +172,23 @@ def test_cancel_kills_children_and_skips_what_follows(tmp_path: Path) -> None:
     assert all(not pid_alive(pid) for pid in read_pids(pidfile))
 
 
+def test_cancel_interrupts_a_thread_step(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    pipeline = Pipeline(name()).start(s.thread_stuck_until_interrupted, isolation="thread").chain(to=s.double)
+
+    async def main() -> ductline.WorkflowResult:
+        run = start(pipeline, str(pidfile))
+        await until(pidfile.exists)
+        run.cancel()
+        return await run.result()
+
+    result = asyncio.run(main())
+    assert result.status == "cancelled"
+    assert result.step("thread_stuck_until_interrupted").status == "cancelled"
+    assert (tmp_path / "pids.interrupted").read_text() == "StepInterrupted"  # it unwound in its thread
+    assert result.step("double").skip_reason == "cancelled"
+
+
 def test_a_failing_resume_callable_is_raised_after_the_run_is_cancelled() -> None:
     def broken(step: str, value: Any) -> Any:
         raise LookupError("no decision")
