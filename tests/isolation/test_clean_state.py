@@ -115,7 +115,7 @@ for pid in open(f"/proc/self/task/{os.getpid()}/children").read().split():
 """
 
 
-def test_what_cannot_be_restored_is_reported(tmp_path):
+def test_restore_undoes_what_it_can_and_reports_what_it_cannot(tmp_path):
     done = subprocess.run([sys.executable, "-c", RESTORE_SCRIPT], cwd=tmp_path, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
