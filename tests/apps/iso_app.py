@@ -36,6 +36,8 @@ def _pollute(kind):
     elif kind == "rlimit":
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+    elif kind == "timer":  # a pending SIGALRM would kill a later attempt on this child
+        signal.setitimer(signal.ITIMER_REAL, 3600)
     elif kind == "rlimit_hard":  # cannot be raised again without privileges: the child is retired
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     elif kind == "thread":
@@ -83,6 +85,8 @@ def observe():
         "core": list(resource.getrlimit(resource.RLIMIT_CORE)),
         "as": list(resource.getrlimit(resource.RLIMIT_AS)),
         "cpu": list(resource.getrlimit(resource.RLIMIT_CPU)),
+        "timers": [signal.getitimer(t) != (0.0, 0.0) for t in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL,
+                                                                 signal.ITIMER_PROF)],
         "threads": len(os.listdir("/proc/self/task")),
         "group": _group_members(),
     }

@@ -4,12 +4,18 @@ or ``execute(..., concurrency=1)``) finds it as a fresh child would."""
 
 from __future__ import annotations
 
+import json
+import re
+import resource
+import subprocess
+import sys
+
 import iso_app
 import pytest
 
 import ductline
 
-RESTORED = ["env", "cwd", "signals", "sigmask", "umask", "rlimit"]
+RESTORED = ["env", "cwd", "signals", "sigmask", "umask", "rlimit", "timer"]
 RETIRED = ["rlimit_hard", "thread", "process", "orphan"]  # cannot be undone: the child is replaced
 
 
@@ -60,3 +66,69 @@ def test_execute_fresh_isolation_gives_every_attempt_a_new_process():
     assert result.overall_status == "success", result
     found = result.steps[-1].output
     assert found["pid"] != found["previous_pid"]
+
+
+# What a child reports when it cannot undo an attempt's change. The report is checked
+# in a process of its own (the child that reports it is replaced and killed at once).
+RESTORE_SCRIPT = r"""
+import ctypes, json, os, resource, signal, subprocess, tempfile, threading, time
+from ductline.execution.cleanstate import Snapshot, become_subreaper
+
+become_subreaper()
+# A thread before the first snapshot, as a child's watchdog is: the first thread of a
+# process installs the C library's own signal handler, which belongs to the baseline.
+threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+found = {}
+
+def attempt(kind, pollute):
+    snapshot = Snapshot.take()
+    pollute()
+    found[kind] = snapshot.restore()
+
+gone = tempfile.mkdtemp()
+def delete_cwd():
+    os.chdir(gone)
+    os.rmdir(gone)
+attempt("clean", lambda: os.environ.update(LEFT="1"))
+found["left"] = os.environ.get("LEFT")
+start = os.getcwd()
+attempt("cwd_deleted", delete_cwd)
+os.chdir(start)  # a child would be retired here; this process goes on to the next case
+signal.setitimer(signal.ITIMER_VIRTUAL, 3600)  # the baseline's own timer
+attempt("timer", lambda: signal.setitimer(signal.ITIMER_REAL, 3600))
+found["timers_left"] = [signal.getitimer(t) != (0.0, 0.0) for t in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL)]
+signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+attempt("rlimit_hard", lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
+attempt("c_signal", lambda: ctypes.CDLL(None).signal(signal.SIGUSR2, 1))  # SIG_IGN, from C
+def exited_unreaped():
+    pid = os.posix_spawn("/bin/true", ["true"], os.environ)
+    while open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()[0] != "Z":
+        time.sleep(0.01)
+    found["zombie_pid"] = pid
+attempt("zombie", exited_unreaped)
+found["zombie_reaped"] = not os.path.exists(f"/proc/{found['zombie_pid']}")
+attempt("thread", lambda: threading.Thread(target=time.sleep, args=(3600,), daemon=True).start())
+attempt("orphan", lambda: subprocess.run(["sh", "-c", "sleep 3600 &"], check=True))
+print(json.dumps(found))
+for pid in open(f"/proc/self/task/{os.getpid()}/children").read().split():
+    os.kill(int(pid), signal.SIGKILL)
+"""
+
+
+def test_restore_undoes_what_it_can_and_reports_what_it_cannot(tmp_path):
+    done = subprocess.run([sys.executable, "-c", RESTORE_SCRIPT], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["clean"] == [] and found["left"] is None
+    # The attempt's alarm is cancelled; a timer already set when the child was ready is not.
+    assert found["timer"] == [] and found["timers_left"] == [False, True]
+    assert len(found["cwd_deleted"]) == 1
+    assert found["cwd_deleted"][0].startswith("working directory not restored ([Errno 2] No such file")
+    assert found["rlimit_hard"] == [
+        f"resource limit {resource.RLIMIT_CORE} not restored (not allowed to raise maximum limit)"]
+    assert found["c_signal"] == ["signal dispositions changed outside Python"]
+    assert found["zombie"] == [] and found["zombie_reaped"]  # it had exited: reaped, no problem
+    assert found["thread"] == ["1 thread(s) still running"]
+    [orphan] = found["orphan"]
+    assert re.fullmatch(r"process \d+ started by the attempt is still running", orphan)

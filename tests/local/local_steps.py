@@ -286,6 +286,30 @@ def thread_stuck(x):
         time.sleep(0.01)
 
 
+def thread_stuck_until_interrupted(pidfile):
+    """Note that it runs (its process id, in the file ``pidfile`` names), then run
+    until interrupted; the interruption's type is noted next to it."""
+    with open(pidfile, "a") as f:
+        f.write(f"{os.getpid()}\n")
+    try:
+        while True:
+            time.sleep(0.01)
+    except BaseException as exc:
+        with open(f"{pidfile}.interrupted", "w") as f:
+            f.write(type(exc).__name__)
+        raise
+
+
+class AsyncTripler(ductline.Step):
+    async def execute(self):
+        await asyncio.sleep(0)
+        return self.input * 3
+
+
+async def async_cancels_itself(x):
+    raise asyncio.CancelledError()
+
+
 # -- on_halt --------------------------------------------------------------------------
 def record_halt(reasons):
     return reasons
@@ -350,6 +374,28 @@ def current_span(x):
 def loud_failure(size):
     """Fail with an error message of ``size`` characters (a message too long to read)."""
     raise RuntimeError("x" * size)
+
+
+def asks_what_the_executor_does_not_know(x):
+    """A request of a kind no parent answers (through the step context's channel)."""
+    return ductline.context()._request("no_such_request", (x,))
+
+
+def sends_a_stale_result_first(x):
+    """Send its parent a result under another attempt's lease token (on the child's
+    socket, found among the inherited descriptors), then return its own."""
+    import stat
+    from multiprocessing.connection import Connection
+
+    from ductline.execution import protocol
+
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                Connection(os.dup(fd)).send(protocol.done("not-this-attempt", "999"))
+        except OSError:
+            continue
+    return x + 1
 
 
 def garbles_once(x):

@@ -6,6 +6,7 @@ fails the run closed, and a cancel ends the run and returns a result."""
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,49 @@ def test_cancel_kills_children_and_skips_what_follows(tmp_path: Path) -> None:
     double = result.step("double")
     assert (double.status, double.skip_reason, double.skip_root) == ("skipped", "cancelled", "sleep_in_c")
     assert all(not pid_alive(pid) for pid in read_pids(pidfile))
+
+
+def test_cancel_interrupts_a_thread_step(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    pipeline = Pipeline(name()).start(s.thread_stuck_until_interrupted, isolation="thread").chain(to=s.double)
+
+    async def main() -> ductline.WorkflowResult:
+        run = start(pipeline, str(pidfile))
+        await until(pidfile.exists)
+        run.cancel()
+        return await run.result()
+
+    result = asyncio.run(main())
+    assert result.status == "cancelled"
+    assert result.step("thread_stuck_until_interrupted").status == "cancelled"
+    assert (tmp_path / "pids.interrupted").read_text() == "StepInterrupted"  # it unwound in its thread
+    assert result.step("double").skip_reason == "cancelled"
+
+
+def _child_pids() -> list[int]:
+    """Processes this test process started that are still its children."""
+    found: list[int] = []
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/children") as children:
+            found.extend(int(pid) for pid in children.read().split())
+    return found
+
+
+def test_cancelling_the_awaiting_task_while_the_first_child_starts_kills_it() -> None:
+    pipeline = Pipeline(name()).start(s.identity)
+
+    async def main() -> list[int]:
+        before = set(_child_pids())
+        task = asyncio.create_task(ductline.execute_async(pipeline, 1))
+        await until(lambda: bool(set(_child_pids()) - before))  # its child is starting up
+        starting = sorted(set(_child_pids()) - before)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return starting
+
+    starting = asyncio.run(main())
+    assert starting and not any(pid_alive(pid) for pid in starting)
 
 
 def test_a_failing_resume_callable_is_raised_after_the_run_is_cancelled() -> None:

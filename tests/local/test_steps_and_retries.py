@@ -4,6 +4,7 @@ JSON rule and the step context, in the in-process executor."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 import uuid
@@ -106,6 +107,56 @@ def test_a_thread_step_returns_its_output_and_sees_its_context() -> None:
     result = ductline.execute(pipeline, 5)
     assert result.output == {"seen": {"x": 5, "step": "writes_context"}, "missing": "default",
                              "step": "async_reads_context"}
+
+
+def test_a_class_step_with_an_async_execute_runs_in_its_thread() -> None:
+    pipeline = Pipeline(name()).start(s.AsyncTripler, isolation="thread")
+    result = ductline.execute(pipeline, 5)
+    assert result.overall_status == "success" and result.output == 15
+
+
+def test_an_async_step_that_cancels_itself_is_an_error(clock: FakeClock) -> None:
+    pipeline = Pipeline(name()).start(s.async_cancels_itself, max_retry=1)
+    step = ductline.execute(pipeline, 1, clock=clock).step("async_cancels_itself")
+    assert (step.status, step.error_type, step.error) == \
+        ("failed", "asyncio.exceptions.CancelledError", "the step was cancelled")
+
+
+def test_a_request_the_executor_does_not_know_is_answered_with_an_error(clock: FakeClock) -> None:
+    pipeline = Pipeline(name()).start(s.asks_what_the_executor_does_not_know, max_retry=1)
+    step = ductline.execute(pipeline, 1, clock=clock).step("asks_what_the_executor_does_not_know")
+    assert (step.status, step.error_type) == ("failed", "ductline.errors.ExecutionError")
+    assert step.error == "ExecutionError: unknown request 'no_such_request'"
+
+
+def test_a_result_under_another_attempts_lease_is_dropped(caplog: pytest.LogCaptureFixture,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # A command run earlier in this process may have made ductline's logs stop at its handler.
+    monkeypatch.setattr(logging.getLogger("ductline"), "propagate", True)
+    pipeline = Pipeline(name()).start(s.sends_a_stale_result_first, max_retry=1)
+    result = ductline.execute(pipeline, 1)
+    assert "Result of an attempt that is no longer current dropped" in caplog.text
+    assert result.overall_status == "success" and result.output == 2  # its own result, not the stale 999
+    assert [a.result for a in result.step("sends_a_stale_result_first").history] == ["succeeded"]
+
+
+def test_a_child_that_cannot_be_started_fails_the_attempt(monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path) -> None:
+    monkeypatch.setattr("sys.executable", str(tmp_path / "no-such-python"))
+    pipeline = Pipeline(name()).start(s.identity, max_retry=1)
+    step = ductline.execute(pipeline, 1).step("identity")
+    assert (step.status, step.error_type) == ("failed", "FileNotFoundError")
+    assert step.error.startswith("cannot start a child process: [Errno 2] No such file or directory")
+
+
+def test_a_fresh_step_does_not_take_the_idle_child_a_step_before_it_used(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    pipeline = (Pipeline(name()).start(s.pid_of_this_process)
+                .chain(to=s.pid_of_this_process, name="fresh", isolation="fresh"))
+    result = ductline.execute(pipeline, concurrency=1)
+    used, fresh = result.step("pid_of_this_process").output, result.step("fresh").output
+    assert used != fresh
+    assert not pid_alive(used)  # the used child was killed, not left idle
 
 
 def test_a_crash_uses_the_crash_budget(clock: FakeClock) -> None:

@@ -129,6 +129,36 @@ def test_a_pause_that_has_not_expired_yet_is_resumed(store):
     assert handle.output() == {"approved": {"order": 5}}
 
 
+def test_a_worker_that_knows_the_pipeline_records_its_pause_timeout_and_skips_what_follows(store, db_url):
+    handle = paused(store, pause_app.expiring)
+    # The row's own times would say 0 s (it expired before it was made): the
+    # definition's 1 s must be what the failure names.
+    sql(db_url, "UPDATE ductline_jobs SET pause_expires_ms = created_ms - 60000 "
+                "WHERE run_id = %s AND status = 'paused'", (handle.id,))
+    assert abort.expire_due(store, {"pause_expiring": pause_app.expiring.definition()}) == 1
+    run = store.get_run(handle.id)
+    assert (run["status"], run["halt_reason"]) == ("failed", "pause_expired")
+    metadata = json.loads(run["metadata"])
+    assert metadata["pause_timeout_seconds"] == 1
+    assert metadata["error"] == "pause before step 'approve' expired after 1 s without a resume"
+    jobs = jobs_by_step(store, handle.id)
+    assert (jobs["approve"]["status"], jobs["finish"]["status"]) == ("failed", "skipped")
+    assert jobs["finish"]["skip_reason"] == "pause expired" and jobs["finish"]["skip_root"] == "approve"
+
+
+def test_a_run_cancelled_after_its_expired_pause_was_read_is_left_cancelled(store, db_url):
+    handle = paused(store)
+    expire_in_sql(db_url, store, handle.id)
+    [row] = store.expired_pauses()
+    handle.cancel()  # between the sweep's read and its transaction
+    with store.transaction() as tx:
+        assert abort.expire_pause(tx, pause_app.long.definition(), row) is None
+    run = store.get_run(handle.id)
+    assert (run["status"], run["halt_reason"]) == ("cancelled", None)
+    assert jobs_by_step(store, handle.id)["approve"]["status"] == "skipped"
+    assert abort.expire_due(store, {}) == 0
+
+
 def test_the_cli_and_the_api_refuse_an_expired_pause(store, db_url, monkeypatch):
     handle = paused(store)
     expires = expire_in_sql(db_url, store, handle.id)

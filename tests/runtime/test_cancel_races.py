@@ -9,7 +9,9 @@ independent runs on a thread pool."""
 
 from __future__ import annotations
 
+import json
 import random
+import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -17,10 +19,10 @@ import psycopg
 import pytest
 import rt_app
 
-from helpers import wait_for
+from helpers import drive, wait_for
 
 from ductline import InvalidStateError
-from ductline.operations.stop import cancel
+from ductline.operations.stop import cancel, sweep_orphans
 from ductline.runtime import record
 
 RACES = 1000
@@ -130,3 +132,41 @@ def test_a_cancel_waits_for_an_uncommitted_claim_and_ends_its_attempt(store, bac
         assert store.get_run(handle.id)["status"] == "cancelled"
         # The worker's completion arriving now is dropped: the run ended.
         assert _complete(store, definition, got[0]) == "lost"
+
+
+def _end_run_behind_the_claim(db_url: str, run_id: str, status: str, metadata: dict) -> None:
+    """End the run as a stop that looked before a claim of it committed leaves it:
+    the run ended, the claimed job still running (its own connection, like that stop)."""
+    query = "UPDATE ductline_runs SET status = %s, metadata = %s WHERE id = %s"
+    params = (status, json.dumps(metadata), run_id)
+    if db_url.startswith("sqlite"):
+        with sqlite3.connect(db_url[len("sqlite:///"):], timeout=30) as conn:
+            conn.execute(query.replace("%s", "?"), params)
+        conn.close()
+        return
+    with psycopg.connect(db_url, autocommit=True) as pg:
+        pg.execute(query, params)
+
+
+@pytest.mark.parametrize(("status", "metadata", "job_status", "result", "error_type", "error"), [
+    pytest.param("cancelled", {"cancelled": True}, "cancelled", "cancelled", "Cancelled", "the run was cancelled",
+                 id="cancelled"),
+    pytest.param("failed", {"timeout_exceeded": True}, "failed", "timed_out", "TimeoutError",
+                 "cancelled at the run deadline: the run exceeded its deadline of 2 s", id="deadline"),
+    pytest.param("failed", {"pause_expired": True, "paused_step": "approve", "pause_timeout_seconds": 30},
+                 "cancelled", "cancelled", "PauseExpired",
+                 "cancelled because the pause before step 'approve' expired after 30 s without a resume",
+                 id="pause-expired"),
+])
+def test_the_sweep_ends_a_job_claimed_behind_a_stop_as_that_stop_would_have(
+        store, db_url, status, metadata, job_status, result, error_type, error):
+    handle = rt_app.deadline_chain.trigger(1, database=store)
+    assert drive(store, rt_app.deadline_chain, skip=("stuck",)) == ["quick"]  # stuck: claimed, left running
+    _end_run_behind_the_claim(db_url, handle.id, status, metadata)
+    assert sweep_orphans(store) == 1
+    stuck = next(j for j in store.run_jobs(handle.id) if j["step"] == "stuck")
+    attempt = next(a for a in store.run_attempts(handle.id) if a["job_id"] == stuck["id"])
+    assert stuck["status"] == job_status
+    assert (attempt["result"], attempt["error_type"], attempt["error"]) == (result, error_type, error)
+    assert store.get_run(handle.id)["status"] == status
+    assert sweep_orphans(store) == 0  # nothing is left running or waiting in an ended run

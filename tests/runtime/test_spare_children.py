@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
+from helpers import PATIENCE
 
 from ductline.config import load_settings
 from ductline.errors import ConfigurationError
@@ -71,3 +73,77 @@ def test_a_bad_spare_count_is_refused(monkeypatch, bad):
     monkeypatch.setenv("DUCTLINE_SPARE_CHILDREN", bad)
     with pytest.raises(ConfigurationError, match="spare_children"):
         load_settings()
+
+
+# -- the spares themselves (real children) ------------------------------------------------
+class SparesUnderTest:
+    """`Spares` of children importing no app; `fresh` keeps what it handed out, so
+    every child started is killed and reaped at teardown."""
+
+    def __init__(self):
+        self.made = []
+        self.taken = []
+
+    def __call__(self, count, message_cap=1 << 20):
+        from ductline.runtime.spares import Spares
+
+        spares = Spares([], [], count, message_cap)
+        self.made.append(spares)
+        return spares
+
+    def fresh(self, spares):
+        child = spares.fresh()
+        self.taken.append(child)
+        return child
+
+    def close(self):
+        for child in self.taken + [c for spares in self.made for c in spares.children()]:
+            child.signal_group(signal.SIGKILL)
+            child.process.wait()
+            child.close()
+
+
+@pytest.fixture
+def spares_of():
+    made = SparesUnderTest()
+    yield made
+    made.close()
+
+
+def test_without_a_live_spare_a_slot_gets_a_new_child(spares_of):
+    spares = spares_of(0)
+    child = spares_of.fresh(spares)
+    assert child.exited() is False and spares.children() == []
+
+
+def test_a_dead_spare_is_reaped_and_replaced(spares_of):
+    spares = spares_of(1)
+    spares.fill()
+    [dead] = spares.children()
+    dead.signal_group(signal.SIGKILL)
+    dead.process.wait()
+    child = spares_of.fresh(spares)
+    assert child is not dead and not child.exited()
+    assert dead.conn.closed  # reaped: its descriptors closed
+    [replacement] = spares.children()
+    assert replacement is not child and replacement is not dead
+
+
+def test_a_spare_that_said_it_is_ready_is_taken_before_one_still_starting(spares_of):
+    spares = spares_of(2)
+    spares.fill()
+    starting, ready = spares.children()
+    os.kill(starting.pid, signal.SIGSTOP)  # before it could import anything: it cannot say ready
+    assert ready.conn.poll(60 * PATIENCE)  # its READY arrived
+    assert spares_of.fresh(spares) is ready and ready.ready
+    assert starting in spares.children() and not starting.ready and len(spares.children()) == 2
+
+
+def test_a_spare_whose_first_message_is_too_long_is_killed_and_never_trusted(spares_of):
+    spares = spares_of(1, message_cap=1)  # even READY is longer than one byte
+    spares.fill()
+    [spare] = spares.children()
+    assert spare.conn.poll(60 * PATIENCE)
+    spares_of.fresh(spares)
+    assert spare.eof and not spare.ready
+    assert spare.process.wait(60) == -signal.SIGKILL

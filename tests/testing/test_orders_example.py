@@ -111,3 +111,35 @@ def test_inside_an_event_loop_it_says_what_to_do():
     with pytest.raises(RuntimeError, match="plain \\(sync\\) test"):
         asyncio.run(inside())
 
+
+
+def test_the_test_cancels_a_paused_run_and_waiting_on_it_says_why_it_is_not_done():
+    with start_pipeline(orders.large_orders, {"id": 10, "cents": 900_000}) as run:
+        run.wait_paused()
+        with pytest.raises(TimeoutError, match=r"had not ended after 0 s \(status paused\); a paused run waits"):
+            run.result(timeout=0)
+        run.cancel()
+        result = run.result()
+    assert result.status == "cancelled"
+    assert result.step("approve").status == "skipped" and result.step("ship").status == "skipped"
+
+
+def test_leaving_the_block_cancels_a_run_still_going():
+    with start_pipeline(orders.large_orders, {"id": 11, "cents": 900_000}) as run:
+        run.wait_paused()
+    assert run.status == "cancelled"
+
+
+def test_waiting_for_a_pause_that_never_comes_is_a_timeout():
+    with start_pipeline(orders.orders, {"id": 12, "cents": 0}, retry_delay=0) as run:
+        assert run.result().status == "halted"
+        with pytest.raises(TimeoutError, match=r"no step paused within 0 s \(run status halted\)"):
+            run.wait_paused(timeout=0)
+
+
+def test_arguments_that_cannot_start_a_run_raise_and_leave_no_loop_behind():
+    import threading
+
+    with pytest.raises(TypeError):
+        start_pipeline(orders.orders, {"id": 13, "when": object()})
+    assert not [t for t in threading.enumerate() if t.name == "ductline test loop"]

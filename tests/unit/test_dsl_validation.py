@@ -204,6 +204,41 @@ def test_pipeline_name_must_be_non_empty_str(name: Any) -> None:
         Pipeline(name)
 
 
+class Name(str):
+    """A ``str`` subclass: names are stored and compared as plain ``str``."""
+
+
+BAD_NAMES = [
+    pytest.param(Name("x"), TypeError, r"must be a str, got Name \('x'\)", id="str-subclass"),
+    pytest.param("x" * 201, DefinitionError, "must be at most 200 characters, got 201", id="too-long"),
+    pytest.param("a\nb", DefinitionError, r"must be printable text \(no control characters\), got 'a\\nb'",
+                 id="newline"),
+    pytest.param("a\x00b", DefinitionError, "must be printable text", id="nul"),
+    # A lone surrogate is not printable either: refused before it could fail to encode.
+    pytest.param("a\ud800", DefinitionError, "must be printable text", id="lone-surrogate"),
+]
+
+
+@pytest.mark.parametrize(("name", "error", "message"), BAD_NAMES)
+def test_a_pipeline_name_must_be_printable_text_of_at_most_200_characters(name: Any, error: type,
+                                                                          message: str) -> None:
+    with pytest.raises(error, match=f"^pipeline name {message}"):
+        Pipeline(name)
+
+
+@pytest.mark.parametrize(("name", "error", "message"),
+                         [*BAD_NAMES, pytest.param("   ", DefinitionError, "must not be empty", id="blank")])
+def test_a_step_name_must_be_printable_text_of_at_most_200_characters(name: Any, error: type, message: str) -> None:
+    with pytest.raises(error, match=f"^step name {message}"):
+        new().start(S.a, name=name)
+
+
+def test_names_of_200_printable_characters_are_kept() -> None:
+    name = "é" * 200
+    p = Pipeline(S.unique_name("n")[:100] + "ü" * 100).start(S.a, name=name)
+    assert list(p.definition().nodes) == [name]
+
+
 # -- max_retry / max_crash ------------------------------------------------------------
 
 @pytest.mark.parametrize("value", [True, False, 1.0, 2.5, "3", [3]],
@@ -427,6 +462,14 @@ def test_function_defined_in_test_body_is_rejected() -> None:
 
     with pytest.raises(DefinitionError, match="<locals>"):
         new().start(S.a).chain(to=local)
+
+
+def test_a_function_without_a_module_is_rejected() -> None:
+    namespace: dict[str, Any] = {}
+    exec("def orphan(x):\n    return x", namespace)  # its globals have no __name__: no module
+    assert namespace["orphan"].__module__ is None
+    with pytest.raises(DefinitionError, match="has no module and qualified name"):
+        new().start(namespace["orphan"])
 
 
 def test_step_not_bound_to_its_name_is_rejected() -> None:

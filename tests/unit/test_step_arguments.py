@@ -82,6 +82,13 @@ def test_a_type_error_from_the_body_is_not_a_signature_error() -> None:
     assert type(caught.value) is TypeError
 
 
+def test_a_callable_whose_signature_cannot_be_read_is_left_to_the_call() -> None:
+    assert invoke(max, (3, 7), "largest") == 7
+    with pytest.raises(TypeError, match="max expected at least 1 argument, got 0") as caught:
+        invoke(max, (), "largest")
+    assert not isinstance(caught.value, ductline.StepSignatureError)
+
+
 def test_an_async_step_is_checked_before_its_coroutine_exists() -> None:
     async def async_pair(a, b):
         return a + b

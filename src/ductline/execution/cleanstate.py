@@ -2,8 +2,9 @@
 every attempt, so nothing an attempt did to its process reaches the next one.
 
 Restored: the environment (``os.environ``), the working directory, the umask,
-every signal's Python-level disposition and the main thread's signal mask, and
-every resource limit. Checked, since they cannot be undone from inside: threads
+every signal's Python-level disposition and the main thread's signal mask, the
+interval timers (a pending ``signal.alarm`` would otherwise kill a later attempt),
+and every resource limit. Checked, since they cannot be undone from inside: threads
 still running (counted in ``/proc/self/task``, so native threads count too),
 processes the attempt started that are still alive (the child is a subreaper, so
 orphaned grandchildren are reparented to it and found too), C-level signal
@@ -30,6 +31,7 @@ PR_SET_CHILD_SUBREAPER = 36
 
 _UNCATCHABLE = {signal.SIGKILL, signal.SIGSTOP}
 _RLIMITS = sorted({getattr(resource, name) for name in dir(resource) if name.startswith("RLIMIT_")})
+_TIMERS = (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
 
 
 def become_subreaper() -> None:
@@ -51,6 +53,7 @@ class Snapshot:
     handlers: dict[int, Any]
     mask: set[int]
     limits: dict[int, tuple[int, int]]
+    idle_timers: list[int]
     threads: int
     signal_masks: dict[str, str] = field(default_factory=dict)
 
@@ -72,6 +75,7 @@ class Snapshot:
             environ=dict(os.environ), cwd=os.getcwd(), umask=umask, handlers=handlers,
             mask=set(signal.pthread_sigmask(signal.SIG_BLOCK, [])),
             limits={r: resource.getrlimit(r) for r in _RLIMITS},
+            idle_timers=[t for t in _TIMERS if signal.getitimer(t) == (0.0, 0.0)],
             threads=_thread_count(), signal_masks=_signal_masks(),
         )
 
@@ -95,6 +99,11 @@ class Snapshot:
             except (ValueError, OSError, TypeError) as exc:
                 problems.append(f"signal {sig} not restored ({exc})")
         signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+        # Only timers the attempt started are cancelled: one the apps set up at import
+        # keeps counting down, as it would in a fresh child.
+        for timer in self.idle_timers:
+            if signal.getitimer(timer) != (0.0, 0.0):
+                signal.setitimer(timer, 0)
         for which, wanted in self.limits.items():
             if resource.getrlimit(which) != wanted:
                 try:

@@ -48,11 +48,11 @@ class TaskSet:
         """Cancel the task of ``key``, if any (it unwinds at its next await)."""
         task = self._tasks.get(key)
         if task is not None:
-            task.cancel()
+            _cancel_once(task)
 
     def cancel_all(self) -> None:
         for task in list(self._tasks.values()):
-            task.cancel()
+            _cancel_once(task)
 
     def wake(self) -> None:
         """Make the scheduling loop look again (a stop or a resume changed the run)."""
@@ -82,3 +82,11 @@ class TaskSet:
         for outcome in gathered.result():
             if isinstance(outcome, Exception):
                 log.error("Step task failed while stopping: %r", outcome)
+
+
+def _cancel_once(task: asyncio.Task[None]) -> None:
+    """Cancel ``task`` unless it is being cancelled already: a second cancellation
+    would cut short its unwinding (a killed child awaited, an interrupted thread step
+    given time to unwind), and the run's result would come before the step ended."""
+    if not task.cancelling():
+        task.cancel()
