@@ -39,6 +39,7 @@ per_customer = Pipeline("per_customer").start(quick, name="receive").chain(
 rated = Pipeline("rated").start(quick, rate=4)
 ranked = Pipeline("ranked", priority=1).start(note)
 stepped = Pipeline("stepped").start(first, priority=10).chain(to=second, priority=-3)
+relay = Pipeline("relay").start(first).chain(to=second).chain(to=note)
 
 
 def slow(x):

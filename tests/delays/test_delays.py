@@ -507,6 +507,47 @@ def test_postgres_claim_as_written_reads_only_ready_rows(db_url):
     assert read < 100, f"the claim read {read} rows of {len(scans)} scans: waiting rows were scanned"
 
 
+def fill_ready_first_steps(db_url: str, n: int) -> str:
+    """``n`` runs not yet started, each with its first step ready (phase 1), and one
+    run under way whose next step became ready after all of them; returns its id."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO ductline_runs (id, pipeline, status, args, not_before_ms, created_ms) "
+                     "SELECT 'run' || g, 'delay_waiting', 'pending', '[0]', 0, 0 FROM generate_series(0, %s) g",
+                     (n,))
+        conn.execute(
+            "INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, status, input, not_before_ms, "
+            "max_retry, max_crash, retry_delay_seconds, created_ms, phase) "
+            "SELECT 'first' || g, 'run' || g, 'delay_waiting', 'first', '', 'pending', '[0]', "
+            "ductline_now_ms() - 600000 + g, 3, 10, 0, ductline_now_ms(), 1 FROM generate_series(1, %s) g",
+            (n,))
+        conn.execute("UPDATE ductline_runs SET status = 'running' WHERE id = 'run0'")
+        conn.execute(
+            "INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, status, input, not_before_ms, "
+            "max_retry, max_crash, retry_delay_seconds, created_ms, phase) "
+            "VALUES ('next', 'run0', 'delay_waiting', 'second', '', 'pending', '[0]', ductline_now_ms(), "
+            "3, 10, 0, ductline_now_ms(), 0)")
+        conn.execute("ANALYZE ductline_jobs")
+        conn.execute("ANALYZE ductline_runs")
+    return "next"
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_postgres_claim_takes_a_started_run_first_reading_only_queue_heads(db_url):
+    # 100,000 first steps ready before it: the next step of the run under way is taken
+    # first, from the ready index, reading a handful of rows.
+    next_id = fill_ready_first_steps(db_url, 100_000)
+    nodes = explain(db_url, claim_select_sql(), analyze=True)
+    scans = jobs_scans(nodes)
+    assert {n.get("Index Name") for n in scans} == {"ductline_jobs_ready"}, json.dumps(scans)
+    read = sum(n.get("Actual Rows", 0) + n.get("Rows Removed by Filter", 0) for n in scans)
+    assert read < 100, f"the claim read {read} rows of {len(scans)} scans"
+    with psycopg.connect(db_url) as conn:
+        picked = [row[0] for row in conn.execute(claim_select_sql()).fetchall()]
+        conn.rollback()
+    assert picked[0] == next_id and len(picked) == 4, picked
+    assert picked[1:] == ["first1", "first2", "first3"]
+
+
 @pytest.mark.parametrize("backend", ["postgres"])
 def test_postgres_next_not_before_is_an_index_lookup(db_url):
     fill_waiting_jobs(db_url, 20_000)

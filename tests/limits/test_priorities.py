@@ -1,5 +1,6 @@
-"""Priorities: higher first, then oldest; a step's priority adds to its run's; every
-eighth claim of a worker is oldest-first, which bounds starvation (both backends)."""
+"""Priorities: higher first, then runs under way before new runs, then oldest; a step's
+priority adds to its run's; every eighth claim of a worker is oldest-first, which bounds
+starvation (both backends)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from test_limits import sql
 
 from ductline import Pipeline
+from ductline.model.claim_order import FIRST_STEP, UNDER_WAY
 from ductline.store.claims import FIFO_EVERY
 
 APP = str(Path(limit_app.__file__))
@@ -74,6 +76,40 @@ def test_a_worker_starts_the_higher_priority_run_first(store, db_url, workers):
         assert handle.wait(60) == "completed"
     starts = dict(sql(db_url, "SELECT run_id, started_ms FROM ductline_attempts"))
     assert min(starts, key=starts.get) == high.id
+
+
+def test_first_steps_are_marked_by_the_trigger_and_later_steps_by_completions(store, db_url, workers):
+    handles = [limit_app.relay.trigger(0, database=store)]
+    handles += limit_app.relay.trigger_many([1, 2], database=store)
+    workers(concurrency=1, app=APP)
+    for handle in handles:
+        assert handle.wait(60) == "completed"
+    rows = sql(db_url, "SELECT step, phase, count(*) FROM ductline_jobs GROUP BY step, phase ORDER BY step")
+    assert rows == [("first", FIRST_STEP, 3), ("note", UNDER_WAY, 3), ("second", UNDER_WAY, 3)]
+
+
+def in_flight_peak(db_url, run_ids):
+    """The most runs started (first attempt) and not yet finished (last attempt) at once."""
+    rows = sql(db_url, "SELECT run_id, min(started_ms), max(finished_ms) FROM ductline_attempts GROUP BY run_id")
+    events = sorted([(start, 1) for run_id, start, _ in rows if run_id in run_ids]
+                    + [(end, -1) for run_id, _, end in rows if run_id in run_ids])
+    peak = level = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+def test_a_burst_of_new_runs_waits_behind_the_runs_under_way(store, db_url, workers):
+    # 40 three-step runs at once, one slot: the next step of a started run is claimed
+    # before the first steps of the others, so few runs are in flight at any time
+    # (oldest-first every eighth claim, and jobs claimed ahead, start a few more).
+    handles = limit_app.relay.trigger_many(list(range(40)), database=store)
+    workers(concurrency=1, app=APP)
+    for handle in handles:
+        assert handle.wait(120) == "completed"
+    peak = in_flight_peak(db_url, {h.id for h in handles})
+    assert peak <= 20, f"{peak} of 40 runs were in flight at once"
 
 
 @pytest.mark.parametrize(("value", "error", "message"), [

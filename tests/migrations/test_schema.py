@@ -237,3 +237,41 @@ def test_migrate_refuses_a_database_newer_than_this_ductline(
             store.migrate()
     finally:
         store.close()
+
+
+def test_migration_8_puts_waiting_first_steps_of_runs_not_started_after_runs_under_way(
+        backend: str, tmp_path: Path, fresh_pg: Any) -> None:
+    # Jobs created before the claim order had phases: a waiting job of a run not yet
+    # started is its first step (phase 1); the jobs of runs under way keep phase 0.
+    url = _fresh_url(backend, tmp_path, fresh_pg)
+    store = open_store(url)
+    try:
+        dialect = store.dialect
+        dialect.run_script(migrations._VERSION_TABLE[dialect.name])
+        for version, sql in migrations.available(dialect.name):
+            if version < 8:
+                dialect.run_script(sql + f"\nINSERT INTO ductline_schema_version (version) VALUES ({version});\n")
+        dialect.run_script(
+            "INSERT INTO ductline_runs (id, pipeline, status, args, not_before_ms, created_ms) VALUES "
+            "('new', 'p', 'pending', '[]', 0, 0), ('going', 'p', 'running', '[]', 0, 0);\n"
+            "INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, status, input, not_before_ms, "
+            "max_retry, max_crash, retry_delay_seconds, created_ms) VALUES "
+            "('new_first', 'new', 'p', 'a', '', 'pending', '[]', 0, 1, 1, 1, 0), "
+            "('going_first', 'going', 'p', 'a', '', 'completed', '[]', 0, 1, 1, 1, 0), "
+            "('going_next', 'going', 'p', 'b', '', 'pending', '[]', 0, 1, 1, 1, 0);")
+        assert store.migrate()[0] == 8
+        query = "SELECT id, phase FROM ductline_jobs ORDER BY id"
+        if backend == "sqlite":
+            conn = sqlite3.connect(url.removeprefix("sqlite:///"))
+            try:
+                rows = conn.execute(query).fetchall()
+            finally:
+                conn.close()
+        else:
+            with psycopg.connect(url) as pg:
+                rows = pg.execute(query).fetchall()
+        assert rows == [("going_first", 0), ("going_next", 0), ("new_first", 1)]
+        assert [j.job_id for j in store.claim("w", ["p"], 1, 60_000)] == ["going_next"]
+        assert [j.job_id for j in store.claim("w", ["p"], 1, 60_000)] == ["new_first"]
+    finally:
+        store.close()

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterable, Iterator
 
+from ductline.model.claim_order import UNDER_WAY
 from ductline.store import Store, open_store
 from ductline.store.records import ClaimedJob, NewJob, NewRun
 from ductline.store.session import Dialect, Session
@@ -61,12 +62,13 @@ def make_job(run_id: str, *, step: str = "first", scope: str = "", pipeline: str
              job_id: str | None = None, parent_scope: str | None = None, elem_index: int | None = None,
              status: str = "pending", input: str = "[1]", delay_ms: int = 0,
              not_before_ms: int | None = None, max_retry: int = 3, max_crash: int = 10,
-             retry_delay_seconds: int = 10, timeout_seconds: int | None = None) -> NewJob:
+             retry_delay_seconds: int = 10, timeout_seconds: int | None = None, priority: int = 0,
+             phase: int = UNDER_WAY) -> NewJob:
     return NewJob(id=job_id or new_id(), run_id=run_id, pipeline=pipeline, step=step, scope=scope,
                   parent_scope=parent_scope, elem_index=elem_index, status=status, input=input,
                   delay_ms=delay_ms, max_retry=max_retry, max_crash=max_crash,
                   retry_delay_seconds=retry_delay_seconds, timeout_seconds=timeout_seconds,
-                  not_before_ms=not_before_ms)
+                  not_before_ms=not_before_ms, priority=priority, phase=phase)
 
 
 def create_run(store: Store, *jobs: dict[str, Any], pipeline: str = PIPELINE,

@@ -14,6 +14,7 @@ import steps_for_tests as S
 from ductline import Backoff, codec
 from ductline.dsl.graph import Definition
 from ductline.dsl.timeouts import ScaledTimeout
+from ductline.model.claim_order import FIRST_STEP, UNDER_WAY
 from ductline.model.routing import (
     Create, Gather, JobSpec, Routing, gathered_args, initial_status, job_spec, route, timeout_floor,
 )
@@ -268,6 +269,19 @@ def test_job_spec_paused(timeout: Any, expected: JobSpec) -> None:
 
 def test_job_spec_of_the_on_halt_handler() -> None:
     assert job_spec(D.with_on_halt(), "__on_halt__", "", "[[]]", 10) == spec(max_retry=1, max_crash=0)
+
+
+@pytest.mark.parametrize(("build", "step", "scope", "phase"), [
+    pytest.param(lambda: chained(), "a", "", FIRST_STEP, id="first-step"),
+    pytest.param(lambda: chained(), "b", "", UNDER_WAY, id="chained"),
+    pytest.param(D.expand_collapse, "a", "", FIRST_STEP, id="first-step-of-an-expand"),
+    pytest.param(D.expand_collapse, "b", "0", UNDER_WAY, id="element"),
+    pytest.param(D.expand_collapse, "d", "", UNDER_WAY, id="collapse"),
+    pytest.param(D.with_on_halt, "__on_halt__", "", UNDER_WAY, id="on-halt-handler"),
+])
+def test_job_spec_phase_puts_first_steps_after_runs_under_way(build: Callable[[], Definition], step: str,
+                                                              scope: str, phase: int) -> None:
+    assert job_spec(build(), step, scope, "[1]", 10).phase == phase
 
 
 @pytest.mark.parametrize(("timeout", "expected"), [

@@ -26,6 +26,7 @@ from ductline import codec
 from ductline.dsl.graph import Definition, TransitionKind
 from ductline.dsl.timeouts import ScaledTimeout
 from ductline.model import scopes
+from ductline.model.claim_order import UNDER_WAY, phase_of
 from ductline.model.limits import limit_key
 from ductline.model.states import JobStatus, RunStatus, waiting_status
 
@@ -155,6 +156,9 @@ class JobSpec:
         limit_key: its concurrency/rate limit key, or ``None``.
         paused: it waits for a resume (``.pause(before=)``) ...
         pause_timeout_seconds: ... at most this long (``None``: no limit).
+        phase: its place in the claim order at equal priority
+            (`ductline.model.claim_order`: the first step of a run comes after
+            the jobs of runs already under way).
     """
 
     parent_scope: str | None
@@ -168,6 +172,7 @@ class JobSpec:
     limit_key: str | None
     paused: bool
     pause_timeout_seconds: int | None
+    phase: int = UNDER_WAY
 
 
 def timeout_floor(timeout: object) -> int | None:
@@ -192,6 +197,7 @@ def job_spec(definition: Definition, step: str, scope: str, input_json: str,
         timeout_seconds=timeout_floor(options.timeout), priority=options.priority,
         limit_key=limit_key(definition.name, step, options, input_json),
         paused=step in definition.pauses, pause_timeout_seconds=definition.pauses.get(step),
+        phase=phase_of(definition, step, scope),
     )
 
 

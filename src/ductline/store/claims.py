@@ -1,11 +1,14 @@
-"""Which ready jobs a claim takes: priorities, the starvation bound, and the
+"""Which ready jobs a claim takes: the claim order, the starvation bound, and the
 concurrency and rate limits of steps.
 
-Order: the highest priority first, then the oldest not-before time. So that a
-steady stream of high-priority work cannot starve the rest, every `FIFO_EVERY`-th
-claim of a worker takes the oldest ready jobs whatever their priority: a ready job
-is passed over by at most ``FIFO_EVERY - 1`` consecutive claims of any one worker
-once it is the oldest (the rule a round-robin over queues gives, without queues).
+Order (`ductline.model.claim_order`): the highest priority first; at equal priority
+the jobs of runs already under way before the first steps of new runs; then the
+oldest not-before time. So that a steady stream of high-priority work (or of runs in
+flight) cannot starve the rest, every `FIFO_EVERY`-th claim of a worker takes the
+oldest ready jobs whatever their priority and phase: a ready job is passed over by at
+most ``FIFO_EVERY - 1`` consecutive claims of any one worker once it is the oldest.
+Claims read the ready index one (priority, phase) queue at a time, in not-before
+order (PostgreSQL in one statement, SQLite one statement per queue).
 
 Limits are enforced where jobs are claimed, in the claim's transaction, so they hold
 across every worker and host: candidates are read (locked with SKIP LOCKED on
@@ -31,10 +34,12 @@ import math
 from collections import defaultdict
 from typing import Any
 
+from ductline.model.claim_order import FIFO_EVERY
 from ductline.store.records import StepLimit
 from ductline.store.session import Session
 
-FIFO_EVERY = 8
+__all__ = ["FIFO_EVERY", "MAX_ROUNDS", "claim_rows", "unthrottle"]
+
 MAX_ROUNDS = 4  # candidate rounds per claim when some were throttled or deferred
 
 
@@ -43,17 +48,18 @@ def claim_rows(s: Session, *, per_level: bool, pipelines: list[str], limit: int,
     """Claim up to ``limit`` jobs; returns the claimed rows (``claim_jobs`` columns).
 
     Args:
-        per_level: the dialect claims one priority level per statement (SQLite).
+        per_level: the dialect claims one queue (priority level and phase) per
+            statement (SQLite).
         limits: ``{(pipeline, step): StepLimit}`` of the limited steps served.
         fifo: take the oldest ready jobs whatever their priority.
     """
     base = {"pipelines": json.dumps(pipelines), "lease_ms": lease_ms, "worker_id": worker_id}
     if not limits and not fifo:
         if not per_level:
-            return s.fetch("claim_jobs", {**base, "limit": limit, "priority": 0})
+            return s.fetch("claim_jobs", {**base, "limit": limit, "priority": 0, "phase": 0})
         rows: list[dict[str, Any]] = []
-        for level in _levels(s):
-            rows += s.fetch("claim_jobs", {**base, "limit": limit - len(rows), "priority": level})
+        for level, phase in _queues(s):
+            rows += s.fetch("claim_jobs", {**base, "limit": limit - len(rows), "priority": level, "phase": phase})
             if len(rows) >= limit:
                 break
         return rows
@@ -71,21 +77,22 @@ def claim_rows(s: Session, *, per_level: bool, pipelines: list[str], limit: int,
     return claimed
 
 
-def _levels(s: Session) -> list[int]:
-    return [int(r["priority"]) for r in s.fetch("ready_levels")]
+def _queues(s: Session) -> list[tuple[int, int]]:
+    """The ``(priority, phase)`` queues holding ready jobs, in claim order."""
+    return [(int(r["priority"]), int(r["phase"])) for r in s.fetch("ready_queues")]
 
 
 def _candidates(s: Session, per_level: bool, fifo: bool, base: dict[str, Any],
                 limit: int) -> list[dict[str, Any]]:
     name = "claim_candidates_fifo" if fifo else "claim_candidates"
     if not per_level:
-        return s.fetch(name, {**base, "limit": limit, "priority": 0})
+        return s.fetch(name, {**base, "limit": limit, "priority": 0, "phase": 0})
     found: list[dict[str, Any]] = []
-    for level in _levels(s):
-        if fifo:  # the oldest of every level, then the oldest of those
-            found += s.fetch(name, {**base, "limit": limit, "priority": level})
+    for level, phase in _queues(s):
+        if fifo:  # the oldest of every queue, then the oldest of those
+            found += s.fetch(name, {**base, "limit": limit, "priority": level, "phase": phase})
             continue
-        found += s.fetch(name, {**base, "limit": limit - len(found), "priority": level})
+        found += s.fetch(name, {**base, "limit": limit - len(found), "priority": level, "phase": phase})
         if len(found) >= limit:
             break
     if fifo:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from ductline.model.claim_order import UNDER_WAY
 from ductline.model.limits import StepLimit
 from ductline.model.routing import JobSpec
 
@@ -47,6 +48,7 @@ class NewJob:
     not_before_ms: int | None = None
     priority: int = 0          # the step's, added to its run's by the insert
     limit_key: str | None = None  # concurrency/rate limit key, None when unlimited
+    phase: int = UNDER_WAY     # claim order at equal priority (ductline.model.claim_order)
 
     @classmethod
     def of(cls, run_id: str, pipeline: str, step: str, scope: str, input_json: str, spec: JobSpec, *,
@@ -61,6 +63,7 @@ class NewJob:
             delay_ms=spec.delay_ms if delay_ms is None else delay_ms, not_before_ms=not_before_ms,
             max_retry=spec.max_retry, max_crash=spec.max_crash, retry_delay_seconds=int(spec.retry_delay_seconds),
             timeout_seconds=spec.timeout_seconds, priority=spec.priority, limit_key=spec.limit_key,
+            phase=spec.phase,
         )
 
 

@@ -61,7 +61,9 @@ class Store:
               limits: dict[tuple[str, str], StepLimit] | None = None, fifo: bool = False) -> list[ClaimedJob]:
         """Claim up to ``limit`` ready jobs of the given pipelines for one worker.
 
-        Higher priority first, then the oldest not-before time (`ductline.store.claims`).
+        Higher priority first; at equal priority the jobs of runs under way before
+        first steps; then the oldest not-before time (`ductline.model.claim_order`,
+        `ductline.store.claims`).
         Each claimed job gets a new lease token and a new attempt row whose start is
         the claim time on the database clock; a pending run becomes running and its
         deadline (if any) starts counting now.

@@ -138,7 +138,7 @@ class Tx:
             "input": j.input, "delay_ms": j.delay_ms, "not_before_ms": j.not_before_ms,
             "max_retry": j.max_retry, "max_crash": j.max_crash,
             "retry_delay_seconds": j.retry_delay_seconds, "timeout_seconds": j.timeout_seconds,
-            "priority": j.priority, "limit_key": j.limit_key,
+            "priority": j.priority, "limit_key": j.limit_key, "phase": j.phase,
         } for j in jobs]
         if len(rows) == 1:
             self.s.execute("insert_job", rows[0])

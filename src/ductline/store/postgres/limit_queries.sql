@@ -2,34 +2,43 @@
 -- A worker serving a limited step picks candidates (locked, not yet claimed), takes
 -- each limit key's lock, counts and admits, then claims the admitted ones by id.
 
--- name: ready_levels
--- Distinct priorities of claimable jobs, highest first (SQLite claims level by level).
-SELECT priority FROM ductline_ready_levels;
+-- name: ready_queues
+-- The (priority, phase) queues holding ready jobs, in claim order (SQLite claims queue
+-- by queue): one index lookup each.
+SELECT q.priority, q.phase FROM ductline_ready_queues q
+WHERE EXISTS (SELECT 1 FROM ductline_jobs j
+              WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = q.priority
+                AND j.phase = q.phase AND j.not_before_ms <= (SELECT ductline_now_ms()))
+ORDER BY q.priority DESC, q.phase;
 
 -- name: claim_candidates
--- The rows claim_jobs would take, locked but not claimed. :priority is unused here.
-SELECT c.id, c.limit_key, c.pipeline, c.step, c.rate_slot_ms, c.not_before_ms FROM ductline_ready_levels levels CROSS JOIN LATERAL (
+-- The rows claim_jobs would take, locked but not claimed. :priority and :phase are
+-- unused here.
+SELECT c.id, c.limit_key, c.pipeline, c.step, c.rate_slot_ms, c.not_before_ms
+FROM ductline_ready_queues queues CROSS JOIN LATERAL (
     -- The runs are share-locked as claim_jobs does (a stop waits, or is skipped).
-    SELECT j.id, j.priority, j.not_before_ms, j.limit_key, j.pipeline, j.step, j.rate_slot_ms FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
-    WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = levels.priority
-      AND j.not_before_ms <= (SELECT ductline_now_ms())
+    SELECT j.id, j.priority, j.phase, j.not_before_ms, j.limit_key, j.pipeline, j.step, j.rate_slot_ms
+    FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
+    WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = queues.priority
+      AND j.phase = queues.phase AND j.not_before_ms <= (SELECT ductline_now_ms())
       AND j.pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
     ORDER BY j.not_before_ms
     LIMIT :limit
     FOR UPDATE OF j SKIP LOCKED FOR KEY SHARE OF r SKIP LOCKED
 ) c
-ORDER BY c.priority DESC, c.not_before_ms
+ORDER BY c.priority DESC, c.phase, c.not_before_ms
 LIMIT :limit;
 
 -- name: claim_candidates_fifo
--- Oldest not-before first whatever the priority: the claim that bounds starvation.
--- Each level gives its oldest; the oldest of those are taken. :priority is unused.
+-- Oldest not-before first whatever the priority and phase: the claim that bounds
+-- starvation. Each queue gives its oldest; the oldest of those are taken. :priority
+-- and :phase are unused.
 SELECT c.id, c.limit_key, c.pipeline, c.step, c.rate_slot_ms, c.not_before_ms
-FROM ductline_ready_levels levels CROSS JOIN LATERAL (
+FROM ductline_ready_queues queues CROSS JOIN LATERAL (
     -- The runs are share-locked as claim_jobs does (a stop waits, or is skipped).
     SELECT j.id, j.not_before_ms, j.limit_key, j.pipeline, j.step, j.rate_slot_ms FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
-    WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = levels.priority
-      AND j.not_before_ms <= (SELECT ductline_now_ms())
+    WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = queues.priority
+      AND j.phase = queues.phase AND j.not_before_ms <= (SELECT ductline_now_ms())
       AND j.pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
     ORDER BY j.not_before_ms
     LIMIT :limit

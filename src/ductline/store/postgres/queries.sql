@@ -32,7 +32,7 @@ WHERE pipeline = :pipeline AND idempotency_key = :idempotency_key
 -- transaction that records the previous step's completion, i.e. just before commit.
 INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
                            not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds, created_ms,
-                           priority, limit_key)
+                           priority, limit_key, phase)
 VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
         CASE WHEN :status::text <> 'auto' THEN :status::text
              WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = :run_id) IN ('pending', 'running', 'paused') THEN 'pending'
@@ -40,29 +40,34 @@ VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
         :input, coalesce(:not_before_ms, ductline_now_ms() + :delay_ms), :max_retry, :max_crash,
         :retry_delay_seconds, :timeout_seconds, ductline_now_ms(),
         -- a job's priority is its run's plus its step's (see Pipeline(priority=))
-        coalesce((SELECT r.priority FROM ductline_runs r WHERE r.id = :run_id), 0) + :priority, :limit_key)
+        coalesce((SELECT r.priority FROM ductline_runs r WHERE r.id = :run_id), 0) + :priority, :limit_key,
+        -- the claim order at equal priority: a run's first step after the jobs of runs
+        -- under way (ductline.model.claim_order)
+        :phase)
 ON CONFLICT (run_id, step, scope) DO NOTHING;
 
 -- name: claim_jobs
--- Highest priority first, then the oldest not-before. SKIP LOCKED lets any number of
--- workers claim side by side. Each priority level of the claimable jobs
--- (ductline_ready_levels) is read in not-before order from the ready index, so the
--- claim never scans delayed jobs. :priority is unused here (SQLite claims per level).
+-- Highest priority first, then jobs of runs under way before first steps (phase), then
+-- the oldest not-before (ductline.model.claim_order). SKIP LOCKED lets any number of
+-- workers claim side by side. Each (priority, phase) queue of the claimable jobs
+-- (ductline_ready_queues) is read in not-before order from the ready index, so the
+-- claim never scans delayed jobs. :priority and :phase are unused here (SQLite claims
+-- per queue).
 -- Each picked job's run row is share-locked (FOR KEY SHARE) until commit: a stop of
 -- the run (cancel, deadline, expired pause) locks it FOR UPDATE, so it either waits for
 -- this claim and then ends the attempt it created, or holds the run first and this
 -- claim skips the run's jobs. Completions take a lock that does not conflict with it.
 WITH picked AS (
-    SELECT c.id FROM ductline_ready_levels levels CROSS JOIN LATERAL (
-        SELECT j.id, j.priority, j.not_before_ms FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
-        WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = levels.priority
-          AND j.not_before_ms <= (SELECT ductline_now_ms())
+    SELECT c.id FROM ductline_ready_queues queues CROSS JOIN LATERAL (
+        SELECT j.id, j.priority, j.phase, j.not_before_ms FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
+        WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = queues.priority
+          AND j.phase = queues.phase AND j.not_before_ms <= (SELECT ductline_now_ms())
           AND j.pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
         ORDER BY j.not_before_ms
         LIMIT :limit
         FOR UPDATE OF j SKIP LOCKED FOR KEY SHARE OF r SKIP LOCKED
     ) c
-    ORDER BY c.priority DESC, c.not_before_ms
+    ORDER BY c.priority DESC, c.phase, c.not_before_ms
     LIMIT :limit
 )
 UPDATE ductline_jobs AS j
@@ -233,13 +238,14 @@ SELECT id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_m
 FROM ductline_workers ORDER BY started_ms DESC LIMIT :limit;
 
 -- name: next_not_before
--- The earliest not-before time of a claimable job: one index lookup per priority level,
--- however many jobs wait.
+-- The earliest not-before time of a claimable job: one index lookup per queue
+-- (priority level and phase), however many jobs wait.
 SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
-                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = l.priority
+                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = q.priority
+                   AND j.phase = q.phase
                    AND j.pipeline = ANY(ARRAY(SELECT jsonb_array_elements_text(:pipelines::jsonb)))
                  ORDER BY j.not_before_ms LIMIT 1))
-        FROM ductline_ready_levels l) AS not_before_ms;
+        FROM ductline_ready_queues q) AS not_before_ms;
 
 -- name: get_run
 SELECT id, pipeline, status, args, output, halt_reason, metadata, timeout_seconds, deadline_ms,
@@ -385,12 +391,13 @@ SELECT id FROM ductline_runs WHERE id >= :prefix AND id < :upper ORDER BY id LIM
 -- name: next_wakeups
 -- Both of a worker's timers in one round trip: the earliest not-before time of a
 -- pending job and the earliest deadline of an active run or expiry of a pause
--- (each an index lookup): at either, the worker ends what is due (abort.expire_due).
+-- (index lookups): at either, the worker ends what is due (abort.expire_due).
 SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
-                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = l.priority
+                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = q.priority
+                   AND j.phase = q.phase
                    AND j.pipeline = ANY(ARRAY(SELECT jsonb_array_elements_text(:pipelines::jsonb)))
                  ORDER BY j.not_before_ms LIMIT 1))
-        FROM ductline_ready_levels l) AS not_before_ms,
+        FROM ductline_ready_queues q) AS not_before_ms,
        (SELECT min(due_ms) FROM (
             SELECT min(deadline_ms) AS due_ms FROM ductline_runs
             WHERE status IN ('pending', 'running', 'paused') AND deadline_ms IS NOT NULL
@@ -440,20 +447,21 @@ SELECT id, pg_notify('ductline_runs', id) AS notified FROM done;
 -- steps, trigger_many's first jobs); the same rules row by row.
 INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
                            not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds, created_ms,
-                           priority, limit_key)
+                           priority, limit_key, phase)
 SELECT x.id, x.run_id, x.pipeline, x.step, x.scope, x.parent_scope, x.elem_index,
        CASE WHEN x.status <> 'auto' THEN x.status
             WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = x.run_id) IN ('pending', 'running', 'paused')
             THEN 'pending' ELSE 'held' END,
        x.input, coalesce(x.not_before_ms, ductline_now_ms() + x.delay_ms), x.max_retry, x.max_crash,
        x.retry_delay_seconds, x.timeout_seconds, ductline_now_ms(),
-       coalesce((SELECT r.priority FROM ductline_runs r WHERE r.id = x.run_id), 0) + x.priority, x.limit_key
+       coalesce((SELECT r.priority FROM ductline_runs r WHERE r.id = x.run_id), 0) + x.priority, x.limit_key,
+       x.phase
 -- Rows go in the order given (no join to reorder them): of two rows for one step
 -- run the first is kept, and not-before times follow the order.
 FROM jsonb_to_recordset(:items::jsonb) AS x(id text, run_id text, pipeline text, step text, scope text,
          parent_scope text, elem_index bigint, status text, input text, not_before_ms bigint, delay_ms bigint,
          max_retry bigint, max_crash bigint, retry_delay_seconds bigint, timeout_seconds bigint,
-         priority bigint, limit_key text)
+         priority bigint, limit_key text, phase bigint)
 ON CONFLICT (run_id, step, scope) DO NOTHING;
 
 -- name: insert_runs
@@ -480,16 +488,16 @@ FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt bigint, run_id 
 -- A run the snapshot saw pending that a concurrent claim started first comes back
 -- `stale`: its deadline and its attempts' deadline_ms are read and fixed by the caller.
 WITH picked AS (
-    SELECT c.id FROM ductline_ready_levels levels CROSS JOIN LATERAL (
-        SELECT j.id, j.priority, j.not_before_ms FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
-        WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = levels.priority
-          AND j.not_before_ms <= (SELECT ductline_now_ms())
+    SELECT c.id FROM ductline_ready_queues queues CROSS JOIN LATERAL (
+        SELECT j.id, j.priority, j.phase, j.not_before_ms FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
+        WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = queues.priority
+          AND j.phase = queues.phase AND j.not_before_ms <= (SELECT ductline_now_ms())
           AND j.pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
         ORDER BY j.not_before_ms
         LIMIT :limit
         FOR UPDATE OF j SKIP LOCKED FOR KEY SHARE OF r SKIP LOCKED
     ) c
-    ORDER BY c.priority DESC, c.not_before_ms
+    ORDER BY c.priority DESC, c.phase, c.not_before_ms
     LIMIT :limit
 ), claimed AS (
     UPDATE ductline_jobs AS j
@@ -497,7 +505,7 @@ WITH picked AS (
         lease_expires_ms = ductline_now_ms() + :lease_ms, worker_id = :worker_id
     FROM picked WHERE j.id = picked.id
     RETURNING j.id, j.run_id, j.pipeline, j.step, j.scope, j.input, j.attempts, j.lease_token,
-              j.timeout_seconds, j.boundary, j.not_before_ms, j.limit_key, j.priority,
+              j.timeout_seconds, j.boundary, j.not_before_ms, j.limit_key, j.priority, j.phase,
               ductline_now_ms() AS claimed_ms
 ), first AS (
     SELECT min(claimed_ms) AS now_ms FROM claimed
@@ -528,7 +536,7 @@ WITH picked AS (
     INSERT INTO ductline_attempts (job_id, attempt, run_id, lease_token, worker_id, started_ms, deadline_ms)
     SELECT id, attempts, run_id, lease_token, :worker_id, claimed_ms, deadline_ms FROM rows
 )
-SELECT * FROM rows ORDER BY priority DESC, not_before_ms;
+SELECT * FROM rows ORDER BY priority DESC, phase, not_before_ms;
 
 -- name: complete_close_jobs
 -- complete_jobs and close_succeeded_attempts in one statement (one round trip per

@@ -2,24 +2,29 @@
 -- SQLite serialises writers (BEGIN IMMEDIATE): counting and admitting inside the
 -- claim's transaction needs no further lock.
 
--- name: ready_levels
--- Distinct priorities of claimable jobs, highest first: one index lookup per level.
-SELECT priority FROM ductline_ready_levels;
+-- name: ready_queues
+-- The (priority, phase) queues holding ready jobs, in claim order (highest priority
+-- first, then jobs of runs under way before first steps): a few index lookups per level.
+SELECT q.priority, q.phase FROM ductline_ready_queues q
+WHERE EXISTS (SELECT 1 FROM ductline_jobs j
+              WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = q.priority
+                AND j.phase = q.phase AND j.not_before_ms <= ductline_now_ms())
+ORDER BY q.priority DESC, q.phase;
 
 -- name: claim_candidates
--- One priority level's ready jobs, oldest first, not yet claimed.
+-- One (priority, phase) queue's ready jobs, oldest first, not yet claimed.
 SELECT id, limit_key, pipeline, step, rate_slot_ms, not_before_ms FROM ductline_jobs
-WHERE status = 'pending' AND throttled = 0 AND priority = :priority
+WHERE status = 'pending' AND throttled = 0 AND priority = :priority AND phase = :phase
   AND not_before_ms <= ductline_now_ms()
   AND pipeline IN (SELECT value FROM json_each(:pipelines))
 ORDER BY not_before_ms
 LIMIT :limit;
 
 -- name: claim_candidates_fifo
--- One level's oldest ready jobs; the store takes the oldest over all levels (the claim
--- that bounds starvation takes the oldest whatever the priority).
+-- One queue's oldest ready jobs; the store takes the oldest over all queues (the claim
+-- that bounds starvation takes the oldest whatever the priority and phase).
 SELECT id, limit_key, pipeline, step, rate_slot_ms, not_before_ms FROM ductline_jobs
-WHERE status = 'pending' AND throttled = 0 AND priority = :priority
+WHERE status = 'pending' AND throttled = 0 AND priority = :priority AND phase = :phase
   AND not_before_ms <= ductline_now_ms()
   AND pipeline IN (SELECT value FROM json_each(:pipelines))
 ORDER BY not_before_ms

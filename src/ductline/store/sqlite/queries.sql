@@ -31,7 +31,7 @@ WHERE pipeline = :pipeline AND idempotency_key = :idempotency_key
 -- transaction that records the previous step's completion, i.e. just before commit.
 INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
                            not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds, created_ms,
-                           priority, limit_key)
+                           priority, limit_key, phase)
 VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
         CASE WHEN :status <> 'auto' THEN :status
              WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = :run_id) IN ('pending', 'running', 'paused') THEN 'pending'
@@ -39,19 +39,23 @@ VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
         :input, coalesce(:not_before_ms, ductline_now_ms() + :delay_ms), :max_retry, :max_crash,
         :retry_delay_seconds, :timeout_seconds, ductline_now_ms(),
         -- a job's priority is its run's plus its step's (see Pipeline(priority=))
-        coalesce((SELECT r.priority FROM ductline_runs r WHERE r.id = :run_id), 0) + :priority, :limit_key)
+        coalesce((SELECT r.priority FROM ductline_runs r WHERE r.id = :run_id), 0) + :priority, :limit_key,
+        -- the claim order at equal priority: a run's first step after the jobs of runs
+        -- under way (ductline.model.claim_order)
+        :phase)
 ON CONFLICT (run_id, step, scope) DO NOTHING;
 
 -- name: claim_jobs
 -- SQLite serialises writers (BEGIN IMMEDIATE), so no row can be claimed twice.
--- One priority level per statement (the store walks ready_levels, highest first),
--- read in not-before order from the priority index: delayed jobs are never scanned.
+-- One (priority, phase) queue per statement (the store walks ready_queues in claim
+-- order, ductline.model.claim_order), read in not-before order from the ready index:
+-- delayed jobs are never scanned.
 UPDATE ductline_jobs
 SET status = 'running', attempts = attempts + 1, lease_token = lower(hex(randomblob(16))),
     lease_expires_ms = ductline_now_ms() + :lease_ms, worker_id = :worker_id
 WHERE id IN (
     SELECT id FROM ductline_jobs
-    WHERE status = 'pending' AND throttled = 0 AND priority = :priority
+    WHERE status = 'pending' AND throttled = 0 AND priority = :priority AND phase = :phase
       AND not_before_ms <= ductline_now_ms()
       AND pipeline IN (SELECT value FROM json_each(:pipelines))
     ORDER BY not_before_ms
@@ -220,13 +224,13 @@ SELECT id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_m
 FROM ductline_workers ORDER BY started_ms DESC LIMIT :limit;
 
 -- name: next_not_before
--- The earliest not-before time of a claimable job: one index lookup per priority level,
--- however many jobs wait.
+-- The earliest not-before time of a claimable job: one index lookup per queue
+-- (priority level and phase), however many jobs wait.
 SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
-                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = l.priority
-                   AND j.pipeline IN (SELECT value FROM json_each(:pipelines))
+                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = q.priority
+                   AND j.phase = q.phase AND j.pipeline IN (SELECT value FROM json_each(:pipelines))
                  ORDER BY j.not_before_ms LIMIT 1))
-        FROM ductline_ready_levels l) AS not_before_ms;
+        FROM ductline_ready_queues q) AS not_before_ms;
 
 -- name: get_run
 SELECT id, pipeline, status, args, output, halt_reason, metadata, timeout_seconds, deadline_ms,
@@ -361,10 +365,10 @@ SELECT id FROM ductline_runs WHERE id >= :prefix AND id < :upper ORDER BY id LIM
 -- pending job and the earliest deadline of an active run or expiry of a pause
 -- (each an index lookup): at either, the worker ends what is due (abort.expire_due).
 SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
-                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = l.priority
-                   AND j.pipeline IN (SELECT value FROM json_each(:pipelines))
+                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = q.priority
+                   AND j.phase = q.phase AND j.pipeline IN (SELECT value FROM json_each(:pipelines))
                  ORDER BY j.not_before_ms LIMIT 1))
-        FROM ductline_ready_levels l) AS not_before_ms,
+        FROM ductline_ready_queues q) AS not_before_ms,
        (SELECT min(due_ms) FROM (
             SELECT min(deadline_ms) AS due_ms FROM ductline_runs
             WHERE status IN ('pending', 'running', 'paused') AND deadline_ms IS NOT NULL
@@ -408,14 +412,14 @@ RETURNING ductline_runs.id AS id;
 -- needs it before ON CONFLICT after a SELECT.)
 INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
                            not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds, created_ms,
-                           priority, limit_key)
+                           priority, limit_key, phase)
 SELECT x.id, x.run_id, x.pipeline, x.step, x.scope, x.parent_scope, x.elem_index,
        CASE WHEN x.status <> 'auto' THEN x.status
             WHEN r.status IN ('pending', 'running', 'paused') THEN 'pending'
             ELSE 'held' END,
        x.input, coalesce(x.not_before_ms, ductline_now_ms() + x.delay_ms), x.max_retry, x.max_crash,
        x.retry_delay_seconds, x.timeout_seconds, ductline_now_ms(),
-       coalesce(r.priority, 0) + x.priority, x.limit_key
+       coalesce(r.priority, 0) + x.priority, x.limit_key, x.phase
 FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.run_id') AS run_id,
              json_extract(value, '$.pipeline') AS pipeline, json_extract(value, '$.step') AS step,
              json_extract(value, '$.scope') AS scope, json_extract(value, '$.parent_scope') AS parent_scope,
@@ -426,7 +430,7 @@ FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.run_id') 
              json_extract(value, '$.retry_delay_seconds') AS retry_delay_seconds,
              json_extract(value, '$.timeout_seconds') AS timeout_seconds,
              json_extract(value, '$.priority') AS priority, json_extract(value, '$.limit_key') AS limit_key,
-             key AS position
+             json_extract(value, '$.phase') AS phase, key AS position
       FROM json_each(:items)) AS x
 LEFT JOIN ductline_runs r ON r.id = x.run_id
 WHERE true

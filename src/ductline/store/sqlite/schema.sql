@@ -51,7 +51,7 @@ CREATE TABLE ductline_jobs (
     skip_root TEXT,
     created_ms INTEGER NOT NULL,
     finished_ms INTEGER
-, priority INTEGER NOT NULL DEFAULT 0, limit_key TEXT, throttled INTEGER NOT NULL DEFAULT 0, pause_expires_ms INTEGER, rate_slot_ms INTEGER);
+, priority INTEGER NOT NULL DEFAULT 0, limit_key TEXT, throttled INTEGER NOT NULL DEFAULT 0, pause_expires_ms INTEGER, rate_slot_ms INTEGER, phase INTEGER NOT NULL DEFAULT 0);
 -- A step run exists once per (run, step, scope): creating it twice is impossible.
 CREATE UNIQUE INDEX ductline_jobs_identity ON ductline_jobs (run_id, step, scope);
 CREATE INDEX ductline_jobs_leases ON ductline_jobs (lease_expires_ms) WHERE status = 'running';
@@ -121,12 +121,8 @@ CREATE UNIQUE INDEX ductline_runs_idempotency ON ductline_runs (pipeline, idempo
 CREATE INDEX ductline_attempts_open ON ductline_attempts (job_id, attempt) WHERE result IS NULL;
 
 -- 0005: operating features, second part; columns are in the tables above.
--- The ready index: claims (highest priority first, then oldest) and the wake-up
--- timer read only this, one priority level at a time (ductline_ready_levels).
-CREATE INDEX ductline_jobs_ready ON ductline_jobs (priority, not_before_ms) WHERE status = 'pending' AND throttled = 0;
 -- The distinct priorities of claimable jobs, highest first: a recursive walk down the
--- ready index, one index lookup per level. Claims and timers read each level's jobs
--- from the same index in not-before order, so delayed jobs are never scanned.
+-- ready index (0008), one index lookup per level.
 CREATE VIEW ductline_ready_levels AS
 WITH RECURSIVE levels(priority) AS (
     SELECT (SELECT priority FROM ductline_jobs WHERE status = 'pending' AND throttled = 0
@@ -213,3 +209,16 @@ CREATE TABLE ductline_step_logs (
     PRIMARY KEY (job_id, attempt, seq)
 );
 CREATE INDEX ductline_step_logs_run ON ductline_step_logs (run_id);
+
+-- 0008: started runs first: at equal priority a claim takes the jobs of runs already
+-- under way (phase 0) before the first step of a run (phase 1; ductline.model.claim_order).
+-- The ready index: claims (highest priority first, then phase, then oldest) and the
+-- wake-up timer read only this, one (priority, phase) queue at a time
+-- (ductline_ready_queues).
+CREATE INDEX ductline_jobs_ready ON ductline_jobs (priority, phase, not_before_ms) WHERE status = 'pending' AND throttled = 0;
+-- The queues of claimable jobs: every priority level (ductline_ready_levels, one index
+-- lookup per level) with each phase. Each queue is read in not-before order from the
+-- ready index, so delayed jobs are never scanned.
+CREATE VIEW ductline_ready_queues AS
+SELECT levels.priority, phases.phase
+FROM ductline_ready_levels levels CROSS JOIN (SELECT 0 AS phase UNION ALL SELECT 1) AS phases;
