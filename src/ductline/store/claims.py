@@ -54,9 +54,9 @@ def claim_rows(s: Session, *, per_level: bool, pipelines: list[str], limit: int,
         fifo: take the oldest ready jobs whatever their priority.
     """
     base = {"pipelines": json.dumps(pipelines), "lease_ms": lease_ms, "worker_id": worker_id}
-    if not limits and not fifo:
-        if not per_level:
-            return s.fetch("claim_jobs", {**base, "limit": limit, "priority": 0, "phase": 0})
+    if per_level and not limits and not fifo:
+        # The plain claim of a dialect without a fused one (PostgreSQL's is
+        # claim_start_jobs, in `Tx`); anywhere else the candidate path below serves.
         rows: list[dict[str, Any]] = []
         for level, phase in _queues(s):
             rows += s.fetch("claim_jobs", {**base, "limit": limit - len(rows), "priority": level, "phase": phase})

@@ -47,35 +47,11 @@ VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
 ON CONFLICT (run_id, step, scope) DO NOTHING;
 
 -- name: claim_jobs
--- Highest priority first, then jobs of runs under way before first steps (phase), then
--- the oldest not-before (ductline.model.claim_order). SKIP LOCKED lets any number of
--- workers claim side by side. Each (priority, phase) queue of the claimable jobs
--- (ductline_ready_queues) is read in not-before order from the ready index, so the
--- claim never scans delayed jobs. :priority and :phase are unused here (SQLite claims
--- per queue).
--- Each picked job's run row is share-locked (FOR KEY SHARE) until commit: a stop of
--- the run (cancel, deadline, expired pause) locks it FOR UPDATE, so it either waits for
--- this claim and then ends the attempt it created, or holds the run first and this
--- claim skips the run's jobs. Completions take a lock that does not conflict with it.
-WITH picked AS (
-    SELECT c.id FROM ductline_ready_queues queues CROSS JOIN LATERAL (
-        SELECT j.id, j.priority, j.phase, j.not_before_ms FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
-        WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = queues.priority
-          AND j.phase = queues.phase AND j.not_before_ms <= (SELECT ductline_now_ms())
-          AND j.pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
-        ORDER BY j.not_before_ms
-        LIMIT :limit
-        FOR UPDATE OF j SKIP LOCKED FOR KEY SHARE OF r SKIP LOCKED
-    ) c
-    ORDER BY c.priority DESC, c.phase, c.not_before_ms
-    LIMIT :limit
-)
-UPDATE ductline_jobs AS j
-SET status = 'running', attempts = j.attempts + 1, lease_token = gen_random_uuid()::text,
-    lease_expires_ms = ductline_now_ms() + :lease_ms, worker_id = :worker_id
-FROM picked WHERE j.id = picked.id
-RETURNING j.id, j.run_id, j.pipeline, j.step, j.scope, j.input, j.attempts, j.lease_token,
-          j.timeout_seconds, j.boundary, j.not_before_ms, j.limit_key, ductline_now_ms() AS claimed_ms;
+-- SQLite's claim of one (priority, phase) queue. PostgreSQL claims, starts the runs and
+-- inserts the attempts in one statement, claim_start_jobs (the claim order and the
+-- locks are described there), or, under limits and for the oldest-first claim, through
+-- claim_candidates and claim_by_ids: Tx never runs this one here.
+SELECT NULL AS id WHERE false;
 
 -- name: start_run
 UPDATE ductline_runs
@@ -481,8 +457,17 @@ FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt bigint, run_id 
                                             worker_id text, started_ms bigint, deadline_ms bigint);
 
 -- name: claim_start_jobs
--- claim_jobs, start_runs and insert_attempts in one statement (one round trip per
--- claim; Tx.claim takes this path when no limit or oldest-first rule applies). The
+-- The claim, start_runs and insert_attempts in one statement (one round trip per
+-- claim; Tx.claim takes this path when no limit or oldest-first rule applies).
+-- Highest priority first, then jobs of runs under way before first steps (phase), then
+-- the oldest not-before (ductline.model.claim_order). SKIP LOCKED lets any number of
+-- workers claim side by side. Each (priority, phase) queue of the claimable jobs
+-- (ductline_ready_queues) is read in not-before order from the ready index, so the
+-- claim never scans delayed jobs.
+-- Each picked job's run row is share-locked (FOR KEY SHARE) until commit: a stop of
+-- the run (cancel, deadline, expired pause) locks it FOR UPDATE, so it either waits for
+-- this claim and then ends the attempt it created, or holds the run first and this
+-- claim skips the run's jobs. Completions take a lock that does not conflict with it. The
 -- CTEs share one snapshot: a run this statement starts is read from `started`, the
 -- others from the snapshot (held FOR KEY SHARE by the pick, so no stop moves them).
 -- A run the snapshot saw pending that a concurrent claim started first comes back
