@@ -77,13 +77,7 @@ def test_retrying_a_run_that_is_not_halted_changes_nothing(client, seeded, sqlit
 
 
 def test_unsafe_run_is_retried_only_when_forced(client, sqlite_store: Store):
-    handle = rt_app.unsafe.trigger(1, database=sqlite_store)
-    for _ in range(3):
-        jobs = web_support.claim(sqlite_store, rt_app.unsafe)
-        if not jobs:
-            break
-        sqlite_store.mark_boundary(jobs[0].job_id, jobs[0].lease_token, "charged the card")
-        web_support.fail(sqlite_store, rt_app.unsafe, jobs[0], "failed after paying")
+    handle = web_support.halted_after_a_boundary(sqlite_store)
     assert sqlite_store.get_run(handle.id)["halt_reason"] == "unsafe_to_retry"
     log_in(client)
     page = client.get(f"/runs/{handle.id}").text

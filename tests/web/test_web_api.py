@@ -140,13 +140,7 @@ def test_retry_and_cancel_through_the_api(client, seeded, sqlite_store: Store):
 
 
 def test_the_api_retries_a_crossed_step_only_when_forced_by_name(client, sqlite_store: Store):
-    handle = rt_app.unsafe.trigger(1, database=sqlite_store)
-    for _ in range(3):
-        jobs = web_support.claim(sqlite_store, rt_app.unsafe)
-        if not jobs:
-            break
-        sqlite_store.mark_boundary(jobs[0].job_id, jobs[0].lease_token, "charged the card")
-        web_support.fail(sqlite_store, rt_app.unsafe, jobs[0], "failed after paying")
+    handle = web_support.halted_after_a_boundary(sqlite_store)
     assert sqlite_store.get_run(handle.id)["halt_reason"] == "unsafe_to_retry"
     plain = client.post(f"/api/runs/{handle.id}/retry", headers=AUTH)
     assert plain.status_code == 409

@@ -42,6 +42,19 @@ def fail(store: Store, pipeline: Pipeline, job: ClaimedJob, error: str = "bad in
                               error), f'Traceback (most recent call last):\n  File "app.py", line 1\nValueError: {error}')
 
 
+def halted_after_a_boundary(store: Store) -> Any:
+    """A run of rt_app.unsafe whose step crossed its boundary ("charged the card") and
+    then failed until the run halted (``unsafe_to_retry``); returns its handle."""
+    handle = rt_app.unsafe.trigger(1, database=store)
+    for _ in range(3):
+        jobs = claim(store, rt_app.unsafe)
+        if not jobs:
+            break
+        store.mark_boundary(jobs[0].job_id, jobs[0].lease_token, "charged the card")
+        fail(store, rt_app.unsafe, jobs[0], "failed after paying")
+    return handle
+
+
 def complete_run(store: Store, pipeline: Pipeline, *args: Any) -> str:
     """Trigger and drive a run of a chain-like pipeline to completion (each step doubles its input)."""
     handle = pipeline.trigger(*args, database=store)
