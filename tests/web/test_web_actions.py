@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-import rt_app
 import web_support
 from web_support import TOKEN
 
