@@ -143,11 +143,12 @@ class PausingDialect:
     statement ran, until the test says go: a checkpoint that forces one exact
     interleaving of two transactions on the real database. Nothing is faked."""
 
-    def __init__(self, inner: Dialect, after: str) -> None:
+    def __init__(self, inner: Dialect, after: str, skip: int = 0) -> None:
         self.inner = inner
         self.name = inner.name
         self.url = inner.url
         self.after = after
+        self.skip = skip  # times the statement runs before the one that pauses
         self.reached = threading.Event()
         self.go = threading.Event()
 
@@ -176,6 +177,9 @@ class _PausingSession:
 
     def _checkpoint(self, name: str) -> None:
         if name == self.owner.after and not self.owner.reached.is_set():
+            if self.owner.skip:
+                self.owner.skip -= 1
+                return
             self.owner.reached.set()
             assert self.owner.go.wait(90), "the test never released the paused transaction"
 
@@ -194,6 +198,7 @@ class _PausingSession:
         self._checkpoint(name)
 
 
-def pausing_store(db_url: str, after: str) -> tuple[Store, PausingDialect]:
-    dialect = PausingDialect(open_store(db_url).dialect, after)
+def pausing_store(db_url: str, after: str, skip: int = 0) -> tuple[Store, PausingDialect]:
+    """A store whose ``skip + 1``-th write transaction to run ``after`` pauses right after it."""
+    dialect = PausingDialect(open_store(db_url).dialect, after, skip)
     return Store(dialect), dialect

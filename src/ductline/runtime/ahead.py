@@ -20,17 +20,24 @@ Claiming ahead pays off only for short attempts; behind a long one a queued job
 would sit while other workers idle. So the queue is used only while the recent
 attempts of this worker were short (`SHORT_SECONDS`, a moving average); a worker
 running long steps claims one job per free slot, as it would without a queue.
+
+How deep: the next claim rides with the recording of results, so the queue must
+last the children while one recording transaction runs -- as many jobs per slot
+as attempts fit in a recording (moving averages of both), at least `DEPTH` and at
+most `MAX_DEPTH`.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
 from ductline.store.records import ClaimedJob
 
-# Jobs queued per usable slot.
+# Jobs queued per usable slot: at least (while attempts are short) and at most.
 DEPTH = 4
+MAX_DEPTH = 16
 # A queued job is started without asking the database first if its lease was
 # confirmed this recently (seconds); it bounds how long after a cancel a queued
 # job of the cancelled run could still start, like a claim made just before it.
@@ -60,6 +67,7 @@ class Ahead:
         self.depth = depth
         self._jobs: deque[Queued] = deque()
         self._average: float | None = None  # seconds per attempt; None: none seen yet
+        self._recording: float | None = None  # seconds per recording transaction
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -69,11 +77,20 @@ class Ahead:
         self._average = seconds if self._average is None else \
             self._average + _WEIGHT * (seconds - self._average)
 
+    def observe_recording(self, seconds: float) -> None:
+        """A recording transaction (with its claim) took ``seconds``, hand-over to commit."""
+        self._recording = seconds if self._recording is None else \
+            self._recording + _WEIGHT * (seconds - self._recording)
+
     def room(self, usable_slots: int) -> int:
         """How many more jobs may be queued now."""
-        if self._average is None or self._average >= SHORT_SECONDS:
+        if not self.depth or self._average is None or self._average >= SHORT_SECONDS:
             return 0
-        return max(0, self.depth * usable_slots - len(self._jobs))
+        depth = self.depth
+        if self._recording is not None:
+            # the attempts a slot runs while one recording commits, and the one after
+            depth = min(MAX_DEPTH, max(depth, math.ceil(self._recording / max(self._average, 1e-4)) + 1))
+        return max(0, depth * usable_slots - len(self._jobs))
 
     def add(self, jobs: list[ClaimedJob], confirmed: float) -> None:
         self._jobs.extend(Queued(job, confirmed, confirmed) for job in jobs)

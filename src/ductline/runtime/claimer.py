@@ -155,7 +155,7 @@ class Claimer:
             self._claims += 1
             jobs = self._store.claim(self._worker_id, self._pipelines, wanted, self._settings.lease_ms,
                                      limits=self._limits, fifo=self._claims % FIFO_EVERY == 0)
-            self._dispatch(free, jobs, sent, self._clock.now())
+            self._dispatch(jobs, sent, self._clock.now())
             if len(jobs) == wanted:
                 self.next_claim = 0.0  # there may be more
                 return
@@ -172,31 +172,39 @@ class Claimer:
         except StoreError as exc:
             self._outage.failed("claiming", exc)
 
-    def claim_in(self, tx: Tx) -> Callable[[], None] | None:
-        """Claim for the free slots (and the queue ahead) inside ``tx`` (the
-        transaction recording the outcomes that freed them); returns what starts
-        the attempts once ``tx`` committed, or ``None`` if nothing was claimed.
-        Nothing changes here until then: if ``tx`` rolls back, the claim never happened."""
-        free = [s for s in self._slots if s.free]
-        wanted = self._wanted(free)
+    def claim_in(self) -> Callable[[Tx], Callable[[], None] | None] | None:
+        """Plan a claim for the free slots (and the queue ahead), to run inside the
+        transaction that records the outcomes that freed them; ``None`` if nothing
+        is wanted. Planned here, on the loop's thread; the returned function runs in
+        that transaction (on the recorder's thread) and returns what starts the
+        attempts once it committed (on the loop's thread again), or ``None`` if it
+        claimed nothing. Nothing changes here until then: if the transaction rolls
+        back, the claim never happened."""
+        wanted = self._wanted([s for s in self._slots if s.free])
         if not wanted or not self._healthy():
             return None
-        sent = self._clock.now()
         self._claims += 1
-        jobs = tx.claim(self._worker_id, self._pipelines, wanted, self._settings.lease_ms,
-                        limits=self._limits, fifo=self._claims % FIFO_EVERY == 0)
-        received = self._clock.now()
-        if not jobs:
-            return None
+        fifo = self._claims % FIFO_EVERY == 0
 
-        def started() -> None:
-            self._dispatch(free, jobs, sent, received)
-            if len(jobs) == wanted:
-                self.next_claim = 0.0  # there may be more
-        return started
+        def claim(tx: Tx) -> Callable[[], None] | None:
+            sent = self._clock.now()
+            jobs = tx.claim(self._worker_id, self._pipelines, wanted, self._settings.lease_ms,
+                            limits=self._limits, fifo=fifo)
+            received = self._clock.now()
+            if not jobs:
+                return None
 
-    def _dispatch(self, free: list[Slot], jobs: list[ClaimedJob], sent: float, received: float) -> None:
-        """Start claimed ``jobs`` on ``free`` slots (after the claim committed)."""
+            def started() -> None:
+                self._dispatch(jobs, sent, received)
+                if len(jobs) == wanted:
+                    self.next_claim = 0.0  # there may be more
+            return started
+        return claim
+
+    def _dispatch(self, jobs: list[ClaimedJob], sent: float, received: float) -> None:
+        """Start claimed ``jobs`` on the slots free now (after the claim committed;
+        the slots free when it was planned may have taken queued jobs meanwhile)."""
+        free = [s for s in self._slots if s.free]
         emit(EventName.CLAIM, asked=len(free), claimed=len(jobs), duration_seconds=received - sent)
         if jobs:
             self._clock.measure(jobs[0].started_ms, sent, received)

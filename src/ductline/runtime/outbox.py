@@ -8,11 +8,20 @@ the worker stops, it is recorded at once (with the claims that refill it). While
 the database is down they wait here, and their leases are still renewed with the
 running ones (`ductline.runtime.heartbeat`): a result recorded late is still the
 result; one dropped would run the step again.
+
+The recording transaction runs on a thread of its own (the recorder), one batch at
+a time, so the worker's loop keeps serving its children -- handing out jobs claimed
+ahead, collecting the next outcomes -- while the database works: the loop's own
+CPU and the database's overlap instead of adding up. What a committed batch
+changes in the worker (starting the attempts it claimed, retrying what it could not
+record) is applied on the loop's thread (`flush`), never on the recorder's.
 """
 
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Callable
 
 from ductline.clock import Clock
@@ -57,6 +66,20 @@ class Outage:
         self.until = self._clock.now() + OUTAGE_BACKOFF_SECONDS
 
 
+# What claims inside a recording transaction (on the recorder's thread) and returns
+# what starts the claimed attempts once it committed (on the loop's thread).
+ClaimIn = Callable[[Tx], Callable[[], None] | None]
+
+
+@dataclass(slots=True)
+class _Recorded:
+    """What the recorder did with one batch, for the loop's thread to apply."""
+
+    started: list[Callable[[], None]] = field(default_factory=list)
+    retry: list[Outcome] = field(default_factory=list)  # to record again
+    unavailable: StoreUnavailable | None = None          # the database could not be reached
+
+
 class Outbox:
     """The outcomes waiting to be recorded.
 
@@ -69,11 +92,15 @@ class Outbox:
         now_ms: the database clock's time now (epoch ms; for job runtimes).
         recorded: called after a batch was recorded (completions may have made
             new jobs ready).
+        wake: wakes the worker's loop (called from the recorder's thread when a
+            batch is done).
+        timed: told how long each recording took (seconds, hand-over to commit).
     """
 
     def __init__(self, store: Store, definitions: dict[str, Definition], retry_delay: int,
                  limits: payloads.Limits, outage: Outage, now_ms: Callable[[], float],
-                 recorded: Callable[[], None]) -> None:
+                 recorded: Callable[[], None], wake: Callable[[], None] = lambda: None,
+                 timed: Callable[[float], None] = lambda seconds: None) -> None:
         self._store = store
         self._definitions = definitions
         self._retry_delay = retry_delay
@@ -81,17 +108,28 @@ class Outbox:
         self._outage = outage
         self._now_ms = now_ms
         self._recorded = recorded
+        self._wake = wake
+        self._timed = timed
+        self._handed = 0.0  # monotonic: when the batch being recorded was handed over
         self.pending: list[Outcome] = []
+        self._inflight: list[Outcome] = []  # the batch the recorder is recording
+        self._future: Future[_Recorded] | None = None
+        self._recorder: ThreadPoolExecutor | None = None
         self._since = 0.0  # monotonic: when the oldest pending outcome arrived
         # Set by the worker: whether to record now rather than wait for more outcomes
         # (a child would go without work, or the worker stops).
         self.urgent: Callable[[], bool] = lambda: True
-        # Set by the worker: claims inside the recording transaction for the slots the
-        # batch freed and returns what to do once it committed (start the attempts).
-        self.claim_in: Callable[[Tx], Callable[[], None] | None] | None = None
+        # Set by the worker: plans, on the loop's thread, a claim for the slots the
+        # batch freed, to run inside the recording transaction (None: nothing to claim).
+        self.claim_in: Callable[[], ClaimIn | None] | None = None
 
     def __len__(self) -> int:
-        return len(self.pending)
+        return len(self.pending) + len(self._inflight)
+
+    @property
+    def recording(self) -> bool:
+        """A batch is being recorded (its transaction may claim too)."""
+        return self._future is not None
 
     def add(self, outcome: Outcome) -> None:
         if not self.pending:
@@ -99,63 +137,102 @@ class Outbox:
         self.pending.append(outcome)
 
     def lease_tokens(self) -> list[str]:
+        """The leases of the outcomes waiting to be recorded. Not those of the batch
+        being recorded: a renewal would lock their job rows while the recording
+        transaction holds others of them (a deadlock); if that batch fails, its
+        outcomes wait here again and are renewed with the rest."""
         return [o.attempt.lease_token for o in self.pending]
 
     def retry_at(self) -> float | None:
         """When the loop must wake to record (monotonic), if it must: when the
-        database's back-off ends, or when pending outcomes waited long enough."""
-        if not self.pending:
+        database's back-off ends, or when pending outcomes waited long enough.
+        While a batch is being recorded the recorder wakes the loop when it is done."""
+        if not self.pending or self._future is not None:
             return None
         return max(self._outage.until, self._since + HOLD_SECONDS)
 
     def flush(self) -> None:
-        """Record what is pending, unless the database is backing off or the
+        """Apply the batch the recorder finished, if any; then hand it what is
+        pending, unless it is still busy, the database is backing off or the
         outcomes may still wait for others (`HOLD_SECONDS`)."""
-        if not self.pending or not self._outage.ok():
+        self._collect()
+        if self._future is not None or not self.pending or not self._outage.ok():
             return
         if self._outage.now() < self._since + HOLD_SECONDS and not self.urgent():
             return
         batch, self.pending = self.pending, []
-        started: list[Callable[[], None]] = []
+        # The next jobs are claimed in the transaction that records these outcomes:
+        # a child that just finished gets its next job without another commit, and
+        # a chain's next step (inserted just before) can be claimed right away.
+        claim = self.claim_in() if self.claim_in is not None else None
+        if self._recorder is None:
+            self._recorder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ductline-recorder")
+        self._inflight = batch
+        self._handed = self._outage.now()
+        self._future = self._recorder.submit(self._record_batch, batch, claim)
+        self._future.add_done_callback(lambda _done: self._wake())
 
-        def claim(tx: Tx) -> None:
-            # The next jobs are claimed in the transaction that records these outcomes:
-            # a child that just finished gets its next job without another commit, and
-            # a chain's next step (inserted just above) can be claimed right away.
-            then = self.claim_in(tx) if self.claim_in is not None else None
-            if then is not None:
-                started.append(then)
+    def close(self) -> None:
+        """Wait for the batch being recorded (applying it), then stop the recorder."""
+        self._collect(wait=True)
+        if self._recorder is not None:
+            self._recorder.shutdown(wait=True)
+            self._recorder = None
+
+    def _collect(self, wait: bool = False) -> None:
+        """On the loop's thread: apply what the recorder did with its batch."""
+        if self._future is None or not (wait or self._future.done()):
+            return
+        future, self._future = self._future, None
+        self._inflight = []
+        done = future.result()  # _record_batch returns what went wrong; a bug raises here
+        self.pending = done.retry + self.pending
+        if done.unavailable is not None:
+            self._outage.failed("recording", done.unavailable)
+            return
+        self._timed(self._outage.now() - self._handed)
+        for then in done.started:
+            then()
+        self._recorded()
+
+    def _record_batch(self, batch: list[Outcome], claim: ClaimIn | None) -> _Recorded:
+        """On the recorder's thread: record ``batch`` (and claim) in one transaction."""
+        done = _Recorded()
+
+        def then(tx: Tx) -> None:
+            started = claim(tx) if claim is not None else None
+            if started is not None:
+                done.started.append(started)
 
         try:
             faults.checkpoint("before_record")
-            self._record(batch, claim)
+            self._record(batch, then)
         except StoreUnavailable as exc:
-            self.pending = batch + self.pending
-            self._outage.failed("recording", exc)
-            return
+            return _Recorded(retry=batch, unavailable=exc)
         except Exception as exc:  # noqa: BLE001 - one bad outcome must not stall the rest
-            started.clear()  # rolled back with the batch
-            self._record_one_by_one(batch, exc)
+            done.started.clear()  # rolled back with the batch
+            done.retry = self._record_one_by_one(batch, exc)
         faults.checkpoint("after_record")
-        for then in started:
-            then()
-        self._recorded()
+        return done
 
     def _record(self, batch: list[Outcome], then: Callable[[Tx], None] | None = None) -> None:
         record_batch(self._store, batch, self._definitions, self._retry_delay, self._limits,
                      now_ms=self._now_ms, then=then)
 
-    def _record_one_by_one(self, batch: list[Outcome], first_error: Exception) -> None:
+    def _record_one_by_one(self, batch: list[Outcome], first_error: Exception) -> list[Outcome]:
         """A batch failed for a reason other than an outage: record its outcomes one
         at a time, so one that cannot be recorded (and is logged and dropped: its
-        lease expires and the job runs again) does not hold back the others."""
+        lease expires and the job runs again) does not hold back the others.
+        Returns those the database was unavailable for (to record again)."""
         log.warning("Recording a batch failed (%s); recording its %d outcome(s) one by one",
                     first_error, len(batch))
+        again: list[Outcome] = []
         for outcome in batch:
             try:
                 self._record([outcome])
             except StoreUnavailable:
-                self.pending.append(outcome)
+                again.append(outcome)
             except Exception:  # noqa: BLE001
                 log.exception("Cannot record this outcome; dropped (the job will run again)",
                               extra=job_extra(outcome.attempt))
+        return again

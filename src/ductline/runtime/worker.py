@@ -1,7 +1,8 @@
 """The worker parent: claims jobs, runs each attempt in a killable child, keeps its
 leases alive, enforces deadlines and records outcomes.
 
-One thread runs the loop below. It never blocks on a child: it waits on the
+One thread runs the loop below (outcomes are recorded on a thread of their own,
+`ductline.runtime.outbox`). It never blocks on a child: it waits on the
 children's pipes and process sentinels (and a wake-up pipe) with the nearest
 deadline as its timeout, so a timeout fires at the deadline, not at the next poll.
 Ready work comes first: recording and claiming happen before any periodic scan.
@@ -99,8 +100,9 @@ class Worker:
                                outage=self.outage, healthy=lambda: self.undead_count() <= settings.max_undead,
                                ahead=self.ahead, renew_now=lambda: self.heartbeat.soon())
         self.outbox = Outbox(store, definitions, settings.retry_delay, limits, self.outage, self.clock.db_now_ms,
-                             recorded=self.claimer.soon)
-        self.outbox.claim_in = lambda tx: None if self.stopping or not self.outage.ok() else self.claimer.claim_in(tx)
+                             recorded=self.claimer.soon, wake=self.wakeup.wake,
+                             timed=self.ahead.observe_recording)
+        self.outbox.claim_in = lambda: None if self.stopping or not self.outage.ok() else self.claimer.claim_in()
         self.outbox.urgent = lambda: self.stopping or self.claimer.hungry()
         self.heartbeat = Heartbeat(store, settings, self.id, self.slots, clock=self.clock, enforcer=self.enforcer,
                                    wakeup=self.wakeup, outbox=self.outbox, outage=self.outage,
@@ -165,6 +167,7 @@ class Worker:
                 self._wait()
                 self._collect_undead()
         finally:
+            self.outbox.close()
             maintainer.stop()
             self.enforcer.stop()
             self.wakeup.close(listener)
@@ -231,7 +234,10 @@ class Worker:
         self.outbox.flush()
 
     def _claim(self) -> None:
-        self.claimer.claim()
+        # A batch being recorded claims in its own transaction; claiming beside it
+        # would ask twice for the same free slots.
+        if not self.outbox.recording:
+            self.claimer.claim()
 
     def _expire_runs(self) -> None:
         self.claimer.expire_runs()

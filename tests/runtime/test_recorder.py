@@ -1,0 +1,79 @@
+"""Outcomes are recorded on a thread of their own (`ductline.runtime.outbox`): while a
+recording transaction waits on the database, the worker's loop goes on starting the
+jobs it claimed ahead, and what the recording changes in the worker is applied once
+it committed. A real worker loop (real children) on the real database, with one
+recording transaction held open by the test."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+from helpers import wait_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apps"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+import ahead_app  # noqa: E402
+from contract_support import pausing_store  # noqa: E402
+
+from ductline.config import load_settings  # noqa: E402
+from ductline.runtime.ahead import Ahead  # noqa: E402
+from ductline.runtime.launch import build_worker  # noqa: E402
+
+APP = str(Path(__file__).resolve().parents[1] / "apps" / "ahead_app.py")
+RUNS = 40
+
+
+def marks(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").split() if path.exists() else []
+
+
+def test_the_loop_starts_queued_jobs_while_a_recording_waits(store, db_url, tmp_path, monkeypatch):
+    path = tmp_path / "marks.txt"
+    monkeypatch.setenv("AHEAD_MARKS", str(path))
+    monkeypatch.setenv("DUCTLINE_SPARE_CHILDREN", "0")
+    handles = [ahead_app.ahead.trigger(f"r{i}", database=store) for i in range(RUNS)]
+    # The fifth recording transaction stops after its first statement until the test
+    # says go: by then attempts are known to be short and a claim has filled the queue.
+    paused, dialect = pausing_store(db_url, after="lock_runs", skip=4)
+    worker = build_worker(paused, [APP], 1, load_settings(database_url=db_url, poll_interval=0.1))
+    stop = threading.Event()
+    thread = threading.Thread(target=worker.run, kwargs={"stop_when": stop.is_set}, daemon=True)
+    thread.start()
+    try:
+        assert dialect.reached.wait(60), "no fifth recording"
+        at_pause = len(marks(path))
+        # One slot: a loop blocked in the recording could start at most the attempt it
+        # had handed out just before; this one starts the jobs queued ahead meanwhile.
+        wait_for(lambda: len(marks(path)) >= at_pause + 2, timeout=30)
+        assert not dialect.go.is_set()
+        dialect.go.set()
+        for handle in handles:
+            assert handle.wait(60) == "completed"
+    finally:
+        dialect.go.set()
+        stop.set()
+        thread.join(30)
+        paused.close()
+    assert not thread.is_alive()
+    assert sorted(marks(path)) == sorted(f"r{i}" for i in range(RUNS))  # each step ran once
+
+
+def test_the_queue_covers_one_recording():
+    """While attempts are short the queue holds what a slot runs during one recording
+    (and the one after), between `DEPTH` and `MAX_DEPTH` per slot."""
+    from ductline.runtime.ahead import DEPTH, MAX_DEPTH
+
+    ahead = Ahead()
+    assert ahead.room(2) == 0  # no attempt seen yet: nothing is queued
+    ahead.observe(1 / 64)
+    assert ahead.room(2) == 2 * DEPTH
+    ahead.observe_recording(1 / 8)  # eight attempts per recording, and the one after
+    assert ahead.room(2) == 2 * 9
+    ahead.observe_recording(10.0)
+    ahead.observe_recording(10.0)
+    assert ahead.room(1) == MAX_DEPTH
+    ahead.observe(5.0)  # attempts turned long: no queue
+    assert ahead.room(2) == 0
+    assert Ahead(depth=0).room(4) == 0
