@@ -438,7 +438,7 @@ def claim_select_sql(now_literal: int | None = None) -> str:
     """The pick (SELECT) of ``claim_start_jobs`` exactly as in store/postgres/queries.sql,
     with literal parameters (and, if given, a literal for the database clock)."""
     text = queries.parse(queries.read("postgres", "queries.sql"))["claim_start_jobs"]
-    found = re.search(r"WITH picked AS \(\s*(SELECT .*?LIMIT :limit)\s*\),\s*claimed AS", text, re.DOTALL)
+    found = re.search(r"WITH picked AS \(\s*(SELECT .*?LIMIT :limit)\s*\),\s*gate AS", text, re.DOTALL)
     assert found, text
     select = found.group(1)
     assert "status = 'pending'" in select and "not_before_ms <=" in select

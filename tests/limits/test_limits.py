@@ -4,6 +4,7 @@ database (both backends)."""
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 import sqlite3
 from typing import Any
 
@@ -254,3 +255,61 @@ def test_a_raised_limit_is_used_as_soon_as_a_slot_is_handed_on(store):
         tx.unthrottle([held.limit_key])
     claimed = store.claim("w", ["capped"], 5, 60_000, limits={("capped", "hold"): StepLimit(3, None)})
     assert len(claimed) == 3 and {c.run_id for c in claimed} <= {h.id for h in handles}
+
+
+class _NotingDialect:
+    """A real dialect whose write transactions note the names of the statements they run."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.url = inner, inner.name, inner.url
+        self.names: list[str] = []
+
+    @contextmanager
+    def transaction(self):
+        with self.inner.transaction() as session:
+            yield _NotingSession(session, self.names)
+
+    def reader(self):
+        return self.inner.reader()
+
+    def close(self):
+        self.inner.close()
+
+
+class _NotingSession:
+    def __init__(self, inner, names):
+        self.inner, self.names = inner, names
+
+    def fetch(self, name, params=None):
+        self.names.append(name)
+        return self.inner.fetch(name, params)
+
+    def execute(self, name, params=None):
+        self.names.append(name)
+        return self.inner.execute(name, params)
+
+    def execute_many(self, name, params):
+        self.names.append(name)
+        self.inner.execute_many(name, params)
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_worker_serving_limited_steps_claims_other_jobs_in_one_statement(store, db_url):
+    """PostgreSQL's one-statement claim serves a worker that also serves limited steps,
+    as long as the next ready jobs are not limited; when one is, the limits decide."""
+    from ductline.store import Store, open_store
+    from ductline.store.records import StepLimit
+
+    noting = _NotingDialect(open_store(db_url).dialect)
+    claims = Store(noting)
+    limits = {("capped", "hold"): StepLimit(1, None)}
+    free = [limit_app.ranked.trigger(i, database=store) for i in range(3)]
+    got = claims.claim("w", ["ranked", "capped"], 5, 60_000, limits=limits)
+    assert sorted(c.run_id for c in got) == sorted(h.id for h in free)
+    assert noting.names == ["claim_start_jobs"]
+    noting.names.clear()
+    capped = [limit_app.capped.trigger(i, database=store) for i in range(3)]
+    got = claims.claim("w", ["ranked", "capped"], 5, 60_000, limits=limits)
+    assert [c.run_id for c in got] == [capped[0].id]  # the limit holds: one at a time
+    assert noting.names[0] == "claim_start_jobs" and "claim_candidates" in noting.names
+    claims.close()

@@ -43,8 +43,11 @@ class Tx:
     def claim(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int, *,
               limits: dict[tuple[str, str], StepLimit] | None = None, fifo: bool = False) -> list[ClaimedJob]:
         """Claim up to ``limit`` ready jobs inside this transaction (see `Store.claim`)."""
-        if self._fused and not limits and not fifo:
-            return self._claim_fused(worker_id, pipelines, limit, lease_ms)
+        if self._fused and not fifo:
+            claimed = self._claim_fused(worker_id, pipelines, limit, lease_ms, gated=bool(limits))
+            if claimed is not None:
+                return claimed
+            # A job of a limited step is among the next ones: the limits decide below.
         rows = claims.claim_rows(self.s, per_level=self._per_level, pipelines=pipelines,
                                  limit=limit, lease_ms=lease_ms, worker_id=worker_id,
                                  limits=limits or {}, fifo=fifo)
@@ -81,10 +84,17 @@ class Tx:
         } for c in claimed])})
         return claimed
 
-    def _claim_fused(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int) -> list[ClaimedJob]:
-        """`claim` in one statement (claim_start_jobs): same rows, same deadlines."""
+    def _claim_fused(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int, *,
+                     gated: bool) -> list[ClaimedJob] | None:
+        """`claim` in one statement (claim_start_jobs): same rows, same deadlines.
+        ``gated``: the worker serves limited steps; if the next ready jobs include one
+        of them, nothing is claimed and ``None`` returned (the candidate path decides)."""
         rows = self.s.fetch("claim_start_jobs", {"pipelines": json.dumps(pipelines), "limit": limit,
-                                                 "lease_ms": lease_ms, "worker_id": worker_id})
+                                                 "lease_ms": lease_ms, "worker_id": worker_id,
+                                                 "gated": gated})
+        if rows and rows[0]["limited"]:
+            return None
+        rows = [row for row in rows if row["id"] is not None]
         stale = sorted({row["run_id"] for row in rows if row["stale"]})
         fixed: dict[str, Any] = {}
         if stale:  # rare: a concurrent claim started these runs between snapshot and update

@@ -53,7 +53,7 @@ LIMIT :limit;
 UPDATE ductline_jobs AS j
 SET status = 'running', attempts = j.attempts + 1, lease_token = gen_random_uuid()::text,
     lease_expires_ms = :now_ms + :lease_ms, worker_id = :worker_id, rate_slot_ms = NULL
-WHERE j.id IN (SELECT jsonb_array_elements_text(:ids::jsonb)) AND j.status = 'pending'
+WHERE j.id = ANY(ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb))) AND j.status = 'pending'
 RETURNING j.id, j.run_id, j.pipeline, j.step, j.scope, j.input, j.attempts, j.lease_token,
           j.timeout_seconds, j.boundary, j.not_before_ms, j.limit_key, :now_ms AS claimed_ms;
 
@@ -90,12 +90,12 @@ ON CONFLICT (limit_key) DO UPDATE SET last_start_ms = excluded.last_start_ms;
 -- The worker killed these attempts after their run was cancelled or expired: their
 -- slots are free (nothing is released while a job is still running).
 UPDATE ductline_jobs SET lease_expires_ms = NULL
-WHERE id IN (SELECT jsonb_array_elements_text(:ids::jsonb)) AND status <> 'running' AND lease_expires_ms IS NOT NULL;
+WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb))) AND status <> 'running' AND lease_expires_ms IS NOT NULL;
 
 -- name: throttle_jobs
 -- Jobs whose key is at capacity leave the ready index until a slot frees.
 UPDATE ductline_jobs SET throttled = 1
-WHERE id IN (SELECT jsonb_array_elements_text(:ids::jsonb)) AND status = 'pending';
+WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb))) AND status = 'pending';
 
 -- name: defer_jobs
 -- A job that must wait for its rate slot: it becomes ready at the slot, and holds it.

@@ -338,7 +338,7 @@ WITH started AS (
     UPDATE ductline_runs
     SET status = 'running', started_ms = :now_ms,
         deadline_ms = CASE WHEN timeout_seconds IS NULL THEN NULL ELSE :now_ms + timeout_seconds * 1000 END
-    WHERE id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb))
+    WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(:run_ids::jsonb)))
       AND (status = 'pending' OR (status = 'running' AND started_ms > :now_ms))
     RETURNING id, deadline_ms
 )
@@ -349,10 +349,10 @@ SELECT r.id, CASE WHEN s.id IS NULL
                   ELSE s.deadline_ms END AS deadline_ms,
        (s.id IS NULL AND r.status = 'pending') AS stale
 FROM ductline_runs r LEFT JOIN started s ON s.id = r.id
-WHERE r.id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb));
+WHERE r.id = ANY(ARRAY(SELECT jsonb_array_elements_text(:run_ids::jsonb)));
 
 -- name: run_deadlines
-SELECT id, deadline_ms FROM ductline_runs WHERE id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb));
+SELECT id, deadline_ms FROM ductline_runs WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(:run_ids::jsonb)));
 
 -- name: orphaned_runs
 -- Runs that ended (cancelled, failed) while one of their jobs was being claimed:
@@ -395,7 +395,7 @@ WHERE id = :run_id AND status IN (SELECT jsonb_array_elements_text(:from_statuse
 -- Taken first by every transaction that records outcomes of a run's attempts, in id
 -- order (no deadlocks between workers): a stop of the run waits for it, or it waits
 -- for the stop and then sees the run ended. It does not conflict with claims.
-SELECT id, status FROM ductline_runs WHERE id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb))
+SELECT id, status FROM ductline_runs WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(:run_ids::jsonb)))
 ORDER BY id FOR NO KEY UPDATE;
 
 -- name: lock_run_for_stop
@@ -472,9 +472,16 @@ FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt bigint, run_id 
 -- others from the snapshot (held FOR KEY SHARE by the pick, so no stop moves them).
 -- A run the snapshot saw pending that a concurrent claim started first comes back
 -- `stale`: its deadline and its attempts' deadline_ms are read and fixed by the caller.
+-- With :gated (the worker serves steps with concurrency or rate limits), a pick that
+-- holds a job of a limited step (limit_key set) claims nothing and says so in
+-- `limited`: the caller claims through the candidate path, which decides the limits
+-- (the picked rows stay locked by this transaction, so that path reads them again).
+-- Without a limited job the fused claim serves, whatever limits the worker knows.
+-- The result always has one row at least: a row without an id only carries `limited`.
 WITH picked AS (
-    SELECT c.id FROM ductline_ready_queues queues CROSS JOIN LATERAL (
-        SELECT j.id, j.priority, j.phase, j.not_before_ms FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
+    SELECT c.id, c.limit_key FROM ductline_ready_queues queues CROSS JOIN LATERAL (
+        SELECT j.id, j.priority, j.phase, j.not_before_ms, j.limit_key
+        FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
         WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = queues.priority
           AND j.phase = queues.phase AND j.not_before_ms <= (SELECT ductline_now_ms())
           AND j.pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
@@ -484,11 +491,15 @@ WITH picked AS (
     ) c
     ORDER BY c.priority DESC, c.phase, c.not_before_ms
     LIMIT :limit
+), gate AS (
+    SELECT NOT (:gated::boolean AND EXISTS (SELECT 1 FROM picked WHERE limit_key IS NOT NULL)) AS open
 ), claimed AS (
     UPDATE ductline_jobs AS j
     SET status = 'running', attempts = j.attempts + 1, lease_token = gen_random_uuid()::text,
         lease_expires_ms = ductline_now_ms() + :lease_ms, worker_id = :worker_id
-    FROM picked WHERE j.id = picked.id
+    -- By id (an index lookup per job): a join with `picked` may be planned as a scan
+    -- of every job, which costs more than the claim while thousands wait.
+    WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND (SELECT open FROM gate)
     RETURNING j.id, j.run_id, j.pipeline, j.step, j.scope, j.input, j.attempts, j.lease_token,
               j.timeout_seconds, j.boundary, j.not_before_ms, j.limit_key, j.priority, j.phase,
               ductline_now_ms() AS claimed_ms
@@ -521,7 +532,8 @@ WITH picked AS (
     INSERT INTO ductline_attempts (job_id, attempt, run_id, lease_token, worker_id, started_ms, deadline_ms)
     SELECT id, attempts, run_id, lease_token, :worker_id, claimed_ms, deadline_ms FROM rows
 )
-SELECT * FROM rows ORDER BY priority DESC, phase, not_before_ms;
+SELECT rows.*, NOT gate.open AS limited FROM gate LEFT JOIN rows ON true
+ORDER BY rows.priority DESC, rows.phase, rows.not_before_ms;
 
 -- name: complete_close_jobs
 -- complete_jobs and close_succeeded_attempts in one statement (one round trip per
