@@ -99,9 +99,8 @@ def check_arguments(obj: Any, args: tuple[Any, ...], step: str | None = None) ->
     A class step is bound through its constructor (`Step`'s takes any arguments).
     A callable whose signature cannot be read is left to the call itself.
     """
-    try:
-        signature = inspect.signature(obj)
-    except (TypeError, ValueError):
+    signature = _signature(obj)
+    if signature is None:
         return
     try:
         signature.bind(*args)
@@ -111,6 +110,29 @@ def check_arguments(obj: Any, args: tuple[Any, ...], step: str | None = None) ->
         kinds = ", ".join(type(a).__name__ for a in args)
         raise StepSignatureError(step or name, f"{name}{signature}", f"{count} ({kinds})" if args else count,
                                  str(exc)) from None
+
+
+# Signatures read once per step (a worker's child checks every attempt's arguments).
+_signatures: dict[Any, inspect.Signature | None] = {}
+
+
+def _signature(obj: Any) -> inspect.Signature | None:
+    """``inspect.signature(obj)``, or ``None`` if it cannot be read; cached per object."""
+    try:
+        return _signatures[obj]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable: read it every time
+        return _read_signature(obj)
+    found = _signatures[obj] = _read_signature(obj)
+    return found
+
+
+def _read_signature(obj: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(obj)
+    except (TypeError, ValueError):
+        return None
 
 
 MAX_NAME_LENGTH = 200

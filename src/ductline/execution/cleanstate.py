@@ -30,6 +30,9 @@ from typing import Any
 PR_SET_CHILD_SUBREAPER = 36
 
 _UNCATCHABLE = {signal.SIGKILL, signal.SIGSTOP}
+# The handler table without `signal.getsignal`'s conversion to enums: restore reads
+# every signal's handler after each attempt, and the conversion was most of its cost.
+_raw_getsignal = getattr(signal, "_signal", signal).getsignal
 _RLIMITS = sorted({getattr(resource, name) for name in dir(resource) if name.startswith("RLIMIT_")})
 _TIMERS = (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
 
@@ -48,6 +51,7 @@ class Snapshot:
     """The process state of a ready child, before its first attempt."""
 
     environ: dict[str, str]
+    environ_data: dict[Any, Any]  # `_environ_data()`: compared without decoding every entry
     cwd: str
     umask: int
     handlers: dict[int, Any]
@@ -66,13 +70,14 @@ class Snapshot:
             if sig in _UNCATCHABLE:
                 continue
             try:
-                handler = signal.getsignal(sig)
+                handler = _raw_getsignal(sig)
             except (ValueError, OSError):
                 continue
             if handler is not None:  # None: installed outside Python; checked via /proc instead
                 handlers[sig] = handler
         return cls(
-            environ=dict(os.environ), cwd=os.getcwd(), umask=umask, handlers=handlers,
+            environ=dict(os.environ), environ_data=_environ_data(), cwd=os.getcwd(), umask=umask,
+            handlers=handlers,
             mask=set(signal.pthread_sigmask(signal.SIG_BLOCK, [])),
             limits={r: resource.getrlimit(r) for r in _RLIMITS},
             idle_timers=[t for t in _TIMERS if signal.getitimer(t) == (0.0, 0.0)],
@@ -83,7 +88,7 @@ class Snapshot:
         """Put the process back as it was; returns what could not be restored (an
         empty list: the child is clean and may run another attempt)."""
         problems: list[str] = []
-        if dict(os.environ) != self.environ:
+        if _environ_data() != self.environ_data:
             os.environ.clear()
             os.environ.update(self.environ)
         try:
@@ -94,7 +99,7 @@ class Snapshot:
         os.umask(self.umask)
         for sig, handler in self.handlers.items():
             try:
-                if signal.getsignal(sig) is not handler:
+                if _raw_getsignal(sig) is not handler:
                     signal.signal(sig, handler)
             except (ValueError, OSError, TypeError) as exc:
                 problems.append(f"signal {sig} not restored ({exc})")
@@ -112,38 +117,65 @@ class Snapshot:
                     problems.append(f"resource limit {which} not restored ({exc})")
         if _signal_masks() != self.signal_masks:
             problems.append("signal dispositions changed outside Python")
-        problems.extend(_leftover_processes())
-        threads = _thread_count()
+        tasks = _tasks()
+        problems.extend(_leftover_processes(tasks))
+        threads = len(tasks) if tasks else _thread_count()
         if threads > self.threads:
             problems.append(f"{threads - self.threads} thread(s) still running")
         return problems
 
 
-def _thread_count() -> int:
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        import threading
+def _environ_data() -> dict[Any, Any]:
+    """The environment as ``os.environ`` holds it (encoded), copied: comparing it costs
+    no decoding of every variable (CPython keeps it in ``os.environ._data``)."""
+    data = getattr(os.environ, "_data", None)
+    return dict(data) if isinstance(data, dict) else dict(os.environ)
 
-        return threading.active_count()
+
+def _tasks() -> list[str]:
+    """The thread ids of this process (native threads too); empty if unknown."""
+    try:
+        return os.listdir("/proc/self/task")
+    except OSError:
+        return []
+
+
+def _thread_count() -> int:
+    tasks = _tasks()
+    if tasks:
+        return len(tasks)
+    import threading
+
+    return threading.active_count()
+
+
+def _read(path: str) -> bytes:
+    """A small /proc file in one read (no text layer: restore runs after every attempt)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 65536)
+    finally:
+        os.close(fd)
 
 
 def _signal_masks() -> dict[str, str]:
     """The kernel's view of ignored and caught signals (handlers installed from C too)."""
     found = {}
     try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith(("SigIgn:", "SigCgt:")):
-                    key, _, value = line.partition(":")
-                    found[key] = value.strip()
+        status = _read("/proc/self/status")
     except OSError:
-        pass
+        return found
+    for key in ("SigIgn", "SigCgt"):
+        start = status.find(b"\n" + key.encode() + b":")
+        if start >= 0:
+            end = status.find(b"\n", start + 1)
+            found[key] = status[start + len(key) + 2:end if end >= 0 else None].strip().decode()
     return found
 
 
-def _leftover_processes() -> list[str]:
-    """Processes this child started that are still alive (zombies are reaped first)."""
+def _leftover_processes(tasks: list[str]) -> list[str]:
+    """Processes this child started that are still alive (zombies are reaped first);
+    ``tasks``: this process's thread ids (each thread's children are listed apart)."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -152,14 +184,9 @@ def _leftover_processes() -> list[str]:
         if pid == 0:
             break
     alive: list[str] = []
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return alive
     for tid in tasks:
         try:
-            with open(f"/proc/self/task/{tid}/children") as children:
-                alive.extend(children.read().split())
+            alive.extend(_read(f"/proc/self/task/{tid}/children").decode().split())
         except OSError:
             continue
     return [f"process {pid} started by the attempt is still running" for pid in alive]
