@@ -1,4 +1,5 @@
 """The fleet test's pipeline: expand 20, collapse, chain (imported as ``fleet_app``).
+Its first step waits for the file named by ``FLEET_GATE``, if that is set.
 
 With ``FLEET_CLAIM_LOG`` set to a folder, a worker process that imports this app
 appends one line per claim to ``claims-<pid>.txt`` in it: the monotonic time of the
@@ -18,6 +19,12 @@ WIDTH = 20
 
 
 def elements(n: int) -> list[int]:
+    # With FLEET_GATE set, the first steps wait until that file exists: the fleet test
+    # opens it once a worker was killed, so kills land while the runs are in flight.
+    gate = os.environ.get("FLEET_GATE")
+    end = time.monotonic() + 120  # a bound, so a failing test cannot hold them forever
+    while gate and not os.path.exists(gate) and time.monotonic() < end:
+        time.sleep(0.01)
     return list(range(n))
 
 
