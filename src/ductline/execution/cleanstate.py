@@ -160,7 +160,7 @@ def _read(path: str) -> bytes:
 
 def _signal_masks() -> dict[str, str]:
     """The kernel's view of ignored and caught signals (handlers installed from C too)."""
-    found = {}
+    found: dict[str, str] = {}
     try:
         status = _read("/proc/self/status")
     except OSError:
