@@ -267,7 +267,9 @@ class Worker:
         if not self.stopping:
             self.claimer.fill_free()  # a queued job whose lease was just renewed
         now = self.clock.now()
-        free = any(s.free for s in self.slots)
+        # While a batch is being recorded the loop does not claim (the recording claims,
+        # and wakes the loop when it is done): a due claim must not make it spin meanwhile.
+        free = any(s.free for s in self.slots) and not self.outbox.recording
         horizon = [now + self.claimer.poll, self.heartbeat.next_at, self._next_maintenance,
                    *self.claimer.wake_times(free, self.stopping)]
         for due in (self.outbox.retry_at(), self._shutdown_deadline):
