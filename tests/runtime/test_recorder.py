@@ -90,3 +90,24 @@ def test_the_queue_covers_one_recording():
     ahead.observe(5.0)  # attempts turned long: no queue
     assert ahead.room(2) == 0
     assert Ahead(depth=0).room(4) == 0
+
+
+def test_the_queue_keeps_the_claim_order():
+    """A job of a run under way claimed later goes ahead of queued first steps; a higher
+    priority ahead of both; at equal rank the older claim first."""
+    from ductline.model.claim_order import FIRST_STEP, UNDER_WAY
+    from ductline.store.records import ClaimedJob
+
+    def job(name, priority=0, phase=FIRST_STEP):
+        return ClaimedJob(job_id=name, run_id=name, pipeline="p", step="s", scope="", input="[]", attempt=1,
+                          lease_token=name, timeout_seconds=None, boundary=None, not_before_ms=0, started_ms=0,
+                          deadline_ms=None, run_deadline_ms=None, priority=priority, phase=phase)
+
+    ahead = Ahead()
+    ahead.add([job("first1"), job("first2")], confirmed=1.0)
+    ahead.add([job("next1", phase=UNDER_WAY), job("first3")], confirmed=1.1)
+    ahead.add([job("urgent", priority=5), job("next2", phase=UNDER_WAY)], confirmed=1.2)
+    taken = []
+    while (queued := ahead.take(1.2)) is not None:
+        taken.append(queued.job_id)
+    assert taken == ["urgent", "next1", "next2", "first1", "first2", "first3"]

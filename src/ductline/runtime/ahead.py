@@ -57,7 +57,7 @@ class Queued:
 
 
 class Ahead:
-    """The worker's queue of jobs claimed ahead (oldest claim first).
+    """The worker's queue of jobs claimed ahead (in the claim order, then oldest claim first).
 
     Args:
         depth: jobs queued per usable slot (0: no claiming ahead).
@@ -93,7 +93,13 @@ class Ahead:
         return max(0, depth * usable_slots - len(self._jobs))
 
     def add(self, jobs: list[ClaimedJob], confirmed: float) -> None:
+        """Queue claimed jobs in the claim order (`ductline.model.claim_order`): a job of
+        a run under way, or of a higher priority, goes ahead of queued jobs that a claim
+        would have taken after it; at equal rank, the older claim first."""
+        if not jobs:
+            return
         self._jobs.extend(Queued(job, confirmed, confirmed) for job in jobs)
+        self._jobs = deque(sorted(self._jobs, key=lambda q: (-q.job.priority, q.job.phase)))
 
     def take(self, now: float) -> ClaimedJob | None:
         """The next job to start, if its lease is fresh; ``None`` if the queue is
@@ -110,7 +116,7 @@ class Ahead:
         """The oldest queued job waited longer than a short attempt explains (the
         attempts ahead of it turned out long): the queue should be given back, so
         other workers can run what it holds."""
-        return bool(self._jobs) and now - self._jobs[0].claimed > OVERDUE_SECONDS
+        return bool(self._jobs) and now - min(q.claimed for q in self._jobs) > OVERDUE_SECONDS
 
     def tokens(self) -> list[str]:
         return [q.job.lease_token for q in self._jobs]

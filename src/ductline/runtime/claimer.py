@@ -111,7 +111,7 @@ class Claimer:
         return len(free) + self.ahead.room(self._usable())
 
     def fill_free(self) -> None:
-        """Start queued jobs on the free slots, oldest claim first. A queued job
+        """Start queued jobs on the free slots, in the queue's order (the claim order). A queued job
         whose lease was not confirmed lately waits for the heartbeat, asked now."""
         if not len(self.ahead):
             return

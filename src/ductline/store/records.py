@@ -90,6 +90,8 @@ class ClaimedJob:
     deadline_ms: int | None
     run_deadline_ms: int | None
     limit_key: str | None = None
+    priority: int = 0  # the claim order (`ductline.model.claim_order`): higher first,
+    phase: int = 0     # then runs under way (0) before first steps (1)
 
 
 @dataclass(frozen=True, slots=True)

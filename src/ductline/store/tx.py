@@ -76,7 +76,7 @@ class Tx:
                 lease_token=row["lease_token"], timeout_seconds=row["timeout_seconds"],
                 boundary=row["boundary"], not_before_ms=int(row["not_before_ms"]), started_ms=started,
                 deadline_ms=min(candidates) if candidates else None, run_deadline_ms=run_deadline,
-                limit_key=row["limit_key"],
+                limit_key=row["limit_key"], priority=int(row["priority"]), phase=int(row["phase"]),
             ))
         self.s.execute("insert_attempts", {"items": json.dumps([{
             "job_id": c.job_id, "attempt": c.attempt, "run_id": c.run_id, "lease_token": c.lease_token,
@@ -118,7 +118,7 @@ class Tx:
                 boundary=row["boundary"], not_before_ms=int(row["not_before_ms"]), started_ms=started,
                 deadline_ms=None if deadline is None else int(deadline),
                 run_deadline_ms=None if run_deadline is None else int(run_deadline),
-                limit_key=row["limit_key"],
+                limit_key=row["limit_key"], priority=int(row["priority"]), phase=int(row["phase"]),
             ))
         return claimed
 

@@ -55,7 +55,7 @@ SET status = 'running', attempts = j.attempts + 1, lease_token = gen_random_uuid
     lease_expires_ms = :now_ms + :lease_ms, worker_id = :worker_id, rate_slot_ms = NULL
 WHERE j.id = ANY(ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb))) AND j.status = 'pending'
 RETURNING j.id, j.run_id, j.pipeline, j.step, j.scope, j.input, j.attempts, j.lease_token,
-          j.timeout_seconds, j.boundary, j.not_before_ms, j.limit_key, :now_ms AS claimed_ms;
+          j.timeout_seconds, j.boundary, j.not_before_ms, j.limit_key, j.priority, j.phase, :now_ms AS claimed_ms;
 
 -- name: lock_limit_keys
 -- Held to commit: claims and hand-overs of one limit key take turns across all hosts.

@@ -38,7 +38,7 @@ SET status = 'running', attempts = attempts + 1, lease_token = lower(hex(randomb
     lease_expires_ms = :now_ms + :lease_ms, worker_id = :worker_id, rate_slot_ms = NULL
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'pending'
 RETURNING id, run_id, pipeline, step, scope, input, attempts, lease_token, timeout_seconds,
-          boundary, not_before_ms, limit_key, :now_ms AS claimed_ms;
+          boundary, not_before_ms, limit_key, priority, phase, :now_ms AS claimed_ms;
 
 -- name: lock_limit_keys
 -- The write transaction already excludes every other writer.

@@ -62,7 +62,7 @@ WHERE id IN (
     LIMIT :limit
 )
 RETURNING id, run_id, pipeline, step, scope, input, attempts, lease_token, timeout_seconds,
-          boundary, not_before_ms, limit_key, ductline_now_ms() AS claimed_ms;
+          boundary, not_before_ms, limit_key, priority, phase, ductline_now_ms() AS claimed_ms;
 
 -- name: start_run
 UPDATE ductline_runs
