@@ -25,7 +25,7 @@ from ductline.runtime.ahead import Ahead  # noqa: E402
 from ductline.runtime.launch import build_worker  # noqa: E402
 
 APP = str(Path(__file__).resolve().parents[1] / "apps" / "ahead_app.py")
-RUNS = 40
+RUNS = 60
 
 
 def marks(path: Path) -> list[str]:
@@ -40,19 +40,27 @@ def test_the_loop_starts_queued_jobs_while_a_recording_waits(store, db_url, tmp_
     monkeypatch.setenv("AHEAD_MARKS", str(path))
     monkeypatch.setenv("DUCTLINE_SPARE_CHILDREN", "0")
     handles = [ahead_app.ahead.trigger(f"r{i}", database=store) for i in range(RUNS)]
-    # The fifth recording transaction stops after its first statement until the test
-    # says go: by then attempts are known to be short and a claim has filled the queue.
-    paused, dialect = pausing_store(db_url, after="lock_runs", skip=4)
+    # The first recording transaction that starts while at least two jobs wait in the
+    # queue ahead stops after its first statement until the test says go.
+    built, at_pause = [], []
+
+    def two_queued() -> bool:  # runs on the recorder's thread, inside the transaction
+        if len(built[0].ahead) < 2:
+            return False
+        at_pause.append(len(marks(path)))
+        return True
+
+    paused, dialect = pausing_store(db_url, after="lock_runs", when=two_queued)
     worker = build_worker(paused, [APP], 1, load_settings(database_url=db_url, poll_interval=0.1))
+    built.append(worker)
     stop = threading.Event()
     thread = threading.Thread(target=worker.run, kwargs={"stop_when": stop.is_set}, daemon=True)
     thread.start()
     try:
-        assert dialect.reached.wait(60), "no fifth recording"
-        at_pause = len(marks(path))
+        assert dialect.reached.wait(60), "no recording started with two jobs queued"
         # One slot: a loop blocked in the recording could start at most the attempt it
         # had handed out just before; this one starts the jobs queued ahead meanwhile.
-        wait_for(lambda: len(marks(path)) >= at_pause + 2, timeout=30)
+        wait_for(lambda: len(marks(path)) >= at_pause[0] + 2, timeout=30)
         # The queue runs dry while the recording still waits: the slot is free and a
         # claim is due, but the loop waits for the recording instead of spinning.
         wait_for(lambda: worker.slots[0].free and not len(worker.ahead), timeout=30)

@@ -143,12 +143,12 @@ class PausingDialect:
     statement ran, until the test says go: a checkpoint that forces one exact
     interleaving of two transactions on the real database. Nothing is faked."""
 
-    def __init__(self, inner: Dialect, after: str, skip: int = 0) -> None:
+    def __init__(self, inner: Dialect, after: str, when: Callable[[], bool] | None = None) -> None:
         self.inner = inner
         self.name = inner.name
         self.url = inner.url
         self.after = after
-        self.skip = skip  # times the statement runs before the one that pauses
+        self.when = when  # pause only a run of the statement that finds this true
         self.reached = threading.Event()
         self.go = threading.Event()
 
@@ -177,8 +177,7 @@ class _PausingSession:
 
     def _checkpoint(self, name: str) -> None:
         if name == self.owner.after and not self.owner.reached.is_set():
-            if self.owner.skip:
-                self.owner.skip -= 1
+            if self.owner.when is not None and not self.owner.when():
                 return
             self.owner.reached.set()
             assert self.owner.go.wait(90), "the test never released the paused transaction"
@@ -198,7 +197,9 @@ class _PausingSession:
         self._checkpoint(name)
 
 
-def pausing_store(db_url: str, after: str, skip: int = 0) -> tuple[Store, PausingDialect]:
-    """A store whose ``skip + 1``-th write transaction to run ``after`` pauses right after it."""
-    dialect = PausingDialect(open_store(db_url).dialect, after, skip)
+def pausing_store(db_url: str, after: str,
+                  when: Callable[[], bool] | None = None) -> tuple[Store, PausingDialect]:
+    """A store whose first write transaction to run ``after`` (while ``when()`` is true,
+    if given) pauses right after it."""
+    dialect = PausingDialect(open_store(db_url).dialect, after, when)
     return Store(dialect), dialect
