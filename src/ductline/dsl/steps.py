@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 from typing import Any
@@ -112,20 +113,13 @@ def check_arguments(obj: Any, args: tuple[Any, ...], step: str | None = None) ->
                                  str(exc)) from None
 
 
-# Signatures read once per step (a worker's child checks every attempt's arguments).
-_signatures: dict[Any, inspect.Signature | None] = {}
-
-
 def _signature(obj: Any) -> inspect.Signature | None:
-    """``inspect.signature(obj)``, or ``None`` if it cannot be read; cached per object."""
+    """``inspect.signature(obj)``, or ``None`` if it cannot be read; read once per step
+    (a worker's child checks every attempt's arguments), every time if unhashable."""
     try:
-        return _signatures[obj]
-    except KeyError:
-        pass
-    except TypeError:  # unhashable: read it every time
+        return _cached_signature(obj)
+    except TypeError:  # unhashable
         return _read_signature(obj)
-    found = _signatures[obj] = _read_signature(obj)
-    return found
 
 
 def _read_signature(obj: Any) -> inspect.Signature | None:
@@ -133,6 +127,9 @@ def _read_signature(obj: Any) -> inspect.Signature | None:
         return inspect.signature(obj)
     except (TypeError, ValueError):
         return None
+
+
+_cached_signature = functools.lru_cache(maxsize=None)(_read_signature)
 
 
 MAX_NAME_LENGTH = 200

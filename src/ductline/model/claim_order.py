@@ -37,3 +37,10 @@ def phase_of(definition: Definition, step: str, scope: str) -> int:
     first step (created by the trigger), `UNDER_WAY` for every job a completion, a
     halt or a stop creates."""
     return FIRST_STEP if step == definition.start and scope == "" else UNDER_WAY
+
+
+def rank(priority: int, phase: int) -> tuple[int, int]:
+    """Sort key of the claim order between ready jobs (rules 1 and 2; rule 3 is the
+    order in which jobs of equal rank arrived): a lower key is taken first. Used where
+    claimed jobs wait in the worker (`ductline.runtime.ahead`), as the SQL orders them."""
+    return -priority, phase

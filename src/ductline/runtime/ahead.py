@@ -33,6 +33,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
+from ductline.model.claim_order import rank
 from ductline.store.records import ClaimedJob
 
 # Jobs queued per usable slot: at least (while attempts are short) and at most.
@@ -99,7 +100,7 @@ class Ahead:
         if not jobs:
             return
         self._jobs.extend(Queued(job, confirmed, confirmed) for job in jobs)
-        self._jobs = deque(sorted(self._jobs, key=lambda q: (-q.job.priority, q.job.phase)))
+        self._jobs = deque(sorted(self._jobs, key=lambda q: rank(q.job.priority, q.job.phase)))
 
     def take(self, now: float) -> ClaimedJob | None:
         """The next job to start, if its lease is fresh; ``None`` if the queue is
