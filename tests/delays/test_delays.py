@@ -357,6 +357,23 @@ def test_a_waiting_step_is_one_row(store, workers, db_url):
     assert store.claim("test-claimer", [delay_app.waiting.name], 100, 60_000) == []
 
 
+def test_a_delayed_job_waits_exactly_its_delay_from_its_creation(store, db_url):
+    """A job's not-before and created times are one clock read: the wait recorded is
+    the delay to the millisecond, never a millisecond short (two reads per row came
+    out 1-2 ms apart when the clock ticked between them, more often under load)."""
+    delay_app.waiting.trigger_many(range(2000), database=store)
+    delay_app.waiting.trigger(0, database=store)
+    waits = sql(db_url, "SELECT DISTINCT not_before_ms - created_ms FROM ductline_jobs WHERE pipeline = %s",
+                (delay_app.waiting.name,))
+    assert waits == [(3600 * 1000,)]
+    # a delayed run: the same rule for its row
+    delay_app.ready.trigger_many(range(2000), delay=60, database=store)
+    delay_app.ready.trigger(0, delay=60, database=store)
+    waits = sql(db_url, "SELECT DISTINCT not_before_ms - created_ms FROM ductline_runs WHERE pipeline = %s",
+                (delay_app.ready.name,))
+    assert waits == [(60 * 1000,)]
+
+
 def test_worker_does_not_spin_after_a_timer_wakeup_fills_its_slots(store, workers):
     """concurrency=1: the timer wakes the worker for a start delayed by 1 s, the claim
     fills the only slot, and the step runs 2 s. The parent process should sleep

@@ -15,8 +15,10 @@ SELECT ductline_now_ms() AS now_ms;
 -- partial unique index ductline_runs_idempotency decides, also between racing triggers.
 INSERT INTO ductline_runs (id, pipeline, status, args, timeout_seconds, not_before_ms, created_ms,
                            idempotency_key, priority)
-VALUES (:id, :pipeline, 'pending', :args, :timeout_seconds,
-        coalesce(:not_before_ms, ductline_now_ms() + :delay_ms), ductline_now_ms(), :idempotency_key, :priority)
+-- One clock read per row: its not-before time and created time come from the same instant.
+SELECT :id, :pipeline, 'pending', :args, :timeout_seconds,
+       coalesce(:not_before_ms, c.now_ms + :delay_ms), c.now_ms, :idempotency_key, :priority
+FROM (SELECT ductline_now_ms() AS now_ms) AS c
 ON CONFLICT (pipeline, idempotency_key)
     WHERE idempotency_key IS NOT NULL AND status IN ('pending', 'running', 'paused', 'halted')
 DO NOTHING;
@@ -33,17 +35,19 @@ WHERE pipeline = :pipeline AND idempotency_key = :idempotency_key
 INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
                            not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds, created_ms,
                            priority, limit_key, phase)
-VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
-        CASE WHEN :status::text <> 'auto' THEN :status::text
-             WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = :run_id) IN ('pending', 'running', 'paused') THEN 'pending'
-             ELSE 'held' END,
-        :input, coalesce(:not_before_ms, ductline_now_ms() + :delay_ms), :max_retry, :max_crash,
-        :retry_delay_seconds, :timeout_seconds, ductline_now_ms(),
-        -- a job's priority is its run's plus its step's (see Pipeline(priority=))
-        coalesce((SELECT r.priority FROM ductline_runs r WHERE r.id = :run_id), 0) + :priority, :limit_key,
-        -- the claim order at equal priority: a run's first step after the jobs of runs
-        -- under way (ductline.model.claim_order)
-        :phase)
+SELECT :id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
+       CASE WHEN :status::text <> 'auto' THEN :status::text
+            WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = :run_id) IN ('pending', 'running', 'paused') THEN 'pending'
+            ELSE 'held' END,
+       -- one clock read: the not-before time and the created time are the same instant
+       :input, coalesce(:not_before_ms, c.now_ms + :delay_ms), :max_retry, :max_crash,
+       :retry_delay_seconds, :timeout_seconds, c.now_ms,
+       -- a job's priority is its run's plus its step's (see Pipeline(priority=))
+       coalesce((SELECT r.priority FROM ductline_runs r WHERE r.id = :run_id), 0) + :priority, :limit_key,
+       -- the claim order at equal priority: a run's first step after the jobs of runs
+       -- under way (ductline.model.claim_order)
+       :phase
+FROM (SELECT ductline_now_ms() AS now_ms) AS c
 ON CONFLICT (run_id, step, scope) DO NOTHING;
 
 -- name: claim_jobs
@@ -290,8 +294,9 @@ WHERE run_id = :run_id AND status IN ('pending', 'held', 'paused');
 INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
                            not_before_ms, max_retry, max_crash, retry_delay_seconds, skip_reason,
                            skip_root, created_ms, finished_ms)
-VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index, 'skipped', '[]',
-        ductline_now_ms(), 0, 0, 0, :reason, :root, ductline_now_ms(), ductline_now_ms())
+SELECT :id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index, 'skipped', '[]',
+       c.now_ms, 0, 0, 0, :reason, :root, c.now_ms, c.now_ms
+FROM (SELECT ductline_now_ms() AS now_ms) AS c
 ON CONFLICT (run_id, step, scope) DO NOTHING;
 
 -- name: due_deadlines
@@ -428,16 +433,19 @@ SELECT x.id, x.run_id, x.pipeline, x.step, x.scope, x.parent_scope, x.elem_index
        CASE WHEN x.status <> 'auto' THEN x.status
             WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = x.run_id) IN ('pending', 'running', 'paused')
             THEN 'pending' ELSE 'held' END,
-       x.input, coalesce(x.not_before_ms, ductline_now_ms() + x.delay_ms), x.max_retry, x.max_crash,
-       x.retry_delay_seconds, x.timeout_seconds, ductline_now_ms(),
+       x.input, coalesce(x.not_before_ms, x.now_ms + x.delay_ms), x.max_retry, x.max_crash,
+       x.retry_delay_seconds, x.timeout_seconds, x.now_ms,
        coalesce((SELECT r.priority FROM ductline_runs r WHERE r.id = x.run_id), 0) + x.priority, x.limit_key,
        x.phase
 -- Rows go in the order given (no join to reorder them): of two rows for one step
 -- run the first is kept, and not-before times follow the order.
-FROM jsonb_to_recordset(:items::jsonb) AS x(id text, run_id text, pipeline text, step text, scope text,
+-- The clock is read once per row (a volatile column keeps the subquery apart): a row's
+-- not-before and created times are one instant.
+FROM (SELECT r.*, ductline_now_ms() AS now_ms
+      FROM jsonb_to_recordset(:items::jsonb) AS r(id text, run_id text, pipeline text, step text, scope text,
          parent_scope text, elem_index bigint, status text, input text, not_before_ms bigint, delay_ms bigint,
          max_retry bigint, max_crash bigint, retry_delay_seconds bigint, timeout_seconds bigint,
-         priority bigint, limit_key text, phase bigint)
+         priority bigint, limit_key text, phase bigint)) AS x
 ON CONFLICT (run_id, step, scope) DO NOTHING;
 
 -- name: insert_runs
@@ -445,9 +453,10 @@ ON CONFLICT (run_id, step, scope) DO NOTHING;
 INSERT INTO ductline_runs (id, pipeline, status, args, timeout_seconds, not_before_ms, created_ms,
                            idempotency_key, priority)
 SELECT x.id, x.pipeline, 'pending', x.args, x.timeout_seconds,
-       coalesce(x.not_before_ms, ductline_now_ms() + x.delay_ms), ductline_now_ms(), NULL, x.priority
-FROM jsonb_to_recordset(:items::jsonb) AS x(id text, pipeline text, args text, timeout_seconds bigint,
-         delay_ms bigint, not_before_ms bigint, priority bigint);
+       coalesce(x.not_before_ms, x.now_ms + x.delay_ms), x.now_ms, NULL, x.priority
+FROM (SELECT r.*, ductline_now_ms() AS now_ms
+      FROM jsonb_to_recordset(:items::jsonb) AS r(id text, pipeline text, args text, timeout_seconds bigint,
+         delay_ms bigint, not_before_ms bigint, priority bigint)) AS x;
 
 -- name: insert_attempts
 -- insert_attempt for every job of a claim in one statement (one round trip).
