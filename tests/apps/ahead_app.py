@@ -25,3 +25,13 @@ def noted(x):
 
 
 ahead = Pipeline("ahead_noted").start(noted)
+
+
+def plus_one(x):
+    return x + 1
+
+
+# A chain alone (tests/runtime/test_recorder.py): each hop is claimed by the recording of the last.
+chain = Pipeline("ahead_chain").start(plus_one, name="hop_0")
+for _i in range(1, 20):
+    chain.chain(to=plus_one, name=f"hop_{_i}")

@@ -7,6 +7,7 @@ recording transaction held open by the test."""
 from __future__ import annotations
 
 import resource
+import select
 import sys
 import threading
 import time
@@ -79,6 +80,62 @@ def test_the_loop_starts_queued_jobs_while_a_recording_waits(store, db_url, tmp_
         paused.close()
     assert not thread.is_alive()
     assert sorted(marks(path)) == sorted(f"r{i}" for i in range(RUNS))  # each step ran once
+
+
+def test_a_chain_alone_is_claimed_by_its_recordings(store, db_url, monkeypatch):
+    """A step's completion is recorded in the transaction that claims the next step,
+    and that claim stands for the loop's: when it comes up short it reads the timers
+    too, so the loop claims nothing after it -- neither for the recorder's wake-up nor
+    for the notification its own transaction sent. (Each of those claims found
+    nothing and held the next step's result behind a round trip.)"""
+    monkeypatch.setenv("DUCTLINE_SPARE_CHILDREN", "0")
+    loop_claims: list[int] = []
+    claim = store.claim
+
+    def counted(*args, **kwargs):
+        jobs = claim(*args, **kwargs)
+        loop_claims.append(len(jobs))
+        return jobs
+
+    monkeypatch.setattr(store, "claim", counted)
+    worker = build_worker(store, [APP], 1, load_settings(database_url=db_url, poll_interval=5))
+    stop = threading.Event()
+    thread = threading.Thread(target=worker.run, kwargs={"stop_when": stop.is_set}, daemon=True)
+    thread.start()
+    try:
+        assert ahead_app.chain.trigger(0, database=store).wait(60) == "completed"  # warm
+        before = len(loop_claims)
+        handle = ahead_app.chain.trigger(100, database=store)
+        assert handle.wait(60) == "completed"
+        assert handle.output() == 120
+        during = loop_claims[before:]
+    finally:
+        stop.set()
+        thread.join(30)
+    # The first step is the loop's to claim (notified, or polled on SQLite every
+    # 0.25 s, which a slow machine may also do a few times during the chain); the 19
+    # hops are not: before, each was followed by a claim of the loop.
+    assert 1 <= len(during) <= 6, during
+
+
+def test_a_worker_ignores_only_its_own_notifications():
+    """The payload of a recording's notification is its worker's id: that worker's
+    wake-up ignores it; another's, a trigger's ('') and a cancel still wake it."""
+    from ductline.runtime.wakeup import Wakeup
+
+    mine = Wakeup(origin="w1")
+    mine.wake("w1")
+    assert not mine.pending() and not mine.take_cancel()
+    for payload in ("w2", ""):
+        mine.wake(payload)
+        assert mine.pending()
+        mine.clear()
+    mine.wake("cancel")
+    assert mine.pending() and mine.take_cancel()
+    mine.clear()
+    mine.nudge()  # wakes the loop (the pipe) without asking for a claim
+    assert not mine.pending()
+    assert select.select([mine.fileno()], [], [], 0)[0]
 
 
 def test_the_queue_covers_one_recording():

@@ -159,45 +159,56 @@ class Claimer:
             if len(jobs) == wanted:
                 self.next_claim = 0.0  # there may be more
                 return
-            self.next_claim = now + self.poll
-            # No ready job is left for a free slot: now (and only now) schedules fire.
-            if self._scheduler.fire_due():
-                self.next_claim = 0.0  # the runs just started have ready jobs
-            upcoming, deadline = self._store.next_wakeups(self._pipelines)
-            upcoming = earliest(upcoming, self._scheduler.next_fire_ms)
-            # Small jitter spreads workers woken by the same not-before time.
-            self.timer = None if upcoming is None else \
-                self._clock.to_monotonic(upcoming) + random.uniform(0.0005, 0.003)
-            self.deadline_timer = None if deadline is None else self._clock.to_monotonic(deadline)
+            self._ran_dry(now, self._store.next_wakeups(self._pipelines))
         except StoreError as exc:
             self._outage.failed("claiming", exc)
 
-    def claim_in(self) -> Callable[[Tx], Callable[[], None] | None] | None:
+    def _ran_dry(self, now: float, wakeups: tuple[int | None, int | None]) -> None:
+        """A claim found fewer ready jobs than it asked for: poll again later, fire
+        the schedules that are due (now, and only now), and set the timers to
+        ``wakeups`` (`Store.next_wakeups`, read after the claim)."""
+        self.next_claim = now + self.poll
+        if self._scheduler.fire_due():
+            self.next_claim = 0.0  # the runs just started have ready jobs
+        upcoming, deadline = wakeups
+        upcoming = earliest(upcoming, self._scheduler.next_fire_ms)
+        # Small jitter spreads workers woken by the same not-before time.
+        self.timer = None if upcoming is None else \
+            self._clock.to_monotonic(upcoming) + random.uniform(0.0005, 0.003)
+        self.deadline_timer = None if deadline is None else self._clock.to_monotonic(deadline)
+
+    def claim_in(self) -> Callable[[Tx], Callable[[], None]] | None:
         """Plan a claim for the free slots (and the queue ahead), to run inside the
         transaction that records the outcomes that freed them; ``None`` if nothing
         is wanted. Planned here, on the loop's thread; the returned function runs in
         that transaction (on the recorder's thread) and returns what starts the
-        attempts once it committed (on the loop's thread again), or ``None`` if it
-        claimed nothing. Nothing changes here until then: if the transaction rolls
-        back, the claim never happened."""
+        attempts once it committed (on the loop's thread again). Nothing changes
+        here until then: if the transaction rolls back, the claim never happened.
+
+        It stands for the loop's claim: it runs after the batch made its jobs ready,
+        so when it finds fewer than it asked for, no other job was ready then, and
+        the same transaction reads when to wake next (as `claim` does); the loop
+        does not claim again after it, nor for this worker's own notifications."""
         wanted = self._wanted([s for s in self._slots if s.free])
         if not wanted or not self._healthy():
             return None
         self._claims += 1
         fifo = self._claims % FIFO_EVERY == 0
+        self._wakeup.clear()  # what woke the loop until now, this claim sees
 
-        def claim(tx: Tx) -> Callable[[], None] | None:
+        def claim(tx: Tx) -> Callable[[], None]:
             sent = self._clock.now()
             jobs = tx.claim(self._worker_id, self._pipelines, wanted, self._settings.lease_ms,
                             limits=self._limits, fifo=fifo)
             received = self._clock.now()
-            if not jobs:
-                return None
+            wakeups = None if len(jobs) == wanted else tx.next_wakeups(self._pipelines)
 
             def started() -> None:
                 self._dispatch(jobs, sent, received)
-                if len(jobs) == wanted:
+                if wakeups is None:
                     self.next_claim = 0.0  # there may be more
+                else:
+                    self._ran_dry(received, wakeups)
             return started
         return claim
 

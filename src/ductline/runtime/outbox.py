@@ -68,7 +68,7 @@ class Outage:
 
 # What claims inside a recording transaction (on the recorder's thread) and returns
 # what starts the claimed attempts once it committed (on the loop's thread).
-ClaimIn = Callable[[Tx], Callable[[], None] | None]
+ClaimIn = Callable[[Tx], Callable[[], None]]
 
 
 @dataclass(slots=True)
@@ -76,6 +76,7 @@ class _Recorded:
     """What the recorder did with one batch, for the loop's thread to apply."""
 
     started: list[Callable[[], None]] = field(default_factory=list)
+    claimed: bool = False  # it claimed (and said what to claim next), so the loop need not
     retry: list[Outcome] = field(default_factory=list)  # to record again
     unavailable: StoreUnavailable | None = None          # the database could not be reached
 
@@ -90,18 +91,20 @@ class Outbox:
         limits: the worker's payload limits.
         outage: the shared back-off.
         now_ms: the database clock's time now (epoch ms; for job runtimes).
-        recorded: called after a batch was recorded (completions may have made
-            new jobs ready).
-        wake: wakes the worker's loop (called from the recorder's thread when a
-            batch is done).
+        recorded: called after a batch was recorded that claimed nothing in its
+            transaction (completions may have made new jobs ready).
+        wake: wakes the worker's loop without asking it to claim (called from the
+            recorder's thread when a batch is done).
+        origin: the worker's id, the payload of its recordings' notifications.
         timed: told how long each recording took (seconds, hand-over to commit).
     """
 
     def __init__(self, store: Store, definitions: dict[str, Definition], retry_delay: int,
                  limits: payloads.Limits, outage: Outage, now_ms: Callable[[], float],
                  recorded: Callable[[], None], wake: Callable[[], None] = lambda: None,
-                 timed: Callable[[float], None] = lambda seconds: None) -> None:
+                 timed: Callable[[float], None] = lambda seconds: None, origin: str = "") -> None:
         self._store = store
+        self._origin = origin
         self._definitions = definitions
         self._retry_delay = retry_delay
         self._limits = limits
@@ -193,16 +196,17 @@ class Outbox:
         self._timed(self._outage.now() - self._handed)
         for then in done.started:
             then()
-        self._recorded()
+        if not done.claimed:
+            self._recorded()
 
     def _record_batch(self, batch: list[Outcome], claim: ClaimIn | None) -> _Recorded:
         """On the recorder's thread: record ``batch`` (and claim) in one transaction."""
         done = _Recorded()
 
         def then(tx: Tx) -> None:
-            started = claim(tx) if claim is not None else None
-            if started is not None:
-                done.started.append(started)
+            if claim is not None:
+                done.started.append(claim(tx))
+                done.claimed = True
 
         try:
             faults.checkpoint("before_record")
@@ -211,13 +215,14 @@ class Outbox:
             return _Recorded(retry=batch, unavailable=exc)
         except Exception as exc:  # noqa: BLE001 - one bad outcome must not stall the rest
             done.started.clear()  # rolled back with the batch
+            done.claimed = False
             done.retry = self._record_one_by_one(batch, exc)
         faults.checkpoint("after_record")
         return done
 
     def _record(self, batch: list[Outcome], then: Callable[[Tx], None] | None = None) -> None:
         record_batch(self._store, batch, self._definitions, self._retry_delay, self._limits,
-                     now_ms=self._now_ms, then=then)
+                     now_ms=self._now_ms, then=then, origin=self._origin)
 
     def _record_one_by_one(self, batch: list[Outcome], first_error: Exception) -> list[Outcome]:
         """A batch failed for a reason other than an outage: record its outcomes one

@@ -49,7 +49,8 @@ def job_extra(a: record.Attempt) -> dict[str, object]:
 
 def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, Definition],
                  retry_delay: int, limits: payloads.Limits | None = None, *,
-                 now_ms: Callable[[], float], then: Callable[[Tx], None] | None = None) -> list[record.Recorded]:
+                 now_ms: Callable[[], float], then: Callable[[Tx], None] | None = None,
+                 origin: str = "") -> list[record.Recorded]:
     """Record every outcome in one transaction. Raises `StoreError` (and records
     nothing) if the database fails; the caller keeps the batch and tries again.
 
@@ -60,11 +61,14 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
     in this transaction, after the fenced write that completes their job.
     ``now_ms`` is the worker's reading of the database clock (job runtimes).
     ``then``, if given, runs last inside the same transaction (the worker claims
-    there for the slots this batch freed: one commit for both).
+    there for the slots this batch freed: one commit for both). ``origin``, the
+    recording worker's id, is the payload of the transaction's notifications
+    (`ductline.store.tx.Tx.origin`).
     """
     limits = limits or payloads.DEFAULT_LIMITS
     results: list[record.Recorded | None] = [None] * len(outcomes)
     with store.transaction() as tx:
+        tx.origin = origin
         # The runs first: a stop of one of them (cancel, deadline) and this batch take
         # turns, so no outcome is recorded into a run that a stop has already ended.
         tx.lock_runs([o.attempt.run_id for o in outcomes if not o.run_deadline])

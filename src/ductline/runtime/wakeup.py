@@ -11,7 +11,14 @@ from ductline.store import Store
 
 
 class Wakeup:
-    def __init__(self) -> None:
+    """Args:
+        origin: this worker's id. A notification it sent itself (a recording
+            transaction of its own, `ductline.store.tx.Tx.origin`) is ignored: that
+            transaction claimed after making its jobs ready, and asked for its timers.
+    """
+
+    def __init__(self, origin: str = "") -> None:
+        self._origin = origin
         self._read, self._write = os.pipe()
         os.set_blocking(self._read, False)
         os.set_blocking(self._write, False)
@@ -25,6 +32,8 @@ class Wakeup:
     def wake(self, payload: str = "") -> None:
         """Safe from signal handlers and other threads. ``payload`` ``"cancel"``
         asks the worker to renew its leases at once."""
+        if payload and payload == self._origin:
+            return
         if payload == "cancel":
             self._cancel.set()
         self._flag.set()
@@ -32,6 +41,14 @@ class Wakeup:
             os.write(self._write, b"x")
         except (BlockingIOError, OSError):
             pass  # the pipe is full: the loop is waking anyway
+
+    def nudge(self) -> None:
+        """Wake the loop without asking it to claim (e.g. a recording is done: it
+        claimed in its own transaction). Safe from other threads."""
+        try:
+            os.write(self._write, b"x")
+        except (BlockingIOError, OSError):
+            pass
 
     def take_cancel(self) -> bool:
         if self._cancel.is_set():

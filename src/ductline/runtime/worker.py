@@ -83,7 +83,7 @@ class Worker:
         limits = payloads.Limits.from_settings(settings)
         self.slots = [Slot(i, limits.max_bytes, log_level=settings.step_log_level,
                            log_max_bytes=settings.step_log_max_bytes) for i in range(concurrency)]
-        self.wakeup = Wakeup()
+        self.wakeup = Wakeup(origin=self.id)
         self.enforcer = Enforcer(settings.kill_grace_seconds, self.wakeup.wake, self.clock,
                                  lease_seconds=settings.lease_seconds,
                                  undead_after=settings.undead_after_seconds)
@@ -100,8 +100,8 @@ class Worker:
                                outage=self.outage, healthy=lambda: self.undead_count() <= settings.max_undead,
                                ahead=self.ahead, renew_now=lambda: self.heartbeat.soon())
         self.outbox = Outbox(store, definitions, settings.retry_delay, limits, self.outage, self.clock.db_now_ms,
-                             recorded=self.claimer.soon, wake=self.wakeup.wake,
-                             timed=self.ahead.observe_recording)
+                             recorded=self.claimer.soon, wake=self.wakeup.nudge,
+                             timed=self.ahead.observe_recording, origin=self.id)
         self.outbox.claim_in = lambda: None if self.stopping or not self.outage.ok() else self.claimer.claim_in()
         self.outbox.urgent = lambda: self.stopping or self.claimer.hungry()
         self.heartbeat = Heartbeat(store, settings, self.id, self.slots, clock=self.clock, enforcer=self.enforcer,

@@ -16,7 +16,7 @@ from ductline.model.states import WorkerStatus
 from ductline.store import migrations, payloads
 from ductline.store.records import ClaimedJob, ExpiredLease, StepLimit
 from ductline.store.session import Dialect
-from ductline.store.tx import Tx
+from ductline.store.tx import Tx, next_wakeups
 
 __all__ = ["Store", "Tx"]
 
@@ -136,9 +136,7 @@ class Store:
         """``(earliest pending not-before, earliest active run deadline)`` in one query:
         what an idle worker sets its timers to."""
         with self.dialect.reader() as s:
-            row = s.fetch("next_wakeups", {"pipelines": json.dumps(pipelines)})[0]
-        return (None if row["not_before_ms"] is None else int(row["not_before_ms"]),
-                None if row["deadline_ms"] is None else int(row["deadline_ms"]))
+            return next_wakeups(s, pipelines)
 
     def next_not_before(self, pipelines: list[str]) -> int | None:
         """The earliest not-before time of any pending job (the wake-up timer)."""
@@ -179,7 +177,7 @@ class Store:
             if s.execute("revive_run", {"run_id": run_id}) != 1:
                 return False
             s.execute("revive_jobs", {"run_id": run_id, "force_steps": json.dumps(sorted(set(force_steps)))})
-            s.fetch("notify")
+            s.fetch("notify", {"origin": ""})
             return True
 
     def expired_pauses(self, limit: int = 100) -> list[dict[str, Any]]:

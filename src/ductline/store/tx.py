@@ -21,6 +21,15 @@ from ductline.store.session import Session
 INSERT_CHUNK = 2000
 
 
+def next_wakeups(s: Session, pipelines: list[str]) -> tuple[int | None, int | None]:
+    """``(earliest pending not-before, earliest active run deadline)`` of ``pipelines``
+    in one query (epoch ms; ``None``: there is none): what an idle worker's timers are
+    set to."""
+    row = s.fetch("next_wakeups", {"pipelines": json.dumps(pipelines)})[0]
+    return (None if row["not_before_ms"] is None else int(row["not_before_ms"]),
+            None if row["deadline_ms"] is None else int(row["deadline_ms"]))
+
+
 class Tx:
     """The verbs available inside one write transaction."""
 
@@ -30,6 +39,9 @@ class Tx:
         # The dialect runs some sequences as one statement (each statement is a round
         # trip to a server): claim_start_jobs, complete_close_jobs.
         self._fused = fused
+        # The payload of this transaction's notifications: the recording worker's id,
+        # so that worker ignores what it sent itself (`ductline.runtime.wakeup`).
+        self.origin = ""
 
     def now_ms(self) -> int:
         """The database clock, read inside this transaction."""
@@ -37,7 +49,11 @@ class Tx:
 
     def notify(self) -> None:
         """Wake workers when this transaction commits: jobs became ready."""
-        self.s.fetch("notify")
+        self.s.fetch("notify", {"origin": self.origin})
+
+    def next_wakeups(self, pipelines: list[str]) -> tuple[int | None, int | None]:
+        """`Store.next_wakeups`, read inside this transaction."""
+        return next_wakeups(self.s, pipelines)
 
     # -- claiming --------------------------------------------------------------
     def claim(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int, *,
@@ -155,7 +171,7 @@ class Tx:
         else:  # one statement per chunk, however many jobs (a fan-out of 10,000 elements)
             for start in range(0, len(rows), INSERT_CHUNK):
                 self.s.execute("insert_jobs", {"items": json.dumps(rows[start:start + INSERT_CHUNK])})
-        self.s.fetch("notify")
+        self.notify()
 
     def insert_runs(self, runs: list[NewRun]) -> int:
         """Insert runs without idempotency keys in one statement per chunk; returns
@@ -178,7 +194,7 @@ class Tx:
         """Attempts of these limit keys ended (one entry per attempt): the next
         throttled job of each key becomes ready (`ductline.store.claims`)."""
         if keys and claims.unthrottle(self.s, keys):
-            self.s.fetch("notify")
+            self.notify()
 
     # -- ending attempts (fenced) ----------------------------------------------
     def complete_jobs(self, items: list[tuple[str, str, str]]) -> set[str]:
@@ -225,7 +241,7 @@ class Tx:
             "failed": 1 if charged and not crashed else 0, "crashed": 1 if charged and crashed else 0,
         }) == 1
         if changed:
-            self.s.fetch("notify")
+            self.notify()
         return changed
 
     def fail_job(self, job_id: str, lease_token: str, *, crashed: bool = False) -> bool:

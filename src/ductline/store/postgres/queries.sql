@@ -256,8 +256,9 @@ SELECT status, count(*) AS n FROM ductline_jobs WHERE run_id = :run_id GROUP BY 
 SELECT status, lease_token FROM ductline_jobs WHERE id = :job_id;
 
 -- name: notify
--- Delivered at commit to every worker in LISTEN ductline_jobs.
-SELECT pg_notify('ductline_jobs', '') AS notified;
+-- Delivered at commit to every worker in LISTEN ductline_jobs. The payload names the
+-- worker whose recording sent it ('' otherwise): that worker ignores it.
+SELECT pg_notify('ductline_jobs', :origin::text) AS notified;
 
 -- name: notify_cancel
 -- Tells every worker to renew its leases now: those that lost one kill the attempt.
