@@ -80,5 +80,7 @@ def load_pipeline(target: str) -> tuple[Pipeline, str | None]:
         raise TargetError(f"{target!r}: module {module.__name__!r} has no attribute {attr!r}")
     value = getattr(module, attr)
     if not isinstance(value, Pipeline):
-        raise TargetError(f"{target!r}: {attr!r} is {type(value).__name__}, not a ductline Pipeline")
+        kind = type(value).__name__
+        article = "an" if kind[0].lower() in "aeiou" else "a"
+        raise TargetError(f"{target!r}: {attr!r} is {article} {kind}, not a ductline Pipeline")
     return value, folder

@@ -246,7 +246,7 @@ def worker(apps: tuple[str, ...], concurrency: int | None, processes: int, metri
 
 
 @cli.command()
-@click.option("--status", help="Only runs with this status.")
+@click.option("--status", type=click.Choice([s.value for s in RunStatus]), help="Only runs with this status.")
 @click.option("--pipeline", help="Only runs of this pipeline.")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)

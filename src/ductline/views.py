@@ -136,8 +136,10 @@ def resolve_run_id(store: Store, text: str) -> str:
     Raises:
         RunNotFound: no run, or several runs, start with it.
     """
-    if store.get_run(text) is not None or len(text) < 6 or len(text) >= 32:
+    if store.get_run(text) is not None or len(text) >= 32:
         return text
+    if len(text) < 6:
+        raise RunNotFound(f"run {text!r} not found (a prefix of a run id needs at least 6 characters)")
     matches = store.runs_with_prefix(text)
     if len(matches) == 1:
         return matches[0]

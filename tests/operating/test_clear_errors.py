@@ -42,3 +42,22 @@ def test_a_value_from_a_newer_version_is_refused_clearly(store, db_url):
     assert done.returncode != 0
     assert "TypeError: a value tagged 'quaternion' was written by a newer version of ductline" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_run_id_prefix_too_short_to_look_up_says_so(store, db_url):
+    """A prefix shorter than 6 characters is not looked up; the error says why, instead
+    of only that no run has that id (a run that starts with it may well exist)."""
+    from ductline.views import resolve_run_id
+
+    handle = rt_app.chain.trigger(1, database=store, delay=3600)
+    assert resolve_run_id(store, handle.id[:6]) == handle.id
+    with pytest.raises(RunNotFound, match=rf"run '{handle.id[:5]}' not found \(a prefix of a run id needs at "
+                                          r"least 6 characters\)"):
+        resolve_run_id(store, handle.id[:5])
+
+
+def test_runs_refuses_a_status_that_does_not_exist(db_url):
+    done = subprocess.run([sys.executable, "-m", "ductline", "runs", "--status", "bogus", "--database", db_url],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "'bogus' is not one of" in done.stderr and "'completed'" in done.stderr

@@ -149,7 +149,7 @@ def test_missing_module() -> None:
         load_pipeline(f"{name}:pipe")
 
 
-@pytest.mark.parametrize("attr,kind", [("nothing", "NoneType"), ("number", "int"), ("first", "function")])
+@pytest.mark.parametrize("attr,kind", [("nothing", "a NoneType"), ("number", "an int"), ("first", "a function")])
 def test_attribute_that_is_not_a_pipeline(tmp_path: Path, attr: str, kind: str) -> None:
     path, _ = write_app(tmp_path)
     with pytest.raises(TargetError, match=rf"'{attr}' is {kind}, not a ductline Pipeline"):

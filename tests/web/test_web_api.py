@@ -49,7 +49,8 @@ def test_bad_listing_queries_are_400_with_a_message(client, seeded):
         assert answer.status_code == 400, query
         assert words in answer.json()["error"], query
     assert client.get("/api/runs/nope").status_code == 404
-    assert client.get("/api/runs/nope").json()["error"] == "run 'nope' not found"
+    assert client.get("/api/runs/nope").json()["error"] == \
+        "run 'nope' not found (a prefix of a run id needs at least 6 characters)"
 
 
 def test_start_a_run(client, sqlite_store: Store):
