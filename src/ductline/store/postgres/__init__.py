@@ -103,6 +103,14 @@ class PostgresDialect:
     def _get_pool(self) -> ConnectionPool[Any]:
         with self._lock:
             if self._pool is None:
+                # One direct attempt first: a server that refuses, a database or role
+                # that does not exist fail now with the server's reason, instead of
+                # after the pool's POOL_TIMEOUT_SECONDS of retrying in the background
+                # (a one-shot command given a wrong URL). Once the pool exists, a
+                # server that goes away is waited for, up to that timeout.
+                why = self._why_unreachable()
+                if why is not None:
+                    raise StoreUnavailable(f"PostgreSQL connection: {why}")
                 kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row,
                                           "connect_timeout": CONNECT_TIMEOUT_SECONDS,
                                           "application_name": self.application_name}
