@@ -4,8 +4,9 @@ database (both backends)."""
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 import sqlite3
+import sys
+from pathlib import Path
 from typing import Any
 
 import limit_app
@@ -15,6 +16,9 @@ from helpers import wait_for
 
 from ductline.dsl.options import build_options
 from ductline.model.limits import limit_key
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+from contract_support import NotingDialect  # noqa: E402
 
 APP = str(__import__("pathlib").Path(limit_app.__file__))
 
@@ -257,42 +261,6 @@ def test_a_raised_limit_is_used_as_soon_as_a_slot_is_handed_on(store):
     assert len(claimed) == 3 and {c.run_id for c in claimed} <= {h.id for h in handles}
 
 
-class _NotingDialect:
-    """A real dialect whose write transactions note the names of the statements they run."""
-
-    def __init__(self, inner):
-        self.inner, self.name, self.url = inner, inner.name, inner.url
-        self.names: list[str] = []
-
-    @contextmanager
-    def transaction(self):
-        with self.inner.transaction() as session:
-            yield _NotingSession(session, self.names)
-
-    def reader(self):
-        return self.inner.reader()
-
-    def close(self):
-        self.inner.close()
-
-
-class _NotingSession:
-    def __init__(self, inner, names):
-        self.inner, self.names = inner, names
-
-    def fetch(self, name, params=None):
-        self.names.append(name)
-        return self.inner.fetch(name, params)
-
-    def execute(self, name, params=None):
-        self.names.append(name)
-        return self.inner.execute(name, params)
-
-    def execute_many(self, name, params):
-        self.names.append(name)
-        self.inner.execute_many(name, params)
-
-
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 def test_a_worker_serving_limited_steps_claims_other_jobs_in_one_statement(store, db_url):
     """PostgreSQL's one-statement claim serves a worker that also serves limited steps,
@@ -300,7 +268,7 @@ def test_a_worker_serving_limited_steps_claims_other_jobs_in_one_statement(store
     from ductline.store import Store, open_store
     from ductline.store.records import StepLimit
 
-    noting = _NotingDialect(open_store(db_url).dialect)
+    noting = NotingDialect(open_store(db_url).dialect)
     claims = Store(noting)
     limits = {("capped", "hold"): StepLimit(1, None)}
     free = [limit_app.ranked.trigger(i, database=store) for i in range(3)]

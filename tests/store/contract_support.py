@@ -203,3 +203,39 @@ def pausing_store(db_url: str, after: str,
     if given) pauses right after it."""
     dialect = PausingDialect(open_store(db_url).dialect, after, when)
     return Store(dialect), dialect
+
+
+class NotingDialect:
+    """A real dialect whose write transactions note the names of the statements they run."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.url = inner, inner.name, inner.url
+        self.names: list[str] = []
+
+    @contextmanager
+    def transaction(self):
+        with self.inner.transaction() as session:
+            yield NotingSession(session, self.names)
+
+    def reader(self):
+        return self.inner.reader()
+
+    def close(self):
+        self.inner.close()
+
+
+class NotingSession:
+    def __init__(self, inner, names):
+        self.inner, self.names = inner, names
+
+    def fetch(self, name, params=None):
+        self.names.append(name)
+        return self.inner.fetch(name, params)
+
+    def execute(self, name, params=None):
+        self.names.append(name)
+        return self.inner.execute(name, params)
+
+    def execute_many(self, name, params):
+        self.names.append(name)
+        self.inner.execute_many(name, params)

@@ -417,3 +417,35 @@ def test_revive_run_refuses_runs_that_are_not_halted(store: Store) -> None:
     assert store.revive_run(run_id) is False  # running, with a failed job
     assert snapshot(store, run_id) == before
     assert store.revive_run("no-such-run") is False
+
+
+def test_a_batch_of_ended_attempts_locks_its_runs_once_and_reads_each_job_once(store: Store, db_url: str) -> None:
+    """A batch locks all its runs in its first statement; an outcome of a run the batch
+    locked does not lock it again, and a failure reads its job's budget and lease in one
+    statement (jobs given back after a long wait used to cost five statements each)."""
+    from contract_support import NotingDialect
+
+    from ductline.runtime.outcomes import Outcome, record_batch
+    from ductline.runtime.record import Attempt
+    from ductline.store import open_store
+
+    for _ in range(3):
+        create_run(store)
+    claimed = [claim_one(store) for _ in range(3)]
+    noting = NotingDialect(open_store(db_url).dialect)
+    try:
+        outcomes = [Outcome(Attempt(c.job_id, c.run_id, c.step, c.scope, c.attempt, c.lease_token, c.started_ms),
+                            c.pipeline, AttemptResult.CANCELLED, release=True, error="given back")
+                    for c in claimed[:2]]
+        last = claimed[2]
+        outcomes.append(Outcome(Attempt(last.job_id, last.run_id, last.step, last.scope, last.attempt,
+                                        last.lease_token, last.started_ms),
+                                last.pipeline, AttemptResult.TIMED_OUT, error_type="StepTimeout", error="too slow"))
+        record_batch(Store(noting), outcomes, {}, 0, now_ms=lambda: 0)
+    finally:
+        noting.close()
+    assert noting.names.count("lock_runs") == 1
+    assert noting.names.count("job_budget") == 3
+    assert "lease_state" not in noting.names
+    assert [job(store, c.run_id, c.job_id)["status"] for c in claimed] == ["pending", "pending", "pending"]
+    assert [job(store, c.run_id, c.job_id)["failures"] for c in claimed] == [0, 0, 1]

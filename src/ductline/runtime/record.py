@@ -120,7 +120,7 @@ def failure(tx: Tx, definition: Definition | None, a: Attempt, ended: Ended, tra
     row = tx.job_budget(a.job_id)
     budget = Budget(row.failures, row.crashes, row.max_retry, row.max_crash, row.retry_delay_seconds, row.boundary)
     verdict = decide(ended, budget, _options(definition, a.step), handler=a.step == ON_HALT_STEP)
-    if tx.lease_state(a.job_id) != (a.lease_token, JobStatus.RUNNING):
+    if (row.lease_token, row.status) != (a.lease_token, JobStatus.RUNNING):
         return LOST
     # The attempt ends first, so the retry's not-before (read by the next statement)
     # is never earlier than the attempt's finish plus the delay.

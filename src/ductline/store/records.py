@@ -115,3 +115,5 @@ class JobBudget:
     run_id: str
     step: str
     pipeline: str
+    status: str
+    lease_token: str | None

@@ -42,6 +42,7 @@ class Tx:
         # The payload of this transaction's notifications: the recording worker's id,
         # so that worker ignores what it sent itself (`ductline.runtime.wakeup`).
         self.origin = ""
+        self._locked_runs: set[str] = set()  # by lock_runs, until the commit
 
     def now_ms(self) -> int:
         """The database clock, read inside this transaction."""
@@ -268,6 +269,7 @@ class Tx:
         return None if not rows else (rows[0]["lease_token"], rows[0]["status"])
 
     def job_budget(self, job_id: str) -> JobBudget:
+        """The job's counts and limits, and its lease (token and status), in one read."""
         row = self.s.fetch("job_budget", {"job_id": job_id})[0]
         return JobBudget(**row)
 
@@ -384,10 +386,17 @@ class Tx:
     def lock_runs(self, run_ids: list[str]) -> dict[str, str]:
         """Lock these runs for recording their attempts' outcomes (taken first, in
         id order); returns their statuses. Serializes outcomes with stops of the
-        same runs (`lock_run_for_stop`); claims are not held up."""
-        if not run_ids:
+        same runs (`lock_run_for_stop`); claims are not held up.
+
+        A run this transaction locked already is not asked again (its lock holds
+        until the commit), nor in the result: a batch locks all its runs first, and
+        recording each outcome then costs no further round trip for it.
+        """
+        wanted = sorted(set(run_ids) - self._locked_runs)
+        if not wanted:
             return {}
-        rows = self.s.fetch("lock_runs", {"run_ids": json.dumps(sorted(set(run_ids)))})
+        rows = self.s.fetch("lock_runs", {"run_ids": json.dumps(wanted)})
+        self._locked_runs.update(wanted)
         return {r["id"]: r["status"] for r in rows}
 
     def run_metadata(self, run_id: str, *, for_stop: bool = False) -> dict[str, Any] | None:

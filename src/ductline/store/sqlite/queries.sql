@@ -116,7 +116,8 @@ SET result = :result, finished_ms = ductline_now_ms(), error_type = :error_type,
 WHERE job_id = :job_id AND attempt = :attempt AND lease_token = :lease_token AND result IS NULL;
 
 -- name: job_budget
-SELECT failures, crashes, max_retry, max_crash, retry_delay_seconds, boundary, run_id, step, pipeline
+SELECT failures, crashes, max_retry, max_crash, retry_delay_seconds, boundary, run_id, step, pipeline,
+       status, lease_token
 FROM ductline_jobs WHERE id = :job_id;
 
 -- name: mark_boundary
