@@ -35,3 +35,14 @@ def plus_one(x):
 chain = Pipeline("ahead_chain").start(plus_one, name="hop_0")
 for _i in range(1, 20):
     chain.chain(to=plus_one, name=f"hop_{_i}")
+
+
+def noted_or_failed(x):
+    noted(x)
+    if x == "fail":
+        raise RuntimeError("fails on purpose")
+    return x
+
+
+# A failure and the job after it (tests/runtime/test_recorder.py): one attempt, no retry.
+failing = Pipeline("ahead_failing").start(noted_or_failed, max_retry=0)

@@ -118,6 +118,39 @@ def test_a_chain_alone_is_claimed_by_its_recordings(store, db_url, monkeypatch):
     assert 1 <= len(during) <= 6, during
 
 
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_slot_freed_by_a_failure_gets_its_next_job_before_the_failure_is_recorded(store, db_url, tmp_path,
+                                                                                     monkeypatch):
+    """A failure is recorded with several statements (its budget, the attempt, the job,
+    perhaps halting the run); the slot it freed gets its next job from a quick claim
+    first. Here the failure's recording is held open after its first statement of its
+    own (the job's budget): the next job runs meanwhile."""
+    path = tmp_path / "marks.txt"
+    monkeypatch.setenv("AHEAD_MARKS", str(path))
+    monkeypatch.setenv("DUCTLINE_SPARE_CHILDREN", "0")
+    failed = ahead_app.failing.trigger("fail", database=store, priority=5)  # claimed first
+    after = ahead_app.failing.trigger("next", database=store)
+    paused, dialect = pausing_store(db_url, after="job_budget")
+    worker = build_worker(paused, [APP], 1, load_settings(database_url=db_url, poll_interval=0.1))
+    stop = threading.Event()
+    thread = threading.Thread(target=worker.run, kwargs={"stop_when": stop.is_set}, daemon=True)
+    thread.start()
+    try:
+        assert dialect.reached.wait(60), "the failure was never recorded"
+        wait_for(lambda: "next" in marks(path), timeout=60)
+        assert not dialect.go.is_set()
+        dialect.go.set()
+        assert failed.wait(60) == "halted"
+        assert after.wait(60) == "completed"
+    finally:
+        dialect.go.set()
+        stop.set()
+        thread.join(30)
+        paused.close()
+    assert not thread.is_alive()
+    assert marks(path) == ["fail", "next"]
+
+
 def test_a_worker_ignores_only_its_own_notifications():
     """The payload of a recording's notification is its worker's id: that worker's
     wake-up ignores it; another's, a trigger's ('') and a cancel still wake it."""

@@ -27,6 +27,7 @@ from typing import Callable
 from ductline.clock import Clock
 from ductline.dsl.graph import Definition
 from ductline.errors import DatabaseReplaced, StoreError, StoreUnavailable
+from ductline.model.states import AttemptResult
 from ductline.runtime import faults
 from ductline.runtime.outcomes import Outcome, job_extra, record_batch
 from ductline.store import Store, payloads
@@ -81,6 +82,12 @@ class _Recorded:
     unavailable: StoreUnavailable | None = None          # the database could not be reached
 
 
+def _slow(outcome: Outcome) -> bool:
+    """Whether recording ``outcome`` takes more than the batched statements of plain
+    successes (`ductline.runtime.outcomes.record_batch`)."""
+    return outcome.result is not AttemptResult.SUCCEEDED or outcome.release or outcome.run_deadline
+
+
 class Outbox:
     """The outcomes waiting to be recorded.
 
@@ -119,6 +126,7 @@ class Outbox:
         self._future: Future[_Recorded] | None = None
         self._recorder: ThreadPoolExecutor | None = None
         self._since = 0.0  # monotonic: when the oldest pending outcome arrived
+        self._claimed_first = False  # the last recording was a claim ahead of slow outcomes
         # Set by the worker: whether to record now rather than wait for more outcomes
         # (a child would go without work, or the worker stops).
         self.urgent: Callable[[], bool] = lambda: True
@@ -163,11 +171,23 @@ class Outbox:
             return
         if self._outage.now() < self._since + HOLD_SECONDS and not self.urgent():
             return
-        batch, self.pending = self.pending, []
         # The next jobs are claimed in the transaction that records these outcomes:
         # a child that just finished gets its next job without another commit, and
         # a chain's next step (inserted just before) can be claimed right away.
         claim = self.claim_in() if self.claim_in is not None else None
+        if claim is not None and not self._claimed_first and any(_slow(o) for o in self.pending):
+            # Failures are recorded one by one (a timed-out attempt that halts its run
+            # takes several statements): the free slots get their jobs from a quick
+            # claim first, and these outcomes are recorded right after it.
+            self._claimed_first = True
+            self._submit([], claim)
+            return
+        self._claimed_first = False
+        batch, self.pending = self.pending, []
+        self._submit(batch, claim)
+
+    def _submit(self, batch: list[Outcome], claim: ClaimIn | None) -> None:
+        """Hand ``batch`` (and ``claim``) to the recorder's thread."""
         if self._recorder is None:
             self._recorder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ductline-recorder")
         self._inflight = batch
