@@ -23,6 +23,9 @@ CPU_ERROR = "attempt exceeded cpu_limit=1 CPU seconds"
     ({"memory_limit": 1.5}, TypeError),
     ({"memory_limit": "1G"}, TypeError),
     ({"memory_limit": True}, TypeError),
+    ({"memory_limit": 2**63}, ValueError),  # setrlimit's C long: every attempt would fail
+    ({"memory_limit": 10**30}, ValueError),
+    ({"cpu_limit": 1e30}, ValueError),
     ({"cpu_limit": 0}, ValueError),
     ({"cpu_limit": -0.5}, ValueError),
     ({"cpu_limit": float("nan")}, ValueError),

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from ductline.dsl.timeouts import ScaledTimeout
 
 from ductline.dsl.backoff import Backoff
-from ductline.durations import optional_seconds, to_seconds
+from ductline.durations import MAX_SECONDS, optional_seconds, to_seconds
 from ductline.loglevels import check_level
 
 DEFAULT_MAX_RETRY = 3
@@ -53,9 +53,9 @@ class StepOptions:
             its process state is restored; the default), ``"fresh"`` (a child that
             runs this one attempt and is then retired) or ``"thread"``.
         memory_limit: bytes of address space an attempt's child may use
-            (``RLIMIT_AS``, the interpreter included), or ``None``.
+            (``RLIMIT_AS``, the interpreter included; 1 to 2**63 - 1), or ``None``.
         cpu_limit: CPU seconds an attempt may use (``RLIMIT_CPU``, rounded up to a
-            whole second), or ``None``.
+            whole second; more than 0, at most 100 years), or ``None``.
         priority: added to the run's priority to give the job's; claims take higher
             priorities first (-100 to 100, default 0).
         concurrency: at most this many attempts of the step run at once across all
@@ -191,6 +191,10 @@ def _limits(concurrency: Any, concurrency_key: Any, rate: Any) -> tuple[int | No
     return concurrency, concurrency_key, rate
 
 
+# setrlimit takes a C long: a larger limit would fail every attempt, not the definition.
+MAX_MEMORY_LIMIT = 2**63 - 1
+
+
 def _resource_limits(memory_limit: Any, cpu_limit: Any, isolation: str) -> tuple[int | None, float | None]:
     if memory_limit is not None:
         if isinstance(memory_limit, bool) or type(memory_limit) is not int:
@@ -198,12 +202,17 @@ def _resource_limits(memory_limit: Any, cpu_limit: Any, isolation: str) -> tuple
                             f"({memory_limit!r})")
         if memory_limit <= 0:
             raise ValueError(f"memory_limit must be more than 0 bytes, got {memory_limit}")
+        if memory_limit > MAX_MEMORY_LIMIT:
+            raise ValueError(f"memory_limit must be at most {MAX_MEMORY_LIMIT} bytes (what setrlimit takes), "
+                             f"got {memory_limit}")
     if cpu_limit is not None:
         if isinstance(cpu_limit, bool) or not isinstance(cpu_limit, (int, float)):
             raise TypeError(f"cpu_limit must be a number of CPU seconds, not {type(cpu_limit).__name__} "
                             f"({cpu_limit!r})")
         if not cpu_limit > 0 or cpu_limit == float("inf"):
             raise ValueError(f"cpu_limit must be a finite number of CPU seconds more than 0, got {cpu_limit}")
+        if cpu_limit > MAX_SECONDS:
+            raise ValueError(f"cpu_limit must be at most {MAX_SECONDS} CPU seconds (100 years), got {cpu_limit}")
         cpu_limit = float(cpu_limit)
     if isolation == "thread" and (memory_limit is not None or cpu_limit is not None):
         raise ValueError("memory_limit and cpu_limit need a child process: they cannot apply to "
