@@ -31,6 +31,9 @@ def _pollute(kind):
         signal.signal(signal.SIGHUP, _ignore)
     elif kind == "sigmask":
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2, signal.SIGTERM})
+    elif kind == "pending":  # a blocked signal still pending when the step returns
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+        signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)  # to this thread, which blocks it
     elif kind == "umask":
         os.umask(0o077)
     elif kind == "rlimit":

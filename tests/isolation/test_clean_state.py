@@ -15,7 +15,7 @@ import pytest
 
 import ductline
 
-RESTORED = ["env", "cwd", "signals", "sigmask", "umask", "rlimit", "timer"]
+RESTORED = ["env", "cwd", "signals", "sigmask", "pending", "umask", "rlimit", "timer"]
 RETIRED = ["rlimit_hard", "thread", "process", "orphan"]  # cannot be undone: the child is replaced
 
 

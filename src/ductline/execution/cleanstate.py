@@ -2,7 +2,8 @@
 every attempt, so nothing an attempt did to its process reaches the next one.
 
 Restored: the environment (``os.environ``), the working directory, the umask,
-every signal's Python-level disposition and the main thread's signal mask, the
+every signal's Python-level disposition and the main thread's signal mask (a
+signal the attempt blocked and left pending is discarded, not delivered), the
 interval timers (a pending ``signal.alarm`` would otherwise kill a later attempt),
 and every resource limit. Checked, since they cannot be undone from inside: threads
 still running (counted in ``/proc/self/task``, so native threads count too),
@@ -103,6 +104,11 @@ class Snapshot:
                     signal.signal(sig, handler)
             except (ValueError, OSError, TypeError) as exc:
                 problems.append(f"signal {sig} not restored ({exc})")
+        # A signal the attempt blocked and that is still pending belongs to the
+        # attempt: unblocking it would deliver it now, after the step returned (a
+        # default disposition kills the child before it sends the result).
+        for sig in signal.sigpending() - set(self.mask):
+            signal.sigtimedwait([sig], 0)
         signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
         # Only timers the attempt started are cancelled: one the apps set up at import
         # keeps counting down, as it would in a fresh child.
