@@ -11,6 +11,7 @@ import select
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,25 @@ RUNS = 60
 
 def marks(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").split() if path.exists() else []
+
+
+@contextmanager
+def running(worker, paused=None):
+    """Run ``worker``'s loop on a thread for the block. On the way out a transaction
+    held by ``paused`` (``(store, PausingDialect)``) is let go first, then the loop
+    stops and that store is closed."""
+    stop = threading.Event()
+    thread = threading.Thread(target=worker.run, kwargs={"stop_when": stop.is_set}, daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        if paused is not None:
+            paused[1].go.set()
+        stop.set()
+        thread.join(30)
+        if paused is not None:
+            paused[0].close()
 
 
 # PostgreSQL: SQLite has one writer, so there a heartbeat due while the test holds the
@@ -54,10 +74,7 @@ def test_the_loop_starts_queued_jobs_while_a_recording_waits(store, db_url, tmp_
     paused, dialect = pausing_store(db_url, after="lock_runs", when=two_queued)
     worker = build_worker(paused, [APP], 1, load_settings(database_url=db_url, poll_interval=0.1))
     built.append(worker)
-    stop = threading.Event()
-    thread = threading.Thread(target=worker.run, kwargs={"stop_when": stop.is_set}, daemon=True)
-    thread.start()
-    try:
+    with running(worker, (paused, dialect)) as thread:
         assert dialect.reached.wait(60), "no recording started with two jobs queued"
         # One slot: a loop blocked in the recording could start at most the attempt it
         # had handed out just before; this one starts the jobs queued ahead meanwhile.
@@ -73,11 +90,6 @@ def test_the_loop_starts_queued_jobs_while_a_recording_waits(store, db_url, tmp_
         dialect.go.set()
         for handle in handles:
             assert handle.wait(60) == "completed"
-    finally:
-        dialect.go.set()
-        stop.set()
-        thread.join(30)
-        paused.close()
     assert not thread.is_alive()
     assert sorted(marks(path)) == sorted(f"r{i}" for i in range(RUNS))  # each step ran once
 
@@ -99,19 +111,13 @@ def test_a_chain_alone_is_claimed_by_its_recordings(store, db_url, monkeypatch):
 
     monkeypatch.setattr(store, "claim", counted)
     worker = build_worker(store, [APP], 1, load_settings(database_url=db_url, poll_interval=5))
-    stop = threading.Event()
-    thread = threading.Thread(target=worker.run, kwargs={"stop_when": stop.is_set}, daemon=True)
-    thread.start()
-    try:
+    with running(worker):
         assert ahead_app.chain.trigger(0, database=store).wait(60) == "completed"  # warm
         before = len(loop_claims)
         handle = ahead_app.chain.trigger(100, database=store)
         assert handle.wait(60) == "completed"
         assert handle.output() == 120
         during = loop_claims[before:]
-    finally:
-        stop.set()
-        thread.join(30)
     # The first step is the loop's to claim (notified, or polled on SQLite every
     # 0.25 s, which a slow machine may also do a few times during the chain); the 19
     # hops are not: before, each was followed by a claim of the loop.
@@ -132,21 +138,13 @@ def test_a_slot_freed_by_a_failure_gets_its_next_job_before_the_failure_is_recor
     after = ahead_app.failing.trigger("next", database=store)
     paused, dialect = pausing_store(db_url, after="job_budget")
     worker = build_worker(paused, [APP], 1, load_settings(database_url=db_url, poll_interval=0.1))
-    stop = threading.Event()
-    thread = threading.Thread(target=worker.run, kwargs={"stop_when": stop.is_set}, daemon=True)
-    thread.start()
-    try:
+    with running(worker, (paused, dialect)) as thread:
         assert dialect.reached.wait(60), "the failure was never recorded"
         wait_for(lambda: "next" in marks(path), timeout=60)
         assert not dialect.go.is_set()
         dialect.go.set()
         assert failed.wait(60) == "halted"
         assert after.wait(60) == "completed"
-    finally:
-        dialect.go.set()
-        stop.set()
-        thread.join(30)
-        paused.close()
     assert not thread.is_alive()
     assert marks(path) == ["fail", "next"]
 

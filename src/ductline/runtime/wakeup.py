@@ -37,18 +37,15 @@ class Wakeup:
         if payload == "cancel":
             self._cancel.set()
         self._flag.set()
+        self.nudge()
+
+    def nudge(self) -> None:
+        """Wake the loop without asking it to claim (e.g. a recording is done: it
+        claimed in its own transaction). Safe from signal handlers and other threads."""
         try:
             os.write(self._write, b"x")
         except (BlockingIOError, OSError):
             pass  # the pipe is full: the loop is waking anyway
-
-    def nudge(self) -> None:
-        """Wake the loop without asking it to claim (e.g. a recording is done: it
-        claimed in its own transaction). Safe from other threads."""
-        try:
-            os.write(self._write, b"x")
-        except (BlockingIOError, OSError):
-            pass
 
     def take_cancel(self) -> bool:
         if self._cancel.is_set():
