@@ -41,6 +41,8 @@ def _pollute(kind):
         resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
     elif kind == "timer":  # a pending SIGALRM would kill a later attempt on this child
         signal.setitimer(signal.ITIMER_REAL, 3600)
+    elif kind == "nice":
+        os.nice(5)
     elif kind == "rlimit_hard":  # cannot be raised again without privileges: the child is retired
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     elif kind == "thread":
@@ -49,13 +51,15 @@ def _pollute(kind):
         subprocess.Popen(["sleep", "3600"])
     elif kind == "orphan":  # a grandchild whose parent exits at once
         subprocess.run(["sh", "-c", "sleep 3600 &"], check=True)
+    elif kind == "session":  # a process outside the child's process group
+        return subprocess.Popen(["sleep", "3600"], start_new_session=True).pid
     elif kind != "none":
         raise ValueError(kind)
 
 
 def pollute(kind):
-    _pollute(kind)
-    return {"kind": kind, "pid": os.getpid()}
+    spawned = _pollute(kind)
+    return {"kind": kind, "pid": os.getpid(), "spawned": spawned}
 
 
 def _group_members():
@@ -91,6 +95,7 @@ def observe():
         "timers": [signal.getitimer(t) != (0.0, 0.0) for t in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL,
                                                                  signal.ITIMER_PROF)],
         "threads": len(os.listdir("/proc/self/task")),
+        "nice": os.getpriority(os.PRIO_PROCESS, 0),
         "group": _group_members(),
     }
 
@@ -101,8 +106,28 @@ def _umask():
     return mask
 
 
+def running(pid):
+    """``pid`` is alive and not a zombie (a zombie whose parent died awaits a reaper)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _left_running(pid, timeout=30.0):
+    """Whether ``pid`` still runs ``timeout`` seconds from now (SIGKILL takes effect
+    a moment after it is sent: the wait ends as soon as it has)."""
+    give_up = time.monotonic() + timeout
+    while running(pid) and time.monotonic() < give_up:
+        time.sleep(0.01)
+    return running(pid)
+
+
 def check(previous):
-    return {"state": observe(), "pid": os.getpid(), "previous_pid": previous["pid"] if previous else None}
+    spawned = previous.get("spawned") if previous else None
+    return {"state": observe(), "pid": os.getpid(), "previous_pid": previous["pid"] if previous else None,
+            "spawned_left": spawned is not None and _left_running(spawned)}
 
 
 polluted = Pipeline("iso_polluted").start(pollute).chain(to=check)

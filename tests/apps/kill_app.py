@@ -34,7 +34,8 @@ def ignore_sigterm(x):
 
 
 def start_grandchildren(pidfile):
-    procs = [subprocess.Popen(["sleep", "300"]) for _ in range(2)]
+    # The last one leaves the child's process group: killing the group misses it.
+    procs = [subprocess.Popen(["sleep", "300"], start_new_session=new) for new in (False, False, True)]
     with open(pidfile + ".tmp", "w") as fh:
         fh.write(" ".join(str(p.pid) for p in procs))
     os.rename(pidfile + ".tmp", pidfile)
@@ -95,14 +96,18 @@ def python_loop_in_thread(x):
         time.sleep(0.01)
 
 
+_c_sleep = ctypes.CDLL(None).sleep  # resolved at import: the step's first call is already the C one
+
+
 def c_block_in_thread(x):
-    ctypes.CDLL(None).sleep(10)  # holds no bytecode boundary: the thread cannot unwind
+    _c_sleep(10)  # holds no bytecode boundary: the thread cannot unwind
 
 
 threaded = Pipeline("kill_threaded").start(io_step, isolation="thread")
 thread_unwinds = Pipeline("kill_thread_unwinds").start(python_loop_in_thread, isolation="thread",
                                                        timeout=1, max_retry=1)
-thread_undead = (Pipeline("kill_thread_undead").start(c_block_in_thread, isolation="thread", timeout=1,
+# 2 s: the thread must be inside its C call before the timeout, even on a loaded machine.
+thread_undead = (Pipeline("kill_thread_undead").start(c_block_in_thread, isolation="thread", timeout=2,
                                                       max_retry=2, retry_delay=0))
 
 

@@ -4,6 +4,7 @@ first attempt runs long, later ones briefly."""
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 import ductline
@@ -12,6 +13,10 @@ from ductline import Pipeline
 
 def tick(path):
     attempt = ductline.context().attempt
+    if attempt == 1:  # a process outside the child's group, which the child's own stop must end too
+        spawned = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        with open(path + ".session", "w") as out:
+            out.write(str(spawned.pid))
     end = time.monotonic() + (120 if attempt == 1 else 1)
     while time.monotonic() < end:
         with open(path, "a") as marks:

@@ -47,6 +47,8 @@ def test_a_frozen_parent_s_child_stops_at_the_lease_horizon(store, tmp_path):
         rescuer = start_worker(store.url, concurrency=1, app=APP)
         assert handle.wait(90) == "completed"
         wait_for(lambda: _gone(first_pid), timeout=30)
+        session_pid = int((tmp_path / "marks.txt.session").read_text())
+        wait_for(lambda: _gone(session_pid), timeout=30)
         found = _marks(marks)
         first = found.pop((1, first_pid))
         [((attempt, pid), second)] = found.items()

@@ -5,12 +5,13 @@ Restored: the environment (``os.environ``), the working directory, the umask,
 every signal's Python-level disposition and the main thread's signal mask (a
 signal the attempt blocked and left pending is discarded, not delivered), the
 interval timers (a pending ``signal.alarm`` would otherwise kill a later attempt),
-and every resource limit. Checked, since they cannot be undone from inside: threads
+every resource limit and the scheduling priority (``os.nice``). Checked, since they cannot be undone from inside: threads
 still running (counted in ``/proc/self/task``, so native threads count too),
 processes the attempt started that are still alive (the child is a subreaper, so
 orphaned grandchildren are reparented to it and found too), C-level signal
 dispositions (``SigIgn``/``SigCgt`` of ``/proc/self/status``), a lowered hard
-resource limit. A child that cannot restore says so with its result and its
+resource limit, a raised priority that this user may not lower back. A child
+that cannot restore says so with its result and its
 parent retires it: its whole process group is killed and a fresh spare takes its
 place.
 
@@ -60,6 +61,7 @@ class Snapshot:
     limits: dict[int, tuple[int, int]]
     idle_timers: list[int]
     threads: int
+    nice: int
     signal_masks: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -82,7 +84,7 @@ class Snapshot:
             mask=set(signal.pthread_sigmask(signal.SIG_BLOCK, [])),
             limits={r: resource.getrlimit(r) for r in _RLIMITS},
             idle_timers=[t for t in _TIMERS if signal.getitimer(t) == (0.0, 0.0)],
-            threads=_thread_count(), signal_masks=_signal_masks(),
+            threads=_thread_count(), nice=os.getpriority(os.PRIO_PROCESS, 0), signal_masks=_signal_masks(),
         )
 
     def restore(self) -> list[str]:
@@ -121,6 +123,12 @@ class Snapshot:
                     resource.setrlimit(which, wanted)
                 except (ValueError, OSError) as exc:  # a lowered hard limit cannot be raised again
                     problems.append(f"resource limit {which} not restored ({exc})")
+        # Per thread on Linux: steps run in the main thread, which restores.
+        if os.getpriority(os.PRIO_PROCESS, 0) != self.nice:
+            try:
+                os.setpriority(os.PRIO_PROCESS, 0, self.nice)
+            except OSError as exc:  # a niceness raised by the attempt needs privileges to lower
+                problems.append(f"scheduling priority not restored ({exc})")
         if _signal_masks() != self.signal_masks:
             problems.append("signal dispositions changed outside Python")
         tasks = _tasks()

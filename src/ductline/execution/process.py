@@ -17,6 +17,7 @@ from typing import Any
 
 from ductline.execution import protocol
 from ductline.execution.child import ENV_APPS, ENV_FD, ENV_HORIZON, ENV_PARENT, ENV_PATH
+from ductline.execution.descendants import signal_descendants
 from ductline.execution.watchdog import Horizon
 
 
@@ -86,7 +87,10 @@ class Child:
         return self.process.poll() is not None
 
     def signal_group(self, sig: int) -> None:
-        """Signal the child's process group (the child and everything it started)."""
+        """Signal everything the child started -- its descendants first, also those
+        that left its process group (`ductline.execution.descendants`) -- then its
+        process group, the child included."""
+        signal_descendants(self.pid, sig)
         try:
             os.killpg(self.pid, sig)
         except (ProcessLookupError, PermissionError):

@@ -26,6 +26,8 @@ import struct
 import threading
 import time
 
+from ductline.execution.descendants import signal_descendants
+
 # Share of the lease after the last renewal at which a child stops itself: after
 # the parent's own kill (three quarters, `LEASE_SAFETY_SHARE`), before expiry.
 CHILD_HORIZON_SHARE = 0.9
@@ -85,7 +87,9 @@ class Watchdog:
             now = time.monotonic()
             if self.running and horizon > 0 and now >= horizon:
                 # The parent has not renewed the lease in time: stop before the job
-                # can be rescued elsewhere. Everything the attempt started goes too.
+                # can be rescued elsewhere. Everything the attempt started goes too,
+                # also what left the group.
+                signal_descendants(os.getpid(), signal.SIGKILL)
                 os.killpg(os.getpgrp(), signal.SIGKILL)
             wait = _IDLE_CHECK_SECONDS if horizon <= 0 else min(_IDLE_CHECK_SECONDS, max(0.005, horizon - now))
             time.sleep(wait)
