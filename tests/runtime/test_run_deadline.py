@@ -9,6 +9,7 @@ import rt_app
 from helpers import wait_for
 
 from ductline import InvalidStateError, RunNotFound
+from ductline.execution.descendants import descendants
 from ductline.handle import RunHandle
 from ductline.views import run_view
 
@@ -85,6 +86,27 @@ def test_cancel_kills_the_attempt_and_skips_the_rest(store, workers):
     other = rt_app.chain.trigger(1, database=store)
     assert other.wait(90) == "completed"
     assert time.monotonic() - started < 25
+
+
+def _running(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_cancel_from_another_process_kills_the_attempt_within_a_poll(store, workers):
+    # A lease of 600 s: the worker renews every 200 s, so only its poll for lost leases
+    # (SQLite cannot notify it) or a notification (PostgreSQL) can stop the child in time.
+    worker = workers(concurrency=1, env={"DUCTLINE_LEASE_SECONDS": "600"})
+    handle = rt_app.cancellable.trigger(1, database=store)
+    wait_for(lambda: steps_by_name(run_view(store, handle.id)).get("stuck", {}).get("status") == "running")
+    [child] = wait_for(lambda: [p for p in descendants(worker.pid) if _running(p)], timeout=30)
+    handle.cancel()
+    wait_for(lambda: not _running(child), timeout=30)
+    assert steps_by_name(run_view(store, handle.id))["stuck"]["attempts"][0]["result"] == "cancelled"
+    assert rt_app.chain.trigger(1, database=store).wait(90) == "completed"  # the slot serves again
 
 
 def test_fail_fast_cancels_running_siblings(store, workers):

@@ -4,6 +4,11 @@ killing attempts whose lease was lost.
 
 It runs every third of the lease, and at once when a run was cancelled (the
 cancel took the leases of that run's attempts: they are found lost and killed).
+A database that cannot tell the worker of a cancel (SQLite, a PostgreSQL reached
+only through a transaction pooler) is asked instead, with a read, every poll
+interval while attempts run: a lease found lost brings the renewal forward, so a
+cancel from another process stops its attempts within a poll, not a third of
+the lease.
 If the database cannot be reached the enforcer kills the children before their
 leases can expire (`ductline.execution.enforcer`).
 """
@@ -35,12 +40,15 @@ class Heartbeat:
         worker_id: the worker.
         report: the worker's ``(undead slots, status)`` for its heartbeat row.
         ahead: the jobs claimed ahead (their leases are renewed too).
+        check_every: seconds between reads of whether the leases are still held
+            (`Store.leases_held`), for a store that does not notify; ``None``: never.
         (the others are the worker's collaborators of the same names)
     """
 
     def __init__(self, store: Store, settings: Settings, worker_id: str, slots: list[Slot], *,
                  clock: DatabaseClock, enforcer: Enforcer, wakeup: Wakeup, outbox: Outbox, outage: Outage,
-                 report: Callable[[], tuple[int, str]], ahead: Ahead | None = None) -> None:
+                 report: Callable[[], tuple[int, str]], ahead: Ahead | None = None,
+                 check_every: float | None = None) -> None:
         self._store = store
         self._settings = settings
         self._worker_id = worker_id
@@ -53,10 +61,24 @@ class Heartbeat:
         self._report = report
         self._ahead = ahead if ahead is not None else Ahead(depth=0)
         self.next_at = 0.0  # monotonic
+        self._check_every = check_every
+        self._next_check = 0.0  # monotonic
 
     def soon(self) -> None:
         """Renew on this turn of the loop (a queued job waits for its lease)."""
         self.next_at = 0.0
+
+    def _lost_since_renewal(self) -> bool:
+        """Read whether a running attempt's lease was taken (a cancel) since the last
+        renewal; a failed read says no (the renewal deals with outages)."""
+        self._next_check = self._clock.now() + (self._check_every or 0.0)
+        tokens = [s.job.lease_token for s in self._slots if s.busy and not s.undead and s.job is not None]
+        if not tokens:
+            return False
+        try:
+            return len(self._store.leases_held(tokens)) < len(tokens)
+        except StoreError:
+            return False
 
     def beat(self) -> None:
         """Renew the leases if it is time (or a cancel asks for it now)."""
@@ -64,7 +86,9 @@ class Heartbeat:
         if self._wakeup.take_cancel():
             self.next_at = now  # a run was cancelled: find lost leases now
         if now < self.next_at:
-            return
+            if self._check_every is None or now < self._next_check or not self._lost_since_renewal():
+                return
+            self.next_at = now
         busy = [s for s in self._slots if s.busy and not s.undead]
         # Outcomes not yet recorded (the database was down) keep their leases too.
         queued = self._ahead.tokens()

@@ -106,7 +106,9 @@ class Worker:
         self.outbox.urgent = lambda: self.stopping or self.claimer.hungry()
         self.heartbeat = Heartbeat(store, settings, self.id, self.slots, clock=self.clock, enforcer=self.enforcer,
                                    wakeup=self.wakeup, outbox=self.outbox, outage=self.outage,
-                                   report=lambda: (self.undead_count(), self.status()), ahead=self.ahead)
+                                   report=lambda: (self.undead_count(), self.status()), ahead=self.ahead,
+                                   check_every=None if getattr(store.dialect, "listens", False)
+                                   else self.claimer.poll)
         self.events = ChildEvents(store, self.slots, limits, clock=self.clock, enforcer=self.enforcer,
                                   outbox=self.outbox, outage=self.outage, spares=self.spares, wakeup=self.wakeup,
                                   stopping=lambda: self.stopping, slot_ready=self.claimer.soon,

@@ -103,6 +103,12 @@ class Store:
             now = int(beat[0]["now_ms"]) if beat else int(s.fetch("now")[0]["now_ms"])
         return now, renewed
 
+    def leases_held(self, tokens: list[str]) -> set[str]:
+        """Which of ``tokens`` a `renew_leases` would keep, read without writing: a
+        worker whose database cannot notify it of a cancel polls with this."""
+        with self.dialect.reader() as s:
+            return {r["lease_token"] for r in s.fetch("leases_held", {"tokens": json.dumps(tokens)})}
+
     def expired_leases(self, limit: int = 100) -> list[ExpiredLease]:
         """Attempts whose lease ran out on the database clock (their worker died)."""
         with self.dialect.reader() as s:

@@ -79,6 +79,13 @@ WHERE status = 'running' AND lease_expires_ms >= ductline_now_ms() AND EXISTS (S
   AND lease_token IN (SELECT jsonb_array_elements_text(:tokens::jsonb))
 RETURNING lease_token;
 
+-- name: leases_held
+-- renew_leases' test without the write: which of these leases a renewal would keep.
+SELECT lease_token FROM ductline_jobs
+WHERE status = 'running' AND lease_expires_ms >= ductline_now_ms() AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = ductline_jobs.run_id
+                 AND r.status IN ('pending', 'running', 'paused', 'halted'))
+  AND lease_token IN (SELECT jsonb_array_elements_text(:tokens::jsonb));
+
 -- name: complete_job
 UPDATE ductline_jobs
 SET status = 'completed', output = :output, lease_token = NULL, lease_expires_ms = NULL,

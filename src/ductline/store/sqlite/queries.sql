@@ -86,6 +86,13 @@ WHERE status = 'running' AND lease_expires_ms >= ductline_now_ms() AND EXISTS (S
   AND lease_token IN (SELECT value FROM json_each(:tokens))
 RETURNING lease_token;
 
+-- name: leases_held
+-- renew_leases' test without the write: which of these leases a renewal would keep.
+SELECT lease_token FROM ductline_jobs
+WHERE status = 'running' AND lease_expires_ms >= ductline_now_ms() AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = ductline_jobs.run_id
+                 AND r.status IN ('pending', 'running', 'paused', 'halted'))
+  AND lease_token IN (SELECT value FROM json_each(:tokens));
+
 -- name: complete_job
 UPDATE ductline_jobs
 SET status = 'completed', output = :output, lease_token = NULL, lease_expires_ms = NULL,
