@@ -449,3 +449,48 @@ def test_a_batch_of_ended_attempts_locks_its_runs_once_and_reads_each_job_once(s
     assert "lease_state" not in noting.names
     assert [job(store, c.run_id, c.job_id)["status"] for c in claimed] == ["pending", "pending", "pending"]
     assert [job(store, c.run_id, c.job_id)["failures"] for c in claimed] == [0, 0, 1]
+
+
+def _first(x):
+    return x
+
+
+def _second(x):
+    return x
+
+
+@pytest.mark.parametrize("claim_next", [True, False])
+def test_a_recording_that_claims_every_job_it_created_wakes_no_worker(store: Store, db_url: str,
+                                                                       claim_next: bool) -> None:
+    """A completion creates the chain's next job; the claim in the same transaction
+    takes it: no other worker can get it, so no notification is sent (one round trip
+    less per hop, and no claim by every other worker for nothing). A job the
+    transaction did not claim still wakes the workers."""
+    from contract_support import NotingDialect
+
+    from ductline import Pipeline
+    from ductline.runtime.outcomes import Outcome, record_batch
+    from ductline.runtime.record import Attempt
+    from ductline.store import open_store
+
+    pipeline = Pipeline("contract_notify_chain").start(_first).chain(to=_second)
+    definitions = {pipeline.name: pipeline.definition()}
+    handle = pipeline.trigger(1, database=store)
+    [first] = store.claim(WORKER, [pipeline.name], 1, LONG_LEASE_MS)
+    claimed: list[str] = []
+
+    def claim(tx: Tx) -> None:
+        claimed.extend(j.step for j in tx.claim(WORKER, [pipeline.name], 1, LONG_LEASE_MS))
+
+    noting = NotingDialect(open_store(db_url).dialect)
+    try:
+        attempt = Attempt(first.job_id, first.run_id, first.step, first.scope, first.attempt, first.lease_token,
+                          first.started_ms)
+        record_batch(Store(noting), [Outcome(attempt, first.pipeline, AttemptResult.SUCCEEDED, output="1")],
+                     definitions, 0, now_ms=lambda: 0, then=claim if claim_next else None)
+    finally:
+        noting.close()
+    statuses = {j["step"]: j["status"] for j in store.run_jobs(handle.id)}
+    assert statuses == {"_first": "completed", "_second": "running" if claim_next else "pending"}
+    assert claimed == (["_second"] if claim_next else [])
+    assert noting.names.count("notify") == (0 if claim_next else 1)

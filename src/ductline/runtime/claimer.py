@@ -153,13 +153,19 @@ class Claimer:
         try:
             sent = self._clock.now()
             self._claims += 1
-            jobs = self._store.claim(self._worker_id, self._pipelines, wanted, self._settings.lease_ms,
-                                     limits=self._limits, fifo=self._claims % FIFO_EVERY == 0)
-            self._dispatch(jobs, sent, self._clock.now())
-            if len(jobs) == wanted:
+            with self._store.transaction() as tx:
+                jobs = tx.claim(self._worker_id, self._pipelines, wanted, self._settings.lease_ms,
+                                limits=self._limits, fifo=self._claims % FIFO_EVERY == 0)
+                received = self._clock.now()
+                # When to wake next is read in the claim's transaction (as the recording's
+                # claim does), not after the dispatch: a read there kept the loop from the
+                # result of an attempt that had just started.
+                wakeups = None if len(jobs) == wanted else tx.next_wakeups(self._pipelines)
+            self._dispatch(jobs, sent, received)
+            if wakeups is None:
                 self.next_claim = 0.0  # there may be more
                 return
-            self._ran_dry(now, self._store.next_wakeups(self._pipelines))
+            self._ran_dry(now, wakeups)
         except StoreError as exc:
             self._outage.failed("claiming", exc)
 

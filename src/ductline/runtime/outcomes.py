@@ -91,13 +91,14 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
                 results[i] = record.failure(tx, definition, o.attempt, o.ended(), o.traceback, retry_delay)
         if bulk:
             _record_successes(tx, outcomes, bulk, definitions, retry_delay, results, sink, limits)
-        tx.insert_jobs(sink)
+        tx.insert_jobs(sink, notify=False)
         # Each ended attempt of a limited step frees a slot of its key: hand it on.
         limited = [o.attempt for o in outcomes if o.attempt.limit_key and not o.run_deadline]
         tx.release_slots([a.job_id for a in limited])
         tx.unthrottle([a.limit_key for a in limited if a.limit_key])
         if then is not None:
             then(tx)
+        tx.notify_unclaimed(sink)  # after the claim: the jobs it took need no wake-up
     for i, o in enumerate(outcomes):
         if o.run_deadline:
             results[i] = _run_deadline(store, definitions.get(o.pipeline), o.attempt)

@@ -43,6 +43,7 @@ class Tx:
         # so that worker ignores what it sent itself (`ductline.runtime.wakeup`).
         self.origin = ""
         self._locked_runs: set[str] = set()  # by lock_runs, until the commit
+        self.claimed: set[str] = set()  # ids of the jobs this transaction claimed
 
     def now_ms(self) -> int:
         """The database clock, read inside this transaction."""
@@ -60,6 +61,12 @@ class Tx:
     def claim(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int, *,
               limits: dict[tuple[str, str], StepLimit] | None = None, fifo: bool = False) -> list[ClaimedJob]:
         """Claim up to ``limit`` ready jobs inside this transaction (see `Store.claim`)."""
+        jobs = self._claim(worker_id, pipelines, limit, lease_ms, limits=limits, fifo=fifo)
+        self.claimed.update(j.job_id for j in jobs)
+        return jobs
+
+    def _claim(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int, *,
+               limits: dict[tuple[str, str], StepLimit] | None, fifo: bool) -> list[ClaimedJob]:
         if self._fused and not fifo:
             claimed = self._claim_fused(worker_id, pipelines, limit, lease_ms, gated=bool(limits))
             if claimed is not None:
@@ -155,8 +162,9 @@ class Tx:
         rows = self.s.fetch("active_run_by_key", {"pipeline": pipeline, "idempotency_key": key})
         return rows[0]["id"] if rows else None
 
-    def insert_jobs(self, jobs: list[NewJob]) -> None:
-        """Create jobs; a job that already exists (same run, step, scope) is left as is."""
+    def insert_jobs(self, jobs: list[NewJob], *, notify: bool = True) -> None:
+        """Create jobs; a job that already exists (same run, step, scope) is left as is.
+        ``notify=False``: the caller wakes the workers itself (`notify_unclaimed`)."""
         if not jobs:
             return
         rows = [{
@@ -172,7 +180,15 @@ class Tx:
         else:  # one statement per chunk, however many jobs (a fan-out of 10,000 elements)
             for start in range(0, len(rows), INSERT_CHUNK):
                 self.s.execute("insert_jobs", {"items": json.dumps(rows[start:start + INSERT_CHUNK])})
-        self.notify()
+        if notify:
+            self.notify()
+
+    def notify_unclaimed(self, jobs: list[NewJob]) -> None:
+        """Wake the workers for ``jobs`` (inserted with ``notify=False``) unless this
+        transaction claimed every one of them: then no other worker could get any,
+        and waking them all for each step of a chain would only cost them a claim."""
+        if any(j.id not in self.claimed for j in jobs):
+            self.notify()
 
     def insert_runs(self, runs: list[NewRun]) -> int:
         """Insert runs without idempotency keys in one statement per chunk; returns
