@@ -323,7 +323,8 @@ def retry(run_id: str, force: tuple[str, ...], database: str | None) -> None:
     try:
         retry_run(store, run_id, force=force)
     except InvalidStateError as exc:
-        fail(str(exc).replace("retry with force naming them", "retry with --force STEP for each"))
+        fail(f"{type(exc).__name__}: " + str(exc).replace("retry with force naming them",
+                                                            "retry with --force STEP for each"))
     out.print(f"run {run_id} revived")
 
 

@@ -103,7 +103,8 @@ class Pipeline(PipelineBuilder):
 
         Every element is validated and encoded before anything is written; the runs
         and their first jobs are then written with a few set-based statements, so a
-        bulk load costs far fewer round trips than a loop of `trigger` calls.
+        bulk load costs far fewer round trips than a loop of `trigger` calls. When
+        anything below is raised, nothing is written.
 
         Args:
             args_list: one element per run: a ``tuple`` is that run's positional
@@ -111,8 +112,11 @@ class Pipeline(PipelineBuilder):
                 ``trigger_many([1, 2])`` starts two runs, like ``trigger(1)`` and
                 ``trigger(2)``; pass ``([1, 2],)`` for one run whose argument is a
                 list). Each argument obeys the JSON rule of `trigger`.
-            delay, delay_until, timeout, database, priority: as in `trigger`, for
-                every run of the call.
+            delay: as in `trigger`, for every run of the call.
+            delay_until: as in `trigger`, for every run of the call.
+            timeout: as in `trigger`, for every run of the call.
+            database: as in `trigger`.
+            priority: as in `trigger`, for every run of the call.
 
         Returns:
             One `RunHandle` per element, in order (an empty list for no elements).
@@ -127,7 +131,6 @@ class Pipeline(PipelineBuilder):
             ductline.PayloadTooLarge: (a ``ValueError``) an element's arguments are
                 above ``payload_max_bytes``; the message names its index.
             ductline.StoreError: the database failed; the transaction rolled back.
-            In every case nothing is written.
         """
         from ductline.handle import RunHandle
         from ductline.operations.trigger import trigger_runs

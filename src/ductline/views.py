@@ -130,13 +130,16 @@ def _default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+RUN_ID_LENGTH = 32  # every run id is a uuid4 in hex (`ductline.operations.trigger`)
+
+
 def resolve_run_id(store: Store, text: str) -> str:
     """A full run id, or a unique prefix of one (at least 6 characters).
 
     Raises:
         RunNotFound: no run, or several runs, start with it.
     """
-    if store.get_run(text) is not None or len(text) >= 32:
+    if store.get_run(text) is not None or len(text) >= RUN_ID_LENGTH:
         return text
     if len(text) < 6:
         raise RunNotFound(f"run {text!r} not found (a prefix of a run id needs at least 6 characters)")

@@ -100,6 +100,15 @@ def test_unknown_run_is_a_404_page(client):
     assert page.status_code == 404 and "no-such-run" in page.text
 
 
+def test_a_run_id_prefix_leads_to_the_run_s_page_as_in_the_cli(client, seeded):
+    run_id = seeded["halted"]
+    moved = client.get(f"/runs/{run_id[:8]}?all=1", follow_redirects=False)
+    assert moved.status_code == 307 and moved.headers["location"] == f"/runs/{run_id}?all=1"
+    assert client.get(f"/runs/{run_id[:8]}").status_code == 200
+    short = client.get(f"/runs/{run_id[:5]}")
+    assert short.status_code == 404 and "at least 6 characters" in short.text
+
+
 def test_pages_send_a_strict_content_security_policy(client, seeded):
     page = client.get("/")
     assert "script-src 'self'" in page.headers["content-security-policy"]

@@ -109,7 +109,10 @@ class Heartbeat:
             for slot in busy:
                 if slot.job is not None and slot.job.lease_token not in renewed:
                     extra = job_extra(slot.attempt())
-                    log.warning("Lease lost; killing the attempt", extra=extra)
+                    # A cancel is the usual cause; the others (a run ended by its deadline
+                    # elsewhere, a rescue after missed renewals) are named too.
+                    log.warning("Lease lost (the run was cancelled or ended, or the job rescued); "
+                                "killing the attempt", extra=extra)
                     emit(EventName.LEASE_LOST, pipeline=slot.job.pipeline, **extra)
                     self._enforcer.kill(slot.index, Reason.LEASE, grace=0.0)
         except StoreError as exc:

@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from ductline.errors import InvalidStateError
 from ductline.model.states import RunStatus
+from ductline.views import RUN_ID_LENGTH
 from ductline.web import runpage
 from ductline.web.app import dashboard
 from ductline.web.reader import STATUSES
@@ -86,6 +87,9 @@ def run_page(request: Request) -> Response:
     """One run: graph, why it stopped, steps and attempts, actions."""
     d = dashboard(request)
     run_id = request.path_params["run_id"]
+    if len(run_id) < RUN_ID_LENGTH:  # a prefix, as the CLI takes: the page has one address
+        query = f"?{request.url.query}" if request.url.query else ""
+        return RedirectResponse(f"/runs/{d.reader.resolve(run_id)}{query}", 307)
     run = d.reader.run(run_id)
     now_ms = d.reader.now_ms()
     definition = d.definition(run["pipeline"])

@@ -206,6 +206,15 @@ class DashboardReader:
                         encode_cursor(rows[0]) if rows and after else (after if after else None))
 
     # -- one run ---------------------------------------------------------------------
+    def resolve(self, text: str) -> str:
+        """The full id of the run ``text`` names: a full id, or a unique prefix of at
+        least 6 characters, as the CLI takes (`ductline.views.resolve_run_id`).
+
+        Raises:
+            RunNotFound: no run, or several runs, start with it.
+        """
+        return views.resolve_run_id(self._store, text)
+
     def run(self, run_id: str) -> dict[str, Any]:
         """The run's row.
 
