@@ -103,7 +103,7 @@ def success(tx: Tx, definition: Definition, a: Attempt, output: str, retry_delay
         return LOST
     if pending is not None:
         payloads.write(tx, a.run_id, pending, limits or payloads.DEFAULT_LIMITS)
-    tx.close_attempt(a.job_id, a.attempt, a.lease_token, AttemptResult.SUCCEEDED)
+    tx.close_attempt(a.job_id, a.attempt, a.lease_token, AttemptResult.SUCCEEDED, started_ms=a.started_ms)
     if a.step == ON_HALT_STEP:
         return Recorded(Outcome.COMPLETED)
     moved = advance(tx, definition, Completed(a.run_id, a.step, a.scope, stored,
@@ -124,7 +124,8 @@ def failure(tx: Tx, definition: Definition | None, a: Attempt, ended: Ended, tra
         return LOST
     # The attempt ends first, so the retry's not-before (read by the next statement)
     # is never earlier than the attempt's finish plus the delay.
-    tx.close_attempt(a.job_id, a.attempt, a.lease_token, ended.result, ended.error_type, ended.error, traceback)
+    tx.close_attempt(a.job_id, a.attempt, a.lease_token, ended.result, ended.error_type, ended.error, traceback,
+                     started_ms=a.started_ms)
     if not _apply(tx, a, verdict):  # the job's run ended (cancel, deadline): the attempt stays closed
         return LOST
     if verdict.action is Action.RETRY:

@@ -224,25 +224,28 @@ class Tx:
         done = {r["id"] for r in rows}
         return done
 
-    def complete_and_close(self, items: list[tuple[str, int, str, str]]) -> set[str]:
+    def complete_and_close(self, items: list[tuple[str, int, str, str, int | None]]) -> set[str]:
         """`complete_jobs` and `close_succeeded` for ``(job_id, attempt, lease_token,
-        output)``; returns the job ids whose lease was still held (only their
-        attempts are closed)."""
+        output, started_ms)``; returns the job ids whose lease was still held (only
+        their attempts are closed)."""
         if not items:
             return set()
         if not self._fused:
-            held = self.complete_jobs([(j, t, o) for j, _, t, o in items])
-            self.close_succeeded([(j, a, t) for j, a, t, _ in items if j in held])
+            held = self.complete_jobs([(j, t, o) for j, _, t, o, _ in items])
+            self.close_succeeded([(j, a, t, st) for j, a, t, _, st in items if j in held])
             return held
         rows = self.s.fetch("complete_close_jobs", {"items": json.dumps(
-            [{"job_id": j, "attempt": a, "lease_token": t, "output": o} for j, a, t, o in items])})
+            [{"job_id": j, "attempt": a, "lease_token": t, "output": o, "started_ms": st}
+             for j, a, t, o, st in items])})
         return {r["id"] for r in rows}
 
-    def close_succeeded(self, items: list[tuple[str, int, str]]) -> None:
-        """Close attempt rows ``(job_id, attempt, lease_token)`` as succeeded."""
+    def close_succeeded(self, items: list[tuple[str, int, str, int | None]]) -> None:
+        """Close attempt rows ``(job_id, attempt, lease_token, started_ms)`` as
+        succeeded; ``started_ms``, if not ``None``, is when the attempt really began
+        (see `close_attempt`)."""
         if items:
             self.s.execute("close_succeeded_attempts", {"items": json.dumps(
-                [{"job_id": j, "attempt": a, "lease_token": t} for j, a, t in items])})
+                [{"job_id": j, "attempt": a, "lease_token": t, "started_ms": st} for j, a, t, st in items])})
 
     def complete_job(self, job_id: str, lease_token: str, output: str) -> bool:
         return self.s.execute("complete_job", {"job_id": job_id, "lease_token": lease_token,
@@ -273,10 +276,13 @@ class Tx:
 
     def close_attempt(self, job_id: str, attempt: int, lease_token: str, result: AttemptResult,
                       error_type: str | None = None, error: str | None = None,
-                      traceback: str | None = None) -> None:
+                      traceback: str | None = None, *, started_ms: int | None = None) -> None:
+        """End an attempt row (fenced by its lease token). ``started_ms``: when the
+        attempt really began, if not at its claim (a job claimed ahead waits in its
+        worker's queue first); ``None`` keeps the claim time."""
         self.s.execute("close_attempt", {
             "job_id": job_id, "attempt": attempt, "lease_token": lease_token, "result": result.value,
-            "error_type": error_type, "error": error, "traceback": traceback,
+            "error_type": error_type, "error": error, "traceback": traceback, "started_ms": started_ms,
         })
 
     def lease_state(self, job_id: str) -> tuple[str | None, str] | None:

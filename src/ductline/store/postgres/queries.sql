@@ -110,9 +110,12 @@ SET status = 'failed', failures = failures + :failed, crashes = crashes + :crash
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
 
 -- name: close_attempt
+-- started_ms: when the attempt really began, if later than its claim (a job claimed
+-- ahead waited in its worker's queue); never before the claim, and NULL (GREATEST
+-- skips it) keeps the claim time.
 UPDATE ductline_attempts
 SET result = :result, finished_ms = ductline_now_ms(), error_type = :error_type, error = :error,
-    traceback = :traceback
+    traceback = :traceback, started_ms = GREATEST(started_ms, :started_ms::bigint)
 WHERE job_id = :job_id AND attempt = :attempt AND lease_token = :lease_token AND result IS NULL;
 
 -- name: job_budget
@@ -336,8 +339,9 @@ RETURNING ductline_jobs.id AS id;
 
 -- name: close_succeeded_attempts
 UPDATE ductline_attempts
-SET result = 'succeeded', finished_ms = ductline_now_ms()
-FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt int, lease_token text)
+SET result = 'succeeded', finished_ms = ductline_now_ms(),
+    started_ms = GREATEST(ductline_attempts.started_ms, x.started_ms)  -- as in close_attempt
+FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt int, lease_token text, started_ms bigint)
 WHERE ductline_attempts.job_id = x.job_id AND ductline_attempts.attempt = x.attempt
   AND ductline_attempts.lease_token = x.lease_token AND ductline_attempts.result IS NULL;
 
@@ -569,8 +573,10 @@ WITH done AS (
     RETURNING ductline_jobs.id AS id, x.lease_token
 ), closed AS (
     UPDATE ductline_attempts
-    SET result = 'succeeded', finished_ms = ductline_now_ms()
-    FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt int, lease_token text), done
+    SET result = 'succeeded', finished_ms = ductline_now_ms(),
+        started_ms = GREATEST(ductline_attempts.started_ms, x.started_ms)  -- as in close_attempt
+    FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt int, lease_token text, started_ms bigint),
+         done
     WHERE done.id = x.job_id AND done.lease_token = x.lease_token
       AND ductline_attempts.job_id = x.job_id AND ductline_attempts.attempt = x.attempt
       AND ductline_attempts.lease_token = x.lease_token AND ductline_attempts.result IS NULL
