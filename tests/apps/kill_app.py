@@ -34,8 +34,11 @@ def ignore_sigterm(x):
 
 
 def start_grandchildren(pidfile):
-    # The last one leaves the child's process group: killing the group misses it.
+    # The last two leave the child's process group (killing the group misses them), and
+    # the very last ignores SIGTERM: the SIGTERM that ends the child at once leaves it
+    # to PID 1, where only the SIGKILL after the grace can reach it.
     procs = [subprocess.Popen(["sleep", "300"], start_new_session=new) for new in (False, False, True)]
+    procs.append(subprocess.Popen(["sh", "-c", "trap '' TERM; exec sleep 300"], start_new_session=True))
     with open(pidfile + ".tmp", "w") as fh:
         fh.write(" ".join(str(p.pid) for p in procs))
     os.rename(pidfile + ".tmp", pidfile)

@@ -12,6 +12,7 @@ before the group is signalled finds them all; where ``/proc`` has no such file
 from __future__ import annotations
 
 import os
+import signal
 
 # A process may fork while it is being signalled: each pass signals what the
 # previous ones had not found yet; three passes end a fork loop's race in practice.
@@ -43,6 +44,65 @@ def descendants(pid: int) -> list[int]:
                     found.append(child)
                     pending.append(child)
     return found
+
+
+class Below:
+    """The processes below one child, held by pidfd from the first time they are
+    signalled: a SIGTERM ends the child at once (its default action), and its
+    orphans are then reparented out of reach of a walk; the SIGKILL after the grace
+    still reaches every process found before, and a pidfd never names a process
+    that reused a dead one's pid."""
+
+    CAP = 1024  # descendants held by pidfd; past it (a fork bomb) they are signalled by pid only
+
+    def __init__(self) -> None:
+        self._held: dict[int, int] = {}  # pid -> pidfd
+
+    def signal(self, pid: int | None, sig: int) -> None:
+        """Send ``sig`` to every process below ``pid`` (walked now, while ``pid`` lives)
+        and to every one found by an earlier call; ``pid=None``: to those only (a pid
+        whose process was reaped may already name another process)."""
+        if pid is not None:
+            self._walk(pid, sig)
+        for target, fd in list(self._held.items()):
+            try:
+                signal.pidfd_send_signal(fd, sig)
+            except ProcessLookupError:
+                self._release(target)
+            except OSError:
+                pass
+
+    def _walk(self, pid: int, sig: int) -> None:
+        for _ in range(PASSES):
+            new = [p for p in descendants(pid) if p not in self._held]
+            if not new:
+                return
+            for target in new:
+                self._hold(target, sig)
+
+    def _hold(self, pid: int, sig: int) -> None:
+        fd = -1
+        if len(self._held) < self.CAP:
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:  # gone already, or no pidfds: signalled by pid below
+                fd = -1
+        if fd >= 0:
+            self._held[pid] = fd
+            return
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _release(self, pid: int) -> None:
+        fd = self._held.pop(pid, -1)
+        if fd >= 0:
+            os.close(fd)
+
+    def close(self) -> None:
+        for pid in list(self._held):
+            self._release(pid)
 
 
 def signal_descendants(pid: int, sig: int) -> None:

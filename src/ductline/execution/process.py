@@ -17,7 +17,7 @@ from typing import Any
 
 from ductline.execution import protocol
 from ductline.execution.child import ENV_APPS, ENV_FD, ENV_HORIZON, ENV_PARENT, ENV_PATH
-from ductline.execution.descendants import signal_descendants
+from ductline.execution.descendants import Below
 from ductline.execution.watchdog import Horizon
 
 
@@ -72,6 +72,7 @@ class Child:
         # together with the pipes, so a death is seen at once, never polled for.
         self.sentinel: int = os.pidfd_open(self.pid)
         self._closed = False
+        self._below = Below()  # what signal_group found below the child, held for the SIGKILL after a SIGTERM
 
     def send(self, message: Any) -> None:
         self.conn.send(message)
@@ -88,9 +89,10 @@ class Child:
 
     def signal_group(self, sig: int) -> None:
         """Signal everything the child started -- its descendants first, also those
-        that left its process group (`ductline.execution.descendants`) -- then its
+        that left its process group, and those found by an earlier call although the
+        child has died since (`ductline.execution.descendants.Below`) -- then its
         process group, the child included."""
-        signal_descendants(self.pid, sig)
+        self._below.signal(self.pid, sig)
         try:
             os.killpg(self.pid, sig)
         except (ProcessLookupError, PermissionError):
@@ -100,7 +102,10 @@ class Child:
         """Collect the exit status if the process is gone; kill leftovers of its group."""
         code = self.process.poll()
         if code is not None:
-            try:  # grandchildren that outlived the child (e.g. ignoring SIGTERM)
+            # What was found below it while it lived (a SIGTERM that ended it at once
+            # left them to PID 1), then its group: grandchildren that outlived it.
+            self._below.signal(None, signal.SIGKILL)
+            try:
                 os.killpg(self.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
@@ -113,7 +118,7 @@ class Child:
         if self._closed:
             return
         self._closed = True
-        for close in (self.conn.close, lambda: os.close(self.sentinel), self.horizon.close):
+        for close in (self.conn.close, lambda: os.close(self.sentinel), self.horizon.close, self._below.close):
             try:
                 close()
             except OSError:
