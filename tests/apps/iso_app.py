@@ -3,6 +3,7 @@ next step (on the same slot) reports what it finds (tests/isolation)."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import signal
@@ -10,6 +11,10 @@ import subprocess
 import tempfile
 import threading
 import time
+
+_libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG, PR_GET_PDEATHSIG, PR_GET_DUMPABLE, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 2, 3, 4, 38
+CLONE_NEWNET = 0x40000000
 
 from ductline import Pipeline
 
@@ -43,6 +48,25 @@ def _pollute(kind):
         signal.setitimer(signal.ITIMER_REAL, 3600)
     elif kind == "nice":
         os.nice(5)
+    elif kind == "affinity":
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    elif kind == "tz":  # the C library's zone, not only the environment
+        os.environ["TZ"] = "Asia/Tokyo"
+        time.tzset()
+    elif kind == "pdeathsig":  # the child would no longer die with its worker
+        _libc.prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0)
+    elif kind == "dumpable":
+        _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    elif kind == "sched":
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    elif kind == "no_new_privs":  # cannot be unset: the child is retired
+        _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    elif kind == "euid":  # root only: other pipelines would run as nobody
+        os.setegid(65534)
+        os.seteuid(65534)
+    elif kind == "netns":  # needs CAP_SYS_ADMIN: the next attempt would have no network
+        if _libc.unshare(CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET)")
     elif kind == "rlimit_hard":  # cannot be raised again without privileges: the child is retired
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     elif kind == "thread":
@@ -96,8 +120,26 @@ def observe():
                                                                  signal.ITIMER_PROF)],
         "threads": len(os.listdir("/proc/self/task")),
         "nice": os.getpriority(os.PRIO_PROCESS, 0),
+        "affinity": sorted(os.sched_getaffinity(0)),
+        "tz": [time.tzname, time.timezone],
+        "process_flags": _process_flags(),
+        "sched": os.sched_getscheduler(0),
+        "ids": [os.geteuid(), os.getegid()],
+        "status": _status(("NoNewPrivs", "Seccomp")),
+        "netns": os.readlink("/proc/self/ns/net"),
         "group": _group_members(),
     }
+
+
+def _process_flags():
+    deathsig = ctypes.c_int(0)
+    _libc.prctl(PR_GET_PDEATHSIG, ctypes.byref(deathsig), 0, 0, 0)
+    return [deathsig.value, _libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)]
+
+
+def _status(keys):
+    with open("/proc/self/status") as status:
+        return [line.strip() for line in status if line.split(":")[0] in keys]
 
 
 def _umask():

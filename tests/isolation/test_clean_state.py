@@ -5,6 +5,7 @@ or ``execute(..., concurrency=1)``) finds it as a fresh child would."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import resource
 import subprocess
@@ -15,13 +16,27 @@ import pytest
 
 import ductline
 
-# A niceness the attempt raised is lowered back only with privileges (CAP_SYS_NICE or
-# RLIMIT_NICE): whether this machine's user has them decides which list it is in.
-_NICE_RESTORED = subprocess.run([sys.executable, "-c", "import os; n = os.nice(0); os.nice(5); os.setpriority(os.PRIO_PROCESS, 0, n)"],
-                                capture_output=True).returncode == 0
-RESTORED = ["env", "cwd", "signals", "sigmask", "pending", "umask", "rlimit", "timer"] + ["nice"] * _NICE_RESTORED
+
+
+def _can(code):
+    """Whether this machine's user may run ``code`` (privileges differ between machines)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+# A niceness or scheduling policy the attempt changed is set back only with privileges
+# (CAP_SYS_NICE or RLIMIT_NICE): whether this user has them decides the list.
+_NICE = _can("import os; n = os.nice(0); os.nice(5); os.setpriority(os.PRIO_PROCESS, 0, n)")
+_SCHED = _can("import os; p = os.sched_getscheduler(0); os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0));"
+              "os.sched_setscheduler(0, p, os.sched_param(0))")
+# Changing ids or entering a new namespace needs root or CAP_SYS_ADMIN; without them
+# a step cannot do it either, and those cases are not run.
+_ROOT = os.geteuid() == 0
+_NETNS = _can("import ctypes; assert ctypes.CDLL(None).unshare(0x40000000) == 0")
+RESTORED = (["env", "cwd", "signals", "sigmask", "pending", "umask", "rlimit", "timer", "affinity", "tz",
+             "pdeathsig", "dumpable"] + ["nice"] * _NICE + ["sched"] * _SCHED)
 # Cannot be undone: the child is replaced.
-RETIRED = ["rlimit_hard", "thread", "process", "orphan", "session"] + ["nice"] * (not _NICE_RESTORED)
+RETIRED = (["rlimit_hard", "thread", "process", "orphan", "session", "no_new_privs"] + ["nice"] * (not _NICE)
+           + ["sched"] * (not _SCHED) + ["euid"] * _ROOT + ["netns"] * _NETNS)
 
 
 def _baseline_worker(store):

@@ -5,12 +5,15 @@ Restored: the environment (``os.environ``), the working directory, the umask,
 every signal's Python-level disposition and the main thread's signal mask (a
 signal the attempt blocked and left pending is discarded, not delivered), the
 interval timers (a pending ``signal.alarm`` would otherwise kill a later attempt),
-every resource limit and the scheduling priority (``os.nice``). Checked, since they cannot be undone from inside: threads
+every resource limit, the scheduling priority (``os.nice``) and policy, the CPU
+affinity, the parent-death signal and the dumpable flag, and the C library's time
+zone (``time.tzset`` after the environment). Checked, since they cannot be undone from inside: threads
 still running (counted in ``/proc/self/task``, so native threads count too),
 processes the attempt started that are still alive (the child is a subreaper, so
 orphaned grandchildren are reparented to it and found too), C-level signal
 dispositions (``SigIgn``/``SigCgt`` of ``/proc/self/status``), a lowered hard
-resource limit, a raised priority that this user may not lower back. A child
+resource limit, a raised priority that this user may not lower back, user and group
+ids, ``no_new_privs``, a seccomp filter, namespaces (``unshare``, ``setns``). A child
 that cannot restore says so with its result and its
 parent retires it: its whole process group is killed and a fresh spare takes its
 place.
@@ -26,6 +29,7 @@ import ctypes
 import os
 import resource
 import signal
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +41,17 @@ _UNCATCHABLE = {signal.SIGKILL, signal.SIGSTOP}
 _raw_getsignal = getattr(signal, "_signal", signal).getsignal
 _RLIMITS = sorted({getattr(resource, name) for name in dir(resource) if name.startswith("RLIMIT_")})
 _TIMERS = (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
+# Lines of /proc/self/status compared after each attempt (one read serves them all).
+# The signal masks show handlers installed from C; the rest cannot be undone from
+# inside the process, except the affinity, which restore() sets back first.
+_STATUS_KEYS = ("SigIgn", "SigCgt", "Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "Cpus_allowed_list")
+_STATUS_PROBLEMS = {"SigIgn": "signal dispositions changed outside Python",
+                    "SigCgt": "signal dispositions changed outside Python",
+                    "Uid": "user ids changed", "Gid": "group ids changed", "Groups": "supplementary groups changed",
+                    "NoNewPrivs": "no_new_privs was set", "Seccomp": "a seccomp filter was installed",
+                    "Cpus_allowed_list": "CPU affinity not restored"}
+_NAMESPACES = ("net", "mnt", "uts", "ipc", "user", "pid_for_children", "cgroup")
+PR_SET_PDEATHSIG, PR_GET_PDEATHSIG, PR_GET_DUMPABLE, PR_SET_DUMPABLE = 1, 2, 3, 4
 
 
 def become_subreaper() -> None:
@@ -62,7 +77,11 @@ class Snapshot:
     idle_timers: list[int]
     threads: int
     nice: int
-    signal_masks: dict[str, str] = field(default_factory=dict)
+    scheduler: tuple[int, int]  # policy, priority
+    affinity: set[int]
+    process_flags: tuple[int, int]  # parent-death signal, dumpable
+    namespaces: dict[str, str]
+    kernel_view: dict[str, str] = field(default_factory=dict)  # `_STATUS_KEYS` of /proc/self/status
 
     @classmethod
     def take(cls) -> "Snapshot":
@@ -84,7 +103,9 @@ class Snapshot:
             mask=set(signal.pthread_sigmask(signal.SIG_BLOCK, [])),
             limits={r: resource.getrlimit(r) for r in _RLIMITS},
             idle_timers=[t for t in _TIMERS if signal.getitimer(t) == (0.0, 0.0)],
-            threads=_thread_count(), nice=os.getpriority(os.PRIO_PROCESS, 0), signal_masks=_signal_masks(),
+            threads=_thread_count(), nice=os.getpriority(os.PRIO_PROCESS, 0), scheduler=_scheduler(),
+            affinity=os.sched_getaffinity(0), process_flags=_process_flags(), namespaces=_namespaces(),
+            kernel_view=_kernel_view(),
         )
 
     def restore(self) -> list[str]:
@@ -94,6 +115,7 @@ class Snapshot:
         if _environ_data() != self.environ_data:
             os.environ.clear()
             os.environ.update(self.environ)
+            time.tzset()  # the C library keeps the zone TZ named when tzset() last ran
         try:
             if os.getcwd() != self.cwd:
                 os.chdir(self.cwd)
@@ -129,8 +151,23 @@ class Snapshot:
                 os.setpriority(os.PRIO_PROCESS, 0, self.nice)
             except OSError as exc:  # a niceness raised by the attempt needs privileges to lower
                 problems.append(f"scheduling priority not restored ({exc})")
-        if _signal_masks() != self.signal_masks:
-            problems.append("signal dispositions changed outside Python")
+        if _scheduler() != self.scheduler:
+            try:
+                os.sched_setscheduler(0, self.scheduler[0], os.sched_param(self.scheduler[1]))
+            except OSError as exc:
+                problems.append(f"scheduling policy not restored ({exc})")
+        if _process_flags() != self.process_flags:
+            _set_process_flags(self.process_flags)
+        view = _kernel_view()
+        if view.get("Cpus_allowed_list") != self.kernel_view.get("Cpus_allowed_list"):
+            try:
+                os.sched_setaffinity(0, self.affinity)
+            except OSError:
+                pass  # reported below: the view still differs
+            view = _kernel_view()
+        problems.extend(sorted({_STATUS_PROBLEMS[k] for k in _STATUS_KEYS if view.get(k) != self.kernel_view.get(k)}))
+        if _namespaces() != self.namespaces:
+            problems.append("namespaces changed")
         tasks = _tasks()
         problems.extend(_leftover_processes(tasks))
         threads = len(tasks) if tasks else _thread_count()
@@ -172,14 +209,15 @@ def _read(path: str) -> bytes:
         os.close(fd)
 
 
-def _signal_masks() -> dict[str, str]:
-    """The kernel's view of ignored and caught signals (handlers installed from C too)."""
+def _kernel_view() -> dict[str, str]:
+    """`_STATUS_KEYS` as the kernel shows them: ignored and caught signals (handlers
+    installed from C too), ids, no_new_privs, seccomp, CPU affinity."""
     found: dict[str, str] = {}
     try:
         status = _read("/proc/self/status")
     except OSError:
         return found
-    for key in ("SigIgn", "SigCgt"):
+    for key in _STATUS_KEYS:
         start = status.find(b"\n" + key.encode() + b":")
         if start >= 0:
             end = status.find(b"\n", start + 1)
@@ -204,3 +242,46 @@ def _leftover_processes(tasks: list[str]) -> list[str]:
         except OSError:
             continue
     return [f"process {pid} started by the attempt is still running" for pid in alive]
+
+
+def _scheduler() -> tuple[int, int]:
+    return os.sched_getscheduler(0), os.sched_getparam(0).sched_priority
+
+
+_libc: Any = None
+
+
+def _prctl() -> Any:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc.prctl
+
+
+def _process_flags() -> tuple[int, int]:
+    """The parent-death signal (a child dies with its parent by it) and the dumpable
+    flag; ``(0, 0)`` where prctl is missing."""
+    try:
+        prctl = _prctl()
+    except (OSError, AttributeError):
+        return 0, 0
+    deathsig = ctypes.c_int(0)
+    prctl(PR_GET_PDEATHSIG, ctypes.byref(deathsig), 0, 0, 0)
+    return deathsig.value, int(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0))
+
+
+def _set_process_flags(flags: tuple[int, int]) -> None:
+    prctl = _prctl()
+    prctl(PR_SET_PDEATHSIG, flags[0], 0, 0, 0)
+    prctl(PR_SET_DUMPABLE, flags[1], 0, 0, 0)
+
+
+def _namespaces() -> dict[str, str]:
+    """The namespaces this process is in (``/proc/self/ns``), by name."""
+    found: dict[str, str] = {}
+    for name in _NAMESPACES:
+        try:
+            found[name] = os.readlink(f"/proc/self/ns/{name}")
+        except OSError:
+            continue
+    return found
