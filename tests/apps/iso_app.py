@@ -189,9 +189,16 @@ def burn(seconds):
     return "burned"
 
 
+def burn_ignoring_xcpu(seconds):
+    signal.signal(signal.SIGXCPU, signal.SIG_IGN)  # the soft limit's signal does nothing
+    return burn(seconds)
+
+
 memory_hungry = (Pipeline("iso_memory").start(allocate, memory_limit=256 * 1024 * 1024, max_retry=2,
                                               retry_delay=0).chain(to=check))
 cpu_hungry = Pipeline("iso_cpu").start(burn, cpu_limit=1, max_retry=2, retry_delay=0, timeout=60)
+cpu_hungry_ignoring = Pipeline("iso_cpu_ignoring").start(burn_ignoring_xcpu, cpu_limit=1, max_retry=2,
+                                                         retry_delay=0, timeout=60)
 within_limits = (Pipeline("iso_within").start(allocate, memory_limit=512 * 1024 * 1024, cpu_limit=30)
                  .chain(to=check))
 

@@ -4,6 +4,8 @@ retry budget, and gone for the next attempt on the same slot."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import timedelta
 
 import iso_app
@@ -15,6 +17,10 @@ from ductline.views import run_view
 
 MEMORY_ERROR = "attempt exceeded memory_limit=268435456 bytes"
 CPU_ERROR = "attempt exceeded cpu_limit=1 CPU seconds"
+CPU_KILLED = CPU_ERROR + " (SIGKILL at the hard limit: SIGXCPU was ignored)"
+_RAISES_HARD_LIMITS = subprocess.run(
+    [sys.executable, "-c", "import resource as r; s, h = r.getrlimit(r.RLIMIT_CPU); r.setrlimit(r.RLIMIT_CPU, (1000, 1000));"
+                           "r.setrlimit(r.RLIMIT_CPU, (s, h))"], capture_output=True).returncode == 0
 
 
 @pytest.mark.parametrize("options, error", [
@@ -82,6 +88,22 @@ def test_worker_cpu_limit(store, inprocess_worker):
     assert after.output()["state"] == before.output()["state"]
 
 
+def test_worker_cpu_limit_of_a_step_ignoring_sigxcpu(store, inprocess_worker):
+    inprocess_worker(concurrency=1)
+    handle = iso_app.cpu_hungry_ignoring.trigger(30, database=store)
+    assert handle.wait(120) == "halted"
+    attempts = _attempts(store, handle)
+    assert [(a["result"], a["error_type"], a["error"]) for a in attempts] == \
+        [("errored", "CpuLimitExceeded", CPU_KILLED)] * 2
+
+
+def test_execute_cpu_limit_of_a_step_ignoring_sigxcpu():
+    result = ductline.execute(iso_app.cpu_hungry_ignoring, 30, concurrency=1)
+    step = result.steps[0]
+    assert (step.status, step.attempts, step.error_type, step.error) == \
+        ("failed", 2, "CpuLimitExceeded", CPU_KILLED)
+
+
 def test_worker_attempt_within_its_limits_succeeds_and_leaves_none(store, inprocess_worker):
     inprocess_worker(concurrency=1)
     before = iso_app.observed.trigger(None, database=store)
@@ -89,7 +111,9 @@ def test_worker_attempt_within_its_limits_succeeds_and_leaves_none(store, inproc
     handle = iso_app.within_limits.trigger(16, database=store)
     assert handle.wait(60) == "completed"
     found = handle.output()
-    assert found["pid"] == found["previous_pid"]  # restored in place, not retired
+    # cpu_limit lowers the hard RLIMIT_CPU for the attempt: a user who may raise it
+    # again restores the child in place; any other retires it.
+    assert (found["pid"] == found["previous_pid"]) is _RAISES_HARD_LIMITS
     assert found["state"] == before.output()["state"]
 
 

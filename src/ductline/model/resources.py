@@ -14,7 +14,11 @@ Rules:
   ``MemoryLimitExceeded`` (an allocation past ``RLIMIT_AS`` fails; Python raises
   ``MemoryError``).
 - A child ended by ``SIGXCPU`` while its attempt had a ``cpu_limit`` is recorded as
-  ``CpuLimitExceeded`` (the kernel's signal at ``RLIMIT_CPU``).
+  ``CpuLimitExceeded`` (the kernel's signal at ``RLIMIT_CPU``). So is one ended by a
+  ``SIGKILL`` its driver did not send: the kernel sends it at the hard limit, a
+  second later, to a step that ignored ``SIGXCPU`` (an out-of-memory kill of such an
+  attempt is recorded the same way; the message says which signal it was).
+- A ``MemoryLimitExceeded`` keeps the step's own ``MemoryError`` message, if any.
 """
 
 from __future__ import annotations
@@ -60,7 +64,11 @@ def over_limit(ended: Ended, limits: ResourceLimits, exit_code: int | None = Non
     """
     if limits.memory_bytes is not None and ended.result is AttemptResult.ERRORED \
             and ended.error_type == "MemoryError":
-        return Ended(AttemptResult.ERRORED, MEMORY_LIMIT_TYPE, memory_message(limits.memory_bytes))
+        own = f" (MemoryError: {ended.error})" if ended.error else ""
+        return Ended(AttemptResult.ERRORED, MEMORY_LIMIT_TYPE, memory_message(limits.memory_bytes) + own)
     if limits.cpu_seconds is not None and exit_code == -signal.SIGXCPU:
         return Ended(AttemptResult.ERRORED, CPU_LIMIT_TYPE, cpu_message(limits.cpu_seconds))
+    if limits.cpu_seconds is not None and exit_code == -signal.SIGKILL and ended.result is AttemptResult.CRASHED:
+        return Ended(AttemptResult.ERRORED, CPU_LIMIT_TYPE,
+                     cpu_message(limits.cpu_seconds) + " (SIGKILL at the hard limit: SIGXCPU was ignored)")
     return ended
