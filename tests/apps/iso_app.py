@@ -87,17 +87,23 @@ def pollute(kind):
 
 
 def _group_members():
+    """The other processes of this child's group, except its guardian (a fork of the
+    child: its child with the same command name)."""
     me, group = os.getpid(), os.getpgrp()
+    with open("/proc/self/stat") as f:
+        own_name = f.read().partition("(")[2].rpartition(")")[0]
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
         try:
             with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rpartition(")")[2].split()
+                head, _, tail = f.read().rpartition(")")
         except OSError:
             continue
-        if int(fields[2]) == group and fields[0] != "Z":
+        fields = tail.split()
+        guardian = int(fields[1]) == me and head.partition("(")[2] == own_name
+        if int(fields[2]) == group and fields[0] != "Z" and not guardian:
             found.append(int(name))
     return found
 

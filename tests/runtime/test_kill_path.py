@@ -73,6 +73,37 @@ def test_a_child_ignoring_sigterm_gets_sigkill_after_the_grace(store, kill_worke
     assert elapsed >= 4000  # 3 s timeout + 1 s grace: SIGTERM alone did not stop it
 
 
+def gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    state = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}/stat").exists() else "X"
+    return state == "Z"  # a zombie awaiting its (dead) parent's reaper is gone too
+
+
+def test_a_sigkilled_worker_leaves_no_process_of_its_attempt_in_the_child_s_group(store, kill_worker, tmp_path):
+    """The child dies with its worker (PR_SET_PDEATHSIG); its guardian then kills the
+    child's process group, so nothing the attempt started there overlaps the job's
+    next attempt elsewhere."""
+    pidfile = tmp_path / "pids"
+    worker = kill_worker()
+    kill_app.grandchildren.trigger(str(pidfile), database=store)
+    wait_for(pidfile.exists)
+    pids = [int(p) for p in pidfile.read_text().split()]
+    worker.kill()
+    worker.wait()
+    in_group, own_session = pids[:2], pids[2:]
+    try:
+        wait_for(lambda: all(gone(p) for p in in_group), timeout=30)
+    finally:  # out of reach once the worker is gone (docs/concepts/delivery.md): ended here
+        for pid in own_session:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+
+
 def test_no_grandchild_survives(store, kill_worker, tmp_path):
     pidfile = tmp_path / "pids"
     kill_worker()
@@ -81,15 +112,6 @@ def test_no_grandchild_survives(store, kill_worker, tmp_path):
     [attempt] = run_view(store, handle.id)["steps"][0]["attempts"]
     assert attempt["result"] == "timed_out"
     pids = [int(p) for p in pidfile.read_text().split()]
-
-    def gone(pid):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        state = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}/stat").exists() else "X"
-        return state == "Z"  # a zombie awaiting its (dead) parent's reaper is gone too
-
     wait_for(lambda: all(gone(p) for p in pids), timeout=10)
 
 

@@ -96,13 +96,22 @@ def _running(pid):
         return False
 
 
+def _parent(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rpartition(")")[2].split()[1])
+    except OSError:
+        return None
+
+
 def test_a_cancel_from_another_process_kills_the_attempt_within_a_poll(store, workers):
     # A lease of 600 s: the worker renews every 200 s, so only its poll for lost leases
     # (SQLite cannot notify it) or a notification (PostgreSQL) can stop the child in time.
     worker = workers(concurrency=1, env={"DUCTLINE_LEASE_SECONDS": "600"})
     handle = rt_app.cancellable.trigger(1, database=store)
     wait_for(lambda: steps_by_name(run_view(store, handle.id)).get("stuck", {}).get("status") == "running")
-    [child] = wait_for(lambda: [p for p in descendants(worker.pid) if _running(p)], timeout=30)
+    [child] = wait_for(lambda: [p for p in descendants(worker.pid) if _running(p) and _parent(p) == worker.pid],
+                       timeout=30)  # the slot's child (its guardian is the child's own child)
     handle.cancel()
     wait_for(lambda: not _running(child), timeout=30)
     assert steps_by_name(run_view(store, handle.id))["stuck"]["attempts"][0]["result"] == "cancelled"

@@ -27,7 +27,7 @@ from typing import Any, Callable
 from ductline import codec
 from ductline import step_context as context
 from ductline.errors import ExecutionError
-from ductline.execution import cleanstate, protocol, rlimits, steplog
+from ductline.execution import cleanstate, guardian, protocol, rlimits, steplog
 from ductline.execution.protocol import Kind, Task
 from ductline.execution.watchdog import Horizon, Watchdog
 from ductline.store import payloads
@@ -150,6 +150,7 @@ async def _awaited(awaitable: Any) -> Any:
 def main() -> None:
     """Entry point of a child process (see `ductline.execution.process.Child`)."""
     _die_with_parent(int(os.environ.pop(ENV_PARENT)))
+    guardian.start()  # first: before any thread, and before the apps are imported
     conn = Connection(int(os.environ.pop(ENV_FD)))
     apps = json.loads(os.environ.pop(ENV_APPS))
     sys_path = json.loads(os.environ.pop(ENV_PATH))

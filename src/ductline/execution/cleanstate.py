@@ -82,6 +82,7 @@ class Snapshot:
     process_flags: tuple[int, int]  # parent-death signal, dumpable
     namespaces: dict[str, str]
     kernel_view: dict[str, str] = field(default_factory=dict)  # `_STATUS_KEYS` of /proc/self/status
+    children: set[str] = field(default_factory=set)  # already there when ready (the child's guardian)
 
     @classmethod
     def take(cls) -> "Snapshot":
@@ -105,7 +106,7 @@ class Snapshot:
             idle_timers=[t for t in _TIMERS if signal.getitimer(t) == (0.0, 0.0)],
             threads=_thread_count(), nice=os.getpriority(os.PRIO_PROCESS, 0), scheduler=_scheduler(),
             affinity=os.sched_getaffinity(0), process_flags=_process_flags(), namespaces=_namespaces(),
-            kernel_view=_kernel_view(),
+            kernel_view=_kernel_view(), children=set(_children(_tasks())),
         )
 
     def restore(self) -> list[str]:
@@ -169,7 +170,7 @@ class Snapshot:
         if _namespaces() != self.namespaces:
             problems.append("namespaces changed")
         tasks = _tasks()
-        problems.extend(_leftover_processes(tasks))
+        problems.extend(_leftover_processes(tasks, self.children))
         threads = len(tasks) if tasks else _thread_count()
         if threads > self.threads:
             problems.append(f"{threads - self.threads} thread(s) still running")
@@ -225,9 +226,21 @@ def _kernel_view() -> dict[str, str]:
     return found
 
 
-def _leftover_processes(tasks: list[str]) -> list[str]:
-    """Processes this child started that are still alive (zombies are reaped first);
-    ``tasks``: this process's thread ids (each thread's children are listed apart)."""
+def _children(tasks: list[str]) -> list[str]:
+    """The pids of this process's children; ``tasks``: its thread ids (each thread's
+    children are listed apart)."""
+    found: list[str] = []
+    for tid in tasks:
+        try:
+            found.extend(_read(f"/proc/self/task/{tid}/children").decode().split())
+        except OSError:
+            continue
+    return found
+
+
+def _leftover_processes(tasks: list[str], known: set[str]) -> list[str]:
+    """Processes this child started that are still alive (zombies are reaped first),
+    other than ``known`` ones; ``tasks``: this process's thread ids."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -235,13 +248,7 @@ def _leftover_processes(tasks: list[str]) -> list[str]:
             break
         if pid == 0:
             break
-    alive: list[str] = []
-    for tid in tasks:
-        try:
-            alive.extend(_read(f"/proc/self/task/{tid}/children").decode().split())
-        except OSError:
-            continue
-    return [f"process {pid} started by the attempt is still running" for pid in alive]
+    return [f"process {pid} started by the attempt is still running" for pid in _children(tasks) if pid not in known]
 
 
 def _scheduler() -> tuple[int, int]:
