@@ -153,8 +153,13 @@ def test_scaled_timeout_validation():
         ScaledTimeout(floor=1.5, cap=5, size=kill_app.payload_size)
     with pytest.raises(ValueError):
         ScaledTimeout(floor=1, cap=5, size=kill_app.payload_size, seconds_per_unit=0)
-    assert ScaledTimeout(floor=1800, cap=14400, size=kill_app.payload_size, unit=1_000_000) \
-        .seconds_for((5_000_000_000,)) == 5000
+    scaled = ScaledTimeout(floor=1800, cap=14400, size=kill_app.payload_size, unit=1_000_000)
+    assert scaled.seconds_for((5_000_000_000,)) == 5000
+    # Sizes past any float (an int of 400 digits) or infinite get the cap, not an OverflowError.
+    assert scaled.seconds_for((10**400,)) == scaled.seconds_for((float("inf"),)) == 14400
+    for wrong in (float("nan"), -1):
+        with pytest.raises(TypeError):
+            scaled.seconds_for((wrong,))
     with pytest.raises(TypeError):
         kill_app.Pipeline("scaled_bad").start(kill_app.fine, timeout=kill_app.payload_size)
 

@@ -56,9 +56,21 @@ class ScaledTimeout:
         object.__setattr__(self, "size_ref", reference(self.size))
 
     def seconds_for(self, args: tuple[Any, ...]) -> int:
-        """The timeout in whole seconds for one attempt's arguments."""
+        """The timeout in whole seconds for one attempt's arguments: ``cap`` for a
+        size too large for a float or infinite.
+
+        Raises:
+            TypeError: the size function returned something other than a number >= 0
+                (NaN included).
+        """
         units = self.size(*args)
-        if isinstance(units, bool) or not isinstance(units, (int, float)) or not math.isfinite(units) or units < 0:
+        if isinstance(units, bool) or not isinstance(units, (int, float)) \
+                or (isinstance(units, float) and math.isnan(units)) or units < 0:
             raise TypeError(f"the size function {self.size_ref} must return a number >= 0, got {units!r}")
-        scaled = math.ceil(units / self.unit * self.seconds_per_unit)
-        return int(min(self.cap, max(self.floor, scaled)))
+        try:
+            scaled = units / self.unit * self.seconds_per_unit
+        except OverflowError:  # an int too large for a float: past any cap
+            return int(self.cap)
+        if not math.isfinite(scaled):  # an infinite size: the cap
+            return int(self.cap)
+        return int(min(self.cap, max(self.floor, math.ceil(scaled))))
