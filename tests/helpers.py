@@ -44,6 +44,26 @@ def wait_for(condition: Callable[[], object], timeout: float = 30.0, interval: f
         time.sleep(interval)
 
 
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (state first), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
+def process_running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie (one whose dead parent awaits a reaper counts as gone)."""
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def parent_pid(pid: int) -> int | None:
+    fields = _stat_fields(pid)
+    return None if fields is None else int(fields[1])
+
+
 APP = str(Path(__file__).parent / "apps" / "rt_app.py")
 
 FAST_ENV = {

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import kill_app
 import pytest
-from helpers import start_worker, stop_worker, wait_for
+from helpers import process_running, start_worker, stop_worker, wait_for
 
 from ductline.views import run_view
 
@@ -73,15 +73,6 @@ def test_a_child_ignoring_sigterm_gets_sigkill_after_the_grace(store, kill_worke
     assert elapsed >= 4000  # 3 s timeout + 1 s grace: SIGTERM alone did not stop it
 
 
-def gone(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    state = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}/stat").exists() else "X"
-    return state == "Z"  # a zombie awaiting its (dead) parent's reaper is gone too
-
-
 def test_a_sigkilled_worker_leaves_no_process_of_its_attempt_in_the_child_s_group(store, kill_worker, tmp_path):
     """The child dies with its worker (PR_SET_PDEATHSIG); its guardian then kills the
     child's process group, so nothing the attempt started there overlaps the job's
@@ -95,7 +86,7 @@ def test_a_sigkilled_worker_leaves_no_process_of_its_attempt_in_the_child_s_grou
     worker.wait()
     in_group, own_session = pids[:2], pids[2:]
     try:
-        wait_for(lambda: all(gone(p) for p in in_group), timeout=30)
+        wait_for(lambda: not any(process_running(p) for p in in_group), timeout=30)
     finally:  # out of reach once the worker is gone (docs/concepts/delivery.md): ended here
         for pid in own_session:
             try:
@@ -112,7 +103,7 @@ def test_no_grandchild_survives(store, kill_worker, tmp_path):
     [attempt] = run_view(store, handle.id)["steps"][0]["attempts"]
     assert attempt["result"] == "timed_out"
     pids = [int(p) for p in pidfile.read_text().split()]
-    wait_for(lambda: all(gone(p) for p in pids), timeout=10)
+    wait_for(lambda: not any(process_running(p) for p in pids), timeout=10)
 
 
 def test_a_killed_child_holding_a_transaction_leaves_no_lock(store, kill_worker, db_url):

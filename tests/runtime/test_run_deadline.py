@@ -6,7 +6,7 @@ import time
 
 import pytest
 import rt_app
-from helpers import wait_for
+from helpers import parent_pid, process_running, wait_for
 
 from ductline import InvalidStateError, RunNotFound
 from ductline.execution.descendants import descendants
@@ -88,32 +88,17 @@ def test_cancel_kills_the_attempt_and_skips_the_rest(store, workers):
     assert time.monotonic() - started < 25
 
 
-def _running(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _parent(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return int(stat.read().rpartition(")")[2].split()[1])
-    except OSError:
-        return None
-
-
 def test_a_cancel_from_another_process_kills_the_attempt_within_a_poll(store, workers):
     # A lease of 600 s: the worker renews every 200 s, so only its poll for lost leases
     # (SQLite cannot notify it) or a notification (PostgreSQL) can stop the child in time.
     worker = workers(concurrency=1, env={"DUCTLINE_LEASE_SECONDS": "600"})
     handle = rt_app.cancellable.trigger(1, database=store)
     wait_for(lambda: steps_by_name(run_view(store, handle.id)).get("stuck", {}).get("status") == "running")
-    [child] = wait_for(lambda: [p for p in descendants(worker.pid) if _running(p) and _parent(p) == worker.pid],
+    [child] = wait_for(lambda: [p for p in descendants(worker.pid)
+                                if process_running(p) and parent_pid(p) == worker.pid],
                        timeout=30)  # the slot's child (its guardian is the child's own child)
     handle.cancel()
-    wait_for(lambda: not _running(child), timeout=30)
+    wait_for(lambda: not process_running(child), timeout=30)
     assert steps_by_name(run_view(store, handle.id))["stuck"]["attempts"][0]["result"] == "cancelled"
     assert rt_app.chain.trigger(1, database=store).wait(90) == "completed"  # the slot serves again
 

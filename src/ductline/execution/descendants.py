@@ -104,18 +104,3 @@ class Below:
         for pid in list(self._held):
             self._release(pid)
 
-
-def signal_descendants(pid: int, sig: int) -> None:
-    """Send ``sig`` to every process below ``pid``. Call it before signalling ``pid``
-    itself: once ``pid`` is gone its orphans are reparented out of reach."""
-    signalled: set[int] = set()
-    for _ in range(PASSES):
-        new = [p for p in descendants(pid) if p not in signalled]
-        if not new:
-            return
-        for target in new:
-            try:
-                os.kill(target, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-        signalled.update(new)

@@ -39,12 +39,12 @@ def applied(memory_limit: int | None, cpu_limit: float | None) -> Iterator[None]
     xcpu = signal.getsignal(signal.SIGXCPU)
     try:
         if memory_limit is not None:
-            _set_soft(resource.RLIMIT_AS, memory_limit)
+            _lower(resource.RLIMIT_AS, memory_limit)
         if cpu_limit is not None:
             usage = resource.getrusage(resource.RUSAGE_SELF)
             signal.signal(signal.SIGXCPU, signal.SIG_DFL)
             soft = math.ceil(usage.ru_utime + usage.ru_stime + cpu_limit)
-            _set_soft(resource.RLIMIT_CPU, soft, hard=soft + HARD_CPU_MARGIN_SECONDS)
+            _lower(resource.RLIMIT_CPU, soft, hard=soft + HARD_CPU_MARGIN_SECONDS)
         yield
     finally:
         for which, limits in saved.items():
@@ -56,7 +56,7 @@ def applied(memory_limit: int | None, cpu_limit: float | None) -> Iterator[None]
             signal.signal(signal.SIGXCPU, xcpu)
 
 
-def _set_soft(which: int, value: int, hard: int | None = None) -> None:
+def _lower(which: int, value: int, hard: int | None = None) -> None:
     """Set the soft limit to ``value`` (and the hard one to ``hard`` if given), never
     above the hard limit in force."""
     _, current = resource.getrlimit(which)

@@ -26,7 +26,7 @@ import struct
 import threading
 import time
 
-from ductline.execution.descendants import signal_descendants
+from ductline.execution.descendants import Below
 
 # Share of the lease after the last renewal at which a child stops itself: after
 # the parent's own kill (three quarters, `LEASE_SAFETY_SHARE`), before expiry.
@@ -89,7 +89,7 @@ class Watchdog:
                 # The parent has not renewed the lease in time: stop before the job
                 # can be rescued elsewhere. Everything the attempt started goes too,
                 # also what left the group.
-                signal_descendants(os.getpid(), signal.SIGKILL)
+                Below().signal(os.getpid(), signal.SIGKILL)  # the process ends here: nothing to close
                 os.killpg(os.getpgrp(), signal.SIGKILL)
             wait = _IDLE_CHECK_SECONDS if horizon <= 0 else min(_IDLE_CHECK_SECONDS, max(0.005, horizon - now))
             time.sleep(wait)
