@@ -191,7 +191,7 @@ def test_every_statement_the_store_runs_is_defined_in_both_dialects() -> None:
     for pair in re.findall(r"name = \"(\w+)\" if \w+ else \"(\w+)\"", source):
         used |= set(pair)
     used.add("schema_version")  # migrations.current_version
-    assert {"claim_jobs", "complete_job", "arrive_fanin", "context_insert", "context_upsert"} <= used
+    assert {"claim_jobs", "complete_job", "arrive_fanins", "context_insert", "context_upsert"} <= used
     for dialect in DIALECTS:
         missing = used - set(queries.load(dialect))
         assert not missing, f"{dialect} queries.sql lacks {sorted(missing)}"

@@ -8,11 +8,17 @@ import pytest
 
 from contract_support import LONG_LEASE_MS, PIPELINE, WORKER, create_run, run_threads
 from ductline.store import Store, open_store
+from ductline.store.store import Tx
+
+
+def arrive_in(tx: Tx, run_id: str, step: str, scope: str, expected: int) -> bool:
+    """One arrival; whether it completed the fan-in."""
+    return (run_id, step, scope) in tx.arrive_fanins([(run_id, step, scope, expected, 1)])
 
 
 def arrive(store: Store, run_id: str, step: str, scope: str, expected: int) -> bool:
     with store.transaction() as tx:
-        return tx.arrive_fanin(run_id, step, scope, expected)
+        return arrive_in(tx, run_id, step, scope, expected)
 
 
 def test_fanin_created_at_expand_fires_on_the_last_arrival_only(store: Store) -> None:
@@ -37,6 +43,24 @@ def test_a_single_branch_fanin_fires_on_its_first_arrival(store: Store) -> None:
     assert arrive(store, run_id, "combine", "", 1) is True
 
 
+def test_a_batch_counts_all_its_arrivals_and_names_the_fanins_it_completed(store: Store) -> None:
+    """One statement for a recording batch's arrivals: ``n`` per fan-in; a fan-in is
+    named in the result by the batch whose count reaches its expected number."""
+    run_a, _ = create_run(store)
+    run_b, _ = create_run(store)
+    with store.transaction() as tx:
+        tx.create_fanin(run_a, "collapse", "0", 5)
+    with store.transaction() as tx:
+        assert tx.arrive_fanins([(run_a, "collapse", "0", -1, 3), (run_b, "join", "", 2, 1)]) == set()
+    with store.transaction() as tx:
+        assert tx.arrive_fanins([(run_b, "join", "", 2, 1), (run_a, "collapse", "0", -1, 2),
+                                 (run_a, "combine", "", 4, 4)]) == \
+            {(run_a, "collapse", "0"), (run_b, "join", ""), (run_a, "combine", "")}
+    with store.transaction() as tx:
+        assert tx.arrive_fanins([(run_a, "collapse", "0", -1, 1)]) == set(), "a fan-in completes once"
+        assert tx.arrive_fanins([]) == set()
+
+
 def test_fanins_are_counted_per_run_step_and_scope(store: Store) -> None:
     run_a, _ = create_run(store)
     run_b, _ = create_run(store)
@@ -52,7 +76,7 @@ def test_an_arrival_rolled_back_does_not_count(store: Store) -> None:
     run_id, _ = create_run(store)
     with pytest.raises(RuntimeError):
         with store.transaction() as tx:
-            assert tx.arrive_fanin(run_id, "join", "", 2) is False
+            assert arrive_in(tx, run_id, "join", "", 2) is False
             raise RuntimeError("the completing transaction failed")
     assert arrive(store, run_id, "join", "", 2) is False
     assert arrive(store, run_id, "join", "", 2) is True
@@ -86,11 +110,11 @@ def test_concurrent_arrivals_fire_exactly_once_and_the_last_sees_every_output(
                 if backend == "postgres":
                     ready.wait()  # all eight transactions are open and uncommitted here
                 if kind == "collapse":
-                    fired = tx.arrive_fanin(run_id, "collapse", "0", -1)
+                    fired = arrive_in(tx, run_id, "collapse", "0", -1)
                     gathered: list[str] | dict[str, str] | None = \
                         tx.gather_elements(run_id, "elem", "0") if fired else None
                 else:
-                    fired = tx.arrive_fanin(run_id, "combine", "0", n)
+                    fired = arrive_in(tx, run_id, "combine", "0", n)
                     gathered = tx.gather_branches(run_id, "0", [f"branch{k}" for k in range(n)]) \
                         if fired else None
             return fired, gathered

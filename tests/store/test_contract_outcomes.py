@@ -494,3 +494,57 @@ def test_a_recording_that_claims_every_job_it_created_wakes_no_worker(store: Sto
     assert statuses == {"_first": "completed", "_second": "running" if claim_next else "pending"}
     assert claimed == (["_second"] if claim_next else [])
     assert noting.names.count("notify") == (0 if claim_next else 1)
+
+
+def _numbers(n):
+    return list(range(n))
+
+
+def _double(x):
+    return 2 * x
+
+
+def _total(xs):
+    return xs
+
+
+def test_a_batch_of_elements_counts_its_fanin_arrivals_in_one_statement(store: Store, db_url: str) -> None:
+    """Elements of one collapse recorded together: one statement counts their
+    arrivals. A batch that does not bring the last one creates no collapse job; the
+    batch that does creates exactly one, with every element's output in element order."""
+    from contract_support import NotingDialect
+
+    from ductline import Pipeline
+    from ductline.runtime.outcomes import Outcome, record_batch
+    from ductline.runtime.record import Attempt
+    from ductline.store import open_store
+
+    pipeline = Pipeline("contract_batched_fanin").start(_numbers).expand(to=_double).collapse(into=_total)
+    definitions = {pipeline.name: pipeline.definition()}
+    handle = pipeline.trigger(5, database=store)
+
+    def record(claimed, outputs) -> list[str]:
+        noting = NotingDialect(open_store(db_url).dialect)
+        try:
+            record_batch(Store(noting), [
+                Outcome(Attempt(c.job_id, c.run_id, c.step, c.scope, c.attempt, c.lease_token, c.started_ms),
+                        c.pipeline, AttemptResult.SUCCEEDED, output=json.dumps(out))
+                for c, out in zip(claimed, outputs)], definitions, 0, now_ms=lambda: 0)
+        finally:
+            noting.close()
+        return noting.names
+
+    [source] = store.claim(WORKER, [pipeline.name], 1, LONG_LEASE_MS)
+    record([source], [[0, 1, 2, 3, 4]])
+    elements = sorted(store.claim(WORKER, [pipeline.name], 10, LONG_LEASE_MS), key=lambda c: c.scope)
+    assert len(elements) == 5
+    # Out of element order on purpose: the gathered input is in element order all the same.
+    names = record([elements[3], elements[0]], [6, 0])
+    assert names.count("arrive_fanins") == 1
+    assert {j["step"] for j in store.run_jobs(handle.id)} == {"_numbers", "_double"}
+    names = record([elements[4], elements[1], elements[2]], [8, 2, 4])
+    assert names.count("arrive_fanins") == 1
+    assert [j["step"] for j in store.run_jobs(handle.id)].count("_total") == 1
+    [collapse] = store.claim(WORKER, [pipeline.name], 10, LONG_LEASE_MS)
+    assert collapse.step == "_total"
+    assert json.loads(collapse.input) == [[0, 2, 4, 6, 8]]

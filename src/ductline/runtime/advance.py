@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from ductline import codec
 from ductline.dsl.graph import Definition
-from ductline.model.routing import Create, gathered_args, job_spec, route
+from ductline.model.routing import Create, Routing, gathered_args, job_spec, route
 from ductline.model.states import JobStatus
 from ductline.runtime.pause import insert_paused
 from ductline.store import payloads
@@ -46,6 +47,11 @@ def _full_output(tx: Tx, done: Completed) -> str:
     return payloads.load_in(tx, done.run_id, done.output)
 
 
+def _loader(tx: Tx, done: Completed) -> Callable[[], Any]:
+    """Reads ``done``'s output as a value, if the rulebook needs it (expand, branch)."""
+    return lambda: codec.loads(_full_output(tx, done))
+
+
 def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int,
             sink: list[NewJob] | None = None, limits: payloads.Limits | None = None,
             finish: list[tuple[str, str]] | None = None) -> Advanced:
@@ -67,22 +73,46 @@ def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int,
             is appended to it for the caller to complete with others of the same
             transaction (`Tx.complete_runs`), and the result says ``completes_run``.
     """
+    return advance_many(tx, [(definition, done)], retry_delay, sink, limits, finish)[0]
+
+
+def advance_many(tx: Tx, completions: list[tuple[Definition, Completed]], retry_delay: int,
+                 sink: list[NewJob] | None = None, limits: payloads.Limits | None = None,
+                 finish: list[tuple[str, str]] | None = None) -> list[Advanced]:
+    """`advance` for the completions of one recording batch, in their order; the
+    arguments are `advance`'s. Their fan-in arrivals are counted by one statement
+    (`Tx.arrive_fanins`), so a batch of a hundred elements of one collapse costs one
+    round trip there, not a hundred. The completion whose arrival completes a
+    fan-in (the batch's last one for it) gathers its inputs, as in `advance`."""
     limits = limits or payloads.DEFAULT_LIMITS
-    routing = route(definition, done.step, done.scope, done.output,
-                    lambda: codec.loads(_full_output(tx, done)), done.value)
-    if routing.completes_run:
-        if finish is not None:
-            finish.append((done.run_id, done.output))
-            return Advanced({}, completes_run=True)
-        return Advanced({}, run_completed=tx.complete_run(done.run_id, done.output))
-    creates = list(routing.creates)
-    if routing.opens is not None:
-        tx.create_fanin(done.run_id, *routing.opens)
-    gather = routing.gather
-    if gather is not None:
-        # expected=-1: a collapse's row was created with the element count at expand time.
-        if tx.arrive_fanin(done.run_id, gather.target, gather.scope,
-                           -1 if gather.expected is None else gather.expected):
+    results: list[Advanced | None] = [None] * len(completions)
+    moving: list[tuple[int, Definition, Completed, Routing]] = []
+    arrivals: dict[tuple[str, str, str], list[int]] = {}  # fan-in -> [expected, arrivals, last index]
+    for i, (definition, done) in enumerate(completions):
+        routing = route(definition, done.step, done.scope, done.output, _loader(tx, done), done.value)
+        if routing.completes_run:
+            if finish is not None:
+                finish.append((done.run_id, done.output))
+                results[i] = Advanced({}, completes_run=True)
+            else:
+                results[i] = Advanced({}, run_completed=tx.complete_run(done.run_id, done.output))
+            continue
+        if routing.opens is not None:
+            tx.create_fanin(done.run_id, *routing.opens)
+        gather = routing.gather
+        if gather is not None:
+            # expected=-1: a collapse's row was created with the element count at expand time.
+            counted = arrivals.setdefault((done.run_id, gather.target, gather.scope),
+                                          [-1 if gather.expected is None else gather.expected, 0, i])
+            counted[1] += 1
+            counted[2] = i
+        moving.append((i, definition, done, routing))
+    full = tx.arrive_fanins([(*key, expected, n) for key, (expected, n, _) in arrivals.items()])
+    for i, definition, done, routing in moving:
+        creates = list(routing.creates)
+        gather = routing.gather
+        if gather is not None and (key := (done.run_id, gather.target, gather.scope)) in full \
+                and arrivals[key][2] == i:
             # Out-of-line outputs are gathered as their references (resolved when the
             # job starts); a large gathered input is itself stored out of line.
             if gather.elements:
@@ -91,7 +121,14 @@ def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int,
                 found = tx.gather_branches(done.run_id, gather.scope, list(gather.sources))
                 outputs = [found[source] for source in gather.sources]
             creates.append(Create(gather.target, gather.scope, gathered_args(outputs), spill=True))
-    jobs = [_job(tx, definition, done.run_id, create, retry_delay, limits) for create in creates]
+        results[i] = _create(tx, definition, done.run_id, creates, retry_delay, sink, limits)
+    return [r for r in results if r is not None]
+
+
+def _create(tx: Tx, definition: Definition, run_id: str, creates: list[Create], retry_delay: int,
+            sink: list[NewJob] | None, limits: payloads.Limits) -> Advanced:
+    """Make the jobs of ``creates`` (inserted here, or appended to ``sink``)."""
+    jobs = [_job(tx, definition, run_id, create, retry_delay, limits) for create in creates]
     waiting = jobs
     if definition.pauses:  # paused steps' jobs are inserted now, as 'paused' rows
         waiting = insert_paused(tx, definition, jobs)

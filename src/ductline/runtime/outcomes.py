@@ -16,7 +16,7 @@ from ductline.model.states import AttemptResult, JobStatus
 from ductline.observability.events import RESULT_LABELS, EventName, emit
 from ductline.operations.stop import Unchanged, expire
 from ductline.runtime import record
-from ductline.runtime.advance import Completed, advance
+from ductline.runtime.advance import Completed, advance_many
 from ductline.store.records import NewJob
 from ductline.store.store import Tx
 from ductline.store import Store, payloads
@@ -137,6 +137,8 @@ def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
     # (one round trip, however many runs end in this batch).
     finish: list[tuple[str, str]] = []
     ending: list[int] = []
+    completed_here: list[int] = []
+    completions: list[tuple[Definition, Completed]] = []
     for i, a in zip(indexes, attempts):
         if a.job_id not in held:
             results[i] = record.LOST
@@ -145,9 +147,12 @@ def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
         stored, pending = prepared[i]
         if pending is not None:
             payloads.write(tx, a.run_id, pending, limits)
-        moved = advance(tx, definitions[o.pipeline],
-                        Completed(a.run_id, a.step, a.scope, stored, o.output if pending is not None else None),
-                        retry_delay, sink, limits, finish)
+        completed_here.append(i)
+        completions.append((definitions[o.pipeline], Completed(a.run_id, a.step, a.scope, stored,
+                                                               o.output if pending is not None else None)))
+    # Advanced together: the batch's arrivals at fan-ins are counted by one statement.
+    moves = advance_many(tx, completions, retry_delay, sink, limits, finish)
+    for i, moved in zip(completed_here, moves):
         if moved.completes_run:
             ending.append(i)
         results[i] = record.Recorded(record.Outcome.COMPLETED, run_completed=moved.run_completed, enqueued=moved.enqueued,

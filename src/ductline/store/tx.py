@@ -437,11 +437,20 @@ class Tx:
         self.s.execute("create_fanin", {"run_id": run_id, "step": step, "scope": scope,
                                         "expected": expected})
 
-    def arrive_fanin(self, run_id: str, step: str, scope: str, expected: int) -> bool:
-        """Count one arrival; ``True`` exactly once, for the arrival that completes it."""
-        row = self.s.fetch("arrive_fanin", {"run_id": run_id, "step": step, "scope": scope,
-                                            "expected": expected})[0]
-        return int(row["arrived"]) == int(row["expected"])
+    def arrive_fanins(self, arrivals: list[tuple[str, str, str, int, int]]) -> set[tuple[str, str, str]]:
+        """Count arrivals at fan-ins, ``(run_id, step, scope, expected, n)`` each (``n``
+        arrivals; ``expected`` is used if this creates the row, -1 for a row that
+        exists already), in one statement. Returns the ``(run_id, step, scope)`` of
+        those these arrivals completed: each fan-in once, in the transaction whose
+        count reaches its expected number."""
+        if not arrivals:
+            return set()
+        # In key order: two batches arriving at the same fan-ins lock them in one order.
+        rows = self.s.fetch("arrive_fanins", {"items": json.dumps([
+            {"run_id": r, "step": st, "scope": sc, "expected": e, "n": n}
+            for r, st, sc, e, n in sorted(arrivals)])})
+        return {(row["run_id"], row["step"], row["scope"]) for row in rows
+                if int(row["arrived"]) == int(row["expected"])}
 
     def gather_elements(self, run_id: str, step: str, parent_scope: str) -> list[str]:
         rows = self.s.fetch("gather_elements", {"run_id": run_id, "step": step,

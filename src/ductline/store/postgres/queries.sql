@@ -147,13 +147,16 @@ INSERT INTO ductline_fanins (run_id, step, scope, expected, arrived)
 VALUES (:run_id, :step, :scope, :expected, 0)
 ON CONFLICT (run_id, step, scope) DO NOTHING;
 
--- name: arrive_fanin
--- One row per fan-in, bumped in the completing transaction: deciding that the last
+-- name: arrive_fanins
+-- One row per fan-in, bumped in the completing transaction by the number of arrivals
+-- the batch brings (:items, one per fan-in, in key order): deciding that the last
 -- branch arrived costs O(1), never a scan of the siblings.
 INSERT INTO ductline_fanins (run_id, step, scope, expected, arrived)
-VALUES (:run_id, :step, :scope, :expected, 1)
-ON CONFLICT (run_id, step, scope) DO UPDATE SET arrived = ductline_fanins.arrived + 1
-RETURNING arrived, expected;
+SELECT x.run_id, x.step, x.scope, x.expected, x.n
+FROM jsonb_to_recordset(:items::jsonb) AS x(run_id text, step text, scope text, expected bigint, n bigint)
+ORDER BY x.run_id, x.step, x.scope
+ON CONFLICT (run_id, step, scope) DO UPDATE SET arrived = ductline_fanins.arrived + excluded.arrived
+RETURNING run_id, step, scope, arrived, expected;
 
 -- name: gather_elements
 SELECT elem_index, output FROM ductline_jobs
