@@ -977,7 +977,7 @@ def _main() -> int:
                                  fmt_list(dv, ".0f")))
         if len(sizes) == 2 and all(s in walls for s in sizes):
             small, big = sorted(sizes)
-            rows.append((f"RATIO expand {big}/{small} (target <= {big // small * 1.2:g}x)",
+            rows.append((f"RATIO expand {big}/{small} (target <= {big // small}x: linear)",
                          f"{walls[big] / walls[small]:8.2f}x", ""))
 
     try:
