@@ -24,7 +24,8 @@ def noted(x):
     return x
 
 
-ahead = Pipeline("ahead_noted").start(noted)
+# A timeout far past any hold: a queued job's deadline counts from its start (the test reads it).
+ahead = Pipeline("ahead_noted").start(noted, timeout=600)
 
 
 def plus_one(x):

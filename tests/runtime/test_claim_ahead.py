@@ -123,7 +123,8 @@ def test_a_queued_job_of_a_cancelled_run_is_not_started(store, db_url, tmp_path)
 
 def test_a_queued_job_s_attempt_starts_when_it_runs_not_when_it_was_claimed(store, db_url, tmp_path):
     """`ductline show` and the dashboard read an attempt's start from its row: for a job
-    that waited in the queue ahead, that is when its step began, not its claim."""
+    that waited in the queue ahead, that is when its step began, not its claim; and its
+    timeout counted from that start, which its deadline says."""
     worker, path, slow, queued = queue_behind_a_slow_step(store, db_url, tmp_path)
     try:
         [claimed_ms] = [a["started_ms"] for a in store.run_attempts(queued[0].id)]
@@ -137,3 +138,4 @@ def test_a_queued_job_s_attempt_starts_when_it_runs_not_when_it_was_claimed(stor
     # It began after the held step returned (50 ms: the worker's reading of the database clock).
     assert attempt["started_ms"] >= released_ms - 50 > claimed_ms
     assert attempt["finished_ms"] >= attempt["started_ms"]
+    assert attempt["deadline_ms"] - attempt["started_ms"] == 600_000

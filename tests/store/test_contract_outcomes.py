@@ -89,6 +89,32 @@ def test_close_attempt_records_the_result(store: Store) -> None:
     assert row["finished_ms"] is not None and row["finished_ms"] >= row["started_ms"]
 
 
+@pytest.mark.parametrize("close", ["close_attempt", "complete_and_close"])
+def test_an_attempt_that_started_after_its_claim_records_that_start_and_its_deadline(
+        store: Store, close: str) -> None:
+    """A job claimed ahead starts later than its claim, and its timeout counts from that
+    start: the row gets both (the claim's deadline would be the queue's wait short).
+    An attempt that started at its claim keeps the claim's values."""
+    _, (later, at_claim) = create_run(store, {"timeout_seconds": 60}, {"timeout_seconds": 60})
+    claims = {c.job_id: c for c in store.claim(WORKER, [PIPELINE], 2, LONG_LEASE_MS)}
+    run_id = claims[later].run_id
+    started = {later: claims[later].started_ms + 250, at_claim: claims[at_claim].started_ms}
+    deadline = {later: started[later] + 2_000, at_claim: 5}  # 5: ignored, the start did not move
+    with store.transaction() as tx:
+        for job_id, c in claims.items():
+            if close == "close_attempt":
+                assert tx.complete_job(job_id, c.lease_token, "null")
+                tx.close_attempt(job_id, c.attempt, c.lease_token, AttemptResult.SUCCEEDED,
+                                 started_ms=started[job_id], deadline_ms=deadline[job_id])
+            else:
+                assert tx.complete_and_close([(job_id, c.attempt, c.lease_token, "null", started[job_id],
+                                               deadline[job_id])]) == {job_id}
+    moved = attempt_row(store, run_id, later, 1)
+    assert (moved["started_ms"], moved["deadline_ms"]) == (started[later], started[later] + 2_000)
+    kept = attempt_row(store, run_id, at_claim, 1)
+    assert (kept["started_ms"], kept["deadline_ms"]) == (claims[at_claim].started_ms, claims[at_claim].deadline_ms)
+
+
 def test_close_attempt_after_the_lease_was_lost_changes_nothing(store: Store) -> None:
     run_id, (job_id,) = create_run(store)
     owner = claim_one(store, lease_ms=1)

@@ -8,6 +8,7 @@ recorded (`ductline.runtime.outcomes`, by the rulebook in `ductline.model`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 from typing import Any, Callable
@@ -270,6 +271,7 @@ class ChildEvents:
         if job.run_deadline_ms is not None:
             deadline_ms = min(deadline_ms, job.run_deadline_ms)
         slot.timeout_seconds = seconds
+        slot.job = dataclasses.replace(job, deadline_ms=deadline_ms)  # recorded with the attempt's end
         self._enforcer.move_deadline(slot.index, self._clock.to_monotonic(deadline_ms))
         try:
             self._store.set_attempt_deadline(job.job_id, job.attempt, job.lease_token, deadline_ms)

@@ -131,8 +131,8 @@ def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
     # A large output's job row holds a reference; its payload is written only once
     # the lease is known to be held (no orphan payloads from lost leases).
     prepared = {i: payloads.prepare(outcomes[i].output or "null", limits) for i in indexes}
-    held = tx.complete_and_close([(a.job_id, a.attempt, a.lease_token, prepared[i][0], a.started_ms)
-                                  for i, a in zip(indexes, attempts)])
+    held = tx.complete_and_close([(a.job_id, a.attempt, a.lease_token, prepared[i][0], a.started_ms,
+                                   a.deadline_ms) for i, a in zip(indexes, attempts)])
     # Runs whose last step completed here are completed by one statement at the end
     # (one round trip, however many runs end in this batch).
     finish: list[tuple[str, str]] = []

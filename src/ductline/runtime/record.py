@@ -40,6 +40,7 @@ class Attempt:
     lease_token: str
     started_ms: int | None = None
     limit_key: str | None = None  # the job's concurrency/rate limit key, if limited
+    deadline_ms: int | None = None  # the deadline it ran under (epoch ms), if any
 
 
 class Outcome(StrEnum):
@@ -103,7 +104,8 @@ def success(tx: Tx, definition: Definition, a: Attempt, output: str, retry_delay
         return LOST
     if pending is not None:
         payloads.write(tx, a.run_id, pending, limits or payloads.DEFAULT_LIMITS)
-    tx.close_attempt(a.job_id, a.attempt, a.lease_token, AttemptResult.SUCCEEDED, started_ms=a.started_ms)
+    tx.close_attempt(a.job_id, a.attempt, a.lease_token, AttemptResult.SUCCEEDED, started_ms=a.started_ms,
+                     deadline_ms=a.deadline_ms)
     if a.step == ON_HALT_STEP:
         return Recorded(Outcome.COMPLETED)
     moved = advance(tx, definition, Completed(a.run_id, a.step, a.scope, stored,
@@ -125,7 +127,7 @@ def failure(tx: Tx, definition: Definition | None, a: Attempt, ended: Ended, tra
     # The attempt ends first, so the retry's not-before (read by the next statement)
     # is never earlier than the attempt's finish plus the delay.
     tx.close_attempt(a.job_id, a.attempt, a.lease_token, ended.result, ended.error_type, ended.error, traceback,
-                     started_ms=a.started_ms)
+                     started_ms=a.started_ms, deadline_ms=a.deadline_ms)
     if not _apply(tx, a, verdict):  # the job's run ended (cancel, deadline): the attempt stays closed
         return LOST
     if verdict.action is Action.RETRY:

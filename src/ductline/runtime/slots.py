@@ -142,7 +142,7 @@ class Slot:
         job = self.job
         assert job is not None
         return Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token,
-                       job.started_ms, job.limit_key)
+                       job.started_ms, job.limit_key, job.deadline_ms)
 
     def release(self) -> None:
         self.job = None

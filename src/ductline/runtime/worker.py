@@ -227,7 +227,7 @@ class Worker:
         log.info("Giving back %d job(s) claimed ahead and not started (%s)", len(jobs), why)
         for job in jobs:
             attempt = Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token,
-                              job.started_ms, job.limit_key)
+                              job.started_ms, job.limit_key, job.deadline_ms)
             self.outbox.add(Outcome(attempt, job.pipeline, AttemptResult.CANCELLED, release=True,
                                     error=f"given back before it started: {why}"))
         self.claimer.soon()

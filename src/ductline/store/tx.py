@@ -224,28 +224,29 @@ class Tx:
         done = {r["id"] for r in rows}
         return done
 
-    def complete_and_close(self, items: list[tuple[str, int, str, str, int | None]]) -> set[str]:
+    def complete_and_close(self, items: list[tuple[str, int, str, str, int | None, int | None]]) -> set[str]:
         """`complete_jobs` and `close_succeeded` for ``(job_id, attempt, lease_token,
-        output, started_ms)``; returns the job ids whose lease was still held (only
-        their attempts are closed)."""
+        output, started_ms, deadline_ms)``; returns the job ids whose lease was still
+        held (only their attempts are closed)."""
         if not items:
             return set()
         if not self._fused:
-            held = self.complete_jobs([(j, t, o) for j, _, t, o, _ in items])
-            self.close_succeeded([(j, a, t, st) for j, a, t, _, st in items if j in held])
+            held = self.complete_jobs([(j, t, o) for j, _, t, o, _, _ in items])
+            self.close_succeeded([(j, a, t, st, dl) for j, a, t, _, st, dl in items if j in held])
             return held
         rows = self.s.fetch("complete_close_jobs", {"items": json.dumps(
-            [{"job_id": j, "attempt": a, "lease_token": t, "output": o, "started_ms": st}
-             for j, a, t, o, st in items])})
+            [{"job_id": j, "attempt": a, "lease_token": t, "output": o, "started_ms": st, "deadline_ms": dl}
+             for j, a, t, o, st, dl in items])})
         return {r["id"] for r in rows}
 
-    def close_succeeded(self, items: list[tuple[str, int, str, int | None]]) -> None:
-        """Close attempt rows ``(job_id, attempt, lease_token, started_ms)`` as
-        succeeded; ``started_ms``, if not ``None``, is when the attempt really began
-        (see `close_attempt`)."""
+    def close_succeeded(self, items: list[tuple[str, int, str, int | None, int | None]]) -> None:
+        """Close attempt rows ``(job_id, attempt, lease_token, started_ms, deadline_ms)``
+        as succeeded; ``started_ms``, if not ``None``, is when the attempt really began,
+        and ``deadline_ms`` the deadline it ran under (see `close_attempt`)."""
         if items:
             self.s.execute("close_succeeded_attempts", {"items": json.dumps(
-                [{"job_id": j, "attempt": a, "lease_token": t, "started_ms": st} for j, a, t, st in items])})
+                [{"job_id": j, "attempt": a, "lease_token": t, "started_ms": st, "deadline_ms": dl}
+                 for j, a, t, st, dl in items])})
 
     def complete_job(self, job_id: str, lease_token: str, output: str) -> bool:
         return self.s.execute("complete_job", {"job_id": job_id, "lease_token": lease_token,
@@ -276,13 +277,17 @@ class Tx:
 
     def close_attempt(self, job_id: str, attempt: int, lease_token: str, result: AttemptResult,
                       error_type: str | None = None, error: str | None = None,
-                      traceback: str | None = None, *, started_ms: int | None = None) -> None:
+                      traceback: str | None = None, *, started_ms: int | None = None,
+                      deadline_ms: int | None = None) -> None:
         """End an attempt row (fenced by its lease token). ``started_ms``: when the
         attempt really began, if not at its claim (a job claimed ahead waits in its
-        worker's queue first); ``None`` keeps the claim time."""
+        worker's queue first); ``None`` keeps the claim time. ``deadline_ms``: the
+        deadline it ran under, recorded with a ``started_ms`` later than the claim
+        (its timeout counted from that start)."""
         self.s.execute("close_attempt", {
             "job_id": job_id, "attempt": attempt, "lease_token": lease_token, "result": result.value,
             "error_type": error_type, "error": error, "traceback": traceback, "started_ms": started_ms,
+            "deadline_ms": deadline_ms,
         })
 
     def lease_state(self, job_id: str) -> tuple[str | None, str] | None:

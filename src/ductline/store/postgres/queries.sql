@@ -112,10 +112,12 @@ WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
 -- name: close_attempt
 -- started_ms: when the attempt really began, if later than its claim (a job claimed
 -- ahead waited in its worker's queue); never before the claim, and NULL (GREATEST
--- skips it) keeps the claim time.
+-- skips it) keeps the claim time. With a later start comes the deadline the attempt
+-- ran under (its timeout counted from that start): deadline_ms.
 UPDATE ductline_attempts
 SET result = :result, finished_ms = ductline_now_ms(), error_type = :error_type, error = :error,
-    traceback = :traceback, started_ms = GREATEST(started_ms, :started_ms::bigint)
+    traceback = :traceback, started_ms = GREATEST(started_ms, :started_ms::bigint),
+    deadline_ms = CASE WHEN :started_ms::bigint > started_ms THEN :deadline_ms::bigint ELSE deadline_ms END
 WHERE job_id = :job_id AND attempt = :attempt AND lease_token = :lease_token AND result IS NULL;
 
 -- name: job_budget
@@ -343,8 +345,11 @@ RETURNING ductline_jobs.id AS id;
 -- name: close_succeeded_attempts
 UPDATE ductline_attempts
 SET result = 'succeeded', finished_ms = ductline_now_ms(),
-    started_ms = GREATEST(ductline_attempts.started_ms, x.started_ms)  -- as in close_attempt
-FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt int, lease_token text, started_ms bigint)
+    started_ms = GREATEST(ductline_attempts.started_ms, x.started_ms),  -- as in close_attempt
+    deadline_ms = CASE WHEN x.started_ms > ductline_attempts.started_ms THEN x.deadline_ms
+                       ELSE ductline_attempts.deadline_ms END
+FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt int, lease_token text, started_ms bigint,
+                                            deadline_ms bigint)
 WHERE ductline_attempts.job_id = x.job_id AND ductline_attempts.attempt = x.attempt
   AND ductline_attempts.lease_token = x.lease_token AND ductline_attempts.result IS NULL;
 
@@ -577,8 +582,11 @@ WITH done AS (
 ), closed AS (
     UPDATE ductline_attempts
     SET result = 'succeeded', finished_ms = ductline_now_ms(),
-        started_ms = GREATEST(ductline_attempts.started_ms, x.started_ms)  -- as in close_attempt
-    FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt int, lease_token text, started_ms bigint),
+        started_ms = GREATEST(ductline_attempts.started_ms, x.started_ms),  -- as in close_attempt
+        deadline_ms = CASE WHEN x.started_ms > ductline_attempts.started_ms THEN x.deadline_ms
+                           ELSE ductline_attempts.deadline_ms END
+    FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt int, lease_token text, started_ms bigint,
+                                                deadline_ms bigint),
          done
     WHERE done.id = x.job_id AND done.lease_token = x.lease_token
       AND ductline_attempts.job_id = x.job_id AND ductline_attempts.attempt = x.attempt

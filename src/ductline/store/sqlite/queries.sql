@@ -118,10 +118,12 @@ WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
 
 -- name: close_attempt
 -- started_ms: when the attempt really began, if later than its claim (a job claimed
--- ahead waited in its worker's queue); never before the claim; NULL keeps it.
+-- ahead waited in its worker's queue); never before the claim; NULL keeps it. With a
+-- later start comes the deadline the attempt ran under (its timeout counted from it).
 UPDATE ductline_attempts
 SET result = :result, finished_ms = ductline_now_ms(), error_type = :error_type, error = :error,
-    traceback = :traceback, started_ms = MAX(started_ms, COALESCE(:started_ms, started_ms))
+    traceback = :traceback, started_ms = MAX(started_ms, COALESCE(:started_ms, started_ms)),
+    deadline_ms = CASE WHEN :started_ms > started_ms THEN :deadline_ms ELSE deadline_ms END
 WHERE job_id = :job_id AND attempt = :attempt AND lease_token = :lease_token AND result IS NULL;
 
 -- name: job_budget
@@ -349,10 +351,13 @@ RETURNING ductline_jobs.id AS id;
 -- name: close_succeeded_attempts
 UPDATE ductline_attempts
 SET result = 'succeeded', finished_ms = ductline_now_ms(),
-    started_ms = MAX(ductline_attempts.started_ms, COALESCE(x.started_ms, ductline_attempts.started_ms))  -- as in close_attempt
+    started_ms = MAX(ductline_attempts.started_ms, COALESCE(x.started_ms, ductline_attempts.started_ms)),
+    deadline_ms = CASE WHEN x.started_ms > ductline_attempts.started_ms THEN x.deadline_ms
+                       ELSE ductline_attempts.deadline_ms END  -- as in close_attempt
 FROM (SELECT json_extract(value, '$.job_id') AS job_id, json_extract(value, '$.attempt') AS attempt,
               json_extract(value, '$.lease_token') AS lease_token,
-              json_extract(value, '$.started_ms') AS started_ms FROM json_each(:items)) AS x
+              json_extract(value, '$.started_ms') AS started_ms,
+              json_extract(value, '$.deadline_ms') AS deadline_ms FROM json_each(:items)) AS x
 WHERE ductline_attempts.job_id = x.job_id AND ductline_attempts.attempt = x.attempt
   AND ductline_attempts.lease_token = x.lease_token AND ductline_attempts.result IS NULL;
 
