@@ -336,10 +336,18 @@ SET status = 'completed', output = x.output, lease_token = NULL, lease_expires_m
     finished_ms = ductline_now_ms()
 FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, lease_token text, output text)
 WHERE ductline_jobs.id = x.job_id AND ductline_jobs.lease_token = x.lease_token
-  AND ductline_jobs.status = 'running'
+  -- By id (an index probe per job), as in claim_start_jobs. The status is compared
+  -- with a value the planner cannot see (an init plan), so the partial lease index
+  -- (status = 'running') is no way in, and the run is read per job (a scalar
+  -- subquery, never a join the planner could start from). A plan through that index,
+  -- or from the active runs, reads every running job and the dead index entries of
+  -- every job that ran since the last vacuum (a bitmap scan never marks them dead):
+  -- O(elements) per batch for a large expand.
+  AND ductline_jobs.status = (SELECT 'running'::text)
+  AND ductline_jobs.id = ANY(ARRAY(SELECT job_id FROM jsonb_to_recordset(:items::jsonb) AS i(job_id text)))
   -- a result that arrives after its run was cancelled or failed is dropped
-  AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = ductline_jobs.run_id
-                 AND r.status IN ('pending', 'running', 'paused', 'halted'))
+  AND (SELECT r.status FROM ductline_runs r WHERE r.id = ductline_jobs.run_id)
+      IN ('pending', 'running', 'paused', 'halted')
 RETURNING ductline_jobs.id AS id;
 
 -- name: close_succeeded_attempts
@@ -574,10 +582,12 @@ WITH done AS (
         finished_ms = ductline_now_ms()
     FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, lease_token text, output text)
     WHERE ductline_jobs.id = x.job_id AND ductline_jobs.lease_token = x.lease_token
-      AND ductline_jobs.status = 'running'
+      -- By id, the status no index condition, the run read per job: see complete_jobs.
+      AND ductline_jobs.status = (SELECT 'running'::text)
+      AND ductline_jobs.id = ANY(ARRAY(SELECT job_id FROM jsonb_to_recordset(:items::jsonb) AS i(job_id text)))
       -- a result that arrives after its run was cancelled or failed is dropped
-      AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = ductline_jobs.run_id
-                     AND r.status IN ('pending', 'running', 'paused', 'halted'))
+      AND (SELECT r.status FROM ductline_runs r WHERE r.id = ductline_jobs.run_id)
+          IN ('pending', 'running', 'paused', 'halted')
     RETURNING ductline_jobs.id AS id, x.lease_token
 ), closed AS (
     UPDATE ductline_attempts
