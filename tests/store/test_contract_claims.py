@@ -319,3 +319,38 @@ def test_run_deadline_counts_from_the_first_attempt_start_under_concurrent_claim
     # the run's durable deadline (which ends the run) is the earliest one.
     for c in claimed:
         assert run["deadline_ms"] <= c.run_deadline_ms <= run["deadline_ms"] + (c.started_ms - first_start)
+
+
+def test_a_run_and_its_first_job_written_by_one_verb_and_a_held_key_writes_neither(store: Store) -> None:
+    """`Tx.insert_run_with_job` (what a trigger writes): the job takes its run's clock
+    read and its run's priority plus its own; a second run with the key of an active
+    run writes no run and no job. On PostgreSQL all of it, with the wake-up, is one
+    statement (a round trip less per trigger than run, job and notify apart)."""
+    from dataclasses import replace
+
+    from contract_support import NotingDialect
+
+    run = replace(make_run(delay_ms=5_000), idempotency_key="order-7", priority=5)
+    first = make_job(run.id, step="start", status="auto", delay_ms=5_000, priority=2)
+    noting = NotingDialect(open_store(store.dialect.url).dialect)
+    try:
+        with Store(noting).transaction() as tx:
+            assert tx.insert_run_with_job(run, first) is True
+    finally:
+        noting.close()
+    assert noting.names == (["insert_run_with_job"] if store.dialect.name == "postgres"
+                            else ["insert_run", "insert_job", "notify"])
+    stored = store.get_run(run.id)
+    assert stored is not None
+    [job_row] = store.run_jobs(run.id)
+    assert (job_row["id"], job_row["status"], job_row["priority"]) == (first.id, "pending", 7)
+    assert stored["not_before_ms"] - stored["created_ms"] == 5_000
+    assert job_row["not_before_ms"] - job_row["created_ms"] == 5_000
+    if store.dialect.name == "postgres":  # one statement, one clock read
+        assert job_row["created_ms"] == stored["created_ms"]
+
+    again = replace(make_run(), idempotency_key="order-7")
+    with store.transaction() as tx:
+        assert tx.insert_run_with_job(again, make_job(again.id, step="start")) is False
+    assert store.get_run(again.id) is None and store.run_jobs(again.id) == []
+    assert [r["id"] for r in store.run_jobs(run.id)] == [first.id]

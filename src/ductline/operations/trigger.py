@@ -204,7 +204,7 @@ def insert(tx: Tx, prepared: Prepared) -> Triggered:
     # id is returned. The lookup after a refused insert can only miss if the
     # holder ended in between; then the key is free and the insert is retried.
     for _ in range(3):
-        if tx.insert_run(run):
+        if tx.insert_run_with_job(run, prepared.job):
             break
         assert run.idempotency_key is not None
         existing = tx.active_run_by_key(run.pipeline, run.idempotency_key)
@@ -214,7 +214,6 @@ def insert(tx: Tx, prepared: Prepared) -> Triggered:
         raise StoreError(f"could not trigger with key {run.idempotency_key!r}: it is contended; try again")
     if prepared.pending is not None:
         payloads.write(tx, run.id, prepared.pending, prepared.limits)
-    tx.insert_jobs([prepared.job])
     return Triggered(run.id)
 
 

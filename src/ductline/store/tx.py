@@ -12,7 +12,7 @@ from typing import Any
 
 from ductline.model.states import AttemptResult, JobStatus, RunStatus
 from ductline.store import claims
-from ductline.store.records import ClaimedJob, JobBudget, NewJob, NewRun, StepLimit
+from ductline.store.records import AUTO_STATUS, ClaimedJob, JobBudget, NewJob, NewRun, StepLimit
 from ductline.store.session import Session
 
 
@@ -156,6 +156,32 @@ class Tx:
             "not_before_ms": run.not_before_ms, "idempotency_key": run.idempotency_key,
             "priority": run.priority,
         }) == 1
+
+    def insert_run_with_job(self, run: NewRun, job: NewJob) -> bool:
+        """`insert_run`, then ``insert_jobs([job])`` if the run was inserted: a run's
+        first job, ready (``job.status`` ``'pending'``) or waiting as it says, and the
+        workers woken at commit. ``False``, and nothing written, when ``run.idempotency_key``
+        is held by an active run of the same pipeline."""
+        if not self._fused:
+            if not self.insert_run(run):
+                return False
+            self.insert_jobs([job])
+            return True
+        # The run is new, so a job that takes its status from its run ('auto') is pending.
+        status = "pending" if job.status == AUTO_STATUS else job.status
+        return bool(self.s.fetch("insert_run_with_job", {
+            "id": run.id, "pipeline": run.pipeline, "args": run.args,
+            "timeout_seconds": run.timeout_seconds, "delay_ms": run.delay_ms,
+            "not_before_ms": run.not_before_ms, "idempotency_key": run.idempotency_key,
+            "priority": run.priority,
+            "job_id": job.id, "step": job.step, "scope": job.scope, "parent_scope": job.parent_scope,
+            "elem_index": job.elem_index, "job_status": status, "input": job.input,
+            "job_not_before_ms": job.not_before_ms, "job_delay_ms": job.delay_ms,
+            "max_retry": job.max_retry, "max_crash": job.max_crash,
+            "retry_delay_seconds": job.retry_delay_seconds, "job_timeout_seconds": job.timeout_seconds,
+            "job_priority": job.priority, "limit_key": job.limit_key, "phase": job.phase,
+            "origin": self.origin,
+        }))
 
     def active_run_by_key(self, pipeline: str, key: str) -> str | None:
         """The id of the active run (pending, running, paused, halted) holding ``key``."""
@@ -450,7 +476,9 @@ class Tx:
         count reaches its expected number."""
         if not arrivals:
             return set()
-        # In key order: two batches arriving at the same fan-ins lock them in one order.
+        # Two batches arriving at the same fan-ins must lock them in one order; the
+        # statement's ORDER BY sets it (in the database's collation). Sorting here only
+        # keeps the parameter the same for the same arrivals.
         rows = self.s.fetch("arrive_fanins", {"items": json.dumps([
             {"run_id": r, "step": st, "scope": sc, "expected": e, "n": n}
             for r, st, sc, e, n in sorted(arrivals)])})

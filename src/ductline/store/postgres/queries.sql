@@ -28,6 +28,36 @@ SELECT id FROM ductline_runs
 WHERE pipeline = :pipeline AND idempotency_key = :idempotency_key
   AND status IN ('pending', 'running', 'paused', 'halted');
 
+-- name: insert_run_with_job
+-- A trigger in one statement: the run, its first job and the wake-up at commit. One
+-- clock read gives the run and the job the same created and not-before times. The job
+-- is built from the run this statement inserted (its priority is the run's plus the
+-- step's), so a key held by an active run, which inserts no run, inserts no job and
+-- wakes nobody: 0 rows come back.
+WITH c AS (SELECT ductline_now_ms() AS now_ms),
+run AS (
+    INSERT INTO ductline_runs (id, pipeline, status, args, timeout_seconds, not_before_ms, created_ms,
+                               idempotency_key, priority)
+    SELECT :id, :pipeline, 'pending', :args, :timeout_seconds,
+           coalesce(:not_before_ms, c.now_ms + :delay_ms), c.now_ms, :idempotency_key, :priority
+    FROM c
+    ON CONFLICT (pipeline, idempotency_key)
+        WHERE idempotency_key IS NOT NULL AND status IN ('pending', 'running', 'paused', 'halted')
+    DO NOTHING
+    RETURNING id, priority
+), job AS (
+    INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
+                               not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds,
+                               created_ms, priority, limit_key, phase)
+    SELECT :job_id, run.id, :pipeline, :step, :scope, :parent_scope, :elem_index, :job_status::text, :input,
+           coalesce(:job_not_before_ms, c.now_ms + :job_delay_ms), :max_retry, :max_crash,
+           :retry_delay_seconds, :job_timeout_seconds, c.now_ms, run.priority + :job_priority, :limit_key,
+           :phase
+    FROM run, c
+    ON CONFLICT (run_id, step, scope) DO NOTHING
+)
+SELECT run.id, pg_notify('ductline_jobs', :origin::text) AS notified FROM run;
+
 -- name: insert_job
 -- pg_notify (on commit) wakes workers waiting in LISTEN.
 -- The not-before time is read from the clock when this statement runs, inside the
