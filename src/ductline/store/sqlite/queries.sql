@@ -488,3 +488,7 @@ SELECT NULL AS id WHERE 0;
 -- name: complete_close_jobs
 -- As claim_start_jobs: on SQLite, Tx runs complete_jobs and close_succeeded_attempts.
 SELECT NULL AS id WHERE 0;
+
+-- name: insert_run_with_job
+-- As claim_start_jobs: on SQLite, Tx runs insert_run, insert_job and notify.
+SELECT NULL AS id WHERE 0;
