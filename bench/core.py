@@ -3,6 +3,8 @@
 
     python bench/core.py [--repeats 3] [--quick] [--sqlite] [--concurrency 8]
 
+By default the worker runs with its own default slots (one per CPU), as a user's would.
+
 Measures, in one run, against PostgreSQL (default) or a SQLite file (--sqlite):
 
 1. Drain rate: N single-step no-op runs are triggered first (public trigger API,
@@ -814,8 +816,8 @@ def _main() -> int:
     ap.add_argument("--sqlite", action="store_true", help="run against a SQLite file instead of PostgreSQL")
     ap.add_argument("--pg-url", default=DEFAULT_PG,
                     help="admin URL; databases ductline_bench and ductline_bench_raw are (re)created next to it")
-    ap.add_argument("--concurrency", type=int, default=8,
-                    help="worker slots; 0: the worker's default (one per CPU)")
+    ap.add_argument("--concurrency", type=int, default=0,
+                    help="worker slots; 0 (default): the worker's default (one per CPU)")
     ap.add_argument("--runs", type=int, default=None, help="drain: number of runs (default 5000)")
     ap.add_argument("--chains", type=int, default=None, help="chain: number of runs (default 300)")
     ap.add_argument("--spacing-ms", type=float, default=20.0, help="chain: ms between triggers")
