@@ -71,7 +71,7 @@ def test_the_loop_starts_queued_jobs_while_a_recording_waits(store, db_url, tmp_
         at_pause.append(len(marks(path)))
         return True
 
-    paused, dialect = pausing_store(db_url, after="lock_runs", when=two_queued)
+    paused, dialect = pausing_store(db_url, after="complete_close_jobs", when=two_queued)
     worker = build_worker(paused, [APP], 1, load_settings(database_url=db_url, poll_interval=0.1))
     built.append(worker)
     with running(worker, (paused, dialect)) as thread:

@@ -249,6 +249,25 @@ def test_run_deadline_starts_at_first_claim_and_bounds_the_job(
     assert store.run_attempts(run_id)[0]["deadline_ms"] == c.deadline_ms
 
 
+def test_a_claim_that_runs_dry_says_when_to_wake_as_a_read_after_it_would(store: Store) -> None:
+    """The claim that found fewer jobs than it asked for reads the next wake-ups with
+    it (PostgreSQL: in the claim's statement): they must be what a read after the
+    claim says -- not the job it just claimed, and the deadline of the run it started."""
+    started_run, (due_now,) = create_run(store, {}, timeout_seconds=60)
+    later_run, (later,) = create_run(store, {"delay_ms": 50_000})
+    create_run(store, {"delay_ms": 90_000, "priority": 5})  # another queue, later still
+    create_run(store, {"delay_ms": 70_000}, timeout_seconds=1)  # not started: no deadline yet
+    with store.transaction() as tx:
+        claimed = tx.claim(WORKER, [PIPELINE], 10, LONG_LEASE_MS)
+        with_claim = tx.next_wakeups([PIPELINE])
+        read_after = tx.next_wakeups([PIPELINE])  # asked again: a read of its own
+    assert [c.job_id for c in claimed] == [due_now]
+    assert with_claim == read_after
+    run = store.get_run(started_run)
+    assert run is not None and with_claim[1] == run["deadline_ms"] == claimed[0].run_deadline_ms
+    assert with_claim[0] == job(store, later_run, later)["not_before_ms"]
+
+
 def test_run_deadline_is_fixed_by_the_first_claim_only(store: Store) -> None:
     run_id, (first, second) = create_run(store, {}, {"delay_ms": 150}, timeout_seconds=60)
     c1 = claim_one(store)

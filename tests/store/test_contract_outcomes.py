@@ -522,6 +522,63 @@ def test_a_recording_that_claims_every_job_it_created_wakes_no_worker(store: Sto
     assert noting.names.count("notify") == (0 if claim_next else 1)
 
 
+def test_a_batch_of_successes_locks_its_runs_before_its_jobs_and_a_stop_first_wins(
+        store: Store, db_url: str) -> None:
+    """A batch of plain successes locks its runs in its first statement (PostgreSQL:
+    the statement that completes the jobs; a separate lock_runs elsewhere). A stop
+    holding the run makes it wait; once the stop ended the run's attempt and
+    committed, the success is dropped as a lost lease, not recorded into the
+    cancelled run."""
+    import threading
+
+    from contract_support import NotingDialect
+
+    from ductline import Pipeline
+    from ductline.operations.stop import cancel
+    from ductline.runtime import record
+    from ductline.runtime.outcomes import Outcome, record_batch
+    from ductline.runtime.record import Attempt
+    from ductline.store import open_store
+
+    pipeline = Pipeline("contract_lock_first").start(_first).chain(to=_second)
+    definitions = {pipeline.name: pipeline.definition()}
+    handle = pipeline.trigger(1, database=store)
+    [first] = store.claim(WORKER, [pipeline.name], 1, LONG_LEASE_MS)
+    attempt = Attempt(first.job_id, first.run_id, first.step, first.scope, first.attempt, first.lease_token,
+                      first.started_ms)
+    noting = NotingDialect(open_store(db_url).dialect)
+    results: list[list[record.Recorded]] = []
+    try:
+        with store.transaction() as tx:
+            tx.run_metadata(first.run_id, for_stop=True)  # the stop's lock on the run
+            recorder = threading.Thread(target=lambda: results.append(record_batch(
+                Store(noting), [Outcome(attempt, first.pipeline, AttemptResult.SUCCEEDED, output="1")],
+                definitions, 0, now_ms=lambda: 0)))
+            recorder.start()
+            if store.dialect.name == "postgres":  # SQLite: the stop holds the one writer lock
+                wait_for(lambda: _waiting_on_a_lock(db_url), timeout=30)
+            cancel(tx, pipeline.definition(), first.run_id)
+        recorder.join(30)
+    finally:
+        noting.close()
+    assert [r.outcome for r in results[0]] == [record.Outcome.LOST]
+    statuses = {j["step"]: j["status"] for j in store.run_jobs(handle.id)}
+    assert statuses == {"_first": "cancelled", "_second": "skipped"}
+    run = store.get_run(handle.id)
+    assert run is not None and run["status"] == "cancelled"
+    if store.dialect.name == "postgres":
+        assert "lock_runs" not in noting.names and noting.names[0] == "complete_close_jobs"
+
+
+def _waiting_on_a_lock(db_url: str) -> bool:
+    """Whether a session of this database waits on a row lock of a run."""
+    import psycopg
+
+    with psycopg.connect(db_url) as conn:
+        return conn.execute("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+                            "AND wait_event_type = 'Lock' AND query LIKE '%FOR NO KEY UPDATE%'").fetchone() is not None
+
+
 def _numbers(n):
     return list(range(n))
 

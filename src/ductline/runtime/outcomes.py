@@ -67,30 +67,30 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
     """
     limits = limits or payloads.DEFAULT_LIMITS
     results: list[record.Recorded | None] = [None] * len(outcomes)
+    bulk = [i for i, o in enumerate(outcomes) if _plain_success(o, definitions)]
+    plain = set(bulk)
+    locks = [o.attempt.run_id for o in outcomes if not o.run_deadline]
     with store.transaction() as tx:
         tx.origin = origin
         # The runs first: a stop of one of them (cancel, deadline) and this batch take
         # turns, so no outcome is recorded into a run that a stop has already ended.
-        tx.lock_runs([o.attempt.run_id for o in outcomes if not o.run_deadline])
-        bulk = []
+        # A batch of plain successes only locks them in its first statement.
+        if len(bulk) < len(outcomes):
+            tx.lock_runs(locks)
         # Jobs created by this batch are inserted by its last statement, so their
         # not-before times count from (just before) the commit, not from earlier work.
         sink: list[NewJob] = []
         for i, o in enumerate(outcomes):
             definition = definitions.get(o.pipeline)
-            if o.run_deadline:
-                continue  # ends the whole run: its own transaction, below
+            if o.run_deadline or i in plain:
+                continue  # a run deadline ends the whole run: its own transaction, below
             elif o.result is AttemptResult.SUCCEEDED and definition is not None:
                 assert o.output is not None
-                if o.attempt.step in definition.nodes and not needs_fanout_check(definition, o.attempt.step):
-                    bulk.append(i)
-                else:
-                    results[i] = record.success(tx, definition, o.attempt, o.output, retry_delay, sink,
-                                                limits)
+                results[i] = record.success(tx, definition, o.attempt, o.output, retry_delay, sink, limits)
             else:
                 results[i] = record.failure(tx, definition, o.attempt, o.ended(), o.traceback, retry_delay)
         if bulk:
-            _record_successes(tx, outcomes, bulk, definitions, retry_delay, results, sink, limits)
+            _record_successes(tx, outcomes, bulk, definitions, retry_delay, results, sink, limits, locks)
         tx.insert_jobs(sink, notify=False)
         # Each ended attempt of a limited step frees a slot of its key: hand it on.
         limited = [o.attempt for o in outcomes if o.attempt.limit_key and not o.run_deadline]
@@ -118,6 +118,14 @@ def _run_deadline(store: Store, definition: Definition | None, a: record.Attempt
     return record.Recorded(record.Outcome.FAILED, reason="timeout_exceeded", run_failed=ended)
 
 
+def _plain_success(o: Outcome, definitions: dict[str, Definition]) -> bool:
+    """Whether ``o`` is recorded with the batched statements of `_record_successes`:
+    a success of a known step whose output needs no check (no expand after it)."""
+    definition = definitions.get(o.pipeline)
+    return (not o.run_deadline and o.result is AttemptResult.SUCCEEDED and definition is not None
+            and o.attempt.step in definition.nodes and not needs_fanout_check(definition, o.attempt.step))
+
+
 def needs_fanout_check(definition: Definition, step: str) -> bool:
     transition = definition.nodes[step].next
     return transition is not None and transition.kind is TransitionKind.EXPAND
@@ -126,13 +134,15 @@ def needs_fanout_check(definition: Definition, step: str) -> bool:
 def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
                       definitions: dict[str, Definition], retry_delay: int,
                       results: list[record.Recorded | None], sink: list[NewJob],
-                      limits: payloads.Limits) -> None:
+                      limits: payloads.Limits, locks: list[str]) -> None:
+    """Record the plain successes at ``indexes``; ``locks``: the batch's runs, locked
+    first (already, unless the batch holds nothing else)."""
     attempts = [outcomes[i].attempt for i in indexes]
     # A large output's job row holds a reference; its payload is written only once
     # the lease is known to be held (no orphan payloads from lost leases).
     prepared = {i: payloads.prepare(outcomes[i].output or "null", limits) for i in indexes}
     held = tx.complete_and_close([(a.job_id, a.attempt, a.lease_token, prepared[i][0], a.started_ms,
-                                   a.deadline_ms) for i, a in zip(indexes, attempts)])
+                                   a.deadline_ms) for i, a in zip(indexes, attempts)], lock_runs=locks)
     # Runs whose last step completed here are completed by one statement at the end
     # (one round trip, however many runs end in this batch).
     finish: list[tuple[str, str]] = []

@@ -26,8 +26,12 @@ def next_wakeups(s: Session, pipelines: list[str]) -> tuple[int | None, int | No
     in one query (epoch ms; ``None``: there is none): what an idle worker's timers are
     set to."""
     row = s.fetch("next_wakeups", {"pipelines": json.dumps(pipelines)})[0]
-    return (None if row["not_before_ms"] is None else int(row["not_before_ms"]),
-            None if row["deadline_ms"] is None else int(row["deadline_ms"]))
+    return _wakeups(row["not_before_ms"], row["deadline_ms"])
+
+
+def _wakeups(not_before_ms: Any, deadline_ms: Any) -> tuple[int | None, int | None]:
+    return (None if not_before_ms is None else int(not_before_ms),
+            None if deadline_ms is None else int(deadline_ms))
 
 
 class Tx:
@@ -44,6 +48,9 @@ class Tx:
         self.origin = ""
         self._locked_runs: set[str] = set()  # by lock_runs, until the commit
         self.claimed: set[str] = set()  # ids of the jobs this transaction claimed
+        # What the last claim read for next_wakeups, for these pipelines (taken by the
+        # next call; the claimers call it right after the claim, before any write).
+        self._wakeups: tuple[list[str], tuple[int | None, int | None]] | None = None
 
     def now_ms(self) -> int:
         """The database clock, read inside this transaction."""
@@ -54,13 +61,19 @@ class Tx:
         self.s.fetch("notify", {"origin": self.origin})
 
     def next_wakeups(self, pipelines: list[str]) -> tuple[int | None, int | None]:
-        """`Store.next_wakeups`, read inside this transaction."""
+        """`Store.next_wakeups`, read inside this transaction. Right after a claim
+        that found fewer jobs than it asked for, the claim's statement has read them
+        already (PostgreSQL's claim_start_jobs) and no round trip is made."""
+        read, self._wakeups = self._wakeups, None
+        if read is not None and read[0] == pipelines:
+            return read[1]
         return next_wakeups(self.s, pipelines)
 
     # -- claiming --------------------------------------------------------------
     def claim(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int, *,
               limits: dict[tuple[str, str], StepLimit] | None = None, fifo: bool = False) -> list[ClaimedJob]:
         """Claim up to ``limit`` ready jobs inside this transaction (see `Store.claim`)."""
+        self._wakeups = None
         jobs = self._claim(worker_id, pipelines, limit, lease_ms, limits=limits, fifo=fifo)
         self.claimed.update(j.job_id for j in jobs)
         return jobs
@@ -118,6 +131,8 @@ class Tx:
                                                  "gated": gated})
         if rows and rows[0]["limited"]:
             return None
+        if rows and rows[0]["ran_dry"]:
+            self._wakeups = (pipelines, _wakeups(rows[0]["next_not_before_ms"], rows[0]["next_deadline_ms"]))
         rows = [row for row in rows if row["id"] is not None]
         stale = sorted({row["run_id"] for row in rows if row["stale"]})
         fixed: dict[str, Any] = {}
@@ -250,19 +265,25 @@ class Tx:
         done = {r["id"] for r in rows}
         return done
 
-    def complete_and_close(self, items: list[tuple[str, int, str, str, int | None, int | None]]) -> set[str]:
+    def complete_and_close(self, items: list[tuple[str, int, str, str, int | None, int | None]],
+                           lock_runs: list[str] | None = None) -> set[str]:
         """`complete_jobs` and `close_succeeded` for ``(job_id, attempt, lease_token,
         output, started_ms, deadline_ms)``; returns the job ids whose lease was still
-        held (only their attempts are closed)."""
+        held (only their attempts are closed). ``lock_runs``: runs to lock first, as
+        `lock_runs` does (on PostgreSQL in the same statement: one round trip less)."""
         if not items:
+            self.lock_runs(lock_runs or [])
             return set()
         if not self._fused:
+            self.lock_runs(lock_runs or [])
             held = self.complete_jobs([(j, t, o) for j, _, t, o, _, _ in items])
             self.close_succeeded([(j, a, t, st, dl) for j, a, t, _, st, dl in items if j in held])
             return held
-        rows = self.s.fetch("complete_close_jobs", {"items": json.dumps(
+        wanted = sorted(set(lock_runs or []) - self._locked_runs)
+        rows = self.s.fetch("complete_close_jobs", {"run_ids": json.dumps(wanted), "items": json.dumps(
             [{"job_id": j, "attempt": a, "lease_token": t, "output": o, "started_ms": st, "deadline_ms": dl}
              for j, a, t, o, st, dl in items])})
+        self._locked_runs.update(wanted)
         return {r["id"] for r in rows}
 
     def close_succeeded(self, items: list[tuple[str, int, str, int | None, int | None]]) -> None:

@@ -545,7 +545,8 @@ FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt bigint, run_id 
 -- `limited`: the caller claims through the candidate path, which decides the limits
 -- (the picked rows stay locked by this transaction, so that path reads them again).
 -- Without a limited job the fused claim serves, whatever limits the worker knows.
--- The result always has one row at least: a row without an id only carries `limited`.
+-- The result always has one row at least: a row without an id only carries `limited`
+-- (and `wake`'s columns, on every row).
 WITH picked AS (
     SELECT c.id, c.limit_key FROM ductline_ready_queues queues CROSS JOIN LATERAL (
         SELECT j.id, j.priority, j.phase, j.not_before_ms, j.limit_key
@@ -599,19 +600,55 @@ WITH picked AS (
 ), attempts AS (
     INSERT INTO ductline_attempts (job_id, attempt, run_id, lease_token, worker_id, started_ms, deadline_ms)
     SELECT id, attempts, run_id, lease_token, :worker_id, claimed_ms, deadline_ms FROM rows
+), wake AS (
+    -- A claim that found fewer jobs than it asked for also says when to wake next
+    -- (next_wakeups, as the state after this claim: the jobs it claimed are no longer
+    -- pending, the runs it started have their deadlines), saving that round trip.
+    -- Read only then (a CASE evaluates the branch it takes).
+    SELECT CASE WHEN (SELECT count(*) FROM claimed) < :limit THEN
+               (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
+                            WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = q.priority
+                              AND j.phase = q.phase
+                              AND j.pipeline = ANY(ARRAY(SELECT jsonb_array_elements_text(:pipelines::jsonb)))
+                              AND j.id <> ALL(ARRAY(SELECT id FROM claimed))
+                            ORDER BY j.not_before_ms LIMIT 1))
+                FROM ductline_ready_queues q) END AS next_not_before_ms,
+           CASE WHEN (SELECT count(*) FROM claimed) < :limit THEN
+               (SELECT min(due_ms) FROM (
+                    SELECT min(deadline_ms) AS due_ms FROM ductline_runs
+                    WHERE status IN ('pending', 'running', 'paused') AND deadline_ms IS NOT NULL
+                      AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
+                    UNION ALL
+                    SELECT min(deadline_ms) FROM started
+                    UNION ALL
+                    SELECT min(pause_expires_ms) FROM ductline_jobs
+                    WHERE status = 'paused' AND pause_expires_ms IS NOT NULL
+                      AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))) AS due) END
+               AS next_deadline_ms,
+           (SELECT count(*) FROM claimed) < :limit AS ran_dry
 )
-SELECT rows.*, NOT gate.open AS limited FROM gate LEFT JOIN rows ON true
+SELECT rows.*, NOT gate.open AS limited, wake.* FROM gate CROSS JOIN wake LEFT JOIN rows ON true
 ORDER BY rows.priority DESC, rows.phase, rows.not_before_ms;
 
 -- name: complete_close_jobs
--- complete_jobs and close_succeeded_attempts in one statement (one round trip per
--- batch of successes); returns the job ids whose lease was still held.
-WITH done AS (
+-- lock_runs, complete_jobs and close_succeeded_attempts in one statement (one round
+-- trip per batch of successes); returns the job ids whose lease was still held.
+-- The runs of :run_ids are locked first, in id order, as lock_runs does: `done` reads
+-- the count of `locked` in a condition without a column of its own (evaluated once,
+-- before any job row is updated). A stop that held a run meanwhile has ended that
+-- run's running jobs when it committed: their updated rows are checked again under
+-- READ COMMITTED and no longer match status = 'running'.
+WITH locked AS (
+    SELECT id FROM ductline_runs
+    WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(:run_ids::jsonb)))
+    ORDER BY id FOR NO KEY UPDATE
+), done AS (
     UPDATE ductline_jobs
     SET status = 'completed', output = x.output, lease_token = NULL, lease_expires_ms = NULL,
         finished_ms = ductline_now_ms()
     FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, lease_token text, output text)
-    WHERE ductline_jobs.id = x.job_id AND ductline_jobs.lease_token = x.lease_token
+    WHERE (SELECT count(*) FROM locked) >= 0
+      AND ductline_jobs.id = x.job_id AND ductline_jobs.lease_token = x.lease_token
       -- By id, the status no index condition, the run read per job: see complete_jobs.
       AND ductline_jobs.status = (SELECT 'running'::text)
       AND ductline_jobs.id = ANY(ARRAY(SELECT job_id FROM jsonb_to_recordset(:items::jsonb) AS i(job_id text)))
