@@ -475,7 +475,9 @@ def count_runs(q: Callable[[str], list[tuple[Any, ...]]], pipeline: str) -> dict
 
 
 def warm_up(backend: Any, url: str, store: Any, worker: WorkerProcess, n: int) -> None:
-    """Run ``n`` no-op runs so the worker and all its children are up and warm."""
+    """Run ``n`` no-op runs so the worker and all its children are up and warm;
+    ``n`` of 0 (the worker's default slots) means one per CPU, as the worker has."""
+    n = n or os.cpu_count() or 2
     handles = [bench_app.bench_noop.trigger(-1, database=store) for _ in range(n)]
     for h in handles:
         end = time.monotonic() + 120
