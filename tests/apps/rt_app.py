@@ -92,12 +92,17 @@ def crash(x):
 crash_pipeline = Pipeline("rt_crash").start(crash, max_crash=2)
 
 
+CRASH_AFTER_SECONDS = 0.3
+
+
 def note_pid_then_crash(path):
-    """The first call dies, the second returns; each notes in ``path`` its process id
-    and when it was called (seconds since boot, the clock of /proc/PID/stat)."""
+    """The first call dies `CRASH_AFTER_SECONDS` after it was called, the second
+    returns; each notes in ``path`` its process id and when it was called (seconds
+    since boot, the clock of /proc/PID/stat)."""
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(f"{os.getpid()} {time.clock_gettime(time.CLOCK_BOOTTIME)}\n")
     if len(Path(path).read_text(encoding="utf-8").splitlines()) == 1:
+        time.sleep(CRASH_AFTER_SECONDS)
         os._exit(3)
     return "second child"
 

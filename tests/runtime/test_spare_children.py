@@ -43,8 +43,8 @@ def _started_since_boot(pid: int) -> float:
 @pytest.mark.parametrize(("spares", "warm"), [("1", True), ("0", False)], ids=["spare", "no-spare"])
 def test_a_dead_childs_slot_gets_the_warm_spare(tmp_path, spares, warm):
     """With a spare, the attempt after a crash runs in a child started before the
-    first attempt (with the worker); without one, in a child started once the first
-    child had died."""
+    first child died (warm, once the slot's child was ready); without one, in a child
+    started once the first child had died."""
     import rt_app
     from helpers import start_worker, stop_worker
 
@@ -65,7 +65,32 @@ def test_a_dead_childs_slot_gets_the_warm_spare(tmp_path, spares, warm):
         store.close()
     assert first != second
     tick = 1 / os.sysconf("SC_CLK_TCK")  # a start time is cut to a clock tick
-    assert (second_started < float(first_called) - tick) is warm, (second_started, first_called)
+    died = float(first_called) + rt_app.CRASH_AFTER_SECONDS  # at the earliest
+    assert (second_started < died - tick) is warm, (second_started, died)
+
+
+def _children_of(pid: int) -> list[int]:
+    return [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
+            for c in (task / "children").read_text().split()]
+
+
+def test_the_spares_start_once_the_slots_children_are_ready(tmp_path):
+    """Started beside the slots' children, spares would compete with them for the CPU
+    the first attempts wait for: the spare starts after the slot's child imported its
+    app (which takes ``IMPORT_SECONDS``), not with it."""
+    import slow_import_app
+    from helpers import start_worker, stop_worker, wait_for
+
+    url = f"sqlite:///{tmp_path}/spares.db"
+    worker = start_worker(url, concurrency=1, env={"DUCTLINE_SPARE_CHILDREN": "1"}, app=slow_import_app.__file__)
+    try:
+        slot_child, spare = sorted(wait_for(lambda: len(found := _children_of(worker.pid)) == 2 and found),
+                                   key=_started_since_boot)
+        apart = _started_since_boot(spare) - _started_since_boot(slot_child)
+    finally:
+        assert stop_worker(worker) == 0
+    tick = 1 / os.sysconf("SC_CLK_TCK")
+    assert apart >= slow_import_app.IMPORT_SECONDS - tick, apart
 
 
 @pytest.mark.parametrize("bad", ["-1", "1.5", "two"])

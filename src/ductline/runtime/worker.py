@@ -46,6 +46,9 @@ from ductline.store import Store, payloads
 
 log = logging.getLogger("ductline.worker")
 
+# The longest the warm spares wait for the slots' children to be ready (seconds).
+SPARES_AT_THE_LATEST_SECONDS = 5.0
+
 
 class Worker:
     """A worker parent process.
@@ -80,6 +83,7 @@ class Worker:
         self.interrupted = False  # a signal asked it to stop
         self._shutdown_deadline: float | None = None
         self._next_maintenance = 0.0
+        self._spares_due: float | None = None  # monotonic: start the spares by then at the latest
         limits = payloads.Limits.from_settings(settings)
         self.slots = [Slot(i, limits.max_bytes, log_level=settings.step_log_level,
                            log_max_bytes=settings.step_log_max_bytes) for i in range(concurrency)]
@@ -140,7 +144,7 @@ class Worker:
             return
         for slot in self.slots:
             slot.child = self.spares.new_child()
-        self.spares.fill()
+        self._spares_due = self.clock.now() + SPARES_AT_THE_LATEST_SECONDS
         listener = self.wakeup.listen(self.store)
         self.enforcer.start()
         maintainer = maintenance.Maintainer(self.store, self.definitions, self.settings.health_check_interval,
@@ -167,6 +171,7 @@ class Worker:
                 self._heartbeat()
                 self._maintain()
                 self._wait()
+                self._warm_spares()
                 self._collect_undead()
         finally:
             self.outbox.close()
@@ -249,6 +254,19 @@ class Worker:
 
     def _collect_undead(self) -> None:
         self.events.collect_undead()
+
+    def _warm_spares(self) -> None:
+        """Start the warm spares once every slot's child is ready (or gone), not
+        beside them: started together, they compete for the CPU with the children
+        the first attempts wait for (on 2 cores, a worker with 2 slots and 2 spares
+        started its first attempt about a third later). A slot child that never
+        says it is ready delays them by `SPARES_AT_THE_LATEST_SECONDS` at most."""
+        if self._spares_due is None:
+            return
+        settled = all(s.undead or s.child is None or s.child.ready or s.child.eof for s in self.slots)
+        if settled or self.clock.now() >= self._spares_due:
+            self._spares_due = None
+            self.spares.fill()
 
     def _maintain(self) -> None:
         """Health check of the children (no database): idle children that died are
