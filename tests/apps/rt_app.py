@@ -211,6 +211,14 @@ def after(x):
 
 deadline_chain = Pipeline("rt_deadline_chain", timeout=2).start(quick).chain(to=stuck).chain(to=after)
 
+def nap(seconds):
+    time.sleep(seconds)
+    return seconds
+
+
+# Runs of a 2 s deadline; one that sleeps 30 s uses all of its own.
+queued_deadline = Pipeline("rt_queued_deadline", timeout=2).start(nap)
+
 deadline_in_delay = Pipeline("rt_deadline_delay", timeout=2).start(quick).chain(to=after, delay=30)
 
 
@@ -225,6 +233,9 @@ deadline_divide = (Pipeline("rt_deadline_divide", timeout=2).start(quick)
 def fails_at_once(x):
     raise RuntimeError("boom")
 
+
+# Halts within a second (one attempt, no retry), well before its 2 s deadline.
+halts_before_deadline = Pipeline("rt_halt_deadline", timeout=2).start(quick).chain(to=fails_at_once, max_retry=1)
 
 fail_fast = (Pipeline("rt_fail_fast", on_failure="fail_fast").start(quick)
              .divide(to=[fails_at_once, stuck], max_retry=1).combine(into=after))

@@ -191,6 +191,28 @@ def test_the_queue_covers_one_recording():
     assert Ahead(depth=0).room(4) == 0
 
 
+def test_a_queued_first_step_is_given_back_halfway_to_the_run_deadline_its_claim_started():
+    """Queued jobs are overdue `OVERDUE_SECONDS` after their claim; the first step of a
+    run whose deadline its claim started, halfway to that deadline, so it is given
+    back (and its run counts as not started) long before the deadline passes."""
+    from ductline.runtime.ahead import OVERDUE_SECONDS
+    from ductline.store.records import ClaimedJob
+
+    def job(name):
+        return ClaimedJob(job_id=name, run_id=name, pipeline="p", step="s", scope="", input="[]", attempt=1,
+                          lease_token=name, timeout_seconds=None, boundary=None, not_before_ms=0, started_ms=0,
+                          deadline_ms=None, run_deadline_ms=None)
+
+    ahead = Ahead()
+    assert ahead.due_at() is None and not ahead.overdue(1e9)
+    ahead.add([job("plain")], confirmed=10.0)
+    assert ahead.due_at() == 10.0 + OVERDUE_SECONDS
+    ahead.add([job("bounded"), job("other")], confirmed=11.0,
+              run_deadline=lambda j: 13.0 if j.job_id == "bounded" else None)
+    assert ahead.due_at() == 12.0
+    assert not ahead.overdue(11.99) and ahead.overdue(12.0)
+
+
 def test_the_queue_keeps_the_claim_order():
     """A job of a run under way claimed later goes ahead of queued first steps; a higher
     priority ahead of both; at equal rank the older claim first."""

@@ -46,6 +46,49 @@ def test_deadline_inside_a_step_fails_the_run_and_skips_dependents(store, worker
     assert run["finished_ms"] >= run["deadline_ms"]
 
 
+def test_a_run_deadline_counts_from_its_first_attempt_start_not_from_a_claim_ahead(store, workers):
+    # One slot: after a few short attempts the worker claims jobs ahead, so the runs
+    # after the long one wait in its queue while it runs into its own deadline (2 s).
+    # Their deadlines count from when their attempts begin, not from their claim: a
+    # queued one either starts (and its run's clock with it) or is given back unstarted
+    # halfway to the deadline its claim started, and runs later in full.
+    handles = rt_app.queued_deadline.trigger_many([0.01] * 10 + [30] + [0.01] * 10, database=store)
+    workers(concurrency=1)
+    assert [h.wait(90) for h in handles] == ["completed"] * 10 + ["failed"] + ["completed"] * 10
+    for handle in handles[11:]:
+        *given_back, last = run_view(store, handle.id)["steps"][0]["attempts"]
+        assert last["result"] == "succeeded", last
+        assert all(a["result"] == "cancelled" and "given back" in a["error"] for a in given_back), given_back
+
+
+def test_a_halted_run_past_its_deadline_is_not_retried_and_ends_failed(store, workers):
+    """A halted run has not ended, but its deadline still bounds it: past the deadline
+    a retry is refused (revived, it would be stopped at once), and the worker that
+    notices the deadline ends it failed, keeping its halt reason."""
+    from helpers import stop_worker
+
+    from ductline.operations.revive import retry_run
+
+    worker = workers()
+    handle = rt_app.halts_before_deadline.trigger(1, database=store)
+    assert handle.wait(90) == "halted"
+    stop_worker(worker)
+    deadline_ms = store.get_run(handle.id)["deadline_ms"]
+    wait_for(lambda: store.now_ms() > deadline_ms)
+    with pytest.raises(InvalidStateError, match="past its deadline"):
+        retry_run(store, handle.id)
+    assert handle.status() == "halted"
+    workers()
+    wait_for(lambda: handle.status() == "failed")
+    view = run_view(store, handle.id)
+    assert view["metadata"]["timeout_exceeded"] is True
+    assert view["halt_reason"] == "job_retries_exhausted"
+    steps = steps_by_name(view)
+    assert steps["quick"]["status"] == "completed"
+    assert [a["result"] for a in steps["fails_at_once"]["attempts"]] == ["errored"]
+    assert_nothing_left(view)
+
+
 def test_deadline_during_a_delay(store, workers):
     workers()
     handle = rt_app.deadline_in_delay.trigger(1, database=store)

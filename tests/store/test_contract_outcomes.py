@@ -631,3 +631,63 @@ def test_a_batch_of_elements_counts_its_fanin_arrivals_in_one_statement(store: S
     [collapse] = store.claim(WORKER, [pipeline.name], 10, LONG_LEASE_MS)
     assert collapse.step == "_total"
     assert json.loads(collapse.input) == [[0, 2, 4, 6, 8]]
+
+
+def _give_back(store: Store, c, *, begun: bool) -> None:
+    from ductline.runtime.outcomes import Outcome, record_batch
+    from ductline.runtime.record import Attempt
+
+    attempt = Attempt(c.job_id, c.run_id, c.step, c.scope, c.attempt, c.lease_token, c.started_ms, begun=begun)
+    record_batch(store, [Outcome(attempt, c.pipeline, AttemptResult.CANCELLED, release=True, error="given back")],
+                 {}, 0, now_ms=lambda: 0)
+
+
+def test_a_job_given_back_before_it_started_leaves_its_run_unstarted(store: Store) -> None:
+    """A run's deadline counts from its first attempt's start: a job claimed ahead and
+    given back before it started leaves its run pending, without start or deadline,
+    and the claim that takes it again starts both."""
+    run_id, (job_id,) = create_run(store, timeout_seconds=60)
+    first = claim_one(store)
+    assert store.get_run(run_id)["status"] == "running"
+    _give_back(store, first, begun=False)
+    run = store.get_run(run_id)
+    assert (run["status"], run["started_ms"], run["deadline_ms"]) == ("pending", None, None)
+    again = claim_one(store)
+    run = store.get_run(run_id)
+    assert again.attempt == first.attempt + 1
+    assert run["status"] == "running" and run["started_ms"] == again.started_ms >= first.started_ms
+    assert run["deadline_ms"] == again.run_deadline_ms == again.started_ms + 60_000
+
+
+def test_a_job_released_after_it_began_keeps_its_run_started(store: Store) -> None:
+    """A worker's shutdown gives back an attempt that ran: the run's start stands."""
+    run_id, _ = create_run(store, timeout_seconds=60)
+    c = claim_one(store)
+    before = store.get_run(run_id)
+    _give_back(store, c, begun=True)
+    after = store.get_run(run_id)
+    assert (after["status"], after["started_ms"], after["deadline_ms"]) == \
+        ("running", before["started_ms"], before["deadline_ms"])
+
+
+def test_a_first_attempt_that_waited_in_the_queue_moves_its_run_deadline(store: Store) -> None:
+    """`Store.restart_run_deadline`: the run's start and deadline move to when its only
+    attempt began; a second call (or a run with another attempt) moves nothing."""
+    run_id, _ = create_run(store, timeout_seconds=60)
+    c = claim_one(store)
+    began = c.started_ms + 5_000
+    assert store.restart_run_deadline(run_id, c.job_id, c.attempt, began) == began + 60_000
+    run = store.get_run(run_id)
+    assert (run["started_ms"], run["deadline_ms"]) == (began, began + 60_000)
+    assert store.restart_run_deadline(run_id, c.job_id, c.attempt, began) is None  # never earlier or again
+    other_run, _ = create_run(store, {}, {}, timeout_seconds=60)
+    one, two = claim_one(store), claim_one(store)
+    assert store.restart_run_deadline(other_run, one.job_id, one.attempt, one.started_ms + 5_000) is None
+    assert store.get_run(other_run)["deadline_ms"] == two.run_deadline_ms
+
+
+def test_a_run_without_a_deadline_is_not_moved(store: Store) -> None:
+    run_id, _ = create_run(store)
+    c = claim_one(store)
+    assert store.restart_run_deadline(run_id, c.job_id, c.attempt, c.started_ms + 5_000) is None
+    assert store.get_run(run_id)["started_ms"] == c.started_ms

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ductline.model.states import ACTIVE_RUN, UNFINISHED_RUN, AttemptResult, HaltReason, JobStatus, RunStatus
+from ductline.model.states import UNFINISHED_RUN, AttemptResult, HaltReason, JobStatus, RunStatus
 
 WORKFLOW_TIMEOUT = "workflow timeout"   # skip reason after a run deadline
 CANCELLED = "cancelled"                 # skip reason after a cancel
@@ -65,10 +65,11 @@ def pause_expired_reason(step: str, seconds: int) -> str:
 
 def deadline(timeout_seconds: float | None) -> StopPlan:
     """The run deadline passed: the run ends ``failed`` with ``timeout_exceeded``;
-    attempts in flight are recorded ``timed_out`` with ``TimeoutError``."""
+    attempts in flight are recorded ``timed_out`` with ``TimeoutError``. A halted run
+    ends too (keeping its halt reason): past its deadline a retry could not run it."""
     error = deadline_error(timeout_seconds)
     return StopPlan(
-        run_status=RunStatus.FAILED, from_statuses=ACTIVE_RUN, job_status=JobStatus.FAILED,
+        run_status=RunStatus.FAILED, from_statuses=UNFINISHED_RUN, job_status=JobStatus.FAILED,
         attempt_result=AttemptResult.TIMED_OUT, error_type="TimeoutError",
         error=f"cancelled at the run deadline: {error}", skip_reason=WORKFLOW_TIMEOUT,
         metadata={"timeout_exceeded": True, "timeout_seconds": timeout_seconds, "error": error})

@@ -36,7 +36,7 @@ def retry_run(store: Store, run_id: str, *, force: Iterable[str] = ()) -> None:
     Raises:
         RunNotFound: no such run.
         InvalidStateError: the run is not halted (also: it stopped being halted
-            meanwhile), or it has a failed step run past a boundary whose step is not
+            meanwhile), or its deadline has passed (docs/howto/deadlines-and-cancel.md), or it has a failed step run past a boundary whose step is not
             named in ``force`` (the message names them), or ``force`` names a step
             that crossed no boundary.
     """
@@ -46,6 +46,12 @@ def retry_run(store: Store, run_id: str, *, force: Iterable[str] = ()) -> None:
         raise RunNotFound(f"run {run_id!r} not found")
     if run["status"] != RunStatus.HALTED:
         raise InvalidStateError(f"run {run_id} is {run['status']}; only a halted run can be retried")
+    deadline_ms = run.get("deadline_ms")
+    if deadline_ms is not None and deadline_ms <= store.now_ms():
+        # Revived, it would be stopped at once, and what it started recorded as killed
+        # by a deadline that had passed before it began: the run ends at its deadline.
+        raise InvalidStateError(f"run {run_id} is past its deadline (timeout {run.get('timeout_seconds')} s); "
+                                "a retry would be stopped at once: trigger a new run")
     crossed = crossed_boundaries(store, run_id)
     missing = [where for step, where in crossed.items() if step not in wanted]
     if missing:

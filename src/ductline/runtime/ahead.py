@@ -11,6 +11,11 @@ delivery contract of a running attempt:
   workers take them, as for running attempts;
 - a worker that stops gives them back at once (`ductline.runtime.worker`), so
   they do not wait for their leases to expire;
+- a queued job never outlives its run's deadline unstarted: the first step of a run
+  whose deadline its claim started is given back, with the queue, halfway to that
+  deadline (the run then counts as not started, `ductline.runtime.record`), so the
+  wait in the queue is never charged to the run (its deadline counts from the first
+  attempt's start; a queued job that starts moves it there, `ductline.runtime.claimer`);
 - a queued job is started only while its lease is known to be held: one not
   confirmed (by its claim or a renewal) within `FRESH_SECONDS` waits for the
   next renewal first, which the claimer asks for at once. A job whose run was
@@ -32,6 +37,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
+from typing import Callable
 
 from ductline.model.claim_order import rank
 from ductline.store.records import ClaimedJob
@@ -55,6 +61,7 @@ class Queued:
     job: ClaimedJob
     confirmed: float  # monotonic seconds: when its lease was last known held
     claimed: float    # monotonic seconds: when it was claimed
+    due: float        # monotonic seconds: given back (with the queue) if not started by then
 
 
 class Ahead:
@@ -93,13 +100,25 @@ class Ahead:
             depth = min(MAX_DEPTH, max(depth, math.ceil(self._recording / max(self._average, 1e-4)) + 1))
         return max(0, depth * usable_slots - len(self._jobs))
 
-    def add(self, jobs: list[ClaimedJob], confirmed: float) -> None:
+    def add(self, jobs: list[ClaimedJob], confirmed: float,
+            run_deadline: Callable[[ClaimedJob], float | None] = lambda job: None) -> None:
         """Queue claimed jobs in the claim order (`ductline.model.claim_order`): a job of
         a run under way, or of a higher priority, goes ahead of queued jobs that a claim
-        would have taken after it; at equal rank, the older claim first."""
+        would have taken after it; at equal rank, the older claim first.
+
+        Args:
+            confirmed: when their claim was sent (monotonic seconds).
+            run_deadline: the deadline (monotonic seconds) that a job's claim started for
+                its run, if it did; the job is given back halfway there unstarted.
+        """
         if not jobs:
             return
-        self._jobs.extend(Queued(job, confirmed, confirmed) for job in jobs)
+        for job in jobs:
+            due = confirmed + OVERDUE_SECONDS
+            deadline = run_deadline(job)
+            if deadline is not None:
+                due = min(due, confirmed + (deadline - confirmed) / 2)
+            self._jobs.append(Queued(job, confirmed, confirmed, due))
         self._jobs = deque(sorted(self._jobs, key=lambda q: rank(q.job.priority, q.job.phase)))
 
     def take(self, now: float) -> ClaimedJob | None:
@@ -114,10 +133,15 @@ class Ahead:
         return bool(self._jobs) and now - self._jobs[0].confirmed > FRESH_SECONDS
 
     def overdue(self, now: float) -> bool:
-        """The oldest queued job waited longer than a short attempt explains (the
-        attempts ahead of it turned out long): the queue should be given back, so
-        other workers can run what it holds."""
-        return bool(self._jobs) and now - min(q.claimed for q in self._jobs) > OVERDUE_SECONDS
+        """A queued job waited longer than a short attempt explains (the attempts ahead
+        of it turned out long), or is halfway to a run deadline its claim started: the
+        queue should be given back, so other workers can run what it holds."""
+        due = self.due_at()
+        return due is not None and now >= due
+
+    def due_at(self) -> float | None:
+        """When the queue is overdue if nothing of it starts (monotonic seconds)."""
+        return min((q.due for q in self._jobs), default=None)
 
     def tokens(self) -> list[str]:
         return [q.job.lease_token for q in self._jobs]

@@ -25,6 +25,7 @@ from ductline.config import Settings
 from ductline.dsl.graph import Definition
 from ductline.errors import StoreError
 from ductline.execution.enforcer import Enforcer
+from ductline.model.claim_order import FIRST_STEP
 from ductline.model.limits import step_limits
 from ductline.observability.events import EventName, emit
 from ductline.operations.stop import expire_due
@@ -131,12 +132,35 @@ class Claimer:
         from its claim (docs/howto/timeouts.md, "What counts": the clock starts when the step begins executing)."""
         started = int(self._clock.db_now_ms())
         step_deadline = None if job.timeout_seconds is None else started + job.timeout_seconds * 1000
-        deadlines = [d for d in (step_deadline, job.run_deadline_ms) if d is not None]
-        job = dataclasses.replace(job, started_ms=started, deadline_ms=min(deadlines) if deadlines else None)
+        run_deadline = job.run_deadline_ms
+        if run_deadline is not None and job.phase == FIRST_STEP:
+            run_deadline = self._restart_run_deadline(job, started)
+        deadlines = [d for d in (step_deadline, run_deadline) if d is not None]
+        job = dataclasses.replace(job, started_ms=started, deadline_ms=min(deadlines) if deadlines else None,
+                                  run_deadline_ms=run_deadline)
         self.start(slot, job)
         emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,
              job_id=job.job_id, attempt=job.attempt, deadline_ms=job.deadline_ms, started_ms=job.started_ms,
              pickup_latency_seconds=max(0, job.started_ms - job.not_before_ms) / 1000)
+
+    def _started_run_deadline(self, job: ClaimedJob) -> float | None:
+        """The run deadline ``job``'s claim may have started (monotonic seconds): that
+        of a first step (`Ahead.add` gives it back unstarted well before it)."""
+        if job.run_deadline_ms is None or job.phase != FIRST_STEP:
+            return None
+        return self._clock.to_monotonic(job.run_deadline_ms)
+
+    def _restart_run_deadline(self, job: ClaimedJob, started: int) -> int | None:
+        """The run deadline of a queued first-step attempt starting at ``started``:
+        moved to count from now if its claim started the run (the wait in the queue is
+        not the run's time; `Store.restart_run_deadline`). If the database cannot be
+        asked, the deadline from the claim stands (earlier: never later than promised)."""
+        try:
+            moved = self._store.restart_run_deadline(job.run_id, job.job_id, job.attempt, started)
+        except StoreError as exc:
+            self._outage.failed("moving a run deadline", exc)
+            return job.run_deadline_ms
+        return job.run_deadline_ms if moved is None else moved
 
     def claim(self) -> None:
         if not self._healthy():
@@ -228,7 +252,7 @@ class Claimer:
             self._enforcer.renewed(sent)  # a claim is a fresh lease
             faults.checkpoint("after_claim")
         # Jobs beyond the free slots wait in the queue ahead, their leases held since the claim.
-        self.ahead.add(jobs[len(free):], sent)
+        self.ahead.add(jobs[len(free):], sent, run_deadline=self._started_run_deadline)
         for slot, job in zip(free, jobs):
             self.start(slot, job)
             emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,

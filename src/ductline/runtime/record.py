@@ -41,6 +41,7 @@ class Attempt:
     started_ms: int | None = None
     limit_key: str | None = None  # the job's concurrency/rate limit key, if limited
     deadline_ms: int | None = None  # the deadline it ran under (epoch ms), if any
+    begun: bool = True  # False: claimed ahead and given back before it started
 
 
 class Outcome(StrEnum):
@@ -147,7 +148,10 @@ def _apply(tx: Tx, a: Attempt, verdict: Verdict) -> bool:
         return tx.retry_job(a.job_id, a.lease_token, verdict.delay_ms, crashed=crashed,
                             charged=verdict.charge is not None)
     if verdict.action is Action.RELEASE:
-        return tx.release_job(a.job_id, a.lease_token)
+        released = tx.release_job(a.job_id, a.lease_token)
+        if released and not a.begun:
+            tx.unstart_run(a.run_id)  # if nothing of the run ran, its clock starts with the next claim
+        return released
     return tx.fail_job(a.job_id, a.lease_token, crashed=crashed)
 
 

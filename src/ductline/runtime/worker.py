@@ -232,7 +232,7 @@ class Worker:
         log.info("Giving back %d job(s) claimed ahead and not started (%s)", len(jobs), why)
         for job in jobs:
             attempt = Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token,
-                              job.started_ms, job.limit_key, job.deadline_ms)
+                              job.started_ms, job.limit_key, job.deadline_ms, begun=False)
             self.outbox.add(Outcome(attempt, job.pipeline, AttemptResult.CANCELLED, release=True,
                                     error=f"given back before it started: {why}"))
         self.claimer.soon()
@@ -292,7 +292,7 @@ class Worker:
         free = any(s.free for s in self.slots) and not self.outbox.recording
         horizon = [now + self.claimer.poll, self.heartbeat.next_at, self._next_maintenance,
                    *self.claimer.wake_times(free, self.stopping)]
-        for due in (self.outbox.retry_at(), self._shutdown_deadline):
+        for due in (self.outbox.retry_at(), self._shutdown_deadline, self.ahead.due_at()):
             if due is not None:
                 horizon.append(due)
         waitables: list[Any] = [self.wakeup.fileno()]

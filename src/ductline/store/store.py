@@ -132,6 +132,16 @@ class Store:
         with self.dialect.reader() as s:
             return s.fetch("due_deadlines", {"limit": limit})
 
+    def restart_run_deadline(self, run_id: str, job_id: str, attempt: int, started_ms: int) -> int | None:
+        """An attempt claimed ahead began at ``started_ms`` (epoch ms, database clock):
+        if its claim started its run and nothing else of the run ran, the run's start
+        and deadline move to it (a deadline counts from the first attempt's start).
+        Returns the run's new deadline (epoch ms), or ``None`` if it did not move."""
+        with self.dialect.transaction() as s:
+            rows = s.fetch("restart_run_deadline", {"run_id": run_id, "job_id": job_id, "attempt": attempt,
+                                                    "started_ms": started_ms})
+        return int(rows[0]["deadline_ms"]) if rows else None
+
     def set_attempt_deadline(self, job_id: str, attempt: int, lease_token: str, deadline_ms: int) -> bool:
         """Record a scaled deadline reported when the attempt started."""
         with self.dialect.transaction() as s:

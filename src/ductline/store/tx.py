@@ -318,6 +318,11 @@ class Tx:
             "failed": 0 if crashed else 1, "crashed": 1 if crashed else 0,
         }) == 1
 
+    def unstart_run(self, run_id: str) -> bool:
+        """The run's only attempts were given back before they started: it goes back
+        to pending, its start and deadline cleared (the next claim starts them)."""
+        return self.s.execute("unstart_run", {"run_id": run_id}) == 1
+
     def release_job(self, job_id: str, lease_token: str) -> bool:
         """Give a job back without charging any budget (worker shutdown)."""
         return self.s.execute("release_job", {"job_id": job_id, "lease_token": lease_token}) == 1

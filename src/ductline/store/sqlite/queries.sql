@@ -323,7 +323,7 @@ ON CONFLICT (run_id, step, scope) DO NOTHING;
 
 -- name: due_deadlines
 SELECT id, pipeline, timeout_seconds, metadata FROM ductline_runs
-WHERE status IN ('pending', 'running', 'paused') AND deadline_ms <= ductline_now_ms()
+WHERE status IN ('pending', 'running', 'paused', 'halted') AND deadline_ms <= ductline_now_ms()
 ORDER BY deadline_ms
 LIMIT :limit;
 
@@ -370,6 +370,27 @@ WHERE id IN (SELECT value FROM json_each(:run_ids)) AND (status = 'pending' OR (
 -- The deadlines of the runs it started; the caller reads the others (run_deadlines).
 RETURNING id, deadline_ms, 0 AS stale;
 
+-- name: restart_run_deadline
+-- A run's deadline counts from its first attempt's start. A claim starts the run's
+-- clock (start_runs); an attempt that waited in its worker's queue of jobs claimed
+-- ahead moves it to when it really began -- only while no other attempt of the run
+-- exists (nothing else of it ran), so a run already under way keeps its deadline.
+UPDATE ductline_runs
+SET started_ms = :started_ms, deadline_ms = :started_ms + timeout_seconds * 1000
+WHERE id = :run_id AND status = 'running' AND timeout_seconds IS NOT NULL AND started_ms < :started_ms
+  AND NOT EXISTS (SELECT 1 FROM ductline_attempts a WHERE a.run_id = :run_id
+                  AND NOT (a.job_id = :job_id AND a.attempt = :attempt))
+RETURNING deadline_ms;
+
+-- name: unstart_run
+-- A job claimed ahead was given back before it started (its attempt just closed
+-- 'Released'): if no attempt of its run ever ran, the run has not started after all
+-- and goes back to pending; the claim that starts it again starts its deadline.
+UPDATE ductline_runs SET status = 'pending', started_ms = NULL, deadline_ms = NULL
+WHERE id = :run_id AND status = 'running'
+  AND NOT EXISTS (SELECT 1 FROM ductline_attempts a WHERE a.run_id = :run_id
+                  AND (a.result IS NULL OR a.error_type IS NULL OR a.error_type <> 'Released'));
+
 -- name: run_deadlines
 SELECT id, deadline_ms FROM ductline_runs WHERE id IN (SELECT value FROM json_each(:run_ids));
 
@@ -394,7 +415,7 @@ SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
         FROM ductline_ready_queues q) AS not_before_ms,
        (SELECT min(due_ms) FROM (
             SELECT min(deadline_ms) AS due_ms FROM ductline_runs
-            WHERE status IN ('pending', 'running', 'paused') AND deadline_ms IS NOT NULL
+            WHERE status IN ('pending', 'running', 'paused', 'halted') AND deadline_ms IS NOT NULL
               AND pipeline IN (SELECT value FROM json_each(:pipelines))
             UNION ALL
             SELECT min(pause_expires_ms) FROM ductline_jobs
