@@ -9,7 +9,7 @@ import pytest
 
 from ductline.model import stops
 from ductline.model.states import (
-    ACTIVE_RUN, UNFINISHED_RUN, WAITING_JOB, AttemptResult, HaltReason, JobStatus, RunStatus, job_may_move,
+    UNFINISHED_RUN, WAITING_JOB, AttemptResult, HaltReason, JobStatus, RunStatus, job_may_move,
     run_may_move,
 )
 from ductline.model.stops import StopPlan
@@ -20,7 +20,7 @@ PAUSE_REASON = "pause before step 'approve' expired after 3600 s without a resum
 PLANS = [
     pytest.param(lambda: stops.deadline(7200), StopPlan(
         run_status=RunStatus.FAILED,
-        from_statuses=frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED}),
+        from_statuses=frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.HALTED}),
         job_status=JobStatus.FAILED,
         attempt_result=AttemptResult.TIMED_OUT,
         error_type="TimeoutError",
@@ -32,7 +32,7 @@ PLANS = [
     ), id="deadline"),
     pytest.param(lambda: stops.deadline(None), StopPlan(
         run_status=RunStatus.FAILED,
-        from_statuses=frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED}),
+        from_statuses=frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.HALTED}),
         job_status=JobStatus.FAILED,
         attempt_result=AttemptResult.TIMED_OUT,
         error_type="TimeoutError",
@@ -131,7 +131,8 @@ def test_pause_expiry_may_fail_the_paused_job_that_never_ran() -> None:
 
 
 def test_stops_apply_to_the_named_run_sets() -> None:
-    assert stops.deadline(1).from_statuses == ACTIVE_RUN
+    # A halted run too: past its deadline a retry could not run it (deadlines-and-cancel.md).
+    assert stops.deadline(1).from_statuses == UNFINISHED_RUN
     assert stops.cancel().from_statuses == UNFINISHED_RUN
     assert stops.pause_expired("b", 1).from_statuses == UNFINISHED_RUN
 
