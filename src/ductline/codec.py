@@ -44,13 +44,13 @@ import enum
 import importlib
 import json
 import math
+import sys
 import uuid
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Callable
 
 TAG = "__ductline__"
-_MAX_INT_DIGITS = 4300  # CPython's int <-> str conversion limit
 
 
 def _reference(kind: type) -> str | None:
@@ -99,8 +99,14 @@ def _encode(value: Any, path: str, seen: frozenset[int] = frozenset()) -> Any:
     if value is None or kind is bool or kind is str:
         return value
     if kind is int:
-        if value.bit_length() > _MAX_INT_DIGITS * 3:  # about 4300 decimal digits
-            raise TypeError(f"{path}: int with more than {_MAX_INT_DIGITS} digits does not fit JSON text")
+        limit = sys.get_int_max_str_digits()
+        # A decimal digit holds 3.32 bits: an int of at most 3 bits per allowed digit fits.
+        if limit and value.bit_length() > 3 * limit:
+            try:
+                str(value)  # exact: CPython refuses the conversion past the limit, as JSON would
+            except ValueError:
+                raise TypeError(f"{path}: int with more than {limit} digits does not fit JSON text "
+                                "(sys.get_int_max_str_digits)") from None
         return value
     if kind is float:
         if not math.isfinite(value):

@@ -8,6 +8,7 @@ import os
 import resource
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -53,6 +54,10 @@ def _pollute(kind):
     elif kind == "tz":  # the C library's zone, not only the environment
         os.environ["TZ"] = "Asia/Tokyo"
         time.tzset()
+    elif kind == "interpreter":  # process-wide limits of the interpreter
+        sys.setrecursionlimit(200)
+        sys.set_int_max_str_digits(640)
+        sys.setswitchinterval(0.05)
     elif kind == "pdeathsig":  # the child would no longer die with its worker
         _libc.prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0)
     elif kind == "dumpable":
@@ -129,6 +134,7 @@ def observe():
         "affinity": sorted(os.sched_getaffinity(0)),
         "tz": [time.tzname, time.timezone],
         "process_flags": _process_flags(),
+        "interpreter": [sys.getrecursionlimit(), sys.get_int_max_str_digits(), sys.getswitchinterval()],
         "sched": os.sched_getscheduler(0),
         "ids": [os.geteuid(), os.getegid()],
         "status": _status(("NoNewPrivs", "Seccomp")),

@@ -33,7 +33,7 @@ _SCHED = _can("import os; p = os.sched_getscheduler(0); os.sched_setscheduler(0,
 _ROOT = os.geteuid() == 0
 _NETNS = _can("import ctypes; assert ctypes.CDLL(None).unshare(0x40000000) == 0")
 RESTORED = (["env", "cwd", "signals", "sigmask", "pending", "umask", "rlimit", "timer", "affinity", "tz",
-             "pdeathsig", "dumpable"] + ["nice"] * _NICE + ["sched"] * _SCHED)
+             "pdeathsig", "dumpable", "interpreter"] + ["nice"] * _NICE + ["sched"] * _SCHED)
 # Cannot be undone: the child is replaced.
 RETIRED = (["rlimit_hard", "thread", "process", "orphan", "session", "no_new_privs"] + ["nice"] * (not _NICE)
            + ["sched"] * (not _SCHED) + ["euid"] * _ROOT + ["netns"] * _NETNS)

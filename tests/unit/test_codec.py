@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from typing import Any
@@ -198,6 +199,15 @@ def test_clean_text_replaces_nul() -> None:
 
 
 # -- known gaps in the rule ------------------------------------------------------------
+
+def test_an_int_round_trips_up_to_the_interpreter_s_digit_limit_and_is_refused_past_it() -> None:
+    limit = sys.get_int_max_str_digits()
+    largest = 10**limit - 1  # `limit` digits
+    assert codec.loads(codec.dumps({"n": largest}, what="arg")) == {"n": largest}
+    assert codec.loads(codec.dumps(-largest, what="arg")) == -largest
+    with pytest.raises(TypeError, match=rf"arg\['n'\]: int with more than {limit} digits"):
+        codec.dumps({"n": 10**limit}, what="arg")
+
 
 def test_huge_int_round_trips_or_is_type_error() -> None:
     value = {"n": 10**5000}

@@ -7,7 +7,9 @@ signal the attempt blocked and left pending is discarded, not delivered), the
 interval timers (a pending ``signal.alarm`` would otherwise kill a later attempt),
 every resource limit, the scheduling priority (``os.nice``) and policy, the CPU
 affinity, the parent-death signal and the dumpable flag, and the C library's time
-zone (``time.tzset`` after the environment). Checked, since they cannot be undone from inside: threads
+zone (``time.tzset`` after the environment), and the interpreter's process-wide limits
+(the recursion limit, the longest integer converted to text, the thread switch
+interval). Checked, since they cannot be undone from inside: threads
 still running (counted in ``/proc/self/task``, so native threads count too),
 processes the attempt started that are still alive (the child is a subreaper, so
 orphaned grandchildren are reparented to it and found too), C-level signal
@@ -29,6 +31,7 @@ import ctypes
 import os
 import resource
 import signal
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +84,7 @@ class Snapshot:
     affinity: set[int]
     process_flags: tuple[int, int]  # parent-death signal, dumpable
     namespaces: dict[str, str]
+    interpreter: tuple[int, int, float]  # `_interpreter()`
     kernel_view: dict[str, str] = field(default_factory=dict)  # `_STATUS_KEYS` of /proc/self/status
     children: set[str] = field(default_factory=set)  # already there when ready (the child's guardian)
 
@@ -106,6 +110,7 @@ class Snapshot:
             idle_timers=[t for t in _TIMERS if signal.getitimer(t) == (0.0, 0.0)],
             threads=_thread_count(), nice=os.getpriority(os.PRIO_PROCESS, 0), scheduler=_scheduler(),
             affinity=os.sched_getaffinity(0), process_flags=_process_flags(), namespaces=_namespaces(),
+            interpreter=_interpreter(),
             kernel_view=_kernel_view(), children=set(_children(_tasks())),
         )
 
@@ -159,6 +164,11 @@ class Snapshot:
                 problems.append(f"scheduling policy not restored ({exc})")
         if _process_flags() != self.process_flags:
             _set_process_flags(self.process_flags)
+        if _interpreter() != self.interpreter:
+            recursion, digits, switch = self.interpreter
+            sys.setrecursionlimit(recursion)
+            sys.set_int_max_str_digits(digits)
+            sys.setswitchinterval(switch)
         view = _kernel_view()
         if view.get("Cpus_allowed_list") != self.kernel_view.get("Cpus_allowed_list"):
             try:
@@ -175,6 +185,13 @@ class Snapshot:
         if threads > self.threads:
             problems.append(f"{threads - self.threads} thread(s) still running")
         return problems
+
+
+def _interpreter() -> tuple[int, int, float]:
+    """The interpreter's process-wide limits a step may change with ``sys``: the
+    recursion limit, the longest integer converted to text (JSON output of a later
+    attempt would fail on it), the thread switch interval."""
+    return sys.getrecursionlimit(), sys.get_int_max_str_digits(), sys.getswitchinterval()
 
 
 def _environ_data() -> dict[Any, Any]:
