@@ -15,6 +15,7 @@ lower case without the prefix, e.g. ``database_url = "postgresql://..."``.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import tomllib
@@ -158,6 +159,7 @@ def load_settings(**overrides: Any) -> Settings:
                       else float)
              for f in fields(Settings)}
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}  # where each value came from, named by the errors checked after the merge
     path = os.environ.get("DUCTLINE_CONFIG", "ductline.toml")
     if "DUCTLINE_CONFIG" in os.environ and not os.path.exists(path):
         raise ConfigurationError(f"DUCTLINE_CONFIG names {path!r}, which does not exist")
@@ -169,27 +171,36 @@ def load_settings(**overrides: Any) -> Settings:
             raise ConfigurationError(f"{path}: {exc}") from exc
         for key, raw in data.items():
             if key not in types:
-                raise ConfigurationError(f"{path}: unknown setting {key!r}")
+                raise ConfigurationError(f"{path}: unknown setting {key!r}{_did_you_mean(key, types)}")
             values[key] = _coerce(key, types[key], raw, path)
+            sources[key] = path
     for key, kind in types.items():
         env = f"DUCTLINE_{key.upper()}"
         if env in os.environ:
             values[key] = _coerce(key, kind, os.environ[env], env)
+            sources[key] = env
     for key, raw in overrides.items():
         if raw is not None:
             if key not in types:
-                raise ConfigurationError(f"unknown setting {key!r}")
+                raise ConfigurationError(f"unknown setting {key!r}{_did_you_mean(key, types)}")
             values[key] = _coerce(key, types[key], raw, "argument")
+            sources[key] = "argument"
     try:
         values["step_log_level"] = check_level(values.get("step_log_level", "INFO"), "step_log_level")
     except ValueError as exc:
-        raise ConfigurationError(str(exc)) from None
+        raise ConfigurationError(f"{sources.get('step_log_level', 'default')}: {exc}") from None
     settings = replace(Settings(), **values)
     if settings.database_pooling not in POOLING_MODES:
-        raise ConfigurationError(f"invalid value {settings.database_pooling!r} for database_pooling: "
-                                 "use \"transaction\" (behind PgBouncer in transaction mode) or leave it empty")
+        raise ConfigurationError(f"{sources.get('database_pooling', 'default')}: invalid value "
+                                 f"{settings.database_pooling!r} for database_pooling: use \"transaction\" "
+                                 "(behind PgBouncer in transaction mode) or leave it empty")
     try:
         settings.retention_seconds  # noqa: B018 - validated here, once, for every caller
     except ValueError as exc:
-        raise ConfigurationError(str(exc)) from None
+        raise ConfigurationError(f"{sources.get('retention', 'default')}: {exc}") from None
     return settings
+
+
+def _did_you_mean(key: str, known: dict[str, Any]) -> str:
+    close = difflib.get_close_matches(key, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

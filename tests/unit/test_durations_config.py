@@ -186,6 +186,27 @@ def test_unknown_toml_key_is_configuration_error(isolated: Path) -> None:
         load_settings()
 
 
+def test_unknown_toml_key_names_the_closest_setting(isolated: Path) -> None:
+    write_toml(isolated / "ductline.toml", "retry_dealy = 3\n")
+    with pytest.raises(ConfigurationError, match=r"unknown setting 'retry_dealy' \(did you mean 'retry_delay'\?\)"):
+        load_settings()
+
+
+@pytest.mark.parametrize("line,field", [
+    ('retention = "30x"', "retention"),
+    ('step_log_level = "LOUD"', "step_log_level"),
+    ('database_pooling = "session"', "database_pooling"),
+])
+def test_a_value_checked_after_the_merge_names_its_source(isolated: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         line: str, field: str) -> None:
+    write_toml(isolated / "ductline.toml", line + "\n")
+    with pytest.raises(ConfigurationError, match=rf"^ductline\.toml: .*{field}"):
+        load_settings()
+    monkeypatch.setenv(f"DUCTLINE_{field.upper()}", line.split('"')[1])
+    with pytest.raises(ConfigurationError, match=rf"^DUCTLINE_{field.upper()}: .*{field}"):
+        load_settings()
+
+
 def test_toml_table_is_an_unknown_key(isolated: Path) -> None:
     write_toml(isolated / "ductline.toml", "[ductline]\nretry_delay = 3\n")
     with pytest.raises(ConfigurationError, match="unknown setting 'ductline'"):
