@@ -59,11 +59,12 @@ def test_health_json_reports_each_worker_and_stale_heartbeats(store, db_url):
     rows = {w["id"]: w for w in report["workers"]}
     fresh, stale = rows["w-fresh"], rows["w-stale"]
     assert set(fresh) == {"id", "host", "pid", "concurrency", "busy", "undead", "status", "started",
-                          "last_heartbeat", "age_seconds", "live", "healthy"}
+                          "last_heartbeat", "age_seconds", "live", "healthy", "problem"}
     assert (fresh["host"], fresh["pid"], fresh["concurrency"], fresh["busy"], fresh["undead"]) == \
         ("host-a", 101, 4, 3, 1)
     assert fresh["status"] == "running" and fresh["healthy"] is True and fresh["age_seconds"] < 2
     assert stale["healthy"] is False and stale["age_seconds"] >= 60
+    assert (fresh["problem"], stale["problem"]) == (None, "heartbeat stale")
     assert stale["last_heartbeat"].endswith("+00:00") and "T" in stale["last_heartbeat"]
 
     # Only this host's processes (a container's probe). The margins are seconds, not
@@ -120,5 +121,8 @@ def test_a_worker_with_too_many_undead_slots_is_live_but_not_healthy(store):
     store.renew_leases("w-sick", [], 30_000, busy=0, undead=3, status="unhealthy")
     report = checks.check(store, max_age=60)
     assert not report.healthy
-    assert [(w.id, w.live, w.healthy) for w in report.workers] == [("w-sick", True, False)]
-    assert "undead" in report.message
+    assert [(w.id, w.live, w.healthy, w.problem) for w in report.workers] == \
+        [("w-sick", True, False, checks.UNDEAD)]
+    assert "host-a:101 (too many undead slots: heartbeat" in report.message
+    result = CliRunner().invoke(workers, ["--database", store.url])
+    assert "too many undead slots" in result.output and "stale" not in result.output

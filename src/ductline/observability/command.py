@@ -75,7 +75,7 @@ def workers(as_json: bool, max_age: float | None, host: str | None, database: st
     table = Table("worker", "host", "pid", "status", "busy", "slots", "undead", "last heartbeat", "age (s)",
                   "health")
     for w in rows:
-        state = "" if w.healthy is None else ("[green]ok[/green]" if w.healthy else "[red]stale[/red]")
+        state = "" if w.healthy is None else ("[green]ok[/green]" if w.healthy else f"[red]{w.problem}[/red]")
         table.add_row(w.id[:12], w.host, str(w.pid), w.status, str(w.busy), str(w.concurrency),
                       f"[red]{w.undead}[/red]" if w.undead else "0", w.last_heartbeat, f"{w.age_seconds:.1f}",
                       state)

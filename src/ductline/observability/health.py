@@ -35,6 +35,7 @@ class WorkerHealth:
     age_seconds: float
     live: bool
     healthy: bool | None  # None for a worker that stopped cleanly
+    problem: str | None = None  # why a live worker is not healthy: STALE or UNDEAD
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,6 +58,11 @@ class HealthReport:
                 "workers": [w.as_dict() for w in self.workers]}
 
 
+# Why a live worker is not healthy.
+STALE = "heartbeat stale"          # no heartbeat within the max age
+UNDEAD = "too many undead slots"   # heartbeats, but claims nothing (max_undead exceeded)
+
+
 def iso(ms: Any) -> str:
     if ms is None:
         return ""
@@ -77,12 +83,13 @@ def worker_table(store: Any, max_age: float, *, host: str | None = None, limit: 
         age = max(0.0, (int(r["now_ms"]) - int(r["heartbeat_ms"])) / 1000)
         live = r["status"] in LIVE_WORKER
         # A worker with too many undead slots heartbeats but claims nothing: not healthy.
-        fresh = age <= max_age and r["status"] != WorkerStatus.UNHEALTHY
+        problem = STALE if age > max_age else UNDEAD if r["status"] == WorkerStatus.UNHEALTHY else None
+        fresh = problem is None
         out.append(WorkerHealth(
             id=r["id"], host=r["host"], pid=int(r["pid"]), concurrency=int(r["concurrency"]), busy=int(r["busy"]),
             undead=int(r["undead"]), status=r["status"], started=iso(r["started_ms"]),
             last_heartbeat=iso(r["heartbeat_ms"]), age_seconds=round(age, 3), live=live,
-            healthy=fresh if live else None,
+            healthy=fresh if live else None, problem=problem if live else None,
         ))
     return out
 
@@ -96,7 +103,8 @@ def check(store: Any, max_age: float, *, host: str | None = None, limit: int = 1
     if not live:
         return HealthReport(False, max_age, workers, f"no live worker process{where}")
     if stale:
-        names = ", ".join(f"{w.host}:{w.pid} ({w.age_seconds:.1f} s)" for w in stale)
+        names = ", ".join(f"{w.host}:{w.pid} ({w.problem}: heartbeat {w.age_seconds:.1f} s ago, "
+                          f"{w.undead} undead)" for w in stale)
         return HealthReport(False, max_age, workers,
                             f"{len(stale)} of {len(live)} live worker process(es){where} missed their heartbeat "
                             f"(max age {max_age:g} s) or hold more undead slots than they tolerate: {names}")
