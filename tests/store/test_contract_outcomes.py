@@ -691,3 +691,24 @@ def test_a_run_without_a_deadline_is_not_moved(store: Store) -> None:
     c = claim_one(store)
     assert store.restart_run_deadline(run_id, c.job_id, c.attempt, c.started_ms + 5_000) is None
     assert store.get_run(run_id)["started_ms"] == c.started_ms
+
+
+def test_a_revived_job_no_longer_carries_why_it_was_cancelled(store: Store) -> None:
+    """A sibling cancelled by a fail-fast halt keeps that reason while the run is
+    halted; a retry revives it, and what it shows afterwards is its new run, not the
+    old reason."""
+    from ductline.model.states import HaltReason, JobStatus
+
+    run_id, (failed_id, cancelled_id) = create_run(store, {}, {})
+    failed, cancelled = claim_one(store), claim_one(store)
+    reason = "cancelled because step 's' failed (fail_fast)"
+    with store.transaction() as tx:
+        tx.lock_runs([run_id])
+        assert tx.fail_job(failed.job_id, failed.lease_token)
+        tx.halt_run(run_id, HaltReason.JOB_RETRIES_EXHAUSTED.value, {})
+        tx.abort_running(run_id, JobStatus.CANCELLED, AttemptResult.CANCELLED, "Cancelled", reason)
+    assert job(store, run_id, cancelled.job_id)["skip_reason"] == reason
+    assert store.revive_run(run_id)
+    for job_id in (failed_id, cancelled_id):
+        row = job(store, run_id, job_id)
+        assert (row["status"], row["skip_reason"], row["skip_root"]) == ("pending", None, None)
