@@ -29,8 +29,8 @@ class StoreUnavailable(StoreError):
 
 class DatabaseReplaced(StoreError):
     """The SQLite database file this process opened was deleted or replaced by
-    another file. Not transient: writing on would go into an orphaned file, so
-    workers stop."""
+    another file, or reads as malformed (overwritten in place, or corrupt). Not
+    transient: writing on would go into an orphaned or damaged file, so workers stop."""
 
 
 class SchemaError(StoreError):

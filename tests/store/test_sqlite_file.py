@@ -87,6 +87,25 @@ def test_a_deleted_or_replaced_database_is_detected(tmp_path, how):
     assert (not path.exists()) if how == "deleted" else open_store(f"sqlite:///{path}").list_runs() == []
 
 
+def test_a_malformed_database_is_refused_not_retried(tmp_path):
+    """A file overwritten in place (same inode: the identity check cannot see it) or
+    corrupt reads as malformed: that is `DatabaseReplaced` (workers stop), not an
+    outage to wait out."""
+    path = tmp_path / "live.db"
+    store = open_store(f"sqlite:///{path}")
+    store.migrate()
+    for i in range(20):
+        pipeline.trigger("x" * 2000 + str(i), database=store)
+    with sqlite3.connect(path) as conn:  # the pages in the file, not only in the WAL
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with open(path, "r+b") as target:  # other bytes in place of its pages, the inode stays
+        target.seek(4096)
+        target.write(b"\xff" * (path.stat().st_size - 4096))
+    with pytest.raises(DatabaseReplaced, match="malformed"):
+        store.list_runs()
+    store.close()
+
+
 def test_a_worker_stops_when_its_database_file_is_deleted(tmp_path):
     from helpers import start_worker, wait_for
 

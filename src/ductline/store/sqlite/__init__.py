@@ -6,7 +6,9 @@ never fails half-way on a lock upgrade; readers are never blocked in WAL mode.
 
 The file's identity (device and inode) is recorded when it is first opened and
 checked before every transaction: a database deleted or replaced under a running
-process raises `DatabaseReplaced` instead of writing on into the orphaned file.
+process raises `DatabaseReplaced` instead of writing on into the orphaned file. A file
+overwritten in place keeps its identity; once SQLite finds its pages malformed, that
+is `DatabaseReplaced` too (not an outage to retry).
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ def _translator(path: str, busy_timeout: float) -> "Callable[[sqlite3.Error, str
                                     "a long transaction holds it")
         if isinstance(exc, sqlite3.OperationalError) and ("unable to open" in text or "disk I/O" in text):
             return StoreUnavailable(f"SQLite {what} on {path}: {text}")
+        if isinstance(exc, sqlite3.DatabaseError) and ("malformed" in text or "not a database" in text):
+            # Overwritten in place (same file, other bytes) or corrupt: no retry can
+            # help, and writing on would build on pages that are not ours.
+            return DatabaseReplaced(f"SQLite database {path} is malformed during {what} ({text}): it was "
+                                    "overwritten in place or is corrupt")
         return StoreError(f"SQLite {what} on {path}: {text}")
     return translate
 
