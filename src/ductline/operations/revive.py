@@ -36,9 +36,10 @@ def retry_run(store: Store, run_id: str, *, force: Iterable[str] = ()) -> None:
     Raises:
         RunNotFound: no such run.
         InvalidStateError: the run is not halted (also: it stopped being halted
-            meanwhile), or its deadline has passed (docs/howto/deadlines-and-cancel.md), or it has a failed step run past a boundary whose step is not
-            named in ``force`` (the message names them), or ``force`` names a step
-            that crossed no boundary.
+            meanwhile), or its deadline has passed (docs/howto/deadlines-and-cancel.md),
+            or it has a failed step run past a boundary whose step is not named in
+            ``force`` (the message names them), or ``force`` names a step that
+            crossed no boundary.
     """
     wanted = set(force)
     run = store.get_run(run_id)

@@ -386,7 +386,7 @@ RETURNING deadline_ms;
 
 -- name: unstart_run
 -- A job claimed ahead was given back before it started (its attempt just closed
--- 'Released'): if no attempt of its run ever ran, the run has not started after all
+-- 'Released', ductline.model.outcomes.RELEASED_TYPE): if no attempt of its run ever ran, the run has not started after all
 -- and goes back to pending; the claim that starts it again starts its deadline.
 UPDATE ductline_runs SET status = 'pending', started_ms = NULL, deadline_ms = NULL
 WHERE id = :run_id AND status = 'running'
