@@ -7,21 +7,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 from ductline import codec
+from ductline.config import load_settings
 from ductline.errors import RunFailed, RunNotFound
 from ductline.model.states import SETTLED_RUN, RunStatus
 from ductline.operations.resume import NO_INPUT, resume
 from ductline.operations.stop import cancel_run
-from ductline.store import payloads
+from ductline.store import Store, payloads, sqlite_path
 from ductline.stores import store_for
-
-if TYPE_CHECKING:
-    from ductline.store import Store
 
 # The settled statuses (`ductline.model.states.SETTLED_RUN`), kept under this name
 # for callers that import it. A paused run is not settled: other branches may
@@ -46,7 +45,7 @@ class RunHandle:
             the key and returned it instead of starting a new one.
     """
 
-    def __init__(self, run_id: str, store: "Store", *, created: bool = True) -> None:
+    def __init__(self, run_id: str, store: Store, *, created: bool = True) -> None:
         self.id = run_id
         self.created = created
         self._store = store
@@ -80,11 +79,13 @@ class RunHandle:
 
         Raises:
             RunNotFound: no run has that id in that database (the message names
-                the database; a store opened here from a URL is closed again).
+                the database; a store opened here from a URL is closed again), or
+                the SQLite file it names does not exist (none is created).
             TypeError: ``run_id`` is not a ``str``.
         """
         if not isinstance(run_id, str):
             raise TypeError(f"run_id must be a str, not {type(run_id).__name__}")
+        _refuse_missing_file(run_id, database)
         store = store_for(database)
         handle = cls(run_id, store, created=False)
         try:
@@ -248,3 +249,15 @@ def _without_password(url: str) -> str:
     host = parts.hostname or ""
     netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _refuse_missing_file(run_id: str, database: Any) -> None:
+    """Attaching only reads: a SQLite file that does not exist holds no run, and is
+    not created (and migrated) just to say so."""
+    if isinstance(database, Store):
+        return
+    url = load_settings().database_url if database is None else database
+    path = sqlite_path(url) if isinstance(url, str) and url.strip() else None
+    if path is not None and not os.path.exists(path):
+        raise RunNotFound(f"cannot attach to run {run_id!r}: no database at {path} (a trigger or "
+                          "`ductline migrate` creates it)")

@@ -23,6 +23,16 @@ def test_attaching_to_a_missing_run_names_the_id_and_the_database(store, db_url)
         RunHandle.attach("", database=store)
 
 
+def test_attaching_to_a_sqlite_file_that_does_not_exist_creates_none(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DUCTLINE_DATABASE_URL", raising=False)
+    monkeypatch.delenv("DUCTLINE_CONFIG", raising=False)
+    for database in (f"sqlite:///{tmp_path}/missing.db", None):  # None: the default, ductline.db here
+        with pytest.raises(RunNotFound, match=r"cannot attach to run 'abcdef': no database at .*\.db"):
+            RunHandle.attach("abcdef", database=database)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_password_is_never_shown():
     assert _without_password("postgresql://app:s3cret@db.example:5433/jobs") == \
         "postgresql://app:***@db.example:5433/jobs"

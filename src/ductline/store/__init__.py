@@ -37,19 +37,15 @@ def open_store(url: str, *, max_connections: int | None = None, create: bool = T
     if not isinstance(url, str) or not url.strip():
         raise ConfigurationError(f"database URL must be a non-empty string, got {url!r}")
     parsed = urlparse(url)
-    if parsed.scheme == "sqlite":
-        if parsed.netloc or not parsed.path.startswith("/") or parsed.path in ("/", "/:memory:"):
-            raise ConfigurationError(
-                f"malformed SQLite URL {url!r}: use sqlite:///relative.db or sqlite:////absolute/path.db"
-            )
+    path = sqlite_path(url)
+    if path is not None:
         from ductline.store.sqlite import SqliteDialect
 
-        path = parsed.path[1:]
         if busy_timeout is None:
             from ductline.config import load_settings
 
             busy_timeout = load_settings().sqlite_busy_timeout
-        return Store(SqliteDialect(url, os.path.expanduser(path), create=create, busy_timeout=busy_timeout))
+        return Store(SqliteDialect(url, path, create=create, busy_timeout=busy_timeout))
     if parsed.scheme in ("postgresql", "postgres"):
         if not parsed.path.strip("/") and not parsed.netloc:
             raise ConfigurationError(f"malformed PostgreSQL URL {url!r}: name a host and a database")
@@ -67,3 +63,19 @@ def open_store(url: str, *, max_connections: int | None = None, create: bool = T
     raise ConfigurationError(
         f"unknown database URL scheme {parsed.scheme!r} in {url!r}: use sqlite:/// or postgresql://"
     )
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file a ``sqlite:///`` URL names (``~`` expanded), or ``None`` for another scheme.
+
+    Raises:
+        ConfigurationError: a malformed SQLite URL.
+    """
+    parsed = urlparse(url)
+    if parsed.scheme != "sqlite":
+        return None
+    if parsed.netloc or not parsed.path.startswith("/") or parsed.path in ("/", "/:memory:"):
+        raise ConfigurationError(
+            f"malformed SQLite URL {url!r}: use sqlite:///relative.db or sqlite:////absolute/path.db"
+        )
+    return os.path.expanduser(parsed.path[1:])
