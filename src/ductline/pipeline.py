@@ -73,6 +73,9 @@ class Pipeline(PipelineBuilder):
             A `RunHandle` with ``id``, ``status()`` and ``wait(timeout)``.
 
         Raises:
+            RuntimeError: called at the top level of a module while a ductline
+                child imports it to find its steps (guard the call with
+                ``if __name__ == "__main__":``). Nothing is written.
             TypeError: an argument does not round-trip through JSON, or a duration
                 has the wrong type.
             ValueError: ``delay`` and ``delay_until`` together, a naive or past
@@ -82,9 +85,11 @@ class Pipeline(PipelineBuilder):
                 ``payload_max_bytes`` of the triggering process's settings. Nothing
                 is written.
         """
+        from ductline.execution import importing
         from ductline.handle import RunHandle  # here: a worker's children import pipelines, never trigger
         from ductline.operations.trigger import trigger_run
 
+        importing.refuse(f"{self.name}.trigger()")
         store, triggered = trigger_run(self.definition(), args, database=database, delay=delay,
                                        delay_until=delay_until, timeout=timeout, key=key, priority=priority)
         return RunHandle(triggered.run_id, store, created=triggered.created)
@@ -122,6 +127,9 @@ class Pipeline(PipelineBuilder):
             One `RunHandle` per element, in order (an empty list for no elements).
 
         Raises:
+            RuntimeError: called at the top level of a module while a ductline
+                child imports it to find its steps (guard the call with
+                ``if __name__ == "__main__":``). Nothing is written.
             TypeError: ``args_list`` is not an iterable of elements (a ``str``,
                 ``bytes`` or ``dict`` is refused), an element does not round-trip
                 through JSON (the message names the element's index), or a duration
@@ -132,9 +140,11 @@ class Pipeline(PipelineBuilder):
                 above ``payload_max_bytes``; the message names its index.
             ductline.StoreError: the database failed; the transaction rolled back.
         """
+        from ductline.execution import importing
         from ductline.handle import RunHandle
         from ductline.operations.trigger import trigger_runs
 
+        importing.refuse(f"{self.name}.trigger_many()")
         store, triggered = trigger_runs(self.definition(), args_list, database=database, delay=delay,
                                         delay_until=delay_until, timeout=timeout, priority=priority)
         return [RunHandle(t.run_id, store) for t in triggered]

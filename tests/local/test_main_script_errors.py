@@ -11,6 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 SCRIPT = textwrap.dedent('''
     import json
     import ductline
@@ -40,3 +42,50 @@ def test_no_retry_on_a_class_from_the_main_script_matches(tmp_path: Path) -> Non
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found == {"status": "halted", "attempts": 1, "error_type": "__main__.RefusedByPartner",
                      "halt": "non_retryable_error"}
+
+
+UNGUARDED = textwrap.dedent('''
+    import json
+    import ductline
+
+    def double(x):
+        return 2 * x
+
+    pipeline = ductline.Pipeline("unguarded").start(double, max_retry=1)
+
+    # No `if __name__ == "__main__":` guard: the child importing this file to find
+    # `double` runs this line again.
+    result = ductline.execute(pipeline, 1)
+    step = result.step("double")
+    print(json.dumps({"status": result.status, "error_type": step.error_type, "error": step.error}))
+''')
+
+
+def test_execute_at_a_script_s_top_level_fails_at_once_saying_how_to_fix_it(tmp_path: Path) -> None:
+    """Children import the script to find its steps: an unguarded `execute` there is
+    refused in the child (it used to start children of its own, and the first attempt
+    waited out the 60 s start-up timeout), and the run fails with the fix named."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED)
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["status"] == "halted"
+    assert "ductline.execute() was called while a ductline child process imported" in found["error"]
+    assert 'put the call under `if __name__ == "__main__":`' in found["error"]
+
+
+def test_a_run_started_while_a_child_imports_its_apps_is_refused(tmp_path: Path) -> None:
+    import ductline
+    from ductline.execution import importing
+
+    pipeline = ductline.Pipeline("refused_at_import").start(json.dumps)
+    database = f"sqlite:///{tmp_path}/refused.db"
+    with importing.importing("app.py"):
+        for start in (lambda: pipeline.trigger(1, database=database),
+                      lambda: pipeline.trigger_many([1, 2], database=database),
+                      lambda: ductline.execute(pipeline, 1)):
+            with pytest.raises(RuntimeError, match=r"while a ductline child process imported app\.py"):
+                start()
+    assert not (tmp_path / "refused.db").exists()  # nothing was written
+    assert pipeline.trigger(1, database=database).id  # after the import: allowed

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from ductline import codec
+from ductline.execution import importing
 from ductline.handle import NO_INPUT
 from ductline.local.clock import Clock
 from ductline.local.engine import Engine
@@ -107,6 +108,7 @@ def start(pipeline: Any, *args: Any, timeout: Any = None, on_update: OnUpdate | 
             anything runs.
     """
     asyncio.get_running_loop()  # RuntimeError outside a loop, before anything is built
+    importing.refuse("ductline.execute()")
     definition = definition_of(pipeline)
     args_json = codec.dumps(list(args), what="arguments")
     options = run_options(definition, timeout=timeout, on_update=on_update, clock=clock,
