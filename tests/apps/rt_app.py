@@ -216,6 +216,9 @@ def nap(seconds):
     return seconds
 
 
+# Short runs without a deadline: a backlog of them keeps a worker's claims from running dry.
+busy = Pipeline("rt_busy").start(nap)
+
 # Runs of a 2 s deadline; one that sleeps 30 s uses all of its own.
 queued_deadline = Pipeline("rt_queued_deadline", timeout=2).start(nap)
 

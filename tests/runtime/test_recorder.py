@@ -191,10 +191,10 @@ def test_the_queue_covers_one_recording():
     assert Ahead(depth=0).room(4) == 0
 
 
-def test_a_queued_first_step_is_given_back_halfway_to_the_run_deadline_its_claim_started():
-    """Queued jobs are overdue `OVERDUE_SECONDS` after their claim; the first step of a
-    run whose deadline its claim started, halfway to that deadline, so it is given
-    back (and its run counts as not started) long before the deadline passes."""
+def test_a_queued_job_is_given_back_halfway_to_its_run_deadline():
+    """Queued jobs are overdue `OVERDUE_SECONDS` after their claim; a job of a run
+    with a deadline, halfway from its claim to that deadline, so it is given back
+    (for another worker to run) long before the deadline passes."""
     from ductline.runtime.ahead import OVERDUE_SECONDS
     from ductline.store.records import ClaimedJob
 

@@ -89,6 +89,19 @@ def test_a_halted_run_past_its_deadline_is_not_retried_and_ends_failed(store, wo
     assert_nothing_left(view)
 
 
+def test_a_busy_worker_ends_a_run_with_nothing_running_at_its_deadline(store, workers):
+    """A worker whose claims never run dry (a backlog keeps its one slot busy) still
+    ends a run whose step waits out a delay at the run's deadline, not after the
+    backlog or at its next maintenance round (60 s here)."""
+    fillers = rt_app.busy.trigger_many([0.05] * 300, database=store)
+    workers(concurrency=1, env={"DUCTLINE_HEALTH_CHECK_INTERVAL": "60"})
+    wait_for(lambda: fillers[0].status() == "completed")
+    handle = rt_app.deadline_in_delay.trigger(1, database=store, priority=10)
+    assert handle.wait(90) == "failed"
+    assert steps_by_name(run_view(store, handle.id))["after"]["status"] == "skipped"
+    assert fillers[-1].status() != "completed"  # the backlog was still being worked off
+
+
 def test_deadline_during_a_delay(store, workers):
     workers()
     handle = rt_app.deadline_in_delay.trigger(1, database=store)

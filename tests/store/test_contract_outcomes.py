@@ -634,11 +634,15 @@ def test_a_batch_of_elements_counts_its_fanin_arrivals_in_one_statement(store: S
 
 
 def _give_back(store: Store, c, *, begun: bool) -> None:
+    """Record ``c`` released, as a worker does: given back unstarted from its queue
+    (``begun=False``), or stopped by its shutdown after it began."""
+    from ductline.model.outcomes import GIVEN_BACK
     from ductline.runtime.outcomes import Outcome, record_batch
     from ductline.runtime.record import Attempt
 
     attempt = Attempt(c.job_id, c.run_id, c.step, c.scope, c.attempt, c.lease_token, c.started_ms, begun=begun)
-    record_batch(store, [Outcome(attempt, c.pipeline, AttemptResult.CANCELLED, release=True, error="given back")],
+    error = "worker shut down before the attempt finished" if begun else f"{GIVEN_BACK}: worker shut down"
+    record_batch(store, [Outcome(attempt, c.pipeline, AttemptResult.CANCELLED, release=True, error=error)],
                  {}, 0, now_ms=lambda: 0)
 
 
@@ -712,3 +716,30 @@ def test_a_revived_job_no_longer_carries_why_it_was_cancelled(store: Store) -> N
     for job_id in (failed_id, cancelled_id):
         row = job(store, run_id, job_id)
         assert (row["status"], row["skip_reason"], row["skip_root"]) == ("pending", None, None)
+
+
+def test_a_run_whose_first_attempt_began_is_never_unstarted(store: Store) -> None:
+    """An attempt a worker's shutdown released had begun: when the job is later given
+    back unstarted from another worker's queue, the run keeps its start and deadline."""
+    run_id, _ = create_run(store, timeout_seconds=60)
+    began = claim_one(store)
+    _give_back(store, began, begun=True)
+    queued = claim_one(store)
+    _give_back(store, queued, begun=False)
+    run = store.get_run(run_id)
+    assert (run["status"], run["started_ms"], run["deadline_ms"]) == \
+        ("running", began.started_ms, began.started_ms + 60_000)
+    again = claim_one(store)
+    assert store.restart_run_deadline(run_id, again.job_id, again.attempt, again.started_ms + 5_000) is None
+
+
+def test_a_first_step_given_back_then_queued_again_moves_its_deadline_when_it_starts(store: Store) -> None:
+    """Given back unstarted (the run back to pending), claimed ahead again, then begun:
+    the run's clock starts when it began, the given-back attempt not counted."""
+    run_id, _ = create_run(store, timeout_seconds=60)
+    _give_back(store, claim_one(store), begun=False)
+    again = claim_one(store)
+    began = again.started_ms + 5_000
+    assert store.restart_run_deadline(run_id, again.job_id, again.attempt, began) == began + 60_000
+    run = store.get_run(run_id)
+    assert (run["status"], run["started_ms"], run["deadline_ms"]) == ("running", began, began + 60_000)

@@ -53,6 +53,10 @@ FANOUT_ERROR_TYPE = "FanoutError"                  # an expand's list is over ma
 NOT_A_LIST_TYPE = "TypeError"                      # an expand's output is not a list
 TIMEOUT_ERROR_TYPE = "TimeoutError"
 RELEASED_TYPE = "Released"                         # a worker shut down during the attempt
+# The error of a `RELEASED_TYPE` attempt that never began: claimed ahead and given back
+# unstarted (its run's deadline does not count it; the SQL of restart_run_deadline and
+# unstart_run matches this text).
+GIVEN_BACK = "given back before it started"
 PROTOCOL_ERROR_TYPE = "ductline.ProtocolError"     # the child sent what its parent cannot take (a crash)
 
 _REQUESTED = re.compile(r"retry requested in (\d+) s")

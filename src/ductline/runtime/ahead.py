@@ -11,11 +11,12 @@ delivery contract of a running attempt:
   workers take them, as for running attempts;
 - a worker that stops gives them back at once (`ductline.runtime.worker`), so
   they do not wait for their leases to expire;
-- a queued job never outlives its run's deadline unstarted: the first step of a run
-  whose deadline its claim started is given back, with the queue, halfway to that
-  deadline (the run then counts as not started, `ductline.runtime.record`), so the
-  wait in the queue is never charged to the run (its deadline counts from the first
-  attempt's start; a queued job that starts moves it there, `ductline.runtime.claimer`);
+- a queued job never outlives its run's deadline unstarted: a job of a run with a
+  deadline is given back, with the queue, halfway from its claim to that deadline,
+  so another worker may run it in time. A run whose deadline the claim of its first
+  step started then counts as not started (`ductline.runtime.record`): the wait in
+  the queue is never charged to it (its deadline counts from the first attempt's
+  start; a queued first step that starts moves it there, `ductline.runtime.claimer`);
 - a queued job is started only while its lease is known to be held: one not
   confirmed (by its claim or a renewal) within `FRESH_SECONDS` waits for the
   next renewal first, which the claimer asks for at once. A job whose run was
@@ -108,8 +109,8 @@ class Ahead:
 
         Args:
             confirmed: when their claim was sent (monotonic seconds).
-            run_deadline: the deadline (monotonic seconds) that a job's claim started for
-                its run, if it did; the job is given back halfway there unstarted.
+            run_deadline: a job's run deadline (monotonic seconds), if its run has
+                one; the job is given back halfway there unstarted.
         """
         if not jobs:
             return
@@ -134,7 +135,7 @@ class Ahead:
 
     def overdue(self, now: float) -> bool:
         """A queued job waited longer than a short attempt explains (the attempts ahead
-        of it turned out long), or is halfway to a run deadline its claim started: the
+        of it turned out long), or is halfway to its run's deadline: the
         queue should be given back, so other workers can run what it holds."""
         due = self.due_at()
         return due is not None and now >= due

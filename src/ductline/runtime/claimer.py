@@ -75,6 +75,9 @@ class Claimer:
         self._outage = outage
         self._healthy = healthy
         self.ahead = ahead if ahead is not None else Ahead(depth=0)
+        # Told of the run deadlines of the jobs it starts (epoch ms, database clock):
+        # the worker's maintenance thread ends a run with nothing running at its deadline.
+        self.on_run_deadline: Callable[[int], None] = lambda deadline_ms: None
         self._renew_now = renew_now
         self._claims = 0  # every FIFO_EVERY-th claim is oldest-first (bounds starvation)
         # SQLite cannot notify other processes; poll it more often (the query is indexed).
@@ -135,6 +138,8 @@ class Claimer:
         run_deadline = job.run_deadline_ms
         if run_deadline is not None and job.phase == FIRST_STEP:
             run_deadline = self._restart_run_deadline(job, started)
+            if run_deadline is not None:
+                self.on_run_deadline(run_deadline)
         deadlines = [d for d in (step_deadline, run_deadline) if d is not None]
         job = dataclasses.replace(job, started_ms=started, deadline_ms=min(deadlines) if deadlines else None,
                                   run_deadline_ms=run_deadline)
@@ -143,12 +148,10 @@ class Claimer:
              job_id=job.job_id, attempt=job.attempt, deadline_ms=job.deadline_ms, started_ms=job.started_ms,
              pickup_latency_seconds=max(0, job.started_ms - job.not_before_ms) / 1000)
 
-    def _started_run_deadline(self, job: ClaimedJob) -> float | None:
-        """The run deadline ``job``'s claim may have started (monotonic seconds): that
-        of a first step (`Ahead.add` gives it back unstarted well before it)."""
-        if job.run_deadline_ms is None or job.phase != FIRST_STEP:
-            return None
-        return self._clock.to_monotonic(job.run_deadline_ms)
+    def _run_deadline(self, job: ClaimedJob) -> float | None:
+        """``job``'s run deadline (monotonic seconds), if its run has one: `Ahead.add`
+        gives the job back unstarted well before it, for an idle worker to run."""
+        return None if job.run_deadline_ms is None else self._clock.to_monotonic(job.run_deadline_ms)
 
     def _restart_run_deadline(self, job: ClaimedJob, started: int) -> int | None:
         """The run deadline of a queued first-step attempt starting at ``started``:
@@ -247,12 +250,15 @@ class Claimer:
         the slots free when it was planned may have taken queued jobs meanwhile)."""
         free = [s for s in self._slots if s.free]
         emit(EventName.CLAIM, asked=len(free), claimed=len(jobs), duration_seconds=received - sent)
+        deadlines = [j.run_deadline_ms for j in jobs if j.run_deadline_ms is not None]
+        if deadlines:
+            self.on_run_deadline(min(deadlines))
         if jobs:
             self._clock.measure(jobs[0].started_ms, sent, received)
             self._enforcer.renewed(sent)  # a claim is a fresh lease
             faults.checkpoint("after_claim")
         # Jobs beyond the free slots wait in the queue ahead, their leases held since the claim.
-        self.ahead.add(jobs[len(free):], sent, run_deadline=self._started_run_deadline)
+        self.ahead.add(jobs[len(free):], sent, run_deadline=self._run_deadline)
         for slot, job in zip(free, jobs):
             self.start(slot, job)
             emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,

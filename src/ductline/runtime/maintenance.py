@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from ductline.dsl.graph import Definition
 from ductline.model.limits import step_limits
@@ -30,6 +31,9 @@ from ductline.errors import StoreError
 from ductline.store import Store
 
 log = logging.getLogger("ductline.worker")
+
+# The soonest the maintenance thread looks at run deadlines again (seconds).
+DEADLINE_RECHECK_SECONDS = 0.05
 
 
 def rescue_expired(store: Store, definitions: dict[str, Definition], limit: int = 100) -> int:
@@ -81,32 +85,73 @@ class Maintainer:
         # take a write transaction every interval for nothing.
         self._limited = bool(step_limits(definitions))
         self._interval = interval
-        self._stop = threading.Event()
+        self._wake = threading.Event()  # set by `stop` and by `watch`
+        self._stopping = False
+        self._watched = float("inf")  # the soonest deadline `watch` was told of (monotonic)
         self._thread = threading.Thread(target=self._run, daemon=True, name="ductline-maintenance")
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping = True
+        self._wake.set()
         self._thread.join(timeout=10)
 
+    def watch(self, due: float) -> None:
+        """A run deadline this worker just learned of (monotonic seconds), e.g. from a
+        claim: the thread looks at deadlines then, if that is sooner than it would."""
+        if due < self._watched:
+            self._watched = due
+            self._wake.set()
+
     def _run(self) -> None:
-        wait = self._interval
-        while not self._stop.wait(wait):
-            wait = self._interval
+        next_round = time.monotonic() + self._interval
+        next_deadline = 0.0  # read at once
+        while True:
+            self._wake.wait(max(0.0, min(next_round, next_deadline, self._watched) - time.monotonic()))
+            self._wake.clear()
+            if self._stopping:
+                return
+            now = time.monotonic()
+            if now < min(next_round, next_deadline, self._watched):
+                continue  # told of a deadline: wait for it
+            self._watched = float("inf")  # the read below sees it (its claim has committed)
             try:
-                rescue_expired(self._store, self._definitions)
-                expire_due(self._store, self._definitions)
-                sweep_orphans(self._store)
-                if self._limited:
-                    self._store.unthrottle_idle_keys()
-                if self._prune_due():
-                    wait = 0.0
+                if now >= next_round:
+                    next_round = now + self._interval
+                    rescue_expired(self._store, self._definitions)
+                    expire_due(self._store, self._definitions)
+                    sweep_orphans(self._store)
+                    if self._limited:
+                        self._store.unthrottle_idle_keys()
+                    if self._prune_due():
+                        next_round = now
+                else:
+                    expire_due(self._store, self._definitions)
+                next_deadline = self._next_deadline()
             except StoreError as exc:
                 log.warning("Maintenance skipped: database unavailable: %s", exc)
+                next_deadline = next_round
             except Exception:  # keep maintaining; the next round may succeed
                 log.exception("Maintenance failed")
+                next_deadline = next_round
+
+    def _next_deadline(self) -> float:
+        """When the next run deadline or pause expiry of these pipelines is due
+        (monotonic seconds; far ahead if none). The loop's own timer is set only when
+        a claim runs dry: a worker whose slots stay busy would otherwise end a run
+        with nothing running only at its next round, and might start one of its steps
+        past the deadline meanwhile. A deadline that appears later (a run this worker
+        starts) is told by `watch`; one another worker's claim starts, its own thread
+        watches."""
+        _, deadline_ms = self._store.next_wakeups(sorted(self._definitions))
+        if deadline_ms is None:
+            return float("inf")
+        due = time.monotonic() + (deadline_ms - self._store.now_ms()) / 1000
+        # Never sooner than DEADLINE_RECHECK_SECONDS from now: a deadline that cannot be
+        # ended (its run is being stopped meanwhile) must not make this thread spin.
+        return max(due, time.monotonic() + DEADLINE_RECHECK_SECONDS)
 
     def _prune_due(self) -> bool:
         """Apply retention if it is time; ``True`` when more is left to prune now."""

@@ -29,6 +29,7 @@ from ductline.config import Settings
 from ductline.dsl.graph import Definition
 from ductline.errors import StoreError
 from ductline.execution.enforcer import LEASE_SAFETY_SHARE, Enforcer, Reason
+from ductline.model.outcomes import GIVEN_BACK
 from ductline.model.states import AttemptResult, WorkerStatus
 from ductline.runtime import maintenance
 from ductline.runtime.ahead import Ahead
@@ -149,6 +150,7 @@ class Worker:
         self.enforcer.start()
         maintainer = maintenance.Maintainer(self.store, self.definitions, self.settings.health_check_interval,
                                             self.settings.retention_seconds)
+        self.claimer.on_run_deadline = lambda deadline_ms: maintainer.watch(self.clock.to_monotonic(deadline_ms))
         maintainer.start()
         self.scheduler.start()
         next_stop_check = 0.0
@@ -234,7 +236,7 @@ class Worker:
             attempt = Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token,
                               job.started_ms, job.limit_key, job.deadline_ms, begun=False)
             self.outbox.add(Outcome(attempt, job.pipeline, AttemptResult.CANCELLED, release=True,
-                                    error=f"given back before it started: {why}"))
+                                    error=f"{GIVEN_BACK}: {why}"))
         self.claimer.soon()
 
     def _flush(self) -> None:

@@ -421,22 +421,27 @@ WHERE r.id = ANY(ARRAY(SELECT jsonb_array_elements_text(:run_ids::jsonb)));
 -- A run's deadline counts from its first attempt's start. A claim starts the run's
 -- clock (start_runs); an attempt that waited in its worker's queue of jobs claimed
 -- ahead moves it to when it really began -- only while no other attempt of the run
--- exists (nothing else of it ran), so a run already under way keeps its deadline.
+-- ever began (one given back unstarted did not: error_type 'Released', error
+-- ductline.model.outcomes.GIVEN_BACK), so a run already under way keeps its deadline.
 UPDATE ductline_runs
 SET started_ms = :started_ms, deadline_ms = :started_ms + timeout_seconds * 1000
 WHERE id = :run_id AND status = 'running' AND timeout_seconds IS NOT NULL AND started_ms < :started_ms
   AND NOT EXISTS (SELECT 1 FROM ductline_attempts a WHERE a.run_id = :run_id
-                  AND NOT (a.job_id = :job_id AND a.attempt = :attempt))
+                  AND NOT (a.job_id = :job_id AND a.attempt = :attempt)
+                  AND NOT (coalesce(a.error_type, '') = 'Released'
+                           AND coalesce(a.error, '') LIKE 'given back before it started%'))
 RETURNING deadline_ms;
 
 -- name: unstart_run
--- A job claimed ahead was given back before it started (its attempt just closed
--- 'Released', ductline.model.outcomes.RELEASED_TYPE): if no attempt of its run ever ran, the run has not started after all
--- and goes back to pending; the claim that starts it again starts its deadline.
+-- A job claimed ahead was given back before it started (its attempt just closed as
+-- above): if no attempt of its run ever began, the run has not started after all and
+-- goes back to pending; the claim that starts it again starts its deadline. An attempt
+-- released by a worker's shutdown did begin: its run keeps its start.
 UPDATE ductline_runs SET status = 'pending', started_ms = NULL, deadline_ms = NULL
 WHERE id = :run_id AND status = 'running'
   AND NOT EXISTS (SELECT 1 FROM ductline_attempts a WHERE a.run_id = :run_id
-                  AND (a.result IS NULL OR a.error_type IS NULL OR a.error_type <> 'Released'));
+                  AND NOT (coalesce(a.error_type, '') = 'Released'
+                           AND coalesce(a.error, '') LIKE 'given back before it started%'));
 
 -- name: run_deadlines
 SELECT id, deadline_ms FROM ductline_runs WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(:run_ids::jsonb)));
