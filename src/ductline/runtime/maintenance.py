@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
+from ductline.clock import DatabaseClock
 from ductline.dsl.graph import Definition
 from ductline.model.limits import step_limits
 from ductline.model.outcomes import Ended
@@ -76,8 +76,9 @@ class Maintainer:
     RETENTION_ROUNDS = 10
 
     def __init__(self, store: Store, definitions: dict[str, Definition], interval: float,
-                 retention_seconds: int | None = None) -> None:
+                 retention_seconds: int | None = None, *, clock: DatabaseClock) -> None:
         self._store = store
+        self._clock = clock  # the worker's: its database-clock offset is already measured
         self._retention = retention_seconds
         self._rounds_to_prune = 0  # the first round looks at retention
         self._definitions = definitions
@@ -98,22 +99,23 @@ class Maintainer:
         self._wake.set()
         self._thread.join(timeout=10)
 
-    def watch(self, due: float) -> None:
-        """A run deadline this worker just learned of (monotonic seconds), e.g. from a
-        claim: the thread looks at deadlines then, if that is sooner than it would."""
+    def watch(self, deadline_ms: int) -> None:
+        """A run deadline this worker just learned of (epoch ms, database clock), e.g.
+        from a claim: the thread looks at deadlines then, if that is sooner than it would."""
+        due = self._clock.to_monotonic(deadline_ms)
         if due < self._watched:
             self._watched = due
             self._wake.set()
 
     def _run(self) -> None:
-        next_round = time.monotonic() + self._interval
+        next_round = self._clock.now() + self._interval
         next_deadline = 0.0  # read at once
         while True:
-            self._wake.wait(max(0.0, min(next_round, next_deadline, self._watched) - time.monotonic()))
+            self._wake.wait(max(0.0, min(next_round, next_deadline, self._watched) - self._clock.now()))
             self._wake.clear()
             if self._stopping:
                 return
-            now = time.monotonic()
+            now = self._clock.now()
             if now < min(next_round, next_deadline, self._watched):
                 continue  # told of a deadline: wait for it
             self._watched = float("inf")  # the read below sees it (its claim has committed)
@@ -148,10 +150,9 @@ class Maintainer:
         _, deadline_ms = self._store.next_wakeups(sorted(self._definitions))
         if deadline_ms is None:
             return float("inf")
-        due = time.monotonic() + (deadline_ms - self._store.now_ms()) / 1000
         # Never sooner than DEADLINE_RECHECK_SECONDS from now: a deadline that cannot be
         # ended (its run is being stopped meanwhile) must not make this thread spin.
-        return max(due, time.monotonic() + DEADLINE_RECHECK_SECONDS)
+        return max(self._clock.to_monotonic(deadline_ms), self._clock.now() + DEADLINE_RECHECK_SECONDS)
 
     def _prune_due(self) -> bool:
         """Apply retention if it is time; ``True`` when more is left to prune now."""

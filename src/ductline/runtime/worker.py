@@ -149,8 +149,8 @@ class Worker:
         listener = self.wakeup.listen(self.store)
         self.enforcer.start()
         maintainer = maintenance.Maintainer(self.store, self.definitions, self.settings.health_check_interval,
-                                            self.settings.retention_seconds)
-        self.claimer.on_run_deadline = lambda deadline_ms: maintainer.watch(self.clock.to_monotonic(deadline_ms))
+                                            self.settings.retention_seconds, clock=self.clock)
+        self.claimer.on_run_deadline = maintainer.watch
         maintainer.start()
         self.scheduler.start()
         next_stop_check = 0.0
