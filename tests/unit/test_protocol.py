@@ -100,3 +100,25 @@ def test_the_reader_never_waits_for_the_rest_of_a_message() -> None:
     with pytest.raises(EOFError):
         protocol.Reader(read_end).read(1 << 20)
     os.close(read_end)
+
+
+def test_a_task_crosses_the_pipe_with_every_field() -> None:
+    """A task is pickled as its constructor's arguments (`Task.__reduce__`): every
+    field, set to a value other than its default, arrives as sent."""
+    import dataclasses
+
+    from ductline.execution.protocol import Task
+
+    values = {"job_id": "j", "run_id": "r", "pipeline": "p", "step": "s", "attempt": 3, "input": "[1]",
+              "deadline_ms": 17, "lease_token": "t", "max_output_bytes": 99, "log_level": "DEBUG",
+              "log_max_bytes": 5, "memory_limit": 1 << 30, "cpu_limit": 2.5, "fresh": True}
+    assert set(values) == {f.name for f in dataclasses.fields(Task)}  # a new field needs a value here
+    task = Task(**values)  # type: ignore[arg-type]
+    parent, child = Pipe()
+    try:
+        parent.send_bytes(protocol.dumps(protocol.run(task)))
+        kind, received = child.recv()
+    finally:
+        parent.close()
+        child.close()
+    assert kind == "run" and received == task

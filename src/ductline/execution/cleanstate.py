@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import resource
 import signal
 import sys
@@ -53,6 +54,7 @@ _STATUS_PROBLEMS = {"SigIgn": "signal dispositions changed outside Python",
                     "Uid": "user ids changed", "Gid": "group ids changed", "Groups": "supplementary groups changed",
                     "NoNewPrivs": "no_new_privs was set", "Seccomp": "a seccomp filter was installed",
                     "Cpus_allowed_list": "CPU affinity not restored"}
+_STATUS_LINE = re.compile(rb"^(" + b"|".join(k.encode() for k in _STATUS_KEYS) + rb"):(.*)$", re.MULTILINE)
 _NAMESPACES = ("net", "mnt", "uts", "ipc", "user", "pid_for_children", "cgroup")
 PR_SET_PDEATHSIG, PR_GET_PDEATHSIG, PR_GET_DUMPABLE, PR_SET_DUMPABLE = 1, 2, 3, 4
 
@@ -230,17 +232,12 @@ def _read(path: str) -> bytes:
 def _kernel_view() -> dict[str, str]:
     """`_STATUS_KEYS` as the kernel shows them: ignored and caught signals (handlers
     installed from C too), ids, no_new_privs, seccomp, CPU affinity."""
-    found: dict[str, str] = {}
     try:
         status = _read("/proc/self/status")
     except OSError:
-        return found
-    for key in _STATUS_KEYS:
-        start = status.find(b"\n" + key.encode() + b":")
-        if start >= 0:
-            end = status.find(b"\n", start + 1)
-            found[key] = status[start + len(key) + 2:end if end >= 0 else None].strip().decode()
-    return found
+        return {}
+    # One pass of a compiled pattern: picking the lines one by one cost as much as the read.
+    return {key.decode(): value.strip().decode() for key, value in _STATUS_LINE.findall(status)}
 
 
 def _children(tasks: list[str]) -> list[str]:
@@ -302,10 +299,21 @@ def _set_process_flags(flags: tuple[int, int]) -> None:
 
 def _namespaces() -> dict[str, str]:
     """The namespaces this process is in (``/proc/self/ns``), by name."""
+    global _ns_dir
+    if _ns_dir is None:
+        try:
+            # Kept open: each name is then read relative to it, without resolving
+            # /proc/self again (restore reads them all after every attempt).
+            _ns_dir = os.open("/proc/self/ns", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return {}
     found: dict[str, str] = {}
     for name in _NAMESPACES:
         try:
-            found[name] = os.readlink(f"/proc/self/ns/{name}")
-        except OSError:
+            found[name] = os.readlink(name, dir_fd=_ns_dir)
+        except OSError:  # an attempt that closed the descriptor: the view differs, the child retires
             continue
     return found
+
+
+_ns_dir: int | None = None

@@ -108,6 +108,7 @@ class Enforcer:
         self._lease = lease_seconds
         self._cond = threading.Condition()
         self._watches: dict[int, Watch] = {}
+        self._wake_at: float | None = None  # when the thread wakes next by itself (None: only when told)
         self._stop = False
         self.last_renewal = self._clock.now()
         self._thread = threading.Thread(target=self._run, daemon=True, name="ductline-enforcer")
@@ -144,7 +145,11 @@ class Enforcer:
         with self._cond:
             self._watches[key] = Watch(child, deadline)
             _tell_horizon(child, self._horizon())
-            self._cond.notify()
+            # Woken only if it must look sooner than it would: on a busy worker a watch
+            # starts with every attempt, and waking the thread each time cost two
+            # context switches per attempt.
+            if self._wake_at is None or (deadline is not None and deadline < self._wake_at):
+                self._cond.notify()
 
     def settle(self, key: int) -> Watch | None:
         """Stop watching a key whose child ended; returns its watch (its ``reason``
@@ -238,4 +243,6 @@ class Enforcer:
                 due = self._step(self._clock.now())
                 # Waits on the real clock; a fake clock's tests drive `tick` themselves.
                 timeout = None if due is None else max(0.0, due - self._clock.now())
+                self._wake_at = due
                 self._cond.wait(timeout)
+                self._wake_at = None

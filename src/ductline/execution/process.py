@@ -75,7 +75,7 @@ class Child:
         self._below = Below()  # what signal_group found below the child, held for the SIGKILL after a SIGTERM
 
     def send(self, message: Any) -> None:
-        self.conn.send(message)
+        self.conn.send_bytes(protocol.dumps(message))
 
     def set_horizon(self, monotonic_seconds: float) -> None:
         """Tell the child when to stop itself if its lease is not renewed by then

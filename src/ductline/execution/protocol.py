@@ -62,6 +62,14 @@ class Task:
     cpu_limit: float | None = None    # CPU seconds (RLIMIT_CPU) for this attempt only
     fresh: bool = False               # isolation="fresh": the child is retired after this attempt
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as its constructor's arguments: one task crosses the pipe per
+        # attempt, and the dataclass default (a state dict built from `fields()`)
+        # cost the parent about four times as much.
+        return (Task, (self.job_id, self.run_id, self.pipeline, self.step, self.attempt, self.input,
+                       self.deadline_ms, self.lease_token, self.max_output_bytes, self.log_level,
+                       self.log_max_bytes, self.memory_limit, self.cpu_limit, self.fresh))
+
 
 @dataclass(frozen=True, slots=True)
 class Ready:
@@ -138,6 +146,13 @@ class Connection(Protocol):
 # -- writing ------------------------------------------------------------------------------
 def run(task: Task) -> tuple[Any, ...]:
     return (Kind.RUN.value, task)
+
+
+def dumps(message: tuple[Any, ...]) -> bytes:
+    """A parent's message as the bytes of one frame (`multiprocessing.connection`'s
+    ``send_bytes`` adds the length header the child's ``recv`` reads). Plain pickle:
+    the parent sends only values, never descriptors or processes."""
+    return pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
 
 
 def stop() -> tuple[Any, ...]:

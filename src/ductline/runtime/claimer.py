@@ -15,7 +15,6 @@ the recording of results (`claim_in`).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import random
 from typing import Callable
@@ -141,8 +140,7 @@ class Claimer:
             if run_deadline is not None:
                 self.on_run_deadline(run_deadline)
         deadlines = [d for d in (step_deadline, run_deadline) if d is not None]
-        job = dataclasses.replace(job, started_ms=started, deadline_ms=min(deadlines) if deadlines else None,
-                                  run_deadline_ms=run_deadline)
+        job = job.starting(started, min(deadlines) if deadlines else None, run_deadline)
         self.start(slot, job)
         emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,
              job_id=job.job_id, attempt=job.attempt, deadline_ms=job.deadline_ms, started_ms=job.started_ms,

@@ -21,7 +21,6 @@ import os
 import signal
 import socket
 import uuid
-from multiprocessing.connection import wait
 from typing import Any, Callable
 
 from ductline.clock import DatabaseClock
@@ -38,6 +37,7 @@ from ductline.runtime.claimer import Claimer
 from ductline.runtime.heartbeat import Heartbeat
 from ductline.runtime.outbox import Outage, Outbox
 from ductline.runtime.outcomes import Outcome
+from ductline.runtime.readiness import ready as wait_ready
 from ductline.runtime.record import Attempt
 from ductline.runtime.scheduler import Scheduler
 from ductline.runtime.slots import Slot
@@ -311,7 +311,7 @@ class Worker:
                 if slot.runner is not slot.child:  # its end is watched after its pipe's EOF too
                     waitables.append(slot.runner.sentinel)
         timeout = max(0.0, min(horizon) - now)
-        for ready in wait(waitables, timeout):
+        for ready in wait_ready(waitables, timeout):
             self.events.handle(ready)
         if not self.stopping:
             # A child that just finished gets its next job now, before its result is
