@@ -275,3 +275,16 @@ def test_migration_8_puts_waiting_first_steps_of_runs_not_started_after_runs_und
         assert [j.job_id for j in store.claim("w", ["p"], 1, 60_000)] == ["new_first"]
     finally:
         store.close()
+
+
+def test_every_postgres_statement_fits_psycopg_s_parse_cache() -> None:
+    """psycopg caches the parsing of a statement up to MAX_CACHED_STATEMENT_LENGTH
+    bytes; a longer one (the claim was, with its comments and indentation) is parsed
+    again on every execution."""
+    from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
+
+    loaded = queries.load("postgres")
+    too_long = {name: len(sql.encode()) for name, sql in loaded.items()
+                if len(sql.encode()) > MAX_CACHED_STATEMENT_LENGTH}
+    assert not too_long
+    assert all("\n " not in sql and not sql.startswith(" ") for sql in loaded.values())
