@@ -85,8 +85,9 @@ def run_step(conn: Connection, task: Task, restore: Callable[[], str] | None = N
     lock = threading.Lock()  # log batches may be sent from other threads of the step
 
     def send(message: tuple[Any, ...]) -> None:
+        data = protocol.dumps(message)
         with lock:
-            conn.send(message)
+            conn.send_bytes(data)
 
     def request(kind: str, args: tuple[Any, ...]) -> Any:
         send(protocol.request(kind, args))

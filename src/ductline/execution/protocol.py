@@ -149,9 +149,9 @@ def run(task: Task) -> tuple[Any, ...]:
 
 
 def dumps(message: tuple[Any, ...]) -> bytes:
-    """A parent's message as the bytes of one frame (`multiprocessing.connection`'s
-    ``send_bytes`` adds the length header the child's ``recv`` reads). Plain pickle:
-    the parent sends only values, never descriptors or processes."""
+    """A message as the bytes of one frame (`multiprocessing.connection`'s
+    ``send_bytes`` adds the length header that ``recv`` and `Reader` read). Plain
+    pickle: both sides send only values, never descriptors or processes."""
     return pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
 
 
