@@ -422,12 +422,14 @@ def cpu_delta(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float]:
 
 @contextmanager
 def py_spy(pid: int, out: str | None) -> Iterator[None]:
-    """Sample ``pid`` with py-spy (non-blocking, raw collapsed stacks) while inside."""
+    """Sample ``pid`` and its children with py-spy (non-blocking, raw collapsed stacks)
+    while inside. py-spy counts a child blocked reading its pipe as busy: read the
+    children's stacks below their ``recv`` only."""
     if not out:
         yield
         return
     exe = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
-    proc = subprocess.Popen([exe, "record", "--pid", str(pid), "--rate", "250", "--nonblocking",
+    proc = subprocess.Popen([exe, "record", "--pid", str(pid), "--rate", "250", "--nonblocking", "--subprocesses",
                              "--format", "raw", "--output", out],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -833,8 +835,9 @@ def _main() -> int:
     ap.add_argument("--snapshot", action="store_true",
                     help="benchmark a frozen copy of src/ (taken at start) instead of the live tree")
     ap.add_argument("--py-spy", dest="py_spy", metavar="DIR", default=None,
-                    help="diagnostic: in repeat 1, sample the worker parent with py-spy (raw collapsed "
-                         "stacks into DIR) during the drain and the largest expand; perturbs those numbers")
+                    help="diagnostic: in repeat 1, sample the worker parent and its children with py-spy "
+                         "(raw collapsed stacks into DIR) during the drain and the largest expand; perturbs "
+                         "those numbers")
     args = ap.parse_args()
 
     runs = args.runs or (1000 if args.quick else 5000)
