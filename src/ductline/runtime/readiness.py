@@ -9,11 +9,7 @@ fraction of the parent's CPU.
 from __future__ import annotations
 
 import select
-from typing import Any, Protocol
-
-
-class HasFileno(Protocol):
-    def fileno(self) -> int: ...
+from typing import Any
 
 
 def ready(waitables: list[Any], timeout: float | None) -> list[Any]:
