@@ -131,6 +131,14 @@ attempt("zombie", exited_unreaped)
 found["zombie_reaped"] = not os.path.exists(f"/proc/{found['zombie_pid']}")
 attempt("thread", lambda: threading.Thread(target=time.sleep, args=(3600,), daemon=True).start())
 attempt("orphan", lambda: subprocess.run(["sh", "-c", "sleep 3600 &"], check=True))
+from ductline.execution import cleanstate
+def swap_namespaces_descriptor():
+    # Another process's namespaces (here the same ones) put where restore reads its own:
+    # after an unshare this would hide the change, so it counts as one.
+    other = os.open(f"/proc/{os.getppid()}/ns", os.O_RDONLY | os.O_DIRECTORY)
+    os.dup2(other, cleanstate._ns_dir[0])
+    os.close(other)
+attempt("ns_swapped", swap_namespaces_descriptor)
 print(json.dumps(found))
 for pid in open(f"/proc/self/task/{os.getpid()}/children").read().split():
     os.kill(int(pid), signal.SIGKILL)
@@ -154,3 +162,4 @@ def test_restore_undoes_what_it_can_and_reports_what_it_cannot(tmp_path):
     assert found["thread"] == ["1 thread(s) still running"]
     [orphan] = found["orphan"]
     assert re.fullmatch(r"process \d+ started by the attempt is still running", orphan)
+    assert found["ns_swapped"] == ["namespaces changed"]

@@ -122,3 +122,33 @@ def test_a_task_crosses_the_pipe_with_every_field() -> None:
         parent.close()
         child.close()
     assert kind == "run" and received == task
+
+
+def test_a_reader_on_a_descriptor_above_1023_reads_a_message_longer_than_the_pipe() -> None:
+    """A worker whose apps hold many files gives its children's pipes descriptors of
+    1024 and more: the reader must not wait on them with select() (which refuses them)."""
+    import os
+    import resource
+    import threading
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    high = 1500
+    if soft <= high:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    parent, child = Pipe(duplex=False)
+    fd = os.dup2(parent.fileno(), high)
+    output = "x" * 300_000  # several reads: a pipe holds 64 KiB
+    writer = threading.Thread(target=lambda: child.send_bytes(protocol.dumps(protocol.done("t", output))))
+    try:
+        writer.start()
+        reader = protocol.Reader(fd, budget_seconds=30)
+        messages: list[object] = []
+        while not messages:
+            messages = reader.read(1 << 20)
+        assert messages == [Done("t", output)]
+    finally:
+        writer.join()
+        os.close(fd)
+        parent.close()
+        child.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

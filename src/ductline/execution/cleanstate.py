@@ -304,16 +304,28 @@ def _namespaces() -> dict[str, str]:
         try:
             # Kept open: each name is then read relative to it, without resolving
             # /proc/self again (restore reads them all after every attempt).
-            _ns_dir = os.open("/proc/self/ns", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fd = os.open("/proc/self/ns", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:
             return {}
+        info = os.fstat(fd)
+        _ns_dir = (fd, info.st_dev, info.st_ino)
+    fd, dev, ino = _ns_dir
+    try:
+        # An attempt that closed the descriptor, or put another directory (another
+        # process's namespaces) in its place, must not hide a change: the view is
+        # then empty, it differs from the snapshot, and the child retires.
+        info = os.fstat(fd)
+    except OSError:
+        return {}
+    if (info.st_dev, info.st_ino) != (dev, ino):
+        return {}
     found: dict[str, str] = {}
     for name in _NAMESPACES:
         try:
-            found[name] = os.readlink(name, dir_fd=_ns_dir)
-        except OSError:  # an attempt that closed the descriptor: the view differs, the child retires
+            found[name] = os.readlink(name, dir_fd=fd)
+        except OSError:
             continue
     return found
 
 
-_ns_dir: int | None = None
+_ns_dir: tuple[int, int, int] | None = None  # descriptor of /proc/self/ns, and its device and inode

@@ -282,8 +282,11 @@ class Reader:
 
 
 def _readable(fd: int) -> bool:
-    ready, _, _ = select.select([fd], [], [], 0)
-    return bool(ready)
+    # poll, not select: select refuses descriptors from 1024 on, which a worker whose
+    # apps hold many files gives its children's pipes.
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def decode(data: bytes) -> Message:
