@@ -14,6 +14,7 @@ Components take a clock instead of calling `time` themselves, so tests can pass 
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Protocol
@@ -66,19 +67,32 @@ class FakeClock:
 class DatabaseClock:
     """A monotonic clock that also converts to and from the database clock.
 
-    The offset (database clock minus monotonic clock) is measured with a round
-    trip: the database's answer is assumed to be read halfway between sending the
-    call and receiving its result, so the error is at most half the round trip.
+    The offset (database clock minus monotonic clock) is measured with round trips:
+    the database's answer is assumed to be read halfway between sending the call and
+    receiving its result, so a measurement's error is at most half its round trip.
+    The most precise measurement is kept (NTP's rule): a later one replaces it when its
+    error bound is smaller than the kept one's, which grows with its age by
+    `DRIFT_MS_PER_SECOND`, or when the two disagree by more than both bounds (the
+    database's clock was stepped). A busy worker's claims take tens of milliseconds
+    under load; taking each as it came put started times that much after the truth.
 
     Args:
         base: the monotonic clock (default: the system's).
     """
 
+    # How fast two clocks may drift apart: NTP slews a clock by at most 500 ppm.
+    DRIFT_MS_PER_SECOND = 0.5
+
     def __init__(self, base: Clock | None = None) -> None:
         self._base: Clock = base if base is not None else SystemClock()
-        # Written by the worker loop only; a float store is atomic, so a reader in
-        # another thread (the scheduler's estimate) sees the old or the new value.
-        self._offset_ms = 0.0
+        # Written by the worker loop only; the tuple is replaced whole, so a reader in
+        # another thread (the scheduler's estimate) sees the old or the new one.
+        # (offset ms, error bound ms, measured at: monotonic seconds); no bound yet: inf
+        self._kept: tuple[float, float, float] = (0.0, math.inf, 0.0)
+
+    @property
+    def _offset_ms(self) -> float:
+        return self._kept[0]
 
     def now(self) -> float:
         """Monotonic seconds."""
@@ -88,13 +102,18 @@ class DatabaseClock:
         self._base.sleep(seconds)
 
     def measure(self, db_ms: int, sent: float, received: float) -> None:
-        """Record the offset from one round trip.
+        """Take one round trip into account (see the class).
 
         Args:
             db_ms: the database clock the call returned (epoch milliseconds).
             sent, received: this clock's `now` before the call and after its result.
         """
-        self._offset_ms = db_ms - (sent + received) / 2 * 1000
+        offset = db_ms - (sent + received) / 2 * 1000
+        error = max(0.0, received - sent) / 2 * 1000
+        kept, kept_error, at = self._kept
+        kept_error += max(0.0, received - at) * self.DRIFT_MS_PER_SECOND
+        if error <= kept_error or abs(offset - kept) > error + kept_error:
+            self._kept = (offset, error, received)
 
     def to_monotonic(self, db_ms: int | float) -> float:
         """A database-clock time (epoch milliseconds) as monotonic seconds."""

@@ -33,3 +33,24 @@ def test_the_fake_clock_moves_only_when_told() -> None:
     assert clock.now() == 3.5
     base.advance(-1)  # never backwards
     assert clock.now() == 3.5
+
+
+def test_a_measurement_with_a_longer_round_trip_does_not_replace_a_precise_one() -> None:
+    """A claim that took 40 ms under load would put the database clock up to 20 ms off;
+    the 1 ms measurement before it stays, its bound grown by the drift allowance."""
+    base = FakeClock(10.0)
+    clock = DatabaseClock(base)
+    clock.measure(db_ms=5_000, sent=10.000, received=10.001)  # read at 10.0005: offset -4,999,500.5 ms
+    clock.measure(db_ms=5_030, sent=10.005, received=10.045)  # consistent within its 20 ms bound
+    assert abs(clock.to_monotonic(5_000) - 10.0005) < 1e-9
+    # Much later the old bound has grown (0.5 ms per second): a 4 ms round trip replaces it.
+    clock.measure(db_ms=25_000, sent=29.998, received=30.002)
+    assert abs(clock.to_monotonic(25_000) - 30.0) < 1e-9
+
+
+def test_a_precise_measurement_replaces_a_looser_one() -> None:
+    base = FakeClock(10.0)
+    clock = DatabaseClock(base)
+    clock.measure(db_ms=5_000, sent=10.0, received=10.04)  # read at 10.02, +-20 ms
+    clock.measure(db_ms=5_010, sent=10.03, received=10.031)  # +-0.5 ms, consistent with it
+    assert abs(clock.to_monotonic(5_010) - 10.0305) < 1e-9
