@@ -17,3 +17,15 @@ def test_a_failed_run_prints_its_reason(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     said = done.stdout + done.stderr  # the status line goes to stderr, the output to stdout
     assert ": failed (the run exceeded its deadline of 2 s)" in said, said
+
+
+def test_the_progress_line_of_a_halted_run_counts_its_failed_step(tmp_path: Path) -> None:
+    """The bar counts every step that ended, a failed one too: the line says how many failed."""
+    done = subprocess.run([sys.executable, "-m", "ductline", "run", f"{APP}:halts_before_deadline",
+                           "--database", f"sqlite:///{tmp_path / 'd.db'}"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    said = done.stdout + done.stderr
+    assert "halted" in said, said
+    [line] = [ln for ln in said.splitlines() if ln.startswith("steps")]
+    assert " 1 failed " in line, said
