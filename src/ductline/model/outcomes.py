@@ -54,9 +54,10 @@ NOT_A_LIST_TYPE = "TypeError"                      # an expand's output is not a
 TIMEOUT_ERROR_TYPE = "TimeoutError"
 RELEASED_TYPE = "Released"                         # a worker shut down during the attempt
 # The error of a `RELEASED_TYPE` attempt that never began: claimed ahead and given back
-# unstarted (its run's deadline does not count it; the SQL of restart_run_deadline and
-# unstart_run matches this text).
+# unstarted (its run's deadline does not count it; restart_run_deadline and unstart_run
+# find such attempts with `GIVEN_BACK_PATTERN`).
 GIVEN_BACK = "given back before it started"
+GIVEN_BACK_PATTERN = GIVEN_BACK + "%"  # SQL LIKE: the error begins with it
 PROTOCOL_ERROR_TYPE = "ductline.ProtocolError"     # the child sent what its parent cannot take (a crash)
 
 _REQUESTED = re.compile(r"retry requested in (\d+) s")

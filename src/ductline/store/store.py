@@ -12,6 +12,7 @@ import json
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator
 
+from ductline.model.outcomes import GIVEN_BACK_PATTERN
 from ductline.model.states import WorkerStatus
 from ductline.store import migrations, payloads
 from ductline.store.records import ClaimedJob, ExpiredLease, StepLimit
@@ -139,7 +140,7 @@ class Store:
         Returns the run's new deadline (epoch ms), or ``None`` if it did not move."""
         with self.dialect.transaction() as s:
             rows = s.fetch("restart_run_deadline", {"run_id": run_id, "job_id": job_id, "attempt": attempt,
-                                                    "started_ms": started_ms})
+                                                    "started_ms": started_ms, "given_back": GIVEN_BACK_PATTERN})
         return int(rows[0]["deadline_ms"]) if rows else None
 
     def set_attempt_deadline(self, job_id: str, attempt: int, lease_token: str, deadline_ms: int) -> bool:

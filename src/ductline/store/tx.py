@@ -10,6 +10,7 @@ import json
 import uuid
 from typing import Any
 
+from ductline.model.outcomes import GIVEN_BACK_PATTERN
 from ductline.model.states import AttemptResult, JobStatus, RunStatus
 from ductline.store import claims
 from ductline.store.records import AUTO_STATUS, ClaimedJob, JobBudget, NewJob, NewRun, StepLimit
@@ -321,7 +322,7 @@ class Tx:
     def unstart_run(self, run_id: str) -> bool:
         """The run's only attempts were given back before they started: it goes back
         to pending, its start and deadline cleared (the next claim starts them)."""
-        return self.s.execute("unstart_run", {"run_id": run_id}) == 1
+        return self.s.execute("unstart_run", {"run_id": run_id, "given_back": GIVEN_BACK_PATTERN}) == 1
 
     def release_job(self, job_id: str, lease_token: str) -> bool:
         """Give a job back without charging any budget (worker shutdown)."""

@@ -421,15 +421,16 @@ WHERE r.id = ANY(ARRAY(SELECT jsonb_array_elements_text(:run_ids::jsonb)));
 -- A run's deadline counts from its first attempt's start. A claim starts the run's
 -- clock (start_runs); an attempt that waited in its worker's queue of jobs claimed
 -- ahead moves it to when it really began -- only while no other attempt of the run
--- ever began (one given back unstarted did not: error_type 'Released', error
--- ductline.model.outcomes.GIVEN_BACK), so a run already under way keeps its deadline.
+-- ever began (one given back unstarted did not: error_type 'Released', error starting
+-- with ductline.model.outcomes.GIVEN_BACK, :given_back), so a run already under way
+-- keeps its deadline.
 UPDATE ductline_runs
 SET started_ms = :started_ms, deadline_ms = :started_ms + timeout_seconds * 1000
 WHERE id = :run_id AND status = 'running' AND timeout_seconds IS NOT NULL AND started_ms < :started_ms
   AND NOT EXISTS (SELECT 1 FROM ductline_attempts a WHERE a.run_id = :run_id
                   AND NOT (a.job_id = :job_id AND a.attempt = :attempt)
                   AND NOT (coalesce(a.error_type, '') = 'Released'
-                           AND coalesce(a.error, '') LIKE 'given back before it started%'))
+                           AND coalesce(a.error, '') LIKE :given_back))
 RETURNING deadline_ms;
 
 -- name: unstart_run
@@ -441,7 +442,7 @@ UPDATE ductline_runs SET status = 'pending', started_ms = NULL, deadline_ms = NU
 WHERE id = :run_id AND status = 'running'
   AND NOT EXISTS (SELECT 1 FROM ductline_attempts a WHERE a.run_id = :run_id
                   AND NOT (coalesce(a.error_type, '') = 'Released'
-                           AND coalesce(a.error, '') LIKE 'given back before it started%'));
+                           AND coalesce(a.error, '') LIKE :given_back));
 
 -- name: run_deadlines
 SELECT id, deadline_ms FROM ductline_runs WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(:run_ids::jsonb)));
