@@ -101,20 +101,21 @@ def in_flight_peak(db_url, run_ids):
 
 
 def test_a_burst_of_new_runs_waits_behind_the_runs_under_way(store, db_url, workers):
-    # 40 three-step runs at once, one slot: the next step of a started run is claimed
+    # 96 three-step runs at once, one slot: the next step of a started run is claimed
     # before the first steps of the others, so not every run is in flight at once.
     # Jobs claimed ahead start their runs at the claim: up to MAX_DEPTH first steps
     # may wait in the queue, and oldest-first every eighth claim starts a few more.
-    # Taking the oldest job first instead, all 40 first steps are claimed before any
+    # Taking the oldest job first instead, all first steps are claimed before any
     # second step.
     from ductline.runtime.ahead import MAX_DEPTH
 
-    handles = limit_app.relay.trigger_many(list(range(40)), database=store)
+    runs = 3 * MAX_DEPTH
+    handles = limit_app.relay.trigger_many(list(range(runs)), database=store)
     workers(concurrency=1, app=APP)
     for handle in handles:
         assert handle.wait(120) == "completed"
     peak = in_flight_peak(db_url, {h.id for h in handles})
-    assert peak <= 2 * MAX_DEPTH, f"{peak} of 40 runs were in flight at once"
+    assert peak <= 2 * MAX_DEPTH, f"{peak} of {runs} runs were in flight at once"
 
 
 @pytest.mark.parametrize(("value", "error", "message"), [

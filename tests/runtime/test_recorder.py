@@ -172,15 +172,17 @@ def test_a_worker_ignores_only_its_own_notifications():
     assert select.select([mine.fileno()], [], [], 0)[0]
 
 
-def test_the_queue_covers_one_recording():
+def test_the_queue_covers_one_recording_or_its_span_of_work():
     """While attempts are short the queue holds what a slot runs during one recording
-    (and the one after), between `DEPTH` and `MAX_DEPTH` per slot."""
-    from ductline.runtime.ahead import DEPTH, MAX_DEPTH
+    or in `AHEAD_SECONDS`, whichever is longer (and the one after), between `DEPTH`
+    and `MAX_DEPTH` per slot."""
+    from ductline.runtime.ahead import AHEAD_SECONDS, DEPTH, MAX_DEPTH
 
+    assert AHEAD_SECONDS == 0.05
     ahead = Ahead()
     assert ahead.room(2) == 0  # no attempt seen yet: nothing is queued
     ahead.observe(1 / 64)
-    assert ahead.room(2) == 2 * DEPTH
+    assert ahead.room(2) == 2 * 5  # 50 ms of 15.6 ms attempts: 3.2, so 4, and the one after
     ahead.observe_recording(1 / 8)  # eight attempts per recording, and the one after
     assert ahead.room(2) == 2 * 9
     ahead.observe_recording(10.0)
@@ -189,6 +191,12 @@ def test_the_queue_covers_one_recording():
     ahead.observe(5.0)  # attempts turned long: no queue
     assert ahead.room(2) == 0
     assert Ahead(depth=0).room(4) == 0
+    slowish = Ahead()
+    slowish.observe(0.04)  # 50 ms hold 1.25 of them: the floor
+    assert slowish.room(3) == 3 * DEPTH
+    instant = Ahead()
+    instant.observe(0.0001)
+    assert instant.room(2) == 2 * MAX_DEPTH
 
 
 def test_a_queued_job_is_given_back_halfway_to_its_run_deadline():

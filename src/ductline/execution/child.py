@@ -28,6 +28,7 @@ from ductline import codec
 from ductline import step_context as context
 from ductline.errors import ExecutionError
 from ductline.execution import cleanstate, guardian, importing, protocol, rlimits, steplog
+from ductline.execution.prefetch import Inbox, Ledger
 from ductline.execution.protocol import Kind, Task
 from ductline.execution.watchdog import Horizon, Watchdog
 from ductline.store import payloads
@@ -40,6 +41,7 @@ ENV_PARENT = "DUCTLINE_CHILD_PARENT"
 ENV_APPS = "DUCTLINE_CHILD_APPS"
 ENV_PATH = "DUCTLINE_CHILD_PATH"
 ENV_HORIZON = "DUCTLINE_CHILD_HORIZON_FD"
+ENV_LEDGER = "DUCTLINE_CHILD_LEDGER_FD"
 
 
 def describe(exc: BaseException) -> tuple[str, str, str]:
@@ -69,13 +71,21 @@ def _render_traceback(exc: BaseException) -> str:
         return f"<traceback could not be rendered: {type(failure).__name__}>"
 
 
-def run_step(conn: Connection, task: Task, restore: Callable[[], str] | None = None) -> None:
+def run_step(conn: Connection, task: Task, restore: Callable[[], str] | None = None,
+             inbox: Inbox | None = None) -> tuple[Task | None, bool]:
     """Run one attempt and send its result on ``conn`` (its own requests go there too).
 
     Args:
         restore: called after the step and before its result is sent (a reused
             child puts its process state back); returns why the child cannot run
             another attempt, or ``""``. Sent with the result.
+        inbox: a child's messages from its parent (`ductline.execution.prefetch`):
+            replies to requests are read through it, and a task sent ahead is
+            started as this attempt ends, said in the same write as the result.
+
+    Returns:
+        The task started next (sent ahead), if any, and whether the child must run
+        no other attempt (it could not restore its state, or the step is ``fresh``).
     """
     from ductline.dsl.pipeline import registered
     from ductline.dsl.steps import invoke
@@ -89,9 +99,22 @@ def run_step(conn: Connection, task: Task, restore: Callable[[], str] | None = N
         with lock:
             conn.send_bytes(data)
 
+    def finish(result: tuple[Any, ...], retire: str) -> tuple[Task | None, bool]:
+        if retire or inbox is None:
+            send(result)
+            return None, bool(retire)
+        following, said = inbox.take_next()
+        if said is None:
+            send(result)
+            return None, False
+        data = protocol.frame(protocol.dumps(result)) + protocol.frame(protocol.dumps(said))
+        with lock:
+            _write_all(conn.fileno(), data)
+        return following, False
+
     def request(kind: str, args: tuple[Any, ...]) -> Any:
         send(protocol.request(kind, args))
-        tag, value = conn.recv()
+        tag, value = conn.recv() if inbox is None else inbox.reply()
         if tag == Kind.REPLY_ERROR:
             raise ExecutionError(value)
         return value
@@ -131,10 +154,17 @@ def run_step(conn: Connection, task: Task, restore: Callable[[], str] | None = N
         context.activate(None)
         described = describe(exc)
         del exc  # the traceback's frames hold the step's objects: drop them before restoring
-        send(protocol.failed(task.lease_token, *described, _retire(task, restore)))
-        return
+        retire = _retire(task, restore)
+        return finish(protocol.failed(task.lease_token, *described, retire), retire)
     context.activate(None)
-    send(protocol.done(task.lease_token, output, _retire(task, restore)))
+    retire = _retire(task, restore)
+    return finish(protocol.done(task.lease_token, output, retire), retire)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _retire(task: Task, restore: Callable[[], str] | None) -> str:
@@ -156,7 +186,9 @@ def main() -> None:
     apps = json.loads(os.environ.pop(ENV_APPS))
     sys_path = json.loads(os.environ.pop(ENV_PATH))
     horizon_fd = os.environ.pop(ENV_HORIZON, None)
-    child_main(conn, apps, sys_path, None if horizon_fd is None else Horizon(int(horizon_fd)))
+    ledger_fd = os.environ.pop(ENV_LEDGER, None)
+    child_main(conn, apps, sys_path, None if horizon_fd is None else Horizon(int(horizon_fd)),
+               None if ledger_fd is None else Ledger(int(ledger_fd)))
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -171,11 +203,14 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def child_main(conn: Connection, apps: list[str], sys_path: list[str], horizon: Horizon | None = None) -> None:
+def child_main(conn: Connection, apps: list[str], sys_path: list[str], horizon: Horizon | None = None,
+               ledger: Ledger | None = None) -> None:
     """Serve tasks until the parent says stop or goes away. The process already
     leads its own process group, so killpg(pid) reaches grandchildren too.
     ``horizon``, if given, is the lease horizon its parent writes: past it, an
-    attempt's process group is stopped by the child itself (`Watchdog`)."""
+    attempt's process group is stopped by the child itself (`Watchdog`).
+    ``ledger``, if given, is shared with the parent for the tasks it sends ahead
+    (`ductline.execution.prefetch`); without one, none is ever started."""
     watchdog = None if horizon is None else Watchdog(horizon)
     if watchdog is not None:
         watchdog.start()  # before the snapshot: its thread belongs to the baseline
@@ -206,18 +241,32 @@ def child_main(conn: Connection, apps: list[str], sys_path: list[str], horizon: 
     def restore() -> str:
         return "; ".join(snapshot.restore())
 
+    inbox = Inbox(conn, ledger)
+    task: Task | None = None
+    retiring = False  # it could not restore its state: it waits for its parent to kill it
     while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            return
-        if message[0] == Kind.RUN:
-            if watchdog is not None:
-                watchdog.running = True
+        if task is None:
             try:
-                run_step(conn, message[1], restore)
-            finally:
-                if watchdog is not None:
-                    watchdog.running = False
-        elif message[0] == Kind.STOP:
-            return
+                message = inbox.recv()
+            except (EOFError, OSError):
+                return
+            if message[0] == Kind.STOP:
+                return
+            if retiring:
+                continue
+            if message[0] == Kind.RUN:
+                task = message[1]
+            elif message[0] == Kind.NEXT:  # sent ahead, but this child was idle by then
+                task, said = inbox.start(message)
+                if task is None or said is None:
+                    continue  # taken back
+                conn.send_bytes(protocol.dumps(said))
+            else:
+                continue
+        if watchdog is not None:
+            watchdog.running = True
+        try:
+            task, retiring = run_step(conn, task, restore, inbox)
+        finally:
+            if watchdog is not None:
+                watchdog.running = False

@@ -16,8 +16,9 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from ductline.execution import protocol
-from ductline.execution.child import ENV_APPS, ENV_FD, ENV_HORIZON, ENV_PARENT, ENV_PATH
+from ductline.execution.child import ENV_APPS, ENV_FD, ENV_HORIZON, ENV_LEDGER, ENV_PARENT, ENV_PATH
 from ductline.execution.descendants import Below
+from ductline.execution.prefetch import Ledger
 from ductline.execution.watchdog import Horizon
 
 
@@ -45,20 +46,25 @@ class Child:
         fd = child_end.fileno()
         self.horizon = Horizon()
         os.set_inheritable(self.horizon.fd, True)
+        self.ledger = Ledger()  # of the tasks sent ahead to it (`ductline.runtime.prefetch`)
+        os.set_inheritable(self.ledger.fd, True)
+        self.sent_ahead = 0  # tasks sent ahead so far: the sequence number of the last
         env = dict(os.environ)
         env[ENV_FD] = str(fd)
         env[ENV_HORIZON] = str(self.horizon.fd)
+        env[ENV_LEDGER] = str(self.ledger.fd)
         env[ENV_PARENT] = str(os.getpid())
         env[ENV_APPS] = json.dumps(apps)
         env[ENV_PATH] = json.dumps(sys_path)
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-c", "from ductline.execution.child import main; main()"],
-                pass_fds=(fd, self.horizon.fd), start_new_session=True, env=env, stdin=subprocess.DEVNULL,
+                pass_fds=(fd, self.horizon.fd, self.ledger.fd), start_new_session=True, env=env, stdin=subprocess.DEVNULL,
             )
         except BaseException:
             parent_end.close()
             self.horizon.close()
+            self.ledger.close()
             raise
         finally:
             child_end.close()
@@ -118,7 +124,8 @@ class Child:
         if self._closed:
             return
         self._closed = True
-        for close in (self.conn.close, lambda: os.close(self.sentinel), self.horizon.close, self._below.close):
+        for close in (self.conn.close, lambda: os.close(self.sentinel), self.horizon.close, self.ledger.close,
+                      self._below.close):
             try:
                 close()
             except OSError:

@@ -8,12 +8,14 @@ something that is not this protocol at all (a step that wrote into an inherited
 descriptor).
 
 Parent to child: ``RUN`` (a `Task`), ``STOP``, and ``REPLY`` / ``REPLY_ERROR``
-answering a request. Child to parent: ``READY`` once it imported its apps,
-``FATAL`` if it could not, ``REQUEST`` (context values, boundary crossings, input
-chunks, a scaled timeout), ``LOG`` (a batch of the step's log records,
-`ductline.execution.steplog`), and one result per attempt, ``DONE`` or ``ERROR``,
+answering a request; to a child running an attempt, ``NEXT`` (a task to start
+as soon as this one ends, `ductline.execution.prefetch`). Child to parent: ``READY`` once it imported its
+apps, ``FATAL`` if it could not, ``REQUEST`` (context values, boundary crossings,
+input chunks, a scaled timeout), ``LOG`` (a batch of the step's log records,
+`ductline.execution.steplog`), one result per attempt, ``DONE`` or ``ERROR``,
 tagged with the attempt's lease token so a late result of an earlier attempt is
-never taken for the current one.
+never taken for the current one, and ``STARTED`` (when, on the monotonic clock)
+for a task sent with ``NEXT``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class Kind(StrEnum):
     DONE = "done"
     ERROR = "error"
     LOG = "log"
+    NEXT = "next"
+    STARTED = "started"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,12 @@ class Task:
     memory_limit: int | None = None   # bytes of address space (RLIMIT_AS) for this attempt only
     cpu_limit: float | None = None    # CPU seconds (RLIMIT_CPU) for this attempt only
     fresh: bool = False               # isolation="fresh": the child is retired after this attempt
+
+    def with_deadline(self, deadline_ms: int | None) -> Task:
+        """This task with another deadline (a task sent ahead learns its deadline as it starts)."""
+        return Task(self.job_id, self.run_id, self.pipeline, self.step, self.attempt, self.input, deadline_ms,
+                    self.lease_token, self.max_output_bytes, self.log_level, self.log_max_bytes, self.memory_limit,
+                    self.cpu_limit, self.fresh)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled as its constructor's arguments: one task crosses the pipe per
@@ -125,7 +135,16 @@ class Log:
     records: list[tuple[int, str, str, str]]
 
 
-Message = Ready | Fatal | Request | Done | Failed | Log
+@dataclass(frozen=True, slots=True)
+class Started:
+    """The child started the task its parent sent ahead (``NEXT``), at ``at``
+    (``time.monotonic()`` seconds, the clock the parent and its children share)."""
+
+    lease_token: str
+    at: float
+
+
+Message = Ready | Fatal | Request | Done | Failed | Log | Started
 
 
 class Oversized(Exception):
@@ -153,6 +172,27 @@ def dumps(message: tuple[Any, ...]) -> bytes:
     ``send_bytes`` adds the length header that ``recv`` and `Reader` read). Plain
     pickle: both sides send only values, never descriptors or processes."""
     return pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+
+
+def next_task(task: Task, timeout_ms: int | None, offset_ms: float, seq: int) -> tuple[Any, ...]:
+    """``task`` sent ahead, the ``seq``-th to this child: the child starts it when its
+    attempt ends (unless it was taken back, `ductline.execution.prefetch.Ledger`) and
+    works out its start and deadline itself -- ``int(at * 1000 + offset_ms)`` (``at``
+    its monotonic start, ``offset_ms`` the database clock minus the monotonic clock),
+    plus ``timeout_ms``."""
+    return (Kind.NEXT.value, task, timeout_ms, offset_ms, seq)
+
+
+def started(lease_token: str, at: float) -> tuple[Any, ...]:
+    return (Kind.STARTED.value, lease_token, at)
+
+
+def frame(data: bytes) -> bytes:
+    """``data`` with the length header `multiprocessing.connection` writes (and
+    `Reader` reads): several frames can then go out in one write."""
+    if len(data) > 0x7FFFFFFF:
+        return struct.pack("!iQ", -1, len(data)) + data
+    return struct.pack("!i", len(data)) + data
 
 
 def stop() -> tuple[Any, ...]:
@@ -336,6 +376,8 @@ def parse(raw: Any) -> Message:
         return Done(*fields)
     if kind == Kind.ERROR and len(fields) in (4, 5) and _texts(fields):
         return Failed(*fields)
+    if kind == Kind.STARTED and len(fields) == 2 and isinstance(fields[0], str) and type(fields[1]) is float:
+        return Started(fields[0], fields[1])
     if kind == Kind.LOG and len(fields) == 2 and isinstance(fields[0], str) and isinstance(fields[1], list) \
             and all(_log_record(r) for r in fields[1]):
         return Log(fields[0], fields[1])

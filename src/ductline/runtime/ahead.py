@@ -29,8 +29,12 @@ running long steps claims one job per free slot, as it would without a queue.
 
 How deep: the next claim rides with the recording of results, so the queue must
 last the children while one recording transaction runs -- as many jobs per slot
-as attempts fit in a recording (moving averages of both), at least `DEPTH` and at
-most `MAX_DEPTH`.
+as attempts fit in a recording (moving averages of both). Deeper is faster while
+attempts are very short: a recording costs about as much again whether it claims
+ten jobs or thirty, so bigger claims (and the bigger batches of results they
+bring back) mean fewer transactions per job. The queue holds up to `AHEAD_SECONDS`
+of work per slot, which bounds what a worker keeps from the others; always at
+least `DEPTH` jobs per slot and at most `MAX_DEPTH`.
 """
 
 from __future__ import annotations
@@ -45,7 +49,10 @@ from ductline.store.records import ClaimedJob
 
 # Jobs queued per usable slot: at least (while attempts are short) and at most.
 DEPTH = 4
-MAX_DEPTH = 16
+MAX_DEPTH = 32
+# Work queued per usable slot (seconds of attempts, by their moving average): no-op
+# attempts fill `MAX_DEPTH`, attempts of 10 ms queue 5.
+AHEAD_SECONDS = 0.05
 # A queued job is started without asking the database first if its lease was
 # confirmed this recently (seconds); it bounds how long after a cancel a queued
 # job of the cancelled run could still start, like a claim made just before it.
@@ -95,10 +102,9 @@ class Ahead:
         """How many more jobs may be queued now."""
         if not self.depth or self._average is None or self._average >= SHORT_SECONDS:
             return 0
-        depth = self.depth
-        if self._recording is not None:
-            # the attempts a slot runs while one recording commits, and the one after
-            depth = min(MAX_DEPTH, max(depth, math.ceil(self._recording / max(self._average, 1e-4)) + 1))
+        # the attempts a slot runs while one recording commits (or in AHEAD_SECONDS), and the one after
+        span = max(AHEAD_SECONDS, self._recording or 0.0)
+        depth = min(MAX_DEPTH, max(self.depth, math.ceil(span / max(self._average, 1e-4)) + 1))
         return max(0, depth * usable_slots - len(self._jobs))
 
     def add(self, jobs: list[ClaimedJob], confirmed: float,
@@ -128,6 +134,20 @@ class Ahead:
         if not self._jobs or now - self._jobs[0].confirmed > FRESH_SECONDS:
             return None
         return self._jobs.popleft().job
+
+    def head(self, now: float) -> Queued | None:
+        """The job `take` would return, left in the queue (`pop` takes it)."""
+        if not self._jobs or now - self._jobs[0].confirmed > FRESH_SECONDS:
+            return None
+        return self._jobs[0]
+
+    def pop(self) -> Queued:
+        return self._jobs.popleft()
+
+    def put_back(self, queued: Queued) -> None:
+        """Queue again a job taken from the head and not started (`ductline.runtime.prefetch`)."""
+        self._jobs.appendleft(queued)
+        self._jobs = deque(sorted(self._jobs, key=lambda q: rank(q.job.priority, q.job.phase)))
 
     def stale(self, now: float) -> bool:
         """The head of the queue waits for a renewal of its lease."""

@@ -19,7 +19,7 @@ from ductline.execution import protocol, steplog
 from ductline.execution.enforcer import Enforcer, Reason, Watch
 from ductline.execution.process import Child
 from ductline import codec
-from ductline.execution.protocol import Done, Failed, Fatal, Garbled, Log, Message, Oversized, Ready, Request
+from ductline.execution.protocol import Done, Failed, Fatal, Garbled, Log, Message, Oversized, Ready, Request, Started
 from ductline.model.outcomes import (PAYLOAD_TOO_LARGE_TYPE, PROTOCOL_ERROR_TYPE, Ended, child_died_message,
                                      protocol_error_message, timeout_message)
 from ductline.model.resources import over_limit
@@ -27,6 +27,7 @@ from ductline.model.states import AttemptResult
 from ductline.observability.events import EventName, emit
 from ductline.runtime.outbox import Outage, Outbox
 from ductline.runtime.outcomes import Outcome, job_extra
+from ductline.runtime.prefetch import Prefetcher
 from ductline.runtime.requests import answer
 from ductline.runtime.slots import Runner, Slot
 from ductline.runtime.spares import Spares
@@ -47,13 +48,15 @@ class ChildEvents:
         stopping: whether the worker stops (dead children are then not replaced).
         slot_ready: called when a slot's child said it is ready (claim now).
         attempt_ended: told how long each attempt ran (seconds, handed over to ended).
+        prefetcher: told when a child started a task sent ahead to it.
         (the others are the worker's collaborators of the same names)
     """
 
     def __init__(self, store: Store, slots: list[Slot], limits: payloads.Limits, *, clock: DatabaseClock,
                  enforcer: Enforcer, outbox: Outbox, outage: Outage, spares: Spares, wakeup: Wakeup,
                  stopping: Callable[[], bool], slot_ready: Callable[[], None],
-                 attempt_ended: Callable[[float], None] = lambda seconds: None) -> None:
+                 attempt_ended: Callable[[float], None] = lambda seconds: None,
+                 prefetcher: Prefetcher | None = None) -> None:
         self._store = store
         self._slots = slots
         self._limits = limits
@@ -66,6 +69,7 @@ class ChildEvents:
         self._stopping = stopping
         self._slot_ready = slot_ready
         self._attempt_ended = attempt_ended
+        self._prefetcher = prefetcher
         self._retired: list[ThreadAttempt] = []  # finished threads whose pipes close once they end
 
     def handle(self, ready: Any) -> None:
@@ -146,6 +150,10 @@ class ChildEvents:
                 slot.child.ready = True
                 self._slot_ready()
             return
+        if isinstance(message, Started):
+            if self._prefetcher is not None:  # one with another token than those sent ahead is ignored
+                self._prefetcher.started(slot, message.lease_token, message.at)
+            return
         job = slot.job
         if isinstance(message, Request):
             if job is None or slot.runner is None:
@@ -210,8 +218,10 @@ class ChildEvents:
     def _runner_gone(self, slot: Slot, runner: Runner) -> None:
         """A child process exited, or a thread-isolated step's thread ended."""
         # What it sent just before it ended still counts: a thread step's log batch
-        # and result arrive together with its end, and may be read after it.
-        while runner is slot.runner and not runner.eof and _has_data(runner):
+        # and result arrive together with its end, and may be read after it; a
+        # child's result, with whether it started the task sent ahead to it.
+        while (runner is slot.runner or (runner is slot.child and slot.sent)) \
+                and not runner.eof and _has_data(runner):
             self._read(slot, runner)
         code = runner.reap()
         if code is None:

@@ -22,6 +22,7 @@ from typing import Callable
 from ductline.clock import DatabaseClock
 from ductline.config import Settings
 from ductline.dsl.graph import Definition
+from ductline.dsl.options import StepOptions
 from ductline.errors import StoreError
 from ductline.execution.enforcer import Enforcer
 from ductline.model.claim_order import FIRST_STEP
@@ -142,9 +143,13 @@ class Claimer:
         deadlines = [d for d in (step_deadline, run_deadline) if d is not None]
         job = job.starting(started, min(deadlines) if deadlines else None, run_deadline)
         self.start(slot, job)
-        emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,
-             job_id=job.job_id, attempt=job.attempt, deadline_ms=job.deadline_ms, started_ms=job.started_ms,
-             pickup_latency_seconds=max(0, job.started_ms - job.not_before_ms) / 1000)
+        _started(job)
+
+    def begin_prefetched(self, slot: Slot, job: ClaimedJob, at: float, options: StepOptions | None) -> None:
+        """A job sent ahead started on ``slot``'s child at ``at`` (monotonic seconds;
+        ``job`` already carries that start and its deadline: `ductline.runtime.prefetch`)."""
+        self.start(slot, job, at=at, sent=True)
+        _started(job)
 
     def _run_deadline(self, job: ClaimedJob) -> float | None:
         """``job``'s run deadline (monotonic seconds), if its run has one: `Ahead.add`
@@ -259,16 +264,18 @@ class Claimer:
         self.ahead.add(jobs[len(free):], sent, run_deadline=self._run_deadline)
         for slot, job in zip(free, jobs):
             self.start(slot, job)
-            emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,
-                 job_id=job.job_id, attempt=job.attempt, deadline_ms=job.deadline_ms,
-                 started_ms=job.started_ms,
-                 pickup_latency_seconds=max(0, job.started_ms - job.not_before_ms) / 1000)
+            _started(job)
         if jobs:
             faults.checkpoint("after_dispatch")
 
-    def start(self, slot: Slot, job: ClaimedJob) -> None:
+    def start(self, slot: Slot, job: ClaimedJob, *, at: float | None = None, sent: bool = False) -> None:
         """Start ``job``'s attempt on ``slot``: in its child, or in a thread for a
-        thread-isolated step; the enforcer watches it from now on."""
+        thread-isolated step; the enforcer watches it from now on.
+
+        Args:
+            at: when it started (monotonic seconds), if not now.
+            sent: the child already has the task (sent ahead) and started it.
+        """
         deadline = None if job.deadline_ms is None else self._clock.to_monotonic(job.deadline_ms)
         definition = self._definitions.get(job.pipeline)
         node = definition.nodes.get(job.step) if definition is not None else None
@@ -280,9 +287,9 @@ class Claimer:
             runner = ThreadAttempt(slot.task(job))
         assert runner is not None  # only a slot with a ready child is free
         self._enforcer.watch(slot.index, runner, deadline)
-        slot.started_at = self._clock.now()
+        slot.started_at = self._clock.now() if at is None else at
         try:
-            slot.assign(job, runner, options)
+            slot.assign(job, runner, options, sent=sent)
         except (OSError, ValueError):  # the child died before it got the task; its
             pass                       # sentinel reports the death as a crash
 
@@ -298,3 +305,9 @@ class Claimer:
         except StoreError as exc:
             self._outage.failed("expiring runs", exc)
         self.next_claim = 0.0
+
+
+def _started(job: ClaimedJob) -> None:
+    emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,
+         job_id=job.job_id, attempt=job.attempt, deadline_ms=job.deadline_ms, started_ms=job.started_ms,
+         pickup_latency_seconds=max(0, job.started_ms - job.not_before_ms) / 1000)

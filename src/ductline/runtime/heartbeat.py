@@ -26,6 +26,7 @@ from ductline.observability.events import EventName, emit
 from ductline.runtime.ahead import Ahead
 from ductline.runtime.outbox import Outage, Outbox
 from ductline.runtime.outcomes import job_extra
+from ductline.runtime.prefetch import Prefetcher
 from ductline.runtime.slots import Slot
 from ductline.runtime.wakeup import Wakeup
 from ductline.store import Store
@@ -40,6 +41,7 @@ class Heartbeat:
         worker_id: the worker.
         report: the worker's ``(undead slots, status)`` for its heartbeat row.
         ahead: the jobs claimed ahead (their leases are renewed too).
+        prefetcher: the jobs sent ahead to busy children (renewed too).
         check_every: seconds between reads of whether the leases are still held
             (`Store.leases_held`), for a store that does not notify; ``None``: never.
         (the others are the worker's collaborators of the same names)
@@ -48,7 +50,7 @@ class Heartbeat:
     def __init__(self, store: Store, settings: Settings, worker_id: str, slots: list[Slot], *,
                  clock: DatabaseClock, enforcer: Enforcer, wakeup: Wakeup, outbox: Outbox, outage: Outage,
                  report: Callable[[], tuple[int, str]], ahead: Ahead | None = None,
-                 check_every: float | None = None) -> None:
+                 prefetcher: Prefetcher | None = None, check_every: float | None = None) -> None:
         self._store = store
         self._settings = settings
         self._worker_id = worker_id
@@ -60,6 +62,7 @@ class Heartbeat:
         self._outage = outage
         self._report = report
         self._ahead = ahead if ahead is not None else Ahead(depth=0)
+        self._prefetcher = prefetcher
         self.next_at = 0.0  # monotonic
         self._check_every = check_every
         self._next_check = 0.0  # monotonic
@@ -91,7 +94,7 @@ class Heartbeat:
             self.next_at = now
         busy = [s for s in self._slots if s.busy and not s.undead]
         # Outcomes not yet recorded (the database was down) keep their leases too.
-        queued = self._ahead.tokens()
+        queued = self._ahead.tokens() + (self._prefetcher.tokens() if self._prefetcher is not None else [])
         tokens = [s.job.lease_token for s in busy if s.job is not None] + self._outbox.lease_tokens() + queued
         undead, status = self._report()
         try:
@@ -101,6 +104,8 @@ class Heartbeat:
             self._clock.measure(db_now, sent, self._clock.now())
             self._enforcer.renewed(sent)
             self.next_at = now + self._settings.lease_seconds / 3
+            if self._prefetcher is not None:
+                self._prefetcher.renewed(renewed, sent)
             if queued:
                 for job in self._ahead.renewed(renewed, sent):
                     # Its run was cancelled or ended, or it was rescued: never started.

@@ -9,7 +9,7 @@ import logging
 import signal
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ductline.dsl.options import StepOptions
 from ductline.execution import protocol, steplog
@@ -20,6 +20,9 @@ from ductline.model.resources import ResourceLimits
 from ductline.runtime.record import Attempt
 from ductline.runtime.spares import Spares
 from ductline.store.records import ClaimedJob
+
+if TYPE_CHECKING:
+    from ductline.runtime.prefetch import Prefetched
 
 log = logging.getLogger("ductline.worker")
 
@@ -63,6 +66,10 @@ class Slot:
         limits: the attempt's resource limits (`ductline.model.resources`).
         spares: where a retired child's replacement comes from.
         retired: children retired (killed) and not yet reaped.
+        sent: the jobs sent ahead to its child while it runs an attempt, in order
+            (`ductline.runtime.prefetch`); the slot is not free until they started
+            or came back.
+        retiring: its attempt's child is retired once the attempt ends (``fresh``).
     """
 
     index: int
@@ -81,6 +88,8 @@ class Slot:
     retired: list[Child] = field(default_factory=list)
     broken: str | None = None  # why its attempt's child was killed for breaking the protocol
     started_at: float = 0.0  # monotonic seconds: when its attempt was handed to its runner
+    sent: list[Prefetched] = field(default_factory=list)
+    retiring: bool = False
 
     @property
     def busy(self) -> bool:
@@ -89,7 +98,8 @@ class Slot:
     @property
     def free(self) -> bool:
         """It can take a job now: idle, with a child that said it is ready."""
-        return not self.busy and not self.undead and self.child is not None and self.child.ready
+        return not self.busy and not self.sent and not self.undead and self.child is not None \
+            and self.child.ready
 
     def task(self, job: ClaimedJob, options: StepOptions | None = None) -> Task:
         """The task of ``job``'s attempt; ``options`` (the step's, if this worker
@@ -123,8 +133,10 @@ class Slot:
         self.retired = [c for c in self.retired if c.reap() is None]
         return self.retired
 
-    def assign(self, job: ClaimedJob, runner: Runner, options: StepOptions | None = None) -> None:
-        """Run ``job`` on ``runner`` (a thread already has its task).
+    def assign(self, job: ClaimedJob, runner: Runner, options: StepOptions | None = None, *,
+               sent: bool = False) -> None:
+        """Run ``job`` on ``runner`` (a thread already has its task; ``sent``: the
+        child has it too, and started it).
 
         Raises:
             OSError, ValueError: the child died before it got the task.
@@ -133,9 +145,11 @@ class Slot:
         self.log_seq, self.log_guard = 0, steplog.ParentGuard(self.log_max_bytes)
         self.limits = ResourceLimits() if options is None else \
             ResourceLimits(options.memory_limit, options.cpu_limit)
+        self.retiring = options is not None and options.isolation == "fresh"
         if runner is self.child and self.child is not None:
             self.child.used = True
-            runner.send(protocol.run(self.task(job, options)))
+            if not sent:
+                runner.send(protocol.run(self.task(job, options)))
 
     def attempt(self) -> Attempt:
         """The running attempt, as recording knows it."""

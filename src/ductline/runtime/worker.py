@@ -37,6 +37,7 @@ from ductline.runtime.claimer import Claimer
 from ductline.runtime.heartbeat import Heartbeat
 from ductline.runtime.outbox import Outage, Outbox
 from ductline.runtime.outcomes import Outcome
+from ductline.runtime.prefetch import Prefetcher
 from ductline.runtime.readiness import ready as wait_ready
 from ductline.runtime.record import Attempt
 from ductline.runtime.scheduler import Scheduler
@@ -109,15 +110,19 @@ class Worker:
                              timed=self.ahead.observe_recording, origin=self.id)
         self.outbox.claim_in = lambda: None if self.stopping or not self.outage.ok() else self.claimer.claim_in()
         self.outbox.urgent = lambda: self.stopping or self.claimer.hungry()
+        self.prefetcher = Prefetcher(self.slots, self.ahead, definitions, clock=self.clock,
+                                     begin=self.claimer.begin_prefetched,
+                                     kill_lost=lambda slot: self.enforcer.kill(slot.index, Reason.LEASE, grace=0.0))
         self.heartbeat = Heartbeat(store, settings, self.id, self.slots, clock=self.clock, enforcer=self.enforcer,
                                    wakeup=self.wakeup, outbox=self.outbox, outage=self.outage,
                                    report=lambda: (self.undead_count(), self.status()), ahead=self.ahead,
+                                   prefetcher=self.prefetcher,
                                    check_every=None if getattr(store.dialect, "listens", False)
                                    else self.claimer.poll)
         self.events = ChildEvents(store, self.slots, limits, clock=self.clock, enforcer=self.enforcer,
                                   outbox=self.outbox, outage=self.outage, spares=self.spares, wakeup=self.wakeup,
                                   stopping=lambda: self.stopping, slot_ready=self.claimer.soon,
-                                  attempt_ended=self.ahead.observe)
+                                  attempt_ended=self.ahead.observe, prefetcher=self.prefetcher)
 
     # -- lifecycle -----------------------------------------------------------------------
     def request_stop(self) -> None:
@@ -227,6 +232,8 @@ class Worker:
         """Give back the jobs claimed ahead when the worker stops, or when they
         waited too long behind attempts that turned out long: released at once
         (nothing charged), so they need not wait for their leases to expire."""
+        if self.stopping:
+            self.prefetcher.take_back(self.clock.now(), stopping=True)  # to the queue, then given back
         if not len(self.ahead) or not (self.stopping or self.ahead.overdue(self.clock.now())):
             return
         jobs = self.ahead.drain(overdue=not self.stopping)
@@ -287,14 +294,15 @@ class Worker:
         """Wait for the first of: a child's message or death, the wake-up pipe, or
         the nearest time something is due."""
         if not self.stopping:
-            self.claimer.fill_free()  # a queued job whose lease was just renewed
+            self._hand_out()  # a queued job whose lease was just renewed
         now = self.clock.now()
+        self.prefetcher.take_back(now, stopping=self.stopping)
         # While a batch is being recorded the loop does not claim (the recording claims,
         # and wakes the loop when it is done): a due claim must not make it spin meanwhile.
         free = any(s.free for s in self.slots) and not self.outbox.recording
         horizon = [now + self.claimer.poll, self.heartbeat.next_at, self._next_maintenance,
                    *self.claimer.wake_times(free, self.stopping)]
-        for due in (self.outbox.retry_at(), self._shutdown_deadline, self.ahead.due_at()):
+        for due in (self.outbox.retry_at(), self._shutdown_deadline, self.ahead.due_at(), self.prefetcher.due_at()):
             if due is not None:
                 horizon.append(due)
         waitables: list[Any] = [self.wakeup.fileno()]
@@ -303,8 +311,8 @@ class Worker:
                 continue
             if slot.child is not None:
                 waitables.append(slot.child.sentinel)
-                if not slot.busy and not slot.child.ready and not slot.child.eof:
-                    waitables.append(slot.child.conn)  # its READY message
+                if not slot.busy and not slot.child.eof and (not slot.child.ready or slot.sent):
+                    waitables.append(slot.child.conn)  # its READY message, or news of the task sent ahead
             if slot.busy and slot.runner is not None:
                 if not slot.runner.eof:
                     waitables.append(slot.runner.conn)
@@ -316,11 +324,20 @@ class Worker:
         if not self.stopping:
             # A child that just finished gets its next job now, before its result is
             # recorded (jobs claimed ahead; `ductline.runtime.ahead`).
-            self.claimer.fill_free()
+            self._hand_out()
+
+    def _hand_out(self) -> None:
+        """Jobs claimed ahead go to free slots, then ahead to busy children
+        (`ductline.runtime.prefetch`); what a replaced child never started first
+        returns to the queue."""
+        self.prefetcher.reconcile()
+        self.claimer.fill_free()
+        self.prefetcher.offer()
 
     def _finish_shutdown(self) -> bool:
         """True when the loop may end: nothing busy, or the grace ran out."""
-        busy = [s for s in self.slots if s.busy and not s.undead]
+        self.prefetcher.reconcile()
+        busy = [s for s in self.slots if (s.busy or s.sent) and not s.undead]
         if not busy:
             if not self.outbox:
                 return True
@@ -333,5 +350,8 @@ class Worker:
             return True
         if self._shutdown_deadline is not None and self.clock.now() >= self._shutdown_deadline:
             for slot in busy:
-                self.enforcer.kill(slot.index, Reason.SHUTDOWN)
+                if slot.busy:
+                    self.enforcer.kill(slot.index, Reason.SHUTDOWN)
+                else:  # its child started a task sent ahead and has not said so yet
+                    slot.retire_child("the worker stops")
         return False

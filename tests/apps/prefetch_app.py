@@ -1,0 +1,42 @@
+"""Steps of the prefetch tests (tests/isolation/test_prefetch.py), run by a child the
+test drives as its parent. Each call is noted in the file named by PREFETCH_MARKS;
+``held`` returns once the test creates the release file (PREFETCH_MARKS + "." + x)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import ductline
+from ductline import Pipeline
+
+
+def _note(text):
+    with open(os.environ["PREFETCH_MARKS"], "a", encoding="utf-8") as fh:
+        fh.write(f"{text}\n")
+
+
+def held(x):
+    _note(x)
+    release = Path(f"{os.environ['PREFETCH_MARKS']}.{x}")
+    end = time.monotonic() + 300  # a bound, so a failing test cannot leave it forever
+    while not release.exists() and time.monotonic() < end:
+        time.sleep(0.005)
+    return x
+
+
+def deadline(x):
+    """Its name and the deadline it was given (epoch ms), if any."""
+    _note(x)
+    given = ductline.context().deadline
+    return [x, None if given is None else round(given.timestamp() * 1000)]
+
+
+def asks(x):
+    """Waits on a request to its parent for a context value, and returns it."""
+    _note(x)
+    return ductline.context().get("answer")
+
+
+pipeline = Pipeline("prefetch_steps").start(held).chain(to=deadline).chain(to=asks)

@@ -1,0 +1,131 @@
+"""Tasks sent ahead to a busy child (`ductline.execution.prefetch`), with a real
+child process and the test as its parent: the child starts the next task as its
+attempt ends and says when, in the same breath as the result; what the parent
+took back is never started, whatever the child was doing; what the child started
+first stays started; and a task sent while the step waits on a request does not
+get in the way of the reply."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from helpers import wait_for
+
+from ductline.execution import protocol
+from ductline.execution.process import Child
+from ductline.execution.protocol import Done, Ready, Request, Started, Task
+
+APP = str(Path(__file__).resolve().parents[1] / "apps" / "prefetch_app.py")
+PIPELINE = "prefetch_steps"
+OFFSET_MS = 1_000_000.0  # the database clock minus the monotonic clock, as the parent measured it
+
+
+def task(step: str, name: str) -> Task:
+    return Task(f"job-{name}", "run-1", PIPELINE, step, 1, json.dumps([name]), None, f"lease-{name}", 1 << 20)
+
+
+class Parent:
+    """The test, as the child's parent: sends tasks and reads what comes back."""
+
+    def __init__(self, marks: Path) -> None:
+        self.marks = marks
+        self.child = Child([APP], [])
+        self.seen: list[object] = []
+        assert isinstance(self.next(), Ready)
+
+    def next(self, timeout: float = 60.0) -> object:
+        end = time.monotonic() + timeout
+        while not self.seen:
+            assert time.monotonic() < end, "the child sent nothing"
+            if self.child.conn.poll(0.05):
+                self.seen.extend(self.child.reader.read(1 << 24))
+        return self.seen.pop(0)
+
+    def run(self, step: str, name: str) -> None:
+        self.child.send(protocol.run(task(step, name)))
+
+    def ahead(self, step: str, name: str, timeout_ms: int | None = None) -> None:
+        self.child.sent_ahead += 1
+        self.child.send(protocol.next_task(task(step, name), timeout_ms, OFFSET_MS, self.child.sent_ahead))
+
+    def release(self, name: str) -> None:
+        Path(f"{self.marks}.{name}").touch()
+
+    def called(self) -> list[str]:
+        return self.marks.read_text(encoding="utf-8").split() if self.marks.exists() else []
+
+    def close(self) -> None:
+        self.child.stop()
+        self.child.join(30)
+
+
+@pytest.fixture
+def parent(tmp_path, monkeypatch):
+    marks = tmp_path / "marks.txt"
+    monkeypatch.setenv("PREFETCH_MARKS", str(marks))
+    parent = Parent(marks)
+    yield parent
+    parent.close()
+
+
+def test_the_task_sent_ahead_starts_as_the_attempt_ends_with_its_own_clock(parent):
+    parent.run("held", "a")
+    wait_for(lambda: parent.called() == ["a"])
+    parent.ahead("deadline", "b", timeout_ms=5_000)
+    before = time.monotonic()  # b waits behind a: its clock must not count the wait
+    parent.release("a")
+    assert parent.next() == Done("lease-a", '"a"')
+    started = parent.next()
+    assert isinstance(started, Started) and started.lease_token == "lease-b"
+    assert started.at >= before  # when it started, not when it was sent
+    done = parent.next()
+    assert isinstance(done, Done) and done.lease_token == "lease-b"
+    # Its deadline is the one the parent works out from the same instant (`protocol.next_task`).
+    assert json.loads(done.output) == ["b", int(started.at * 1000 + OFFSET_MS) + 5_000]
+    assert parent.called() == ["a", "b"]
+
+
+def test_what_the_parent_took_back_is_never_started(parent):
+    parent.run("held", "a")
+    wait_for(lambda: parent.called() == ["a"])
+    parent.ahead("deadline", "b")
+    parent.ahead("deadline", "c")
+    # Taken back while the child is busy in a: nothing of it was started.
+    assert parent.child.ledger.take_back(parent.child.sent_ahead) == 0
+    parent.release("a")
+    assert parent.next() == Done("lease-a", '"a"')
+    parent.run("deadline", "d")  # the child serves on
+    done = parent.next()
+    assert isinstance(done, Done) and done.lease_token == "lease-d"
+    assert parent.called() == ["a", "d"]
+
+
+def test_a_task_the_child_started_first_stays_started(parent):
+    parent.run("deadline", "a")
+    parent.ahead("held", "b")
+    wait_for(lambda: parent.called() == ["a", "b"])
+    # The child started b before the parent tried: the ledger says so, and the
+    # STARTED message is on its way.
+    assert parent.child.ledger.take_back(parent.child.sent_ahead) == 1
+    assert isinstance(parent.next(), Done)
+    started = parent.next()
+    assert isinstance(started, Started) and started.lease_token == "lease-b"
+    parent.release("b")
+    assert parent.next() == Done("lease-b", '"b"')
+
+
+def test_a_task_sent_during_a_request_waits_for_the_reply(parent):
+    parent.run("asks", "a")
+    request = parent.next()
+    assert request == Request("context_get", ("answer",))
+    parent.ahead("deadline", "b")  # before the reply: the child holds it
+    parent.child.send(protocol.reply('"forty-two"'))
+    assert parent.next() == Done("lease-a", '"forty-two"')
+    started = parent.next()
+    assert isinstance(started, Started) and started.lease_token == "lease-b"
+    done = parent.next()
+    assert isinstance(done, Done) and done.lease_token == "lease-b"
+    assert parent.called() == ["a", "b"]
