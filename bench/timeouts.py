@@ -193,7 +193,7 @@ def instrument_worker(worker: Any, rec: Recorder) -> None:
             rec.watches[current["job"]] = deadline
         original_watch(slot, child, deadline)
 
-    def start(slot: Any, job: Any) -> None:
+    def start(slot: Any, job: Any, **how: Any) -> None:  # how: a job sent ahead (at=, sent=)
         t = time.monotonic()
         current["job"] = job.job_id
         rec.starts.append({"t": t, "slot": slot.index, "pid": slot.child.pid, "job_id": job.job_id,
@@ -202,7 +202,7 @@ def instrument_worker(worker: Any, rec: Recorder) -> None:
         if rec.observer is not None and job.pipeline != "bench_timeout_noop":
             os.write(rec.observer, f"{slot.child.pid}\n".encode())
         try:
-            original_start(slot, job)
+            original_start(slot, job, **how)
         finally:
             current.pop("job", None)
 
