@@ -29,12 +29,16 @@ running long steps claims one job per free slot, as it would without a queue.
 
 How deep: the next claim rides with the recording of results, so the queue must
 last the children while one recording transaction runs -- as many jobs per slot
-as attempts fit in a recording (moving averages of both). Deeper is faster while
-attempts are very short: a recording costs about as much again whether it claims
-ten jobs or thirty, so bigger claims (and the bigger batches of results they
-bring back) mean fewer transactions per job. The queue holds up to `AHEAD_SECONDS`
-of work per slot, which bounds what a worker keeps from the others; always at
-least `DEPTH` jobs per slot and at most `MAX_DEPTH`.
+as attempts fit in a recording (moving averages of both), at least `DEPTH` and at
+most `CHAIN_DEPTH`. Deeper is faster while attempts are very short: a recording
+costs about as much again whether it claims ten jobs or thirty, so bigger claims
+(and the bigger batches of results they bring back) mean fewer transactions per
+job. But a deeper queue makes every next step of a run under way wait longer: it
+becomes ready in a recording, is claimed by the next (bigger) one and queues behind
+what is there. So the queue goes deeper only while the worker's claims bring first
+steps of runs and hardly any job of a run under way (a backlog of independent
+runs): then it holds up to `AHEAD_SECONDS` of work per slot, at most `MAX_DEPTH`
+jobs, which bounds what a worker keeps from the others.
 """
 
 from __future__ import annotations
@@ -44,15 +48,21 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from ductline.model.claim_order import rank
+from ductline.model.claim_order import FIRST_STEP, rank
 from ductline.store.records import ClaimedJob
 
-# Jobs queued per usable slot: at least (while attempts are short) and at most.
+# Jobs queued per usable slot: at least (while attempts are short), at most while
+# runs under way are claimed, and at most with a backlog of first steps only.
 DEPTH = 4
+CHAIN_DEPTH = 16
 MAX_DEPTH = 32
-# Work queued per usable slot (seconds of attempts, by their moving average): no-op
-# attempts fill `MAX_DEPTH`, attempts of 10 ms queue 5.
+# Work queued per usable slot with a backlog of first steps only (seconds of
+# attempts, by their moving average): no-op attempts fill `MAX_DEPTH`, attempts of
+# 10 ms queue 5.
 AHEAD_SECONDS = 0.05
+# Above this share of jobs of runs under way among those claimed (a moving average),
+# the queue holds what lasts one recording only.
+UNDER_WAY_SHARE = 0.05
 # A queued job is started without asking the database first if its lease was
 # confirmed this recently (seconds); it bounds how long after a cancel a queued
 # job of the cancelled run could still start, like a claim made just before it.
@@ -84,6 +94,7 @@ class Ahead:
         self._jobs: deque[Queued] = deque()
         self._average: float | None = None  # seconds per attempt; None: none seen yet
         self._recording: float | None = None  # seconds per recording transaction
+        self._under_way = 1.0  # share of jobs of runs under way among those claimed (moving average)
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -98,13 +109,21 @@ class Ahead:
         self._recording = seconds if self._recording is None else \
             self._recording + _WEIGHT * (seconds - self._recording)
 
+    def observe_claim(self, jobs: list[ClaimedJob]) -> None:
+        """A claim brought ``jobs``: how many of them belong to runs under way."""
+        if jobs:
+            share = sum(job.phase != FIRST_STEP for job in jobs) / len(jobs)
+            self._under_way += _WEIGHT * (share - self._under_way)
+
     def room(self, usable_slots: int) -> int:
         """How many more jobs may be queued now."""
         if not self.depth or self._average is None or self._average >= SHORT_SECONDS:
             return 0
         # the attempts a slot runs while one recording commits (or in AHEAD_SECONDS), and the one after
-        span = max(AHEAD_SECONDS, self._recording or 0.0)
-        depth = min(MAX_DEPTH, max(self.depth, math.ceil(span / max(self._average, 1e-4)) + 1))
+        backlog = self._under_way <= UNDER_WAY_SHARE
+        span = max(AHEAD_SECONDS if backlog else 0.0, self._recording or 0.0)
+        depth = min(MAX_DEPTH if backlog else CHAIN_DEPTH,
+                    max(self.depth, math.ceil(span / max(self._average, 1e-4)) + 1))
         return max(0, depth * usable_slots - len(self._jobs))
 
     def add(self, jobs: list[ClaimedJob], confirmed: float,

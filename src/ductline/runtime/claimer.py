@@ -226,6 +226,11 @@ class Claimer:
         the same transaction reads when to wake next (as `claim` does); the loop
         does not claim again after it, nor for this worker's own notifications."""
         wanted = self._wanted([s for s in self._slots if s.free])
+        if len(self.ahead):
+            # Claim even with the queue full: a run's next step that this recording
+            # makes ready is then claimed by it (ahead of the queued first steps),
+            # not by a later recording.
+            wanted = max(wanted, self._usable())
         if not wanted or not self._healthy():
             return None
         self._claims += 1
@@ -256,6 +261,7 @@ class Claimer:
         deadlines = [j.run_deadline_ms for j in jobs if j.run_deadline_ms is not None]
         if deadlines:
             self.on_run_deadline(min(deadlines))
+        self.ahead.observe_claim(jobs)
         if jobs:
             self._clock.measure(jobs[0].started_ms, sent, received)
             self._enforcer.renewed(sent)  # a claim is a fresh lease
