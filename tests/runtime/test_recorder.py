@@ -172,14 +172,6 @@ def test_a_worker_ignores_only_its_own_notifications():
     assert select.select([mine.fileno()], [], [], 0)[0]
 
 
-def claimed(phase, n=10):
-    from ductline.store.records import ClaimedJob
-
-    return [ClaimedJob(job_id=f"j{i}", run_id=f"r{i}", pipeline="p", step="s", scope="", input="[]", attempt=1,
-                       lease_token=f"l{i}", timeout_seconds=None, boundary=None, not_before_ms=0, started_ms=0,
-                       deadline_ms=None, run_deadline_ms=None, phase=phase) for i in range(n)]
-
-
 def test_the_queue_covers_one_recording():
     """While attempts are short and runs under way are claimed, the queue holds what a
     slot runs during one recording (and the one after), between `DEPTH` and
@@ -200,36 +192,56 @@ def test_the_queue_covers_one_recording():
     assert Ahead(depth=0).room(4) == 0
 
 
-def test_a_backlog_of_first_steps_queues_its_span_of_work():
-    """While the claims bring first steps of runs only, the queue holds what a slot runs
-    in `AHEAD_SECONDS` or during one recording, whichever is longer (and the one
-    after), up to `MAX_DEPTH`; once runs under way are claimed again, it holds one
-    recording's worth."""
-    from ductline.model.claim_order import FIRST_STEP, UNDER_WAY
+def test_jobs_that_hand_on_nothing_queue_their_span_of_work():
+    """While hardly any claimed job readies a next step as it completes (last steps,
+    elements of an expand), the queue holds what a slot runs in `AHEAD_SECONDS` or
+    during one recording, whichever is longer (and the one after), up to `MAX_DEPTH`;
+    once claimed jobs ready next steps again, it holds one recording's worth."""
     from ductline.runtime.ahead import AHEAD_SECONDS, CHAIN_DEPTH, DEPTH, MAX_DEPTH
 
     assert AHEAD_SECONDS == 0.05
     ahead = Ahead()
     ahead.observe(1 / 64)
     for _ in range(20):
-        ahead.observe_claim(claimed(FIRST_STEP))
+        ahead.observe_claim(10, 0)
     assert ahead.room(2) == 2 * 5  # 50 ms of 15.6 ms attempts: 3.2, so 4, and the one after
     ahead.observe_recording(1 / 8)
     assert ahead.room(2) == 2 * 9  # a recording lasts longer than 50 ms here
     instant = Ahead()
     instant.observe(0.0001)
     for _ in range(20):
-        instant.observe_claim(claimed(FIRST_STEP))
+        instant.observe_claim(10, 0)
     assert instant.room(2) == 2 * MAX_DEPTH
-    instant.observe_claim(claimed(UNDER_WAY))  # chains again: one recording's worth
+    instant.observe_claim(10, 10)  # chains again: one recording's worth
     assert instant.room(2) == 2 * DEPTH
     instant.observe_recording(10.0)
     assert instant.room(1) == CHAIN_DEPTH
     slowish = Ahead()
     slowish.observe(0.04)  # 50 ms hold 1.25 of them: the floor
     for _ in range(20):
-        slowish.observe_claim(claimed(FIRST_STEP))
+        slowish.observe_claim(10, 0)
     assert slowish.room(3) == 3 * DEPTH
+
+
+def test_which_transitions_hand_on_at_once():
+    """A completion readies the next step at once, except into a combine or a collapse
+    (they wait for their siblings); a last step has no next."""
+    from ductline import Pipeline
+
+    chained = Pipeline("hands_on_chain").start(echo, name="a").chain(to=echo, name="b").definition()
+    assert chained.nodes["a"].next.hands_on and chained.nodes["b"].next is None
+    fanned = Pipeline("hands_on_expand").start(twice, name="m").expand(to=echo, name="e").collapse(
+        into=echo, name="c").definition()
+    assert fanned.nodes["m"].next.hands_on  # the expand creates the elements at once
+    assert not fanned.nodes["e"].next.hands_on  # an element's collapse waits for the others
+
+
+def echo(x):
+    return x
+
+
+def twice(x):
+    return [x, x]
 
 
 def test_a_queued_job_is_given_back_halfway_to_its_run_deadline():

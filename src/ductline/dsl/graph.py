@@ -49,6 +49,13 @@ class Transition:
     collapse: str | None = None
     max_fanout: int = 0
 
+    @property
+    def hands_on(self) -> bool:
+        """Each completion readies the next step at once (``chain``, ``divide``,
+        ``expand``, ``divert``, ``converge``); a ``combine`` or ``collapse`` waits
+        for its siblings."""
+        return self.kind not in (TransitionKind.COMBINE, TransitionKind.COLLAPSE)
+
 
 @dataclass(frozen=True, slots=True)
 class Node:

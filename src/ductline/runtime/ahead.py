@@ -33,12 +33,13 @@ as attempts fit in a recording (moving averages of both), at least `DEPTH` and a
 most `CHAIN_DEPTH`. Deeper is faster while attempts are very short: a recording
 costs about as much again whether it claims ten jobs or thirty, so bigger claims
 (and the bigger batches of results they bring back) mean fewer transactions per
-job. But a deeper queue makes every next step of a run under way wait longer: it
-becomes ready in a recording, is claimed by the next (bigger) one and queues behind
-what is there. So the queue goes deeper only while the worker's claims bring first
-steps of runs and hardly any job of a run under way (a backlog of independent
-runs): then it holds up to `AHEAD_SECONDS` of work per slot, at most `MAX_DEPTH`
-jobs, which bounds what a worker keeps from the others.
+job. But a deeper queue makes a run's next step wait longer: it becomes ready in a
+recording, waits for the recording that claims it (bigger with a deeper queue) and
+queues behind what is there. So the queue goes deeper only while hardly any job the
+worker claims readies a next step as it completes -- last steps of runs (a drain of
+independent runs), elements of an expand (their collapse waits for all of them):
+then it holds up to `AHEAD_SECONDS` of work per slot, at most `MAX_DEPTH` jobs,
+which bounds what a worker keeps from the others.
 """
 
 from __future__ import annotations
@@ -48,21 +49,21 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from ductline.model.claim_order import FIRST_STEP, rank
+from ductline.model.claim_order import rank
 from ductline.store.records import ClaimedJob
 
 # Jobs queued per usable slot: at least (while attempts are short), at most while
-# runs under way are claimed, and at most with a backlog of first steps only.
+# the claimed jobs ready next steps, and at most otherwise.
 DEPTH = 4
 CHAIN_DEPTH = 16
 MAX_DEPTH = 32
-# Work queued per usable slot with a backlog of first steps only (seconds of
-# attempts, by their moving average): no-op attempts fill `MAX_DEPTH`, attempts of
-# 10 ms queue 5.
+# Work queued per usable slot while hardly any claimed job readies a next step
+# (seconds of attempts, by their moving average): no-op attempts fill `MAX_DEPTH`,
+# attempts of 10 ms queue 5.
 AHEAD_SECONDS = 0.05
-# Above this share of jobs of runs under way among those claimed (a moving average),
-# the queue holds what lasts one recording only.
-UNDER_WAY_SHARE = 0.05
+# Above this share of claimed jobs that ready a next step as they complete (a moving
+# average), the queue holds what lasts one recording only.
+HANDING_ON_SHARE = 0.05
 # A queued job is started without asking the database first if its lease was
 # confirmed this recently (seconds); it bounds how long after a cancel a queued
 # job of the cancelled run could still start, like a claim made just before it.
@@ -94,7 +95,7 @@ class Ahead:
         self._jobs: deque[Queued] = deque()
         self._average: float | None = None  # seconds per attempt; None: none seen yet
         self._recording: float | None = None  # seconds per recording transaction
-        self._under_way = 1.0  # share of jobs of runs under way among those claimed (moving average)
+        self._handing_on = 1.0  # share of claimed jobs that ready a next step (moving average)
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -109,18 +110,18 @@ class Ahead:
         self._recording = seconds if self._recording is None else \
             self._recording + _WEIGHT * (seconds - self._recording)
 
-    def observe_claim(self, jobs: list[ClaimedJob]) -> None:
-        """A claim brought ``jobs``: how many of them belong to runs under way."""
+    def observe_claim(self, jobs: int, handing_on: int) -> None:
+        """A claim brought ``jobs`` jobs, ``handing_on`` of which ready a next step as
+        they complete (`ductline.dsl.graph.Transition.hands_on`)."""
         if jobs:
-            share = sum(job.phase != FIRST_STEP for job in jobs) / len(jobs)
-            self._under_way += _WEIGHT * (share - self._under_way)
+            self._handing_on += _WEIGHT * (handing_on / jobs - self._handing_on)
 
     def room(self, usable_slots: int) -> int:
         """How many more jobs may be queued now."""
         if not self.depth or self._average is None or self._average >= SHORT_SECONDS:
             return 0
         # the attempts a slot runs while one recording commits (or in AHEAD_SECONDS), and the one after
-        backlog = self._under_way <= UNDER_WAY_SHARE
+        backlog = self._handing_on <= HANDING_ON_SHARE
         span = max(AHEAD_SECONDS if backlog else 0.0, self._recording or 0.0)
         depth = min(MAX_DEPTH if backlog else CHAIN_DEPTH,
                     max(self.depth, math.ceil(span / max(self._average, 1e-4)) + 1))

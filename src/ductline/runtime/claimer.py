@@ -261,7 +261,7 @@ class Claimer:
         deadlines = [j.run_deadline_ms for j in jobs if j.run_deadline_ms is not None]
         if deadlines:
             self.on_run_deadline(min(deadlines))
-        self.ahead.observe_claim(jobs)
+        self.ahead.observe_claim(len(jobs), sum(self._hands_on(job) for job in jobs))
         if jobs:
             self._clock.measure(jobs[0].started_ms, sent, received)
             self._enforcer.renewed(sent)  # a claim is a fresh lease
@@ -273,6 +273,12 @@ class Claimer:
             _started(job)
         if jobs:
             faults.checkpoint("after_dispatch")
+
+    def _hands_on(self, job: ClaimedJob) -> bool:
+        """Whether ``job``'s completion readies its run's next step at once."""
+        definition = self._definitions.get(job.pipeline)
+        node = definition.nodes.get(job.step) if definition is not None else None
+        return node is not None and node.next is not None and node.next.hands_on
 
     def start(self, slot: Slot, job: ClaimedJob, *, at: float | None = None, sent: bool = False) -> None:
         """Start ``job``'s attempt on ``slot``: in its child, or in a thread for a
