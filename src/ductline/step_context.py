@@ -28,7 +28,9 @@ class StepContext:
         run_id: the run's id.
         job_id: the job's id (stable across its attempts).
         step: the step's name.
-        attempt: 1 for the first attempt, then 2, 3, ...
+        attempt: 1 for the first attempt, then 2, 3, ... (an attempt given back
+            by its worker before the step began counts too: error type ``Released``
+            in docs/concepts/vocabulary.md).
         deadline: when the attempt will be killed (aware UTC datetime), or ``None``.
         idempotency_key: ``"<job_id>"``, the same for every attempt of this step
             run; pass it to external services that deduplicate requests.
