@@ -139,3 +139,28 @@ def test_a_queued_job_s_attempt_starts_when_it_runs_not_when_it_was_claimed(stor
     assert attempt["started_ms"] >= released_ms - 50 > claimed_ms
     assert attempt["finished_ms"] >= attempt["started_ms"]
     assert attempt["deadline_ms"] - attempt["started_ms"] == 600_000
+
+
+def test_a_job_held_behind_a_step_that_runs_long_goes_to_another_worker(store, db_url, tmp_path):
+    """A queued job may have been sent ahead to the child running the held step
+    (`ductline.runtime.prefetch`): the worker takes it back from that child, busy as
+    it is, and gives it back once it is overdue, so another worker runs it while the
+    held step still runs. It runs once."""
+    worker, path, slow, queued = queue_behind_a_slow_step(store, db_url, tmp_path)
+    second = start_worker(db_url, app=APP, env={"AHEAD_MARKS": str(path)})
+    try:
+        for handle in queued:
+            assert handle.wait(60) == "completed"
+        assert slow.status() == "running"  # never released yet: the queued job did not wait for it
+        release(path)
+        assert slow.wait(60) == "completed"
+    finally:
+        stop_worker(second)
+        stop_worker(worker)
+    called = marks(path)
+    for i in range(QUEUED):
+        assert called.count(f"q{i}") == 1, called
+    for handle in queued:  # given back unstarted, then run by the other worker
+        attempts = store.run_attempts(handle.id)
+        assert [(a["result"], a["error_type"]) for a in attempts] == [("cancelled", RELEASED_TYPE),
+                                                                     ("succeeded", None)], attempts
