@@ -40,3 +40,18 @@ def asks(x):
 
 
 pipeline = Pipeline("prefetch_steps").start(held).chain(to=deadline).chain(to=asks)
+
+
+def closes_ledger(x):
+    """Closes the descriptor of its child's ledger (found by the memfd's name)."""
+    _note(x)
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if "ductline-prefetch" in os.readlink(f"/proc/self/fd/{fd}"):
+                os.close(int(fd))
+        except OSError:
+            pass
+    return x
+
+
+closing = Pipeline("prefetch_closing").start(closes_ledger)

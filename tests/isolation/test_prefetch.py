@@ -129,3 +129,15 @@ def test_a_task_sent_during_a_request_waits_for_the_reply(parent):
     done = parent.next()
     assert isinstance(done, Done) and done.lease_token == "lease-b"
     assert parent.called() == ["a", "b"]
+
+
+def test_a_step_that_closes_the_ledger_still_gets_its_result_through(parent):
+    """Whatever a step does to the ledger's descriptor, its own result reaches the
+    parent, saying the child must be retired; the task sent ahead is not started there."""
+    parent.child.send(protocol.run(Task("job-a", "run-1", "prefetch_closing", "closes_ledger", 1, json.dumps(["a"]),
+                                        None, "lease-a", 1 << 20)))
+    parent.ahead("deadline", "b")
+    done = parent.next()
+    assert isinstance(done, Done) and done.lease_token == "lease-a" and done.output == '"a"'
+    assert "ledger of tasks sent ahead was closed" in done.retire
+    assert "b" not in parent.called()

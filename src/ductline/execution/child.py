@@ -239,7 +239,10 @@ def child_main(conn: Connection, apps: list[str], sys_path: list[str], horizon: 
         return
 
     def restore() -> str:
-        return "; ".join(snapshot.restore())
+        reasons = snapshot.restore()
+        if ledger is not None and not ledger.intact():  # it could not take tasks sent ahead any more
+            reasons.append("the descriptor of its ledger of tasks sent ahead was closed or replaced")
+        return "; ".join(reasons)
 
     inbox = Inbox(conn, ledger)
     task: Task | None = None

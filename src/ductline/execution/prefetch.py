@@ -54,6 +54,16 @@ class Ledger:
             os.ftruncate(fd, _LEDGER.size)
         self.fd = fd
         self._map = mmap.mmap(fd, _LEDGER.size)
+        stat = os.fstat(fd)
+        self._identity = (stat.st_dev, stat.st_ino)
+
+    def intact(self) -> bool:
+        """Its descriptor still refers to it (a step may close or reuse descriptors)."""
+        try:
+            stat = os.fstat(self.fd)
+        except OSError:
+            return False
+        return (stat.st_dev, stat.st_ino) == self._identity
 
     def start(self, seq: int) -> bool:
         """The child starts task ``seq``, unless it was taken back (then ``False``)."""
@@ -149,7 +159,11 @@ class Inbox:
         """Start the task of a ``NEXT`` message now, unless it was taken back: the task
         with its deadline (database clock, epoch ms) and the ``STARTED`` message."""
         _, task, timeout_ms, offset_ms, seq = message
-        if self._ledger is None or not self._ledger.start(seq):
+        try:
+            begun = self._ledger is not None and self._ledger.start(seq)
+        except OSError:  # a step closed the ledger's descriptor: nothing sent ahead starts here any more
+            begun = False
+        if not begun:
             return None, None
         at = time.monotonic()
         started_ms = int(at * 1000 + offset_ms)  # the parent works it out the same way

@@ -59,7 +59,8 @@ class Child:
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-c", "from ductline.execution.child import main; main()"],
-                pass_fds=(fd, self.horizon.fd, self.ledger.fd), start_new_session=True, env=env, stdin=subprocess.DEVNULL,
+                pass_fds=(fd, self.horizon.fd, self.ledger.fd), start_new_session=True, env=env,
+                stdin=subprocess.DEVNULL,
             )
         except BaseException:
             parent_end.close()
