@@ -55,3 +55,21 @@ def closes_ledger(x):
 
 
 closing = Pipeline("prefetch_closing").start(closes_ledger)
+
+
+def graceful(x):
+    """Ends by itself when SIGTERM comes (a step that cleans up on it)."""
+    import signal
+
+    def stop(signum, frame):
+        raise RuntimeError("cleaned up on SIGTERM")
+
+    signal.signal(signal.SIGTERM, stop)
+    _note(x)
+    end = time.monotonic() + 300
+    while time.monotonic() < end:
+        time.sleep(0.005)
+    return x
+
+
+cleaning = Pipeline("prefetch_cleaning").start(graceful)

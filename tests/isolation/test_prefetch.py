@@ -141,3 +141,29 @@ def test_a_step_that_closes_the_ledger_still_gets_its_result_through(parent):
     assert isinstance(done, Done) and done.lease_token == "lease-a" and done.output == '"a"'
     assert "ledger of tasks sent ahead was closed" in done.retire
     assert "b" not in parent.called()
+
+
+def test_a_child_being_killed_starts_nothing_sent_ahead(parent):
+    """The enforcer takes back what was sent ahead before its SIGTERM: a step that ends
+    on the SIGTERM (within the kill's grace) leaves its child idle, not running the
+    next task while it waits for the SIGKILL."""
+    from ductline.execution.enforcer import Enforcer, Reason
+    from ductline.execution.protocol import Failed
+
+    enforcer = Enforcer(30.0, lambda: None)
+    enforcer.start()
+    try:
+        parent.child.send(protocol.run(Task("job-a", "run-1", "prefetch_cleaning", "graceful", 1,
+                                            json.dumps(["a"]), None, "lease-a", 1 << 20)))
+        enforcer.watch(0, parent.child, None)
+        wait_for(lambda: parent.called() == ["a"])
+        parent.ahead("deadline", "b")
+        enforcer.kill(0, Reason.TIMEOUT)
+        failed = parent.next()
+        assert isinstance(failed, Failed) and failed.lease_token == "lease-a"
+        parent.run("deadline", "c")  # the child is idle: it serves what comes next, not b
+        done = parent.next()
+        assert isinstance(done, Done) and done.lease_token == "lease-c", done
+        assert parent.called() == ["a", "c"]
+    finally:
+        enforcer.stop()

@@ -141,12 +141,15 @@ def test_a_queued_job_s_attempt_starts_when_it_runs_not_when_it_was_claimed(stor
     assert attempt["deadline_ms"] - attempt["started_ms"] == 600_000
 
 
-def test_a_job_held_behind_a_step_that_runs_long_goes_to_another_worker(store, db_url, tmp_path):
+@pytest.mark.parametrize("lease", [None, "1.2"], ids=["default-lease", "short-lease"])
+def test_a_job_held_behind_a_step_that_runs_long_goes_to_another_worker(store, db_url, tmp_path, lease):
     """A queued job may have been sent ahead to the child running the held step
     (`ductline.runtime.prefetch`): the worker takes it back from that child, busy as
     it is, and gives it back once it is overdue, so another worker runs it while the
-    held step still runs. It runs once."""
-    worker, path, slow, queued = queue_behind_a_slow_step(store, db_url, tmp_path)
+    held step still runs. It runs once. With a short lease, renewals come often: the
+    take-back counts from when the job was sent, not from its last renewal."""
+    env = {} if lease is None else {"DUCTLINE_LEASE_SECONDS": lease}
+    worker, path, slow, queued = queue_behind_a_slow_step(store, db_url, tmp_path, env=env)
     second = start_worker(db_url, app=APP, env={"AHEAD_MARKS": str(path)})
     try:
         for handle in queued:

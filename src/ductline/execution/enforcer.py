@@ -207,6 +207,10 @@ class Enforcer:
         if getattr(watch.child, "is_thread", False):
             grace = 0.0  # nothing stronger exists for a thread: undead one second later
         watch.reason, watch.stage, watch.term_at, watch.next_at = reason, Stage.TERM_SENT, now, now + grace
+        # First, so a child whose step ends within the grace cannot start what was sent ahead to it.
+        take_back = getattr(watch.child, "take_back_sent_ahead", None)
+        if take_back is not None:
+            take_back()
         watch.child.signal_group(signal.SIGTERM)
 
     def _lease_unsafe(self, now: float) -> bool:

@@ -22,6 +22,11 @@ from ductline.execution.prefetch import Ledger
 from ductline.execution.watchdog import Horizon
 
 
+# The child holds its ledger's lock for a few microseconds at a time; one stopped
+# (SIGSTOP) while holding it must not stop its parent, which goes on with the kill.
+_TAKE_BACK_TRIES = 1000
+
+
 class Child:
     """A child process and the parent's end of its socket.
 
@@ -83,6 +88,16 @@ class Child:
 
     def send(self, message: Any) -> None:
         self.conn.send_bytes(protocol.dumps(message))
+
+    def take_back_sent_ahead(self) -> None:
+        """Make sure the child starts none of the tasks sent ahead to it that it has not
+        started yet (its attempt is being killed; `ductline.execution.prefetch.Ledger`).
+        Tries a few times if the child holds the ledger's lock, never blocks."""
+        if self._closed or not self.sent_ahead:
+            return
+        for _ in range(_TAKE_BACK_TRIES):
+            if self.ledger.take_back(self.sent_ahead) is not None:
+                return
 
     def set_horizon(self, monotonic_seconds: float) -> None:
         """Tell the child when to stop itself if its lease is not renewed by then

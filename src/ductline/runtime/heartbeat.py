@@ -72,10 +72,14 @@ class Heartbeat:
         self.next_at = 0.0
 
     def _lost_since_renewal(self) -> bool:
-        """Read whether a running attempt's lease was taken (a cancel) since the last
-        renewal; a failed read says no (the renewal deals with outages)."""
+        """Read whether a lease of a running, queued or sent-ahead job was taken (a
+        cancel) since the last renewal; a failed read says no (the renewal deals with
+        outages)."""
         self._next_check = self._clock.now() + (self._check_every or 0.0)
         tokens = [s.job.lease_token for s in self._slots if s.busy and not s.undead and s.job is not None]
+        # Jobs claimed ahead and sent ahead too: a queued job of a cancelled run must
+        # not start, and starts without asking while its lease was confirmed lately.
+        tokens += self._ahead.tokens() + (self._prefetcher.tokens() if self._prefetcher is not None else [])
         if not tokens:
             return False
         try:

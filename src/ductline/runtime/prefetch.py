@@ -12,10 +12,13 @@ A job sent ahead is held like a queued one -- its lease is renewed, it has not
 started, nothing of it is recorded -- and keeps the queue's rules:
 
 - its clocks start when the child starts it (``STARTED`` carries the instant);
-- it is started only while its lease is known to be held: what was sent ahead of
-  an attempt that runs long (its lease not confirmed within
-  `ahead.FRESH_SECONDS`) is taken back, and so is everything sent to a child when
-  a lease of one of its jobs was lost (a cancel) or the worker stops;
+- it is started only while its lease is known to be held, and not long after it
+  was sent: what waited longer than `ahead.FRESH_SECONDS` behind an attempt that
+  runs long is taken back (and nothing is sent ahead of an attempt already running
+  that long), and so is everything sent to a child when a lease of one of its jobs
+  was lost (a cancel), when its attempt is being killed (before the SIGTERM: a step
+  that ends within the kill's grace must not start the next one) or when the
+  worker stops;
 - taking back never waits for the child, which may be busy for hours: the
   child's `Ledger` settles, under a lock, which tasks it started (their
   ``STARTED`` is on its way) and which are taken back (it will skip them);
@@ -61,6 +64,7 @@ class Prefetched:
         seq: its number among the tasks sent to that child (`Ledger`).
         offset_ms: the database clock minus the monotonic clock (ms) sent with it.
         options: its step's options, if this worker knows the step.
+        sent_at: when it was sent (monotonic seconds).
         lost: its lease was lost: never started, nor queued again.
         begun: its child's ledger says it started it (its ``STARTED`` is on the way).
     """
@@ -70,6 +74,7 @@ class Prefetched:
     seq: int
     offset_ms: float
     options: StepOptions | None
+    sent_at: float
     lost: bool = False
     begun: bool = False
 
@@ -93,17 +98,20 @@ class Prefetcher:
         begin: starts a prefetched job's attempt once its child said it started it.
         kill_lost: kills the attempt on a slot whose lease was lost (a job sent
             ahead that its child started before it could be taken back).
+        killing: whether the attempt on a slot (by its index) is being killed.
         depth: how many jobs a busy child holds at most (0: no prefetch).
     """
 
     def __init__(self, slots: list[Slot], ahead: Ahead, definitions: dict[str, Definition], *,
-                 clock: DatabaseClock, begin: Begin, kill_lost: Callable[[Slot], None], depth: int = DEPTH) -> None:
+                 clock: DatabaseClock, begin: Begin, kill_lost: Callable[[Slot], None],
+                 killing: Callable[[int], bool] = lambda index: False, depth: int = DEPTH) -> None:
         self._slots = slots
         self._ahead = ahead
         self._definitions = definitions
         self._clock = clock
         self._begin = begin
         self._kill_lost = kill_lost
+        self._killing = killing
         self._depth = depth
 
     def pending(self) -> list[Prefetched]:
@@ -116,7 +124,8 @@ class Prefetcher:
         now = self._clock.now()
         for slot in self._slots:
             child = slot.child
-            if not slot.busy or slot.runner is not child or child is None or child.eof or slot.retiring:
+            if not slot.busy or slot.runner is not child or child is None or child.eof or slot.retiring \
+                    or now - slot.started_at > FRESH_SECONDS or self._killing(slot.index):
                 continue
             while len(slot.sent) < self._depth:
                 queued = self._ahead.head(now)
@@ -135,7 +144,7 @@ class Prefetcher:
                     self._ahead.put_back(queued)
                     return
                 child.sent_ahead = seq
-                slot.sent.append(Prefetched(queued, child, seq, offset_ms, options))
+                slot.sent.append(Prefetched(queued, child, seq, offset_ms, options, now))
 
     def _options(self, job: ClaimedJob) -> StepOptions | None:
         definition = self._definitions.get(job.pipeline)
@@ -148,8 +157,10 @@ class Prefetcher:
         if sent is None:
             return
         if slot.busy:
-            # The attempt before it was not taken (its child is being killed): it
-            # cannot run there. It ran for no more than that kill took.
+            # The attempt before it was not taken: its child is being killed, and
+            # started this one just before the kill took back what was sent ahead.
+            # It dies with the child, unrecorded, and runs again elsewhere (as after
+            # a crash; never again in this child, which gets nothing more).
             self._return(sent)
             return
         started_ms = int(at * 1000 + sent.offset_ms)  # as the child worked it out (`protocol.next_task`)
@@ -174,14 +185,15 @@ class Prefetcher:
 
     def take_back(self, now: float, stopping: bool) -> None:
         """Take back from each child what may not start there now: everything when the
-        worker stops or a lease of what it holds was lost, else everything sent ahead
-        of an attempt that runs long (a lease not confirmed lately). What its child
-        started meanwhile stays, its ``STARTED`` on the way; a child that holds its
-        ledger's lock right now is asked again on the next turn."""
+        worker stops, a lease of what it holds was lost or its attempt is being
+        killed, else everything sent ahead of an attempt that runs long (sent more
+        than `FRESH_SECONDS` ago). What its child started meanwhile stays, its
+        ``STARTED`` on the way; a child that holds its ledger's lock right now is
+        asked again on the next turn."""
         for slot in self._slots:
             waiting = [p for p in slot.sent if not p.begun]
-            if not waiting or not (stopping or any(p.lost or now - p.queued.confirmed > FRESH_SECONDS
-                                                   for p in waiting)):
+            if not waiting or not (stopping or self._killing(slot.index) or any(
+                    p.lost or now - p.sent_at > FRESH_SECONDS for p in waiting)):
                 continue
             last_started = slot.sent[0].child.ledger.take_back(slot.sent[-1].seq)
             if last_started is None:
@@ -195,7 +207,7 @@ class Prefetcher:
 
     def due_at(self) -> float | None:
         """When the first job sent ahead must be taken back if it has not started (monotonic)."""
-        return min((p.queued.confirmed + FRESH_SECONDS for p in self.pending() if not p.begun), default=None)
+        return min((p.sent_at + FRESH_SECONDS for p in self.pending() if not p.begun), default=None)
 
     def tokens(self) -> list[str]:
         """The leases to renew: those of the jobs sent ahead that still hold one."""

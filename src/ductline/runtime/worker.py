@@ -112,7 +112,8 @@ class Worker:
         self.outbox.urgent = lambda: self.stopping or self.claimer.hungry()
         self.prefetcher = Prefetcher(self.slots, self.ahead, definitions, clock=self.clock,
                                      begin=self.claimer.begin_prefetched,
-                                     kill_lost=lambda slot: self.enforcer.kill(slot.index, Reason.LEASE, grace=0.0))
+                                     kill_lost=lambda slot: self.enforcer.kill(slot.index, Reason.LEASE, grace=0.0),
+                                     killing=self._killing)
         self.heartbeat = Heartbeat(store, settings, self.id, self.slots, clock=self.clock, enforcer=self.enforcer,
                                    wakeup=self.wakeup, outbox=self.outbox, outage=self.outage,
                                    report=lambda: (self.undead_count(), self.status()), ahead=self.ahead,
@@ -196,6 +197,10 @@ class Worker:
             except StoreError:
                 pass
             log.info("Worker %s stopped", self.id[:8])
+
+    def _killing(self, index: int) -> bool:
+        watch = self.enforcer.state(index)
+        return watch is not None and watch.reason is not None
 
     def undead_count(self) -> int:
         return sum(s.undead for s in self.slots)
