@@ -117,3 +117,10 @@ class Definition:
             if node.next is None and node.depth == 0:
                 return node.name
         raise AssertionError("a validated definition has a last step")
+
+
+def find_node(definitions: dict[str, Definition], pipeline: str, step: str) -> Node | None:
+    """The node of ``step`` in ``pipeline`` among ``definitions``, if this process knows it
+    (a worker may claim a job of a step a deploy renamed or removed)."""
+    definition = definitions.get(pipeline)
+    return definition.nodes.get(step) if definition is not None else None

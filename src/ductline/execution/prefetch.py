@@ -147,8 +147,7 @@ class Inbox:
                 self._held.append(self._conn.recv())
         except (EOFError, OSError):
             pass  # the parent is gone: the next `recv` says so
-        while any(m[0] == Kind.NEXT for m in self._held):
-            message = next(m for m in self._held if m[0] == Kind.NEXT)
+        for message in [m for m in self._held if m[0] == Kind.NEXT]:
             self._held.remove(message)
             task, said = self.start(message)
             if task is not None:

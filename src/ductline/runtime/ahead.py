@@ -151,15 +151,11 @@ class Ahead:
     def take(self, now: float) -> ClaimedJob | None:
         """The next job to start, if its lease is fresh; ``None`` if the queue is
         empty or its head must be confirmed first (`stale`)."""
-        if not self._jobs or now - self._jobs[0].confirmed > FRESH_SECONDS:
-            return None
-        return self._jobs.popleft().job
+        return None if self.head(now) is None else self._jobs.popleft().job
 
     def head(self, now: float) -> Queued | None:
         """The job `take` would return, left in the queue (`pop` takes it)."""
-        if not self._jobs or now - self._jobs[0].confirmed > FRESH_SECONDS:
-            return None
-        return self._jobs[0]
+        return None if not self._jobs or self.stale(now) else self._jobs[0]
 
     def pop(self) -> Queued:
         return self._jobs.popleft()

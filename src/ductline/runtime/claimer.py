@@ -21,7 +21,7 @@ from typing import Callable
 
 from ductline.clock import DatabaseClock
 from ductline.config import Settings
-from ductline.dsl.graph import Definition
+from ductline.dsl.graph import Definition, find_node
 from ductline.dsl.options import StepOptions
 from ductline.errors import StoreError
 from ductline.execution.enforcer import Enforcer
@@ -276,8 +276,7 @@ class Claimer:
 
     def _hands_on(self, job: ClaimedJob) -> bool:
         """Whether ``job``'s completion readies its run's next step at once."""
-        definition = self._definitions.get(job.pipeline)
-        node = definition.nodes.get(job.step) if definition is not None else None
+        node = find_node(self._definitions, job.pipeline, job.step)
         return node is not None and node.next is not None and node.next.hands_on
 
     def start(self, slot: Slot, job: ClaimedJob, *, at: float | None = None, sent: bool = False) -> None:
@@ -289,8 +288,7 @@ class Claimer:
             sent: the child already has the task (sent ahead) and started it.
         """
         deadline = None if job.deadline_ms is None else self._clock.to_monotonic(job.deadline_ms)
-        definition = self._definitions.get(job.pipeline)
-        node = definition.nodes.get(job.step) if definition is not None else None
+        node = find_node(self._definitions, job.pipeline, job.step)
         options = node.options if node is not None else None
         if slot.needs_fresh_child(options):
             slot.retire_child("isolation='fresh' needs a child that ran no attempt")

@@ -71,6 +71,10 @@ class Heartbeat:
         """Renew on this turn of the loop (a queued job waits for its lease)."""
         self.next_at = 0.0
 
+    def _queued_tokens(self) -> list[str]:
+        """The leases of the jobs claimed ahead and of those sent ahead to children."""
+        return self._ahead.tokens() + (self._prefetcher.tokens() if self._prefetcher is not None else [])
+
     def _lost_since_renewal(self) -> bool:
         """Read whether a lease of a running, queued or sent-ahead job was taken (a
         cancel) since the last renewal; a failed read says no (the renewal deals with
@@ -79,7 +83,7 @@ class Heartbeat:
         tokens = [s.job.lease_token for s in self._slots if s.busy and not s.undead and s.job is not None]
         # Jobs claimed ahead and sent ahead too: a queued job of a cancelled run must
         # not start, and starts without asking while its lease was confirmed lately.
-        tokens += self._ahead.tokens() + (self._prefetcher.tokens() if self._prefetcher is not None else [])
+        tokens += self._queued_tokens()
         if not tokens:
             return False
         try:
@@ -98,7 +102,7 @@ class Heartbeat:
             self.next_at = now
         busy = [s for s in self._slots if s.busy and not s.undead]
         # Outcomes not yet recorded (the database was down) keep their leases too.
-        queued = self._ahead.tokens() + (self._prefetcher.tokens() if self._prefetcher is not None else [])
+        queued = self._queued_tokens()
         tokens = [s.job.lease_token for s in busy if s.job is not None] + self._outbox.lease_tokens() + queued
         undead, status = self._report()
         try:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ductline.clock import DatabaseClock
-from ductline.dsl.graph import Definition
+from ductline.dsl.graph import Definition, find_node
 from ductline.dsl.options import StepOptions
 from ductline.execution import protocol
 from ductline.execution.process import Child
@@ -147,8 +147,7 @@ class Prefetcher:
                 slot.sent.append(Prefetched(queued, child, seq, offset_ms, options, now))
 
     def _options(self, job: ClaimedJob) -> StepOptions | None:
-        definition = self._definitions.get(job.pipeline)
-        node = definition.nodes.get(job.step) if definition is not None else None
+        node = find_node(self._definitions, job.pipeline, job.step)
         return node.options if node is not None else None
 
     def started(self, slot: Slot, token: str, at: float) -> None:
