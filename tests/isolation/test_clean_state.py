@@ -139,6 +139,15 @@ def swap_namespaces_descriptor():
     os.dup2(other, cleanstate._ns_dir[0])
     os.close(other)
 attempt("ns_swapped", swap_namespaces_descriptor)
+def swap_status_descriptor():
+    # A signal ignored from C, and a copy of the status from before that change put
+    # where restore reads its own: the change is still found.
+    with tempfile.TemporaryFile() as copy:
+        copy.write(open("/proc/self/status", "rb").read())
+        copy.flush()
+        ctypes.CDLL(None).signal(signal.SIGUSR1, 1)
+        os.dup2(copy.fileno(), cleanstate._status._fd)
+attempt("status_swapped", swap_status_descriptor)
 print(json.dumps(found))
 for pid in open(f"/proc/self/task/{os.getpid()}/children").read().split():
     os.kill(int(pid), signal.SIGKILL)
@@ -163,3 +172,4 @@ def test_restore_undoes_what_it_can_and_reports_what_it_cannot(tmp_path):
     [orphan] = found["orphan"]
     assert re.fullmatch(r"process \d+ started by the attempt is still running", orphan)
     assert found["ns_swapped"] == ["namespaces changed"]
+    assert found["status_swapped"] == ["signal dispositions changed outside Python"]

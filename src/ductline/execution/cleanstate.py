@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import re
 import resource
 import signal
 import sys
@@ -54,7 +53,8 @@ _STATUS_PROBLEMS = {"SigIgn": "signal dispositions changed outside Python",
                     "Uid": "user ids changed", "Gid": "group ids changed", "Groups": "supplementary groups changed",
                     "NoNewPrivs": "no_new_privs was set", "Seccomp": "a seccomp filter was installed",
                     "Cpus_allowed_list": "CPU affinity not restored"}
-_STATUS_LINE = re.compile(rb"^(" + b"|".join(k.encode() for k in _STATUS_KEYS) + rb"):(.*)$", re.MULTILINE)
+# Also read: the number of threads (compared with the thread ids listed when ready).
+_STATUS_MARKERS = tuple((key, b"\n" + key.encode() + b":") for key in (*_STATUS_KEYS, "Threads"))  # none is first
 _NAMESPACES = ("net", "mnt", "uts", "ipc", "user", "pid_for_children", "cgroup")
 PR_SET_PDEATHSIG, PR_GET_PDEATHSIG, PR_GET_DUMPABLE, PR_SET_DUMPABLE = 1, 2, 3, 4
 
@@ -88,10 +88,12 @@ class Snapshot:
     namespaces: dict[str, str]
     interpreter: tuple[int, int, float]  # `_interpreter()`
     kernel_view: dict[str, str] = field(default_factory=dict)  # `_STATUS_KEYS` of /proc/self/status
+    tasks: list[str] = field(default_factory=list)  # thread ids when ready (`_tasks()`)
     children: set[str] = field(default_factory=set)  # already there when ready (the child's guardian)
 
     @classmethod
     def take(cls) -> "Snapshot":
+        tasks = _tasks()
         umask = os.umask(0)
         os.umask(umask)
         handlers: dict[int, Any] = {}
@@ -113,7 +115,7 @@ class Snapshot:
             threads=_thread_count(), nice=os.getpriority(os.PRIO_PROCESS, 0), scheduler=_scheduler(),
             affinity=os.sched_getaffinity(0), process_flags=_process_flags(), namespaces=_namespaces(),
             interpreter=_interpreter(),
-            kernel_view=_kernel_view(), children=set(_children(_tasks())),
+            kernel_view=_kernel_view(), children=set(_children(tasks)), tasks=tasks,
         )
 
     def restore(self) -> list[str]:
@@ -181,7 +183,11 @@ class Snapshot:
         problems.extend(sorted({_STATUS_PROBLEMS[k] for k in _STATUS_KEYS if view.get(k) != self.kernel_view.get(k)}))
         if _namespaces() != self.namespaces:
             problems.append("namespaces changed")
-        tasks = _tasks()
+        # As many threads as when ready: they are those threads (a thread of the
+        # baseline that ended and a new one still running in its place counts the
+        # same, as it would by listing them), so the listing is not read again.
+        same = bool(self.tasks) and view.get("Threads") == str(len(self.tasks))
+        tasks = self.tasks if same else _tasks()
         problems.extend(_leftover_processes(tasks, self.children))
         threads = len(tasks) if tasks else _thread_count()
         if threads > self.threads:
@@ -229,15 +235,50 @@ def _read(path: str) -> bytes:
         os.close(fd)
 
 
+class _KeptOpen:
+    """A /proc file of this process read again and again through one descriptor
+    (opening it cost more than reading it). The descriptor is checked before each
+    read: one an attempt closed or replaced is not trusted, the file is opened again."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._fd = -1
+        self._identity = (0, 0)
+
+    def read(self) -> bytes:
+        if self._fd >= 0:
+            try:
+                info = os.fstat(self._fd)
+                if (info.st_dev, info.st_ino) == self._identity:
+                    return os.pread(self._fd, 65536, 0)
+            except OSError:
+                pass
+        # Not closed here: the number may belong to whatever the attempt put there.
+        self._fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
+        info = os.fstat(self._fd)
+        self._identity = (info.st_dev, info.st_ino)
+        return os.pread(self._fd, 65536, 0)
+
+
+_status = _KeptOpen("/proc/self/status")
+
+
 def _kernel_view() -> dict[str, str]:
     """`_STATUS_KEYS` as the kernel shows them: ignored and caught signals (handlers
     installed from C too), ids, no_new_privs, seccomp, CPU affinity."""
     try:
-        status = _read("/proc/self/status")
+        status = _status.read()
     except OSError:
         return {}
-    # One pass of a compiled pattern: picking the lines one by one cost as much as the read.
-    return {key.decode(): value.strip().decode() for key, value in _STATUS_LINE.findall(status)}
+    view: dict[str, str] = {}
+    for key, marker in _STATUS_MARKERS:  # a find per key: a pattern over every line cost more than the read
+        start = status.find(marker)
+        if start < 0:
+            continue
+        start += len(marker)
+        end = status.find(b"\n", start)
+        view[key] = status[start:None if end < 0 else end].strip().decode()
+    return view
 
 
 def _children(tasks: list[str]) -> list[str]:
