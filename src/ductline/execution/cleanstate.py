@@ -39,9 +39,10 @@ from typing import Any
 PR_SET_CHILD_SUBREAPER = 36
 
 _UNCATCHABLE = {signal.SIGKILL, signal.SIGSTOP}
-# The handler table without `signal.getsignal`'s conversion to enums: restore reads
-# every signal's handler after each attempt, and the conversion was most of its cost.
-_raw_getsignal = getattr(signal, "_signal", signal).getsignal
+# The handler table and the signal sets without `signal`'s conversion to enums: restore
+# reads every signal's handler after each attempt, and the conversion was most of its cost.
+_raw_signal = getattr(signal, "_signal", signal)
+_raw_getsignal = _raw_signal.getsignal
 _RLIMITS = sorted({getattr(resource, name) for name in dir(resource) if name.startswith("RLIMIT_")})
 _TIMERS = (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
 # Lines of /proc/self/status compared after each attempt (one read serves them all).
@@ -109,7 +110,7 @@ class Snapshot:
         return cls(
             environ=dict(os.environ), environ_data=_environ_data(), cwd=os.getcwd(), umask=umask,
             handlers=handlers,
-            mask=set(signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+            mask=set(_raw_signal.pthread_sigmask(signal.SIG_BLOCK, [])),
             limits={r: resource.getrlimit(r) for r in _RLIMITS},
             idle_timers=[t for t in _TIMERS if signal.getitimer(t) == (0.0, 0.0)],
             threads=_thread_count(), nice=os.getpriority(os.PRIO_PROCESS, 0), scheduler=_scheduler(),
@@ -141,9 +142,9 @@ class Snapshot:
         # A signal the attempt blocked and that is still pending belongs to the
         # attempt: unblocking it would deliver it now, after the step returned (a
         # default disposition kills the child before it sends the result).
-        for sig in signal.sigpending() - set(self.mask):
+        for sig in _raw_signal.sigpending() - self.mask:
             signal.sigtimedwait([sig], 0)
-        signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+        _raw_signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
         # Only timers the attempt started are cancelled: one the apps set up at import
         # keeps counting down, as it would in a fresh child.
         for timer in self.idle_timers:
