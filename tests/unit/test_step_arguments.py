@@ -102,3 +102,62 @@ def test_it_is_recorded_under_its_public_name_and_pickles() -> None:
     assert f"{type(error).__module__}.{type(error).__qualname__}" == "ductline.StepSignatureError"
     again = pickle.loads(pickle.dumps(error))
     assert str(again) == str(error) and again.expected == "f(a, b)"
+
+
+def _shapes():
+    """Functions of many parameter shapes (positional-only, defaults, *args, keyword-only)."""
+    def none():
+        pass
+
+    def one(a):
+        pass
+
+    def one_default(a, b=1):
+        pass
+
+    def only(a, /, b, c=2):
+        pass
+
+    def star(a, *rest):
+        pass
+
+    def star_kw(*rest, unit):
+        pass
+
+    def kw_default(a, *, unit=1):
+        pass
+
+    def kw_required(a, *, unit):
+        pass
+
+    def everything(a, /, b=1, *rest, unit=2, **extra):
+        pass
+
+    class Built(ductline.Step):
+        def __init__(self, a, b=0):
+            super().__init__(a, b)
+
+        def execute(self):
+            return None
+
+    return [none, one, one_default, only, star, star_kw, kw_default, kw_required, everything, Built, Plain, Pair]
+
+
+@pytest.mark.parametrize("step", _shapes(), ids=lambda f: f.__name__)
+@pytest.mark.parametrize("count", range(5))
+def test_arguments_are_refused_exactly_when_they_do_not_bind(step, count):
+    import inspect
+
+    from ductline.dsl.steps import check_arguments
+
+    args = tuple(range(count))
+    try:
+        inspect.signature(step).bind(*args)
+        binds = True
+    except TypeError:
+        binds = False
+    if binds:
+        check_arguments(step, args)
+    else:
+        with pytest.raises(ductline.StepSignatureError):
+            check_arguments(step, args)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import sys
 from typing import Any
 
@@ -100,6 +101,12 @@ def check_arguments(obj: Any, args: tuple[Any, ...], step: str | None = None) ->
     A class step is bound through its constructor (`Step`'s takes any arguments).
     A callable whose signature cannot be read is left to the call itself.
     """
+    try:
+        low, high = _arity(obj)
+    except TypeError:  # unhashable: no cache
+        low, high = _count_positional(_read_signature(obj))
+    if low <= len(args) <= high:
+        return  # binds: the common case, without building a binding
     signature = _signature(obj)
     if signature is None:
         return
@@ -130,6 +137,30 @@ def _read_signature(obj: Any) -> inspect.Signature | None:
 
 
 _cached_signature = functools.lru_cache(maxsize=None)(_read_signature)
+
+
+def _count_positional(signature: inspect.Signature | None) -> tuple[float, float]:
+    """How many positional arguments bind to ``signature``, at least and at most
+    (any number if it cannot be read; none if a keyword-only one is required, so
+    that `Signature.bind` raises with its own message)."""
+    if signature is None:
+        return 0, math.inf
+    low = 0
+    high: float = 0
+    for param in signature.parameters.values():
+        if param.kind is param.VAR_POSITIONAL:
+            high = math.inf
+        elif param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+            high += 1
+            low += param.default is param.empty
+        elif param.kind is param.KEYWORD_ONLY and param.default is param.empty:
+            return math.inf, -1
+    return low, high
+
+
+@functools.lru_cache(maxsize=None)
+def _arity(obj: Any) -> tuple[float, float]:
+    return _count_positional(_cached_signature(obj))
 
 
 MAX_NAME_LENGTH = 200
