@@ -1,7 +1,8 @@
 """Starting runs: validate and encode everything first (`prepare`, no I/O), then
-write each run and its first job (`insert`) -- one transaction per trigger, or per
-call for `trigger_many` (one statement per chunk of runs), so a failed trigger
-writes nothing."""
+write each run and its first job (`insert`) -- one statement per trigger on
+PostgreSQL (its own transaction; one transaction on SQLite, or when an argument is
+stored out of line), one transaction per call for `trigger_many` (one statement per
+chunk of runs), so a failed trigger writes nothing."""
 
 from __future__ import annotations
 
@@ -236,8 +237,16 @@ def trigger_run(definition: Definition, args: tuple[Any, ...], *, database: Any 
     prepared = prepare(definition, args, delay=delay, delay_until=delay_until, timeout=timeout, key=key,
                        priority=priority)
     store = store_for(database)
-    with store.transaction() as tx:
-        triggered = insert(tx, prepared)
+    if prepared.pending is None:
+        # The run, its first job and the wake-up are one statement (`Tx.insert_run_with_job`):
+        # it commits alone, without the round trips of BEGIN and COMMIT. A held key's
+        # lookup after it, and the check of `delay_until` before it, need no transaction:
+        # each reads what is committed, as it would inside one.
+        with store.statementwise() as tx:
+            triggered = insert(tx, prepared)
+    else:  # an argument stored out of line: its payload is written with the run
+        with store.transaction() as tx:
+            triggered = insert(tx, prepared)
     announce(prepared, triggered)
     return store, triggered
 

@@ -49,7 +49,26 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[Tx]:
         with self.dialect.transaction() as session:
-            yield Tx(session, per_level_claims=self.dialect.name == "sqlite", fused=self.dialect.name != "sqlite")
+            yield Tx(session, per_level_claims=self.dialect.name == "sqlite", fused=self._statements_whole)
+
+    @contextmanager
+    def statementwise(self) -> Iterator[Tx]:
+        """A `Tx` whose statements each commit as they run, for a write that one
+        statement makes whole (PostgreSQL's autocommit: no ``BEGIN`` and ``COMMIT``
+        round trips, the statement's own commit is as durable). On SQLite, whose
+        writes of that kind take several statements, an ordinary `transaction`."""
+        if not self._statements_whole:
+            with self.transaction() as tx:
+                yield tx
+            return
+        with self.dialect.reader() as session:
+            yield Tx(session, fused=True)
+
+    @property
+    def _statements_whole(self) -> bool:
+        # The dialects whose fused statements (`Tx`'s ``fused``) write what SQLite
+        # writes with several: a trigger's run, first job and wake-up in one.
+        return self.dialect.name != "sqlite"
 
     # -- clock -------------------------------------------------------------------
     def now_ms(self) -> int:
