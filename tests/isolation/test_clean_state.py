@@ -173,3 +173,24 @@ def test_restore_undoes_what_it_can_and_reports_what_it_cannot(tmp_path):
     assert re.fullmatch(r"process \d+ started by the attempt is still running", orphan)
     assert found["ns_swapped"] == ["namespaces changed"]
     assert found["status_swapped"] == ["signal dispositions changed outside Python"]
+
+
+FORKED_SCRIPT = r"""
+import os
+from ductline.execution import cleanstate
+cleanstate.Snapshot.take()  # opens /proc/self/status and keeps it
+pid = os.fork()
+if pid == 0:
+    status = cleanstate._status.read()
+    line = next(l for l in status.split(b"\n") if l.startswith(b"Pid:"))
+    os._exit(0 if int(line.split()[1]) == os.getpid() else 1)
+_, code = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(code))
+"""
+
+
+def test_a_forked_process_reads_its_own_status_not_its_parents(tmp_path):
+    done = subprocess.run([sys.executable, "-c", FORKED_SCRIPT], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0"

@@ -239,25 +239,26 @@ def _read(path: str) -> bytes:
 class _KeptOpen:
     """A /proc file of this process read again and again through one descriptor
     (opening it cost more than reading it). The descriptor is checked before each
-    read: one an attempt closed or replaced is not trusted, the file is opened again."""
+    read: one an attempt closed or replaced is not trusted, the file is opened again,
+    as it is in a forked process (``/proc/self`` named the parent when it was opened)."""
 
     def __init__(self, path: str) -> None:
         self._path = path
         self._fd = -1
-        self._identity = (0, 0)
+        self._identity = (0, 0, 0)  # pid, device, inode
 
     def read(self) -> bytes:
         if self._fd >= 0:
             try:
                 info = os.fstat(self._fd)
-                if (info.st_dev, info.st_ino) == self._identity:
+                if (os.getpid(), info.st_dev, info.st_ino) == self._identity:
                     return os.pread(self._fd, 65536, 0)
             except OSError:
                 pass
         # Not closed here: the number may belong to whatever the attempt put there.
         self._fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
         info = os.fstat(self._fd)
-        self._identity = (info.st_dev, info.st_ino)
+        self._identity = (os.getpid(), info.st_dev, info.st_ino)
         return os.pread(self._fd, 65536, 0)
 
 
