@@ -26,6 +26,30 @@ def _ignore(signum, frame):  # a Python-level handler a step leaves behind
     pass
 
 
+# A thread the app starts at import: part of every child's baseline ("thread_swap" ends it).
+_baseline_stop = threading.Event()
+_baseline_thread = threading.Thread(target=_baseline_stop.wait, daemon=True, name="iso-baseline")
+_baseline_thread.start()
+
+
+def _swap_baseline_thread():
+    """End the baseline's thread and run, in a new thread that keeps running in its
+    place (as many threads as before), a process; returns its pid."""
+    _baseline_stop.set()
+    _baseline_thread.join()
+    started = []
+
+    def spawn():
+        process = subprocess.Popen(["sleep", "3600"])
+        started.append(process.pid)
+        process.wait()
+
+    threading.Thread(target=spawn, daemon=True).start()
+    while not started:
+        time.sleep(0.01)
+    return started[0]
+
+
 def _pollute(kind):
     if kind == "env":
         os.environ[MARKER] = "1"
@@ -82,6 +106,8 @@ def _pollute(kind):
         subprocess.run(["sh", "-c", "sleep 3600 &"], check=True)
     elif kind == "session":  # a process outside the child's process group
         return subprocess.Popen(["sleep", "3600"], start_new_session=True).pid
+    elif kind == "thread_swap":  # the process of a thread that took a baseline thread's place
+        return _swap_baseline_thread()
     elif kind != "none":
         raise ValueError(kind)
 
@@ -186,6 +212,18 @@ def check(previous):
 
 polluted = Pipeline("iso_polluted").start(pollute).chain(to=check)
 observed = Pipeline("iso_observed").start(check)
+
+
+def log_and_print(i):
+    """Logs and prints a line (the capture starts a flush timer), returns its process id."""
+    import logging
+
+    logging.getLogger("iso").warning("line %d", i)
+    print("printed", i)
+    return os.getpid()
+
+
+logs = Pipeline("iso_logs").start(log_and_print)
 fresh = Pipeline("iso_fresh").start(pollute, isolation="fresh").chain(to=check, isolation="fresh")
 
 

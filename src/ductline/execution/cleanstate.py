@@ -54,8 +54,7 @@ _STATUS_PROBLEMS = {"SigIgn": "signal dispositions changed outside Python",
                     "Uid": "user ids changed", "Gid": "group ids changed", "Groups": "supplementary groups changed",
                     "NoNewPrivs": "no_new_privs was set", "Seccomp": "a seccomp filter was installed",
                     "Cpus_allowed_list": "CPU affinity not restored"}
-# Also read: the number of threads (compared with the thread ids listed when ready).
-_STATUS_MARKERS = tuple((key, b"\n" + key.encode() + b":") for key in (*_STATUS_KEYS, "Threads"))  # none is first
+_STATUS_MARKERS = tuple((key, b"\n" + key.encode() + b":") for key in _STATUS_KEYS)  # none is the first line
 _NAMESPACES = ("net", "mnt", "uts", "ipc", "user", "pid_for_children", "cgroup")
 PR_SET_PDEATHSIG, PR_GET_PDEATHSIG, PR_GET_DUMPABLE, PR_SET_DUMPABLE = 1, 2, 3, 4
 
@@ -89,12 +88,10 @@ class Snapshot:
     namespaces: dict[str, str]
     interpreter: tuple[int, int, float]  # `_interpreter()`
     kernel_view: dict[str, str] = field(default_factory=dict)  # `_STATUS_KEYS` of /proc/self/status
-    tasks: list[str] = field(default_factory=list)  # thread ids when ready (`_tasks()`)
     children: set[str] = field(default_factory=set)  # already there when ready (the child's guardian)
 
     @classmethod
     def take(cls) -> "Snapshot":
-        tasks = _tasks()
         umask = os.umask(0)
         os.umask(umask)
         handlers: dict[int, Any] = {}
@@ -116,7 +113,7 @@ class Snapshot:
             threads=_thread_count(), nice=os.getpriority(os.PRIO_PROCESS, 0), scheduler=_scheduler(),
             affinity=os.sched_getaffinity(0), process_flags=_process_flags(), namespaces=_namespaces(),
             interpreter=_interpreter(),
-            kernel_view=_kernel_view(), children=set(_children(tasks)), tasks=tasks,
+            kernel_view=_kernel_view(), children=set(_children(_tasks())),
         )
 
     def restore(self) -> list[str]:
@@ -184,11 +181,10 @@ class Snapshot:
         problems.extend(sorted({_STATUS_PROBLEMS[k] for k in _STATUS_KEYS if view.get(k) != self.kernel_view.get(k)}))
         if _namespaces() != self.namespaces:
             problems.append("namespaces changed")
-        # As many threads as when ready: they are those threads (a thread of the
-        # baseline that ended and a new one still running in its place counts the
-        # same, as it would by listing them), so the listing is not read again.
-        same = bool(self.tasks) and view.get("Threads") == str(len(self.tasks))
-        tasks = self.tasks if same else _tasks()
+        # Listed every time, even with as many threads as when ready: a thread of the
+        # baseline may have ended and one of the attempt's run in its place, and the
+        # processes it started are found only under its own id.
+        tasks = _tasks()
         problems.extend(_leftover_processes(tasks, self.children))
         threads = len(tasks) if tasks else _thread_count()
         if threads > self.threads:

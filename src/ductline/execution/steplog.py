@@ -91,6 +91,9 @@ class Capture:
         self._batch_bytes = 0
         self._lock = threading.RLock()
         self._timer: threading.Timer | None = None
+        # Every flush timer started and maybe not ended yet: `close` waits for them, so a
+        # reused child's restore never finds one still running (it would retire the child).
+        self._timers: list[threading.Timer] = []
         self._partial: dict[str, str] = {STDOUT_LOGGER: "", STDERR_LOGGER: ""}
         self._closed = False
 
@@ -119,6 +122,7 @@ class Capture:
                 self._timer = threading.Timer(FLUSH_SECONDS, self.flush)
                 self._timer.daemon = True
                 self._timer.start()
+                self._timers = [t for t in self._timers if t.is_alive()] + [self._timer]
 
     def write(self, stream: str, text: str) -> None:
         """Printed text: complete lines become records (``stdout`` at INFO,
@@ -164,6 +168,12 @@ class Capture:
                                           cut_message(self.max_bytes, self.dropped_bytes)))
             self._flush()
             self._closed = True
+            timers, self._timers = self._timers, []
+        # Cancelled above, they end at once; joined outside the lock, which a timer
+        # that fired meanwhile is waiting for.
+        for timer in timers:
+            if timer is not threading.current_thread():
+                timer.join()
 
 
 # -- routing ---------------------------------------------------------------------------------
