@@ -237,16 +237,13 @@ def trigger_run(definition: Definition, args: tuple[Any, ...], *, database: Any 
     prepared = prepare(definition, args, delay=delay, delay_until=delay_until, timeout=timeout, key=key,
                        priority=priority)
     store = store_for(database)
-    if prepared.pending is None:
-        # The run, its first job and the wake-up are one statement (`Tx.insert_run_with_job`):
-        # it commits alone, without the round trips of BEGIN and COMMIT. A held key's
-        # lookup after it, and the check of `delay_until` before it, need no transaction:
-        # each reads what is committed, as it would inside one.
-        with store.statementwise() as tx:
-            triggered = insert(tx, prepared)
-    else:  # an argument stored out of line: its payload is written with the run
-        with store.transaction() as tx:
-            triggered = insert(tx, prepared)
+    # The run, its first job and the wake-up are one statement (`Tx.insert_run_with_job`):
+    # it commits alone, without the round trips of BEGIN and COMMIT. A held key's lookup
+    # after it, and the check of `delay_until` before it, need no transaction: each reads
+    # what is committed, as it would inside one. An argument stored out of line has its
+    # payload written with the run, in one transaction.
+    with store.statementwise() if prepared.pending is None else store.transaction() as tx:
+        triggered = insert(tx, prepared)
     announce(prepared, triggered)
     return store, triggered
 
