@@ -5,6 +5,7 @@ recorded."""
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 from helpers import start_worker, stop_worker, wait_for
@@ -83,5 +84,20 @@ def test_a_partial_message_does_not_hold_the_worker(store):
         wait_for(lambda: _settled(store, stalled), timeout=60)
         [attempt] = run_view(store, stalled.id)["steps"][0]["attempts"]
         assert attempt["result"] == "timed_out"
+    finally:
+        assert stop_worker(proc) == 0
+
+
+def test_junk_that_reads_as_an_oversized_header_is_a_protocol_error(store):
+    """A frame of junk whose first bytes read as a small size, then bytes that read as
+    a size past the cap: the junk frame explains the size, so the attempt is recorded
+    as the protocol error it is, never as a payload too large."""
+    junk = struct.pack("!i", 5) + b"hello" + b"\xff" * 12
+    proc = start_worker(store.url, concurrency=1, env=ENV, app=FUZZ_APP)
+    try:
+        handle = fuzz_app.fuzzed.trigger({"mode": "raw", "hex": junk.hex(), "framed": False}, database=store)
+        wait_for(lambda: _settled(store, handle), timeout=60)
+        first = run_view(store, handle.id)["steps"][0]["attempts"][0]
+        assert (first["result"], first["error_type"]) == ("crashed", "ductline.ProtocolError")
     finally:
         assert stop_worker(proc) == 0

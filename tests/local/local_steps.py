@@ -411,6 +411,16 @@ def garbles_once(x):
     """On its first attempt, write bytes that are not the protocol into the child's
     socket to its parent (found among the inherited descriptors), then wait to be
     killed; later attempts succeed."""
+    return _garble_once(x, b"")
+
+
+def garbles_out_of_step_once(x):
+    """`garbles_once`, with bytes after the junk frame that read as a header of -1
+    and an 8-byte size past any cap."""
+    return _garble_once(x, b"\xff" * 12)
+
+
+def _garble_once(x, tail):
     import stat
     import struct
 
@@ -419,7 +429,7 @@ def garbles_once(x):
     for fd in range(3, 256):
         try:
             if stat.S_ISSOCK(os.fstat(fd).st_mode):
-                os.write(fd, struct.pack("!i", 5) + b"hello")
+                os.write(fd, struct.pack("!i", 5) + b"hello" + tail)
         except OSError:
             continue
     time.sleep(30)

@@ -35,11 +35,14 @@ def test_an_oversized_message_is_not_read_and_fails_the_attempt(monkeypatch: pyt
                           "envelope); the child was killed")
 
 
-def test_a_child_that_breaks_the_protocol_is_killed_and_its_attempt_crashes(clock: FakeClock) -> None:
-    pipeline = Pipeline(name()).start(s.garbles_once, max_retry=0)
+@pytest.mark.parametrize("step", [s.garbles_once, s.garbles_out_of_step_once])
+def test_a_child_that_breaks_the_protocol_is_killed_and_its_attempt_crashes(clock: FakeClock, step) -> None:
+    # out of step: the junk is followed by bytes that read as a size past the cap; the
+    # junk before them is what the child did (never recorded as PayloadTooLarge)
+    pipeline = Pipeline(name()).start(step, max_retry=0)
     result = ductline.execute(pipeline, 7, clock=clock, kill_grace=0.2)
     assert result.overall_status == "success" and result.output == 7
-    [crashed, succeeded] = result.step("garbles_once").history
+    [crashed, succeeded] = result.step(step.__name__).history
     assert crashed.result == "crashed" and crashed.error_type == "ductline.ProtocolError"
     assert "sent its parent a message it cannot take" in (crashed.error or "")
     assert succeeded.result == "succeeded"

@@ -85,7 +85,9 @@ class Sampler:
 
 def settles(db_url: str, expected: dict[str, int], *, timeout: float = 60.0) -> None:
     """Wait until the counts of these names are at most ``expected`` (and the
-    LISTEN counts exactly so) for five samples in a row over at least a second."""
+    LISTEN counts exactly so) for five samples in a row over at least a second.
+    One sample is never enough: a pool may open a second connection for a moment
+    (a maintenance pass) and close it again."""
     streak: list[float] = []
 
     def ok() -> bool:
@@ -139,8 +141,9 @@ def test_a_supervisor_holds_none_of_its_own(store, db_url):
                                    "--concurrency", "1", "--processes", "3"], env=env)
     try:
         wait_for(lambda: connections(db_url)["ductline-worker-listen"] == 3, timeout=60)
+        # each worker keeps one pooled connection and its LISTEN one; a connection of the
+        # supervisor's (it would be named as they are) would be a fourth, held all the time
         settles(db_url, {"ductline-worker": 3, "ductline-worker-listen": 3})
-        assert sum(connections(db_url).values()) <= 6
     finally:
         stop_worker(supervisor)
 

@@ -152,3 +152,23 @@ def test_a_reader_on_a_descriptor_above_1023_reads_a_message_longer_than_the_pip
         parent.close()
         child.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_an_oversized_header_hands_back_the_frames_read_before_it() -> None:
+    import os
+    import struct
+
+    read_end, write_end = os.pipe()
+    try:
+        reader = protocol.Reader(read_end)
+        whole = pickle.dumps(protocol.done("token", "[1]"))
+        # a result, then junk whose first bytes read as a 5-byte frame, then bytes that
+        # read as a header of -1 and an 8-byte size past the cap
+        os.write(write_end, struct.pack("!i", len(whole)) + whole + struct.pack("!i", 5) + b"hello" + b"\xff" * 12)
+        with pytest.raises(Oversized) as raised:
+            reader.read(1 << 20)
+        [done, junk] = raised.value.before
+        assert done == Done("token", "[1]") and isinstance(junk, Garbled)
+    finally:
+        os.close(read_end)
+        os.close(write_end)

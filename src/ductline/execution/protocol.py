@@ -149,7 +149,18 @@ Message = Ready | Fatal | Request | Done | Failed | Log | Started
 
 class Oversized(Exception):
     """A child began a message longer than the parent reads; it is left unread (the
-    caller kills the child: the rest of the message would be read as the next one)."""
+    caller kills the child: the rest of the message would be read as the next one).
+
+    Attributes:
+        before: the messages (and `Garbled` frames) completed ahead of it in the same
+            read, in order. The caller handles them first: a `Garbled` among them
+            says the stream was not this protocol any more, which also explains the
+            size read after it.
+    """
+
+    def __init__(self, before: list[Message | Garbled] | None = None) -> None:
+        super().__init__("a message longer than the parent reads")
+        self.before: list[Message | Garbled] = before if before is not None else []
 
 
 class Garbled(Exception):
@@ -283,7 +294,8 @@ class Reader:
         ``cap`` is the longest message read, in bytes.
 
         Raises:
-            Oversized: a message is announced longer than ``cap`` (kill the child).
+            Oversized: a message is announced longer than ``cap`` (kill the child);
+                its ``before`` holds the messages completed ahead of it.
             EOFError: the connection ended (messages before the end are returned by
                 the calls before).
             OSError: reading failed.
@@ -298,26 +310,26 @@ class Reader:
                 raise EOFError
             with memoryview(self._chunk) as chunk:
                 self._buffer += chunk[:size]
-            found.extend(self._frames(cap))
+            self._frames(cap, found)
             if found or time.monotonic() >= end or not _readable(self._fd):
                 return found
 
-    def _frames(self, cap: int) -> list[Message | Garbled]:
-        frames: list[Message | Garbled] = []
+    def _frames(self, cap: int, frames: list[Message | Garbled]) -> None:
+        """Append the complete frames of the buffer to ``frames``."""
         while True:
             if len(self._buffer) < 4:
-                return frames
+                return
             (size,) = struct.unpack("!i", self._buffer[:4])
             start = 4
             if size == -1:
                 if len(self._buffer) < 12:
-                    return frames
+                    return
                 (size,) = struct.unpack("!Q", self._buffer[4:12])
                 start = 12
             if size < 0 or size > cap:
-                raise Oversized
+                raise Oversized(frames)
             if len(self._buffer) < start + size:
-                return frames
+                return
             with memoryview(self._buffer) as view:
                 data = bytes(view[start:start + size])
             del self._buffer[:start + size]

@@ -92,18 +92,18 @@ class ChildAttempt:
     def _readable(self, task: Task, limit: Limit, answer: Callable[[str, tuple[Any, ...]], Any]) -> bool:
         """Read what arrived (never blocking on a partial message) and handle each
         complete message; ``False`` once nothing more will come."""
+        oversized: Oversized | None = None
         try:
             messages = self._child.reader.read(self._cap)
-        except Oversized:
-            self._unread()  # the rest of that message is never read
-            log.error("Child %d sent a message over %d bytes; killing it", self._child.pid, self._cap)
-            self._enforcer.kill(self._key, Reason.OVERSIZED, grace=0.0)
-            return False
+        except Oversized as exc:
+            messages, oversized = exc.before, exc
         except (EOFError, OSError):
             self._unread()  # the pidfd reports the death
             return False
         except Exception as exc:  # noqa: BLE001 - whatever the step did to the pipe
             return self._broken(codec.render(exc, "error"))
+        # As the worker does (`ductline.runtime.children`): the messages ahead of an
+        # oversized one first, and a Garbled among them is what the child did.
         for message in messages:
             if isinstance(message, Garbled):
                 return self._broken(codec.render(message, "error"))
@@ -112,6 +112,11 @@ class ChildAttempt:
             except Exception as exc:  # noqa: BLE001 - a hostile message must not stop the executor
                 return self._broken(f"handling its {type(message).__name__} message raised "
                                     f"{type(exc).__name__}: {codec.render(exc, 'error')}")
+        if oversized is not None:
+            self._unread()  # the rest of that message is never read
+            log.error("Child %d sent a message over %d bytes; killing it", self._child.pid, self._cap)
+            self._enforcer.kill(self._key, Reason.OVERSIZED, grace=0.0)
+            return False
         return True
 
     def _broken(self, why: str) -> bool:

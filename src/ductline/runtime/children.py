@@ -92,28 +92,34 @@ class ChildEvents:
         """Read what the runner sent; each complete message is handled inside a
         boundary: whatever a child sends, the loop goes on and the attempt ends
         recorded (`ductline.model.outcomes.PROTOCOL_ERROR_TYPE`)."""
+        oversized: Oversized | None = None
         try:
             messages = runner.reader.read(self._limits.message_cap)
-        except Oversized:
-            runner.eof = True  # the rest of that message is never read
-            self._oversized(slot, runner)
+        except Oversized as exc:
+            messages, oversized = exc.before, exc
         except (EOFError, OSError):
             # The sentinel reports the end; stop waiting on this pipe, or the loop
             # would spin on its EOF until the process is gone.
             runner.eof = True
+            return
         except Exception as exc:  # noqa: BLE001 - whatever the step did to the pipe, the loop goes on
             self._garbled(slot, runner, f"{type(exc).__name__}: {codec.render(exc, 'error')}")
-        else:
-            for message in messages:
-                if isinstance(message, Garbled):
-                    self._garbled(slot, runner, codec.render(message, "error"))
-                    return
-                try:
-                    self._message(slot, message)
-                except Exception as exc:  # noqa: BLE001 - a hostile message must not end the loop
-                    self._garbled(slot, runner, f"handling its {type(message).__name__} message raised "
-                                                f"{type(exc).__name__}: {codec.render(exc, 'error')}")
-                    return
+            return
+        # The messages ahead of an oversized one come first: a Garbled among them means
+        # the size after it was read from bytes out of step, not announced by the child.
+        for message in messages:
+            if isinstance(message, Garbled):
+                self._garbled(slot, runner, codec.render(message, "error"))
+                return
+            try:
+                self._message(slot, message)
+            except Exception as exc:  # noqa: BLE001 - a hostile message must not end the loop
+                self._garbled(slot, runner, f"handling its {type(message).__name__} message raised "
+                                            f"{type(exc).__name__}: {codec.render(exc, 'error')}")
+                return
+        if oversized is not None:
+            runner.eof = True  # the rest of that message is never read
+            self._oversized(slot, runner)
 
     def _extra(self, slot: Slot) -> dict[str, object] | None:
         return job_extra(slot.attempt()) if slot.busy else None
