@@ -10,6 +10,7 @@ taken only if the enforcer has not begun to kill the attempt.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any, Callable
 
@@ -52,6 +53,8 @@ class ChildAttempt:
         self._on_log: Callable[[list[tuple[int, str, str, str]]], None] | None = None
         self._guard = steplog.ParentGuard(0)
         self.broken: str | None = None  # why the child was killed for breaking the protocol
+        # It broke the protocol after its result: the result stands, the child is not reused.
+        self._spoiled = False
 
     async def run(self, task: Task, limit: Limit, answer: Callable[[str, tuple[Any, ...]], Any],
                   on_log: Callable[[list[tuple[int, str, str, str]]], None] | None = None) -> Outcome | None:
@@ -73,7 +76,10 @@ class ChildAttempt:
             while not self._done.done() and self._reading and _has_data(self._child) \
                     and self._readable(task, limit, answer):
                 pass  # a result sent just before the exit still counts
-            return self._done.result() if self._done.done() else None
+            if not self._done.done():
+                return None
+            outcome = self._done.result()
+            return dataclasses.replace(outcome, reusable=False) if self._spoiled else outcome
         finally:
             self._unread()
             watch = self._enforcer.state(self._key)
@@ -115,12 +121,14 @@ class ChildAttempt:
         if oversized is not None:
             self._unread()  # the rest of that message is never read
             log.error("Child %d sent a message over %d bytes; killing it", self._child.pid, self._cap)
+            self._spoiled = True
             self._enforcer.kill(self._key, Reason.OVERSIZED, grace=0.0)
             return False
         return True
 
     def _broken(self, why: str) -> bool:
         self._unread()
+        self._spoiled = True
         log.error("Child %d broke the protocol (%s); killing it", self._child.pid, why)
         self.broken = why
         self._enforcer.kill(self._key, Reason.GARBLED, grace=0.0)
