@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
-import time
+import threading
 from datetime import datetime
 from typing import Any, NoReturn
 
@@ -51,16 +52,34 @@ def _store(database: str | None, *, migrate: bool = False, read_only: bool = Fal
     return store
 
 
-def _store_when_available(database: str | None) -> Store:
-    """A worker started before its database waits for it instead of crash-looping."""
+def _store_when_available(database: str | None, stop: threading.Event) -> Store:
+    """A worker started before its database waits for it instead of crash-looping.
+    ``stop`` set (SIGTERM, Ctrl-C) ends the wait: the command exits 0, as a worker's
+    graceful stop does, since nothing was claimed yet."""
     delay = 0.5
     while True:
         try:
             return _store(database, component="ductline-worker")
         except StoreUnavailable as exc:
             console.print(f"database unavailable ({exc}); retrying in {delay:.1f} s", highlight=False)
-            time.sleep(delay)
+            if stop.wait(delay):
+                console.print("stopped while waiting for the database: nothing was claimed", highlight=False)
+                sys.exit(0)
             delay = min(delay * 2, 10.0)
+
+
+def _stop_on_signals() -> threading.Event:
+    """An event set by SIGTERM or SIGINT, until the worker installs its own handlers
+    (a stop asked for while the worker waits for its database or imports its apps is
+    kept, not lost to the default action that kills the process)."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
 
 
 def _trigger(store: Store, pipeline: Any, args: list[Any], **options: Any) -> RunHandle:
@@ -239,9 +258,13 @@ def worker(apps: tuple[str, ...], concurrency: int | None, processes: int, metri
     if processes > 1:
         sys.exit(supervise(worker_argv(list(apps), slots, database), processes))
     settings = load_settings(database_url=database)
-    store = _store_when_available(database)
+    stop = _stop_on_signals()
+    store = _store_when_available(database, stop)
     w = build_worker(store, list(apps), slots, settings)
-    w.install_signal_handlers()
+    w.install_signal_handlers()  # from here a signal stops the worker gracefully
+    if stop.is_set():  # asked while the apps were imported
+        console.print("stopped before starting: nothing was claimed", highlight=False)
+        return
     w.run()
 
 

@@ -43,6 +43,8 @@ def logs(run_id: str, step: str | None, follow: bool, as_json: bool, database: s
                     seen.add(key)
                     click.echo(_line(record, as_json))
             if not follow or RunStatus(run["status"]) in SETTLED_RUN:
+                if not seen:  # said on stderr: stdout stays what was logged (none)
+                    click.echo(f"no log records for run {run_id}" + (f", step {step!r}" if step else ""), err=True)
                 return
             time.sleep(FOLLOW_POLL_SECONDS)  # a polling loop of a command, not of a test
     finally:

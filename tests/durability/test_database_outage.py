@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 import rt_app
-from helpers import start_worker, stop_worker
+from helpers import APP, FAST_ENV, start_worker, stop_worker
 
 from ductline.store import open_store
 from ductline.views import run_view
@@ -105,3 +107,29 @@ def test_a_worker_started_before_its_database_waits_for_it(cluster):
         store.close()
     finally:
         stop_worker(worker)
+
+
+def test_a_worker_waiting_for_its_database_stops_cleanly_on_sigterm():
+    """SIGTERM while the worker waits for a database it cannot reach ends it with exit
+    0 (a graceful stop: nothing was claimed), not by the signal's default action."""
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    worker = subprocess.Popen([sys.executable, "-m", "ductline", "worker", "--app", APP, "--database",
+                               f"postgresql://postgres@127.0.0.1:{port}/test", "--concurrency", "1"],
+                              env={**os.environ, **FAST_ENV}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+    try:
+        assert worker.stdout is not None
+        seen = [worker.stdout.readline()]
+        while not seen[-1].startswith("database unavailable"):
+            assert seen[-1], f"the worker ended before waiting: {seen}"
+            seen.append(worker.stdout.readline())
+        worker.send_signal(signal.SIGTERM)
+        rest = worker.communicate(timeout=30)[0]
+        assert worker.returncode == 0, rest
+        assert "stopped while waiting for the database: nothing was claimed" in rest
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()

@@ -88,6 +88,10 @@ def test_logs_are_captured_forwarded_stored_and_shown(store, db_url, tmp_path):
     assert [json.loads(x)["message"] for x in only] == ["error kept"]
     followed = _cli(db_url, "logs", handle.id, "--follow")  # a settled run: prints and returns
     assert followed == text
+    none = subprocess.run([sys.executable, "-m", "ductline", "logs", handle.id, "--step", "absent", "--database",
+                           db_url], capture_output=True, text=True, timeout=120)
+    assert (none.returncode, none.stdout) == (0, "")
+    assert none.stderr.strip() == f"no log records for run {handle.id}, step 'absent'"
 
 
 def test_each_attempt_keeps_its_own_logs(store, tmp_path, db_url):
