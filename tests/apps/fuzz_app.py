@@ -39,7 +39,7 @@ def hostile(spec):
     kind = spec["kind"]
     if kind == "request":
         args = [spec["number"], *texts] if spec["number"] % 2 else texts
-        message = (kind, spec["request"], tuple(args))
+        message = (kind, spec["request"], tuple(args), spec["number"])  # numbered as a child numbers them
     elif kind == "ready":
         message = (kind, spec["number"])
     else:
@@ -69,3 +69,18 @@ def add_one(x):
 fuzzed = Pipeline("fuzz_hostile").start(hostile, max_retry=1, max_crash=1, timeout=20)
 stalled = Pipeline("fuzz_stall").start(stall, max_retry=1, timeout=3)
 healthy = Pipeline("fuzz_healthy").start(add_one)
+
+
+def forge_fatal(seconds):
+    """A well-formed FATAL frame (a child's answer instead of READY when its apps do not
+    import) written in the middle of an attempt, then a step that goes on running."""
+    import pickle
+    import time
+
+    frame = pickle.dumps(("fatal", None, "FakeType", "forged", "tb"))
+    os.write(_channel_fd(), struct.pack("!i", len(frame)) + frame)
+    time.sleep(seconds)
+    return "slept"
+
+
+forged_fatal = Pipeline("fuzz_forged_fatal").start(forge_fatal, max_retry=0, max_crash=0, timeout=60)

@@ -15,6 +15,7 @@ import time
 
 _libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG, PR_GET_PDEATHSIG, PR_GET_DUMPABLE, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 2, 3, 4, 38
+PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER, PR_CAPBSET_DROP, CAP_DAC_OVERRIDE = 36, 37, 24, 1
 CLONE_NEWNET = 0x40000000
 
 from ductline import Pipeline
@@ -86,6 +87,16 @@ def _pollute(kind):
         _libc.prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0)
     elif kind == "dumpable":
         _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    elif kind == "subreaper":  # orphans of a later attempt would go to init, unseen
+        _libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+    elif kind == "rt_queued":  # a real-time signal queues each instance: all must go
+        rt = signal.SIGRTMIN + 2
+        signal.pthread_sigmask(signal.SIG_BLOCK, {rt})
+        for _ in range(3):
+            signal.pthread_kill(threading.get_ident(), rt)
+    elif kind == "capbnd":  # needs CAP_SETPCAP; a capability dropped from the bounding set never comes back
+        if _libc.prctl(PR_CAPBSET_DROP, CAP_DAC_OVERRIDE, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "PR_CAPBSET_DROP")
     elif kind == "sched":
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     elif kind == "no_new_privs":  # cannot be unset: the child is retired
@@ -163,16 +174,17 @@ def observe():
         "interpreter": [sys.getrecursionlimit(), sys.get_int_max_str_digits(), sys.getswitchinterval()],
         "sched": os.sched_getscheduler(0),
         "ids": [os.geteuid(), os.getegid()],
-        "status": _status(("NoNewPrivs", "Seccomp")),
+        "status": _status(("NoNewPrivs", "Seccomp", "CapBnd", "CapEff", "CapPrm")),
         "netns": os.readlink("/proc/self/ns/net"),
         "group": _group_members(),
     }
 
 
 def _process_flags():
-    deathsig = ctypes.c_int(0)
+    deathsig, subreaper = ctypes.c_int(0), ctypes.c_int(0)
     _libc.prctl(PR_GET_PDEATHSIG, ctypes.byref(deathsig), 0, 0, 0)
-    return [deathsig.value, _libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)]
+    _libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(subreaper), 0, 0, 0)
+    return [deathsig.value, _libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0), subreaper.value]
 
 
 def _status(keys):

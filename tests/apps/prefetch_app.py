@@ -5,6 +5,7 @@ test drives as its parent. Each call is noted in the file named by PREFETCH_MARK
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -40,6 +41,35 @@ def asks(x):
 
 
 pipeline = Pipeline("prefetch_steps").start(held).chain(to=deadline).chain(to=asks)
+
+
+class _GaveUp(Exception):
+    pass
+
+
+def _give_up(signum, frame):
+    raise _GaveUp
+
+
+def asks_impatiently(x):
+    """Asks for "answer" and gives up after 0.2 s (a SIGALRM ends the wait), then asks
+    for "absent" and returns what that request got."""
+    _note(x)
+    previous = signal.signal(signal.SIGALRM, _give_up)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        try:
+            ductline.context().get("answer")
+            return "answered in time"
+        except _GaveUp:
+            pass
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    return ductline.context().get("absent")
+
+
+impatient = Pipeline("prefetch_impatient").start(asks_impatiently)
 
 
 def closes_ledger(x):

@@ -32,11 +32,12 @@ _SCHED = _can("import os; p = os.sched_getscheduler(0); os.sched_setscheduler(0,
 # a step cannot do it either, and those cases are not run.
 _ROOT = os.geteuid() == 0
 _NETNS = _can("import ctypes; assert ctypes.CDLL(None).unshare(0x40000000) == 0")
-RESTORED = (["env", "cwd", "signals", "sigmask", "pending", "umask", "rlimit", "timer", "affinity", "tz",
-             "pdeathsig", "dumpable", "interpreter"] + ["nice"] * _NICE + ["sched"] * _SCHED)
+_CAPBSET = _can("import ctypes; assert ctypes.CDLL(None).prctl(24, 1, 0, 0, 0) == 0")  # PR_CAPBSET_DROP
+RESTORED = (["env", "cwd", "signals", "sigmask", "pending", "rt_queued", "umask", "rlimit", "timer", "affinity", "tz",
+             "pdeathsig", "dumpable", "subreaper", "interpreter"] + ["nice"] * _NICE + ["sched"] * _SCHED)
 # Cannot be undone: the child is replaced.
 RETIRED = (["rlimit_hard", "thread", "process", "orphan", "session", "thread_swap", "no_new_privs"] + ["nice"] * (not _NICE)
-           + ["sched"] * (not _SCHED) + ["euid"] * _ROOT + ["netns"] * _NETNS)
+           + ["sched"] * (not _SCHED) + ["euid"] * _ROOT + ["netns"] * _NETNS + ["capbnd"] * _CAPBSET)
 
 
 def _baseline_worker(store):

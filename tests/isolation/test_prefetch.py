@@ -120,15 +120,29 @@ def test_a_task_the_child_started_first_stays_started(parent):
 def test_a_task_sent_during_a_request_waits_for_the_reply(parent):
     parent.run("asks", "a")
     request = parent.next()
-    assert request == Request("context_get", ("answer",))
+    assert isinstance(request, Request) and (request.kind, request.args) == ("context_get", ("answer",))
     parent.ahead("deadline", "b")  # before the reply: the child holds it
-    parent.child.send(protocol.reply('"forty-two"'))
+    parent.child.send(protocol.reply('"forty-two"', request.seq))
     assert parent.next() == Done("lease-a", '"forty-two"')
     started = parent.next()
     assert isinstance(started, Started) and started.lease_token == "lease-b"
     done = parent.next()
     assert isinstance(done, Done) and done.lease_token == "lease-b"
     assert parent.called() == ["a", "b"]
+
+
+def test_an_answer_given_up_on_never_answers_a_later_request(parent):
+    """A step whose wait for an answer a signal ended asks again: the late answer to
+    the first request is dropped (replies carry their request's number)."""
+    parent.child.send(protocol.run(Task("job-a", "run-1", "prefetch_impatient", "asks_impatiently", 1,
+                                        json.dumps(["a"]), None, "lease-a", 1 << 20)))
+    first = parent.next()
+    assert isinstance(first, Request) and first.args == ("answer",)
+    second = parent.next()  # asked only once the step gave up on the first (the test never answered it)
+    assert isinstance(second, Request) and second.args == ("absent",) and second.seq != first.seq
+    parent.child.send(protocol.reply('"forty-two"', first.seq))  # the late answer
+    parent.child.send(protocol.reply(None, second.seq))
+    assert parent.next() == Done("lease-a", "null")
 
 
 def test_a_step_that_closes_the_ledger_still_gets_its_result_through(parent):

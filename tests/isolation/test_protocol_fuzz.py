@@ -101,3 +101,21 @@ def test_junk_that_reads_as_an_oversized_header_is_a_protocol_error(store):
         assert (first["result"], first["error_type"]) == ("crashed", "ductline.ProtocolError")
     finally:
         assert stop_worker(proc) == 0
+
+
+def test_a_fatal_message_in_the_middle_of_an_attempt_is_a_protocol_error(store):
+    """FATAL is only a new child's answer instead of READY. Written by a running step,
+    it gets the child killed and the attempt recorded as the protocol error it is; the
+    next job on the slot runs on a new child and is charged nothing."""
+    proc = start_worker(store.url, concurrency=1, app=FUZZ_APP)
+    try:
+        forged = fuzz_app.forged_fatal.trigger(30, database=store)
+        wait_for(lambda: _settled(store, forged), timeout=60)
+        [attempt] = run_view(store, forged.id)["steps"][0]["attempts"]
+        assert (attempt["result"], attempt["error_type"]) == ("crashed", "ductline.ProtocolError")
+        assert "FATAL" in attempt["error"]
+        after = fuzz_app.healthy.trigger(1, database=store)
+        wait_for(lambda: _settled(store, after), timeout=60)
+        assert [a["result"] for a in run_view(store, after.id)["steps"][0]["attempts"]] == ["succeeded"]
+    finally:
+        assert stop_worker(proc) == 0

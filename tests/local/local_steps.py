@@ -420,7 +420,17 @@ def garbles_out_of_step_once(x):
     return _garble_once(x, b"\xff" * 12)
 
 
-def _garble_once(x, tail):
+def forges_fatal_once(x):
+    """`garbles_once` with a well-formed FATAL frame (what a child whose apps did not
+    import sends instead of READY), written in the middle of an attempt."""
+    import pickle
+    import struct
+
+    frame = pickle.dumps(("fatal", None, "FakeType", "forged", "tb"))
+    return _garble_once(x, b"", struct.pack("!i", len(frame)) + frame)
+
+
+def _garble_once(x, tail, junk=None):
     import stat
     import struct
 
@@ -429,7 +439,7 @@ def _garble_once(x, tail):
     for fd in range(3, 256):
         try:
             if stat.S_ISSOCK(os.fstat(fd).st_mode):
-                os.write(fd, struct.pack("!i", 5) + b"hello" + tail)
+                os.write(fd, (struct.pack("!i", 5) + b"hello" if junk is None else junk) + tail)
         except OSError:
             continue
     time.sleep(30)

@@ -35,7 +35,7 @@ def test_an_oversized_message_is_not_read_and_fails_the_attempt(monkeypatch: pyt
                           "envelope); the child was killed")
 
 
-@pytest.mark.parametrize("step", [s.garbles_once, s.garbles_out_of_step_once])
+@pytest.mark.parametrize("step", [s.garbles_once, s.garbles_out_of_step_once, s.forges_fatal_once])
 def test_a_child_that_breaks_the_protocol_is_killed_and_its_attempt_crashes(clock: FakeClock, step) -> None:
     # out of step: the junk is followed by bytes that read as a size past the cap; the
     # junk before them is what the child did (never recorded as PayloadTooLarge)

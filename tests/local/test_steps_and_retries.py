@@ -122,11 +122,12 @@ def test_an_async_step_that_cancels_itself_is_an_error(clock: FakeClock) -> None
         ("failed", "asyncio.exceptions.CancelledError", "the step was cancelled")
 
 
-def test_a_request_the_executor_does_not_know_is_answered_with_an_error(clock: FakeClock) -> None:
-    pipeline = Pipeline(name()).start(s.asks_what_the_executor_does_not_know, max_retry=1)
-    step = ductline.execute(pipeline, 1, clock=clock).step("asks_what_the_executor_does_not_know")
-    assert (step.status, step.error_type) == ("failed", "ductline.errors.ExecutionError")
-    assert step.error == "ExecutionError: unknown request 'no_such_request'"
+def test_a_request_of_a_kind_the_protocol_does_not_have_is_a_protocol_error(clock: FakeClock) -> None:
+    # Not answered: only a step writing into its channel sends one (the worker does the same).
+    pipeline = Pipeline(name()).start(s.asks_what_the_executor_does_not_know, max_retry=1, max_crash=0)
+    step = ductline.execute(pipeline, 1, clock=clock, kill_grace=0.2).step("asks_what_the_executor_does_not_know")
+    assert [a.result for a in step.history] == ["crashed"]
+    assert step.error_type == "ductline.ProtocolError" and "no_such_request" in (step.error or "")
 
 
 def test_a_result_under_another_attempts_lease_is_dropped(caplog: pytest.LogCaptureFixture,

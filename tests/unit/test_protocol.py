@@ -15,8 +15,8 @@ from ductline.execution.protocol import Done, Failed, Fatal, Garbled, Oversized,
 @pytest.mark.parametrize("wire, message", [
     (protocol.ready(42), Ready(42)),
     (protocol.fatal("ImportError", "no module", "tb"), Fatal("ImportError", "no module", "tb")),
-    (protocol.request("context_get", ("k",)), Request("context_get", ("k",))),
-    (("request", "payload_chunk", ["id", 0]), Request("payload_chunk", ("id", 0))),
+    (protocol.request("context_get", ("k",), 3), Request("context_get", ("k",), 3)),
+    (("request", "payload_chunk", ["id", 0], 4), Request("payload_chunk", ("id", 0), 4)),
     (protocol.done("token", "[1]"), Done("token", "[1]")),
     (protocol.failed("token", "ValueError", "bad", "tb"), Failed("token", "ValueError", "bad", "tb")),
     (protocol.done("token", "[1]", "a thread is still running"), Done("token", "[1]", "a thread is still running")),
@@ -28,7 +28,7 @@ def test_messages_parse_to_their_types(wire: tuple[object, ...], message: protoc
 @pytest.mark.parametrize("wire", [
     "done", (), (1, 2), ("done",), ("done", "token"), ("done", "token", 5), ("done", "t", "o", "retire", "extra"),
     ("error", "token", "ValueError", "bad"), ("ready", "pid"), ("request", 3, ()), ("reply", True),
-    ("unknown", 1, 2, 3),
+    ("unknown", 1, 2, 3), ("request", "nosuch", (), 1), ("request", "context_get", ("k",)),
 ])
 def test_malformed_messages_are_garbled(wire: object) -> None:
     with pytest.raises(Garbled):
@@ -169,6 +169,20 @@ def test_an_oversized_header_hands_back_the_frames_read_before_it() -> None:
             reader.read(1 << 20)
         [done, junk] = raised.value.before
         assert done == Done("token", "[1]") and isinstance(junk, Garbled)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+@pytest.mark.parametrize("header", [b"\xff\xff\xff\xfe", b"\x80\x00\x00\x00"])
+def test_a_negative_length_is_garbled_not_oversized(header: bytes) -> None:
+    import os
+
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, header + b"junk that follows")
+        [found] = protocol.Reader(read_end).read(1 << 20)
+        assert isinstance(found, Garbled) and "negative length" in str(found)
     finally:
         os.close(read_end)
         os.close(write_end)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import itertools
 import json
 import os
 import signal
@@ -71,6 +72,10 @@ def _render_traceback(exc: BaseException) -> str:
         return f"<traceback could not be rendered: {type(failure).__name__}>"
 
 
+# Numbers a child's requests (across its attempts): a reply names the one it answers.
+_REQUESTS = itertools.count(1)
+
+
 def run_step(conn: Connection, task: Task, restore: Callable[[], str] | None = None,
              inbox: Inbox | None = None) -> tuple[Task | None, bool]:
     """Run one attempt and send its result on ``conn`` (its own requests go there too).
@@ -113,11 +118,17 @@ def run_step(conn: Connection, task: Task, restore: Callable[[], str] | None = N
         return following, False
 
     def request(kind: str, args: tuple[Any, ...]) -> Any:
-        send(protocol.request(kind, args))
-        tag, value = conn.recv() if inbox is None else inbox.reply()
-        if tag == Kind.REPLY_ERROR:
-            raise ExecutionError(value)
-        return value
+        seq = next(_REQUESTS)
+        send(protocol.request(kind, args, seq))
+        while True:
+            message = conn.recv() if inbox is None else inbox.reply()
+            if message[0] in (Kind.REPLY, Kind.REPLY_ERROR) and message[2] == seq:
+                break
+            # the answer to a request whose wait a signal ended (in this attempt or one
+            # before on this child): never this request's answer
+        if message[0] == Kind.REPLY_ERROR:
+            raise ExecutionError(message[1])
+        return message[1]
 
     context.activate(context.StepContext(
         run_id=task.run_id, job_id=task.job_id, step=task.step, attempt=task.attempt,

@@ -48,15 +48,18 @@ _TIMERS = (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
 # Lines of /proc/self/status compared after each attempt (one read serves them all).
 # The signal masks show handlers installed from C; the rest cannot be undone from
 # inside the process, except the affinity, which restore() sets back first.
-_STATUS_KEYS = ("SigIgn", "SigCgt", "Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "Cpus_allowed_list")
+_STATUS_KEYS = ("SigIgn", "SigCgt", "Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
+                "NoNewPrivs", "Seccomp", "Cpus_allowed_list")
 _STATUS_PROBLEMS = {"SigIgn": "signal dispositions changed outside Python",
                     "SigCgt": "signal dispositions changed outside Python",
                     "Uid": "user ids changed", "Gid": "group ids changed", "Groups": "supplementary groups changed",
+                    **dict.fromkeys(("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"), "capabilities changed"),
                     "NoNewPrivs": "no_new_privs was set", "Seccomp": "a seccomp filter was installed",
                     "Cpus_allowed_list": "CPU affinity not restored"}
 _STATUS_MARKERS = tuple((key, b"\n" + key.encode() + b":") for key in _STATUS_KEYS)  # none is the first line
 _NAMESPACES = ("net", "mnt", "uts", "ipc", "user", "pid_for_children", "cgroup")
 PR_SET_PDEATHSIG, PR_GET_PDEATHSIG, PR_GET_DUMPABLE, PR_SET_DUMPABLE = 1, 2, 3, 4
+PR_GET_CHILD_SUBREAPER = 37
 
 
 def become_subreaper() -> None:
@@ -84,7 +87,7 @@ class Snapshot:
     nice: int
     scheduler: tuple[int, int]  # policy, priority
     affinity: set[int]
-    process_flags: tuple[int, int]  # parent-death signal, dumpable
+    process_flags: tuple[int, int, int]  # parent-death signal, dumpable, child subreaper
     namespaces: dict[str, str]
     interpreter: tuple[int, int, float]  # `_interpreter()`
     kernel_view: dict[str, str] = field(default_factory=dict)  # `_STATUS_KEYS` of /proc/self/status
@@ -140,7 +143,8 @@ class Snapshot:
         # attempt: unblocking it would deliver it now, after the step returned (a
         # default disposition kills the child before it sends the result).
         for sig in _raw_signal.sigpending() - self.mask:
-            signal.sigtimedwait([sig], 0)
+            while signal.sigtimedwait([sig], 0) is not None:
+                pass  # a real-time signal queues every instance sent: all of them go
         _raw_signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
         # Only timers the attempt started are cancelled: one the apps set up at import
         # keeps counting down, as it would in a fresh child.
@@ -188,6 +192,8 @@ class Snapshot:
         problems.extend(_leftover_processes(tasks, self.children))
         threads = len(tasks) if tasks else _thread_count()
         if threads > self.threads:
+            threads = _settled_thread_count(self.threads)
+        if threads > self.threads:
             problems.append(f"{threads - self.threads} thread(s) still running")
         return problems
 
@@ -212,6 +218,24 @@ def _tasks() -> list[str]:
         return os.listdir("/proc/self/task")
     except OSError:
         return []
+
+
+# A thread that Python has joined may still be listed for a moment while the kernel
+# ends it (join returns when its Python state is released, a little before the
+# thread itself exits): an extra thread is looked for again for up to this long
+# (seconds) before the child is retired for it.
+EXITING_THREAD_SECONDS = 0.05
+
+
+def _settled_thread_count(baseline: int) -> int:
+    """The number of threads once those already ending have gone (at most
+    `EXITING_THREAD_SECONDS`; only called when more than ``baseline`` are listed)."""
+    give_up = time.monotonic() + EXITING_THREAD_SECONDS
+    while True:
+        count = _thread_count()
+        if count <= baseline or time.monotonic() >= give_up:
+            return count
+        time.sleep(0.0005)
 
 
 def _thread_count() -> int:
@@ -318,22 +342,25 @@ def _prctl() -> Any:
     return _libc.prctl
 
 
-def _process_flags() -> tuple[int, int]:
-    """The parent-death signal (a child dies with its parent by it) and the dumpable
-    flag; ``(0, 0)`` where prctl is missing."""
+def _process_flags() -> tuple[int, int, int]:
+    """The parent-death signal (a child dies with its parent by it), the dumpable
+    flag and the child-subreaper flag (without it, a process the next attempt starts
+    and orphans is not found as a leftover); ``(0, 0, 0)`` where prctl is missing."""
     try:
         prctl = _prctl()
     except (OSError, AttributeError):
-        return 0, 0
-    deathsig = ctypes.c_int(0)
+        return 0, 0, 0
+    deathsig, subreaper = ctypes.c_int(0), ctypes.c_int(0)
     prctl(PR_GET_PDEATHSIG, ctypes.byref(deathsig), 0, 0, 0)
-    return deathsig.value, int(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0))
+    prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(subreaper), 0, 0, 0)
+    return deathsig.value, int(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)), subreaper.value
 
 
-def _set_process_flags(flags: tuple[int, int]) -> None:
+def _set_process_flags(flags: tuple[int, int, int]) -> None:
     prctl = _prctl()
     prctl(PR_SET_PDEATHSIG, flags[0], 0, 0, 0)
     prctl(PR_SET_DUMPABLE, flags[1], 0, 0, 0)
+    prctl(PR_SET_CHILD_SUBREAPER, flags[2], 0, 0, 0)
 
 
 def _namespaces() -> dict[str, str]:

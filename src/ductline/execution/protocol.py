@@ -97,12 +97,22 @@ class Fatal:
     traceback: str
 
 
+# What a child asks its parent: a context value read or written, a boundary crossed, a
+# chunk of its input's out-of-line values, the scaled timeout of its input. Anything
+# else is not the protocol (a step writing into the pipe), never a request answered.
+REQUEST_KINDS = frozenset({"context_get", "context_set", "boundary", "payload_chunk", "timeout"})
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
-    """The running step asks its parent something; the parent answers with REPLY."""
+    """The running step asks its parent something; the parent answers with REPLY,
+    which carries the request's ``seq`` back: a child numbers its requests, so an
+    answer to a request a step gave up on (a signal interrupted its wait) is never
+    taken as the answer to a later one, in that attempt or the next."""
 
     kind: str
     args: tuple[Any, ...]
+    seq: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,12 +220,12 @@ def stop() -> tuple[Any, ...]:
     return (Kind.STOP.value,)
 
 
-def reply(value: Any) -> tuple[Any, ...]:
-    return (Kind.REPLY.value, value)
+def reply(value: Any, seq: int) -> tuple[Any, ...]:
+    return (Kind.REPLY.value, value, seq)
 
 
-def reply_error(text: str) -> tuple[Any, ...]:
-    return (Kind.REPLY_ERROR.value, text)
+def reply_error(text: str, seq: int) -> tuple[Any, ...]:
+    return (Kind.REPLY_ERROR.value, text, seq)
 
 
 def ready(pid: int) -> tuple[Any, ...]:
@@ -226,8 +236,8 @@ def fatal(error_type: str, error: str, traceback: str) -> tuple[Any, ...]:
     return (Kind.FATAL.value, None, error_type, error, traceback)
 
 
-def request(kind: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
-    return (Kind.REQUEST.value, kind, args)
+def request(kind: str, args: tuple[Any, ...], seq: int) -> tuple[Any, ...]:
+    return (Kind.REQUEST.value, kind, args, seq)
 
 
 def done(lease_token: str, output: str, retire: str = "") -> tuple[Any, ...]:
@@ -326,7 +336,13 @@ class Reader:
                     return
                 (size,) = struct.unpack("!Q", self._buffer[4:12])
                 start = 12
-            if size < 0 or size > cap:
+            if size < 0:
+                # No frame has a negative length: bytes out of step, never a message
+                # too large. What follows cannot be framed; the caller kills the child.
+                frames.append(Garbled(f"a frame header of negative length {size}"))
+                self._buffer.clear()
+                return
+            if size > cap:
                 raise Oversized(frames)
             if len(self._buffer) < start + size:
                 return
@@ -387,9 +403,9 @@ def parse(raw: Any) -> Message:
         return Ready(fields[0])
     if kind == Kind.FATAL and len(fields) == 4 and _texts(fields[1:]):
         return Fatal(*fields[1:])
-    if kind == Kind.REQUEST and len(fields) == 2 and isinstance(fields[0], str) \
-            and isinstance(fields[1], (tuple, list)):
-        return Request(fields[0], tuple(fields[1]))
+    if kind == Kind.REQUEST and len(fields) == 3 and fields[0] in REQUEST_KINDS \
+            and isinstance(fields[1], (tuple, list)) and type(fields[2]) is int:
+        return Request(fields[0], tuple(fields[1]), fields[2])
     if kind == Kind.DONE and len(fields) in (2, 3) and _texts(fields):
         return Done(*fields)
     if kind == Kind.ERROR and len(fields) in (4, 5) and _texts(fields):

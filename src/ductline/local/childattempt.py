@@ -27,6 +27,10 @@ from ductline.model.states import AttemptResult
 
 log = logging.getLogger("ductline.local")
 
+# The step of the probe a new child runs first: a FATAL (its apps did not import) is
+# its answer; in any later attempt a FATAL is not the protocol.
+PROBE_STEP = "__ready__"
+
 
 class ChildAttempt:
     """Runs one attempt on a child the enforcer knows under ``key``.
@@ -113,6 +117,9 @@ class ChildAttempt:
         for message in messages:
             if isinstance(message, Garbled):
                 return self._broken(codec.render(message, "error"))
+            if isinstance(message, Fatal) and task.step != PROBE_STEP:
+                return self._broken(f"a FATAL message ({codec.clean_text(message.error_type)[:100]}) "
+                                    "from a child that had started")
             try:
                 self._handle(message, task, limit, answer)
             except Exception as exc:  # noqa: BLE001 - a hostile message must not stop the executor
@@ -138,9 +145,9 @@ class ChildAttempt:
                 answer: Callable[[str, tuple[Any, ...]], Any]) -> None:
         if isinstance(message, Request):
             try:
-                reply = protocol.reply(answer(message.kind, message.args))
+                reply = protocol.reply(answer(message.kind, message.args), message.seq)
             except Exception as exc:
-                reply = protocol.reply_error(f"{type(exc).__name__}: {exc}")
+                reply = protocol.reply_error(f"{type(exc).__name__}: {exc}", message.seq)
             try:
                 self._child.send(reply)
             except (OSError, ValueError):

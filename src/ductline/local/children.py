@@ -26,7 +26,7 @@ from ductline.execution.enforcer import Enforcer, Reason, Watch
 from ductline.execution.process import Child
 from ductline.execution.protocol import Task
 from ductline.local.childapps import READY_REF, task_pipeline
-from ductline.local.childattempt import ChildAttempt
+from ductline.local.childattempt import PROBE_STEP, ChildAttempt
 from ductline.local.outcome import Limit, Outcome
 from ductline.model.outcomes import (PAYLOAD_TOO_LARGE_TYPE, TIMEOUT_ERROR_TYPE, child_died_message,
                                      timeout_message)
@@ -213,7 +213,7 @@ class Pool:
         except OSError as exc:  # e.g. no more processes or file descriptors
             raise ChildStartError(type(exc).__name__, f"cannot start a child process: {exc}") from exc
         self._track(child)
-        probe = Task(uuid.uuid4().hex, "", task_pipeline(READY_REF, None), "__ready__", 0, "[]", None,
+        probe = Task(uuid.uuid4().hex, "", task_pipeline(READY_REF, None), PROBE_STEP, 0, "[]", None,
                      uuid.uuid4().hex, self.max_output_bytes)
         limit = Limit(asyncio.get_running_loop().time(), STARTUP_TIMEOUT)
         try:
@@ -239,7 +239,7 @@ class Pool:
         child the same way before the cancellation goes on."""
         enforcer = self._kill_path()
         tracked = self._live[child]
-        child.used = child.used or task.step != "__ready__"
+        child.used = child.used or task.step != PROBE_STEP
         attempt = ChildAttempt(child, tracked.key, tracked.gone, enforcer, self.message_cap)
         try:
             outcome = await attempt.run(task, limit, answer, on_log)

@@ -111,6 +111,12 @@ class ChildEvents:
             if isinstance(message, Garbled):
                 self._garbled(slot, runner, codec.render(message, "error"))
                 return
+            if isinstance(message, Fatal) and getattr(runner, "ready", True):
+                # FATAL is a child's answer instead of READY (its apps did not import);
+                # after READY (or from a thread) it is a step writing into the pipe
+                self._garbled(slot, runner, f"a FATAL message ({codec.clean_text(message.error_type)[:100]}) "
+                                            "from a child that had said it was ready")
+                return
             try:
                 self._message(slot, message)
             except Exception as exc:  # noqa: BLE001 - a hostile message must not end the loop
@@ -165,9 +171,9 @@ class ChildEvents:
             if job is None or slot.runner is None:
                 return
             if message.kind == "timeout":
-                self._scaled_timeout(slot, job, slot.runner, int(message.args[0]))
+                self._scaled_timeout(slot, job, slot.runner, int(message.args[0]), message.seq)
             else:
-                answer(self._store, slot.runner, job, message.kind, message.args)
+                answer(self._store, slot.runner, job, message.kind, message.args, message.seq)
             return
         if isinstance(message, Log):
             if job is not None and message.lease_token == job.lease_token:
@@ -280,7 +286,7 @@ class ChildEvents:
         self._queue(slot, AttemptResult.TIMED_OUT, error_type="TimeoutError",
                     error=timeout_message(job.attempt, job.step, slot.timeout_seconds))
 
-    def _scaled_timeout(self, slot: Slot, job: ClaimedJob, runner: Runner, seconds: int) -> None:
+    def _scaled_timeout(self, slot: Slot, job: ClaimedJob, runner: Runner, seconds: int, seq: int) -> None:
         """The attempt sized its input: its deadline becomes start + the scaled
         timeout (never past the run deadline), on the database clock."""
         deadline_ms = job.started_ms + seconds * 1000
@@ -293,7 +299,7 @@ class ChildEvents:
             self._store.set_attempt_deadline(job.job_id, job.attempt, job.lease_token, deadline_ms)
         except StoreError as exc:
             self._outage.failed("recording a deadline", exc)
-        runner.send(protocol.reply(True))
+        runner.send(protocol.reply(True, seq))
 
     def collect_undead(self) -> None:
         """Children that survived SIGKILL (kernel D state) are left alone for good:

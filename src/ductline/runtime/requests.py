@@ -13,9 +13,10 @@ from ductline.store import Store, payloads
 from ductline.store.records import ClaimedJob
 
 
-def answer(store: Store, runner: Runner, job: ClaimedJob, kind: str, args: tuple[Any, ...]) -> None:
+def answer(store: Store, runner: Runner, job: ClaimedJob, kind: str, args: tuple[Any, ...], seq: int) -> None:
     """Answer one request of the attempt of ``job`` on ``runner`` (a REPLY, or a
-    REPLY_ERROR the step sees as `ductline.ExecutionError`)."""
+    REPLY_ERROR the step sees as `ductline.ExecutionError`), numbered ``seq`` as
+    the request was."""
     try:
         if kind == "context_get":
             value: Any = store.context_get(job.run_id, args[0])
@@ -26,9 +27,9 @@ def answer(store: Store, runner: Runner, job: ClaimedJob, kind: str, args: tuple
         elif kind == "payload_chunk":  # the child reads its input's out-of-line values
             value = payloads.read_chunk(store, job.run_id, str(args[0]), int(args[1]))
         else:
-            runner.send(protocol.reply_error(f"unknown request {kind!r}"))
+            runner.send(protocol.reply_error(f"unknown request {kind!r}", seq))
             return
     except StoreError as exc:
-        runner.send(protocol.reply_error(f"database unavailable: {exc}"))
+        runner.send(protocol.reply_error(f"database unavailable: {exc}", seq))
         return
-    runner.send(protocol.reply(value))
+    runner.send(protocol.reply(value, seq))
