@@ -84,3 +84,28 @@ def forge_fatal(seconds):
 
 
 forged_fatal = Pipeline("fuzz_forged_fatal").start(forge_fatal, max_retry=0, max_crash=0, timeout=60)
+
+
+def _mark():
+    import ductline
+
+    context = ductline.context()
+    with open(os.environ["FUZZ_MARKS"], "a", encoding="utf-8") as marks:
+        marks.write(f"{context.run_id} {context.step} {context.attempt}\n")
+
+
+def junk_then_return(_):
+    """Writes a negative frame length into its channel and returns at once, so the
+    child may start the job sent ahead to it before its parent kills it."""
+    _mark()
+    os.write(_channel_fd(), b"\xff\xff\xff\xfe" + b"x" * 20)
+    return "junk"
+
+
+def marked(i):
+    _mark()
+    return i
+
+
+junk_writer = Pipeline("fuzz_junk_writer").start(junk_then_return, max_retry=0, max_crash=0)
+marked_steps = Pipeline("fuzz_marked").start(marked)

@@ -119,3 +119,31 @@ def test_a_fatal_message_in_the_middle_of_an_attempt_is_a_protocol_error(store):
         assert [a["result"] for a in run_view(store, after.id)["steps"][0]["attempts"]] == ["succeeded"]
     finally:
         assert stop_worker(proc) == 0
+
+
+def test_a_job_sent_ahead_to_a_child_killed_for_junk_never_runs_twice_under_one_attempt(store, tmp_path):
+    """The child of a step that wrote junk may start the job sent ahead to it before
+    its parent kills it: that attempt is recorded (released, as begun) and the job runs
+    again under the next number. Every execution is an attempt on record, none twice."""
+    marks = tmp_path / "marks.txt"
+    marks.touch()
+    proc = start_worker(store.url, concurrency=1, app=FUZZ_APP, env={"FUZZ_MARKS": str(marks)})
+    try:
+        warm = fuzz_app.marked_steps.trigger_many([[i] for i in range(50)], database=store)  # short attempts: sent ahead
+        handles = []
+        for _ in range(12):
+            handles.append(fuzz_app.junk_writer.trigger(0, database=store))
+            handles += fuzz_app.marked_steps.trigger_many([[i] for i in range(4)], database=store)
+        for handle in warm + handles:
+            wait_for(lambda: _settled(store, handle), timeout=60)
+    finally:
+        assert stop_worker(proc) == 0
+    executions = marks.read_text(encoding="utf-8").split("\n")[:-1]
+    assert len(executions) == len(set(executions)), "an attempt ran twice"
+    recorded = {f"{h.id} {step['step']} {a['attempt']}" for h in warm + handles
+                for step in run_view(store, h.id)["steps"] for a in step["attempts"]}
+    assert set(executions) <= recorded
+    released = [a for h in warm + handles for step in run_view(store, h.id)["steps"] for a in step["attempts"]
+                if a["error_type"] == "Released"]
+    assert all(a["error"] == "started in a child that was being killed for what the attempt before it sent"
+               for a in released)

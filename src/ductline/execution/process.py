@@ -54,6 +54,7 @@ class Child:
         self.ledger = Ledger()  # of the tasks sent ahead to it (`ductline.runtime.prefetch`)
         os.set_inheritable(self.ledger.fd, True)
         self.sent_ahead = 0  # tasks sent ahead so far: the sequence number of the last
+        self.started_ahead = 0  # the last task sent ahead it started, as its ledger said at close
         env = dict(os.environ)
         env[ENV_FD] = str(fd)
         env[ENV_HORIZON] = str(self.horizon.fd)
@@ -134,12 +135,21 @@ class Child:
             self.close()
         return code
 
+    @property
+    def closed(self) -> bool:
+        """Its descriptors are closed (`close`): it was reaped."""
+        return self._closed
+
     def close(self) -> None:
         """Close the socket and the pidfd, once: a descriptor number closed twice may
         by then belong to something else."""
         if self._closed:
             return
         self._closed = True
+        try:  # kept: which tasks sent ahead it started is still asked after it is gone
+            self.started_ahead = self.ledger.last_started()
+        except (OSError, ValueError):
+            pass
         for close in (self.conn.close, lambda: os.close(self.sentinel), self.horizon.close, self.ledger.close,
                       self._below.close):
             try:

@@ -100,11 +100,15 @@ class Prefetcher:
             ahead that its child started before it could be taken back).
         killing: whether the attempt on a slot (by its index) is being killed.
         depth: how many jobs a busy child holds at most (0: no prefetch).
+        release_begun: records a job that its child started and that died with the
+            child before its attempt was taken (the child was being killed for what the
+            attempt before it did): released, as begun, with its start (epoch ms).
     """
 
     def __init__(self, slots: list[Slot], ahead: Ahead, definitions: dict[str, Definition], *,
                  clock: DatabaseClock, begin: Begin, kill_lost: Callable[[Slot], None],
-                 killing: Callable[[int], bool] = lambda index: False, depth: int = DEPTH) -> None:
+                 killing: Callable[[int], bool] = lambda index: False, depth: int = DEPTH,
+                 release_begun: Callable[[ClaimedJob, int], None] = lambda job, started_ms: None) -> None:
         self._slots = slots
         self._ahead = ahead
         self._definitions = definitions
@@ -113,6 +117,7 @@ class Prefetcher:
         self._kill_lost = kill_lost
         self._killing = killing
         self._depth = depth
+        self._release_begun = release_begun
 
     def pending(self) -> list[Prefetched]:
         return [p for s in self._slots for p in s.sent]
@@ -158,9 +163,10 @@ class Prefetcher:
         if slot.busy:
             # The attempt before it was not taken: its child is being killed, and
             # started this one just before the kill took back what was sent ahead.
-            # It dies with the child, unrecorded, and runs again elsewhere (as after
-            # a crash; never again in this child, which gets nothing more).
-            self._return(sent)
+            # It dies with the child: recorded released (it began, so its next attempt
+            # has the next number), never run again under this one.
+            if not sent.lost:
+                self._release_begun(sent.job, int(at * 1000 + sent.offset_ms))
             return
         started_ms = int(at * 1000 + sent.offset_ms)  # as the child worked it out (`protocol.next_task`)
         timeout = sent.job.timeout_seconds
@@ -171,11 +177,17 @@ class Prefetcher:
 
     def reconcile(self) -> None:
         """Jobs sent to a child that is no longer its slot's (it died, was retired
-        or abandoned) never started there: back to the queue."""
+        or abandoned): those its ledger says it started died with it and are
+        released as begun (their ``STARTED`` was never read: the child was killed
+        for what it sent before); the others never started there: back to the queue."""
         for slot in self._slots:
             if slot.sent and (slot.child is not slot.sent[0].child or slot.undead):
+                started = _last_started(slot.sent[0].child, slot.sent[-1].seq)
                 for sent in reversed(slot.sent):  # each goes to the head: the first ends first
-                    self._return(sent)
+                    if (sent.begun or sent.seq <= started) and not sent.lost:
+                        self._release_begun(sent.job, sent.job.started_ms)
+                    else:
+                        self._return(sent)
                 slot.sent.clear()
 
     def _return(self, sent: Prefetched) -> None:
@@ -225,6 +237,16 @@ class Prefetcher:
             log.info("Lease of a job sent ahead to a child was lost; not starting it", extra={
                 "run_id": sent.job.run_id, "job_id": sent.job.job_id, "step": sent.job.step,
                 "attempt": sent.job.attempt})
+
+
+def _last_started(child: Child, through: int) -> int:
+    """The last task sent ahead that a child no longer its slot's started, the tasks up
+    to ``through`` taken back if it still runs; a closed child's ledger is gone, and
+    the child kept what it said as it closed."""
+    if child.closed:  # its ledger's descriptor is closed (its number may be reused)
+        return child.started_ahead
+    taken = child.ledger.take_back(through)
+    return child.ledger.last_started() if taken is None else taken
 
 
 def _take(slot: Slot, token: str) -> Prefetched | None:

@@ -28,7 +28,7 @@ from ductline.config import Settings
 from ductline.dsl.graph import Definition
 from ductline.errors import StoreError
 from ductline.execution.enforcer import LEASE_SAFETY_SHARE, Enforcer, Reason
-from ductline.model.outcomes import GIVEN_BACK
+from ductline.model.outcomes import GIVEN_BACK, KILLED_WITH_CHILD
 from ductline.model.states import AttemptResult, WorkerStatus
 from ductline.runtime import maintenance
 from ductline.runtime.ahead import Ahead
@@ -36,7 +36,7 @@ from ductline.runtime.children import ChildEvents
 from ductline.runtime.claimer import Claimer
 from ductline.runtime.heartbeat import Heartbeat
 from ductline.runtime.outbox import Outage, Outbox
-from ductline.runtime.outcomes import Outcome
+from ductline.runtime.outcomes import Outcome, job_extra
 from ductline.runtime.prefetch import Prefetcher
 from ductline.runtime.readiness import ready as wait_ready
 from ductline.runtime.record import Attempt
@@ -45,6 +45,7 @@ from ductline.runtime.slots import Slot
 from ductline.runtime.spares import Spares
 from ductline.runtime.wakeup import Wakeup
 from ductline.store import Store, payloads
+from ductline.store.records import ClaimedJob
 
 log = logging.getLogger("ductline.worker")
 
@@ -113,7 +114,7 @@ class Worker:
         self.prefetcher = Prefetcher(self.slots, self.ahead, definitions, clock=self.clock,
                                      begin=self.claimer.begin_prefetched,
                                      kill_lost=lambda slot: self.enforcer.kill(slot.index, Reason.LEASE, grace=0.0),
-                                     killing=self._killing)
+                                     killing=self._killing, release_begun=self._release_begun)
         self.heartbeat = Heartbeat(store, settings, self.id, self.slots, clock=self.clock, enforcer=self.enforcer,
                                    wakeup=self.wakeup, outbox=self.outbox, outage=self.outage,
                                    report=lambda: (self.undead_count(), self.status()), ahead=self.ahead,
@@ -249,6 +250,19 @@ class Worker:
                               job.started_ms, job.limit_key, job.deadline_ms, begun=False)
             self.outbox.add(Outcome(attempt, job.pipeline, AttemptResult.CANCELLED, release=True,
                                     error=f"{GIVEN_BACK}: {why}"))
+        self.claimer.soon()
+
+    def _release_begun(self, job: ClaimedJob, started_ms: int) -> None:
+        """A job sent ahead that its child started just as the child was killed for
+        what the attempt before it sent: it died there, through no fault of its own.
+        Recorded released (no budget charged) as an attempt that began, so the step
+        runs again under the next attempt number, never twice under one."""
+        attempt = Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token,
+                          started_ms, job.limit_key, job.deadline_ms, begun=True)
+        log.warning("A job sent ahead started in a child being killed; released to run again",
+                    extra=job_extra(attempt))
+        self.outbox.add(Outcome(attempt, job.pipeline, AttemptResult.CANCELLED, release=True,
+                                error=KILLED_WITH_CHILD))
         self.claimer.soon()
 
     def _flush(self) -> None:
