@@ -145,5 +145,5 @@ def test_a_job_sent_ahead_to_a_child_killed_for_junk_never_runs_twice_under_one_
     assert set(executions) <= recorded
     released = [a for h in warm + handles for step in run_view(store, h.id)["steps"] for a in step["attempts"]
                 if a["error_type"] == "Released"]
-    assert all(a["error"] == "started in a child that was being killed for what the attempt before it sent"
+    assert all(a["error"] == "started in a child that was being killed for the attempt before it"
                for a in released)

@@ -58,9 +58,10 @@ RELEASED_TYPE = "Released"                         # a worker shut down during t
 # find such attempts with `GIVEN_BACK_PATTERN`).
 GIVEN_BACK = "given back before it started"
 GIVEN_BACK_PATTERN = GIVEN_BACK + "%"  # SQL LIKE: the error begins with it
-# The error of a `RELEASED_TYPE` attempt that began in a child being killed for what the
-# attempt before it sent (it was sent ahead to that child): it runs again, not charged.
-KILLED_WITH_CHILD = "started in a child that was being killed for what the attempt before it sent"
+# The error of a `RELEASED_TYPE` attempt that began in a child being killed for the
+# attempt before it (junk it sent, a timeout, a cancel; the job was sent ahead to that
+# child): it runs again, not charged.
+KILLED_WITH_CHILD = "started in a child that was being killed for the attempt before it"
 PROTOCOL_ERROR_TYPE = "ductline.ProtocolError"     # the child sent what its parent cannot take (a crash)
 
 _REQUESTED = re.compile(r"retry requested in (\d+) s")

@@ -253,8 +253,9 @@ class Worker:
         self.claimer.soon()
 
     def _release_begun(self, job: ClaimedJob, started_ms: int) -> None:
-        """A job sent ahead that its child started just as the child was killed for
-        what the attempt before it sent: it died there, through no fault of its own.
+        """A job sent ahead that its child started just as the child was killed for the
+        attempt before it (junk it sent, a timeout, a cancel): it died there, through
+        no fault of its own.
         Recorded released (no budget charged) as an attempt that began, so the step
         runs again under the next attempt number, never twice under one."""
         attempt = Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token,
