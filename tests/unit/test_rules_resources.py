@@ -36,6 +36,12 @@ XCPU = -signal.SIGXCPU
     (Ended(ERR, "MemoryError", "cache full"), MEMORY, None,  # the step's own message is kept
      Ended(ERR, MEMORY_LIMIT_TYPE, "attempt exceeded memory_limit=268435456 bytes (MemoryError: cache full)")),
     (Ended(CRASH, "ChildDied", "died"), MEMORY, XCPU, Ended(CRASH, "ChildDied", "died")),
+    (Ended(ERR, "RuntimeError", "can't start new thread"), MEMORY, None,  # its stack did not fit the limit
+     Ended(ERR, MEMORY_LIMIT_TYPE, "attempt exceeded memory_limit=268435456 bytes "
+                                   "(RuntimeError: can't start new thread)")),
+    (Ended(ERR, "RuntimeError", "can't start new thread"), NONE, None,
+     Ended(ERR, "RuntimeError", "can't start new thread")),
+    (Ended(ERR, "RuntimeError", "other"), MEMORY, None, Ended(ERR, "RuntimeError", "other")),
 ])
 def test_over_limit(ended: Ended, limits: ResourceLimits, code: int | None, expected: Ended) -> None:
     assert over_limit(ended, limits, code) == expected

@@ -49,6 +49,12 @@ def cpu_message(limit: float) -> str:
     return f"attempt exceeded cpu_limit={limit:g} CPU seconds"
 
 
+def _thread_refused(ended: Ended) -> bool:
+    """A thread the step started could not get its stack: under an address-space
+    limit, CPython says so with this RuntimeError, not a MemoryError."""
+    return ended.error_type == "RuntimeError" and "can't start new thread" in (ended.error or "")
+
+
 def over_limit(ended: Ended, limits: ResourceLimits, exit_code: int | None = None) -> Ended:
     """``ended``, or the limit error it really is.
 
@@ -63,8 +69,8 @@ def over_limit(ended: Ended, limits: ResourceLimits, exit_code: int | None = Non
         whose message names the limit, or ``ended`` unchanged.
     """
     if limits.memory_bytes is not None and ended.result is AttemptResult.ERRORED \
-            and ended.error_type == "MemoryError":
-        own = f" (MemoryError: {ended.error})" if ended.error else ""
+            and (ended.error_type == "MemoryError" or _thread_refused(ended)):
+        own = f" ({ended.error_type}: {ended.error})" if ended.error else ""
         return Ended(AttemptResult.ERRORED, MEMORY_LIMIT_TYPE, memory_message(limits.memory_bytes) + own)
     if limits.cpu_seconds is not None and exit_code == -signal.SIGXCPU:
         return Ended(AttemptResult.ERRORED, CPU_LIMIT_TYPE, cpu_message(limits.cpu_seconds))
