@@ -93,8 +93,8 @@ class Ledger:
             fcntl.lockf(self.fd, fcntl.LOCK_UN)
 
     def last_started(self) -> int:
-        """The last task the child started (read without the lock: call it once the
-        child is gone, when nothing changes it any more)."""
+        """The last task the child started, read without the lock: exact once the child
+        is gone; while it runs, a task it is starting at this moment may not show yet."""
         return int(_LEDGER.unpack_from(self._map, 0)[0])
 
     def close(self) -> None:

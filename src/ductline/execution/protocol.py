@@ -112,7 +112,13 @@ class Request:
 
     kind: str
     args: tuple[Any, ...]
-    seq: int = 0
+    seq: int
+
+
+def misplaced_fatal(message: Fatal) -> str:
+    """Why a FATAL is not the protocol once a child has said READY (FATAL is a new
+    child's answer instead of READY, when its apps do not import): a step wrote it."""
+    return f"a FATAL message ({message.error_type[:100]!r}) from a child that had said it was ready"
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,8 +118,7 @@ class ChildAttempt:
             if isinstance(message, Garbled):
                 return self._broken(codec.render(message, "error"))
             if isinstance(message, Fatal) and task.step != PROBE_STEP:
-                return self._broken(f"a FATAL message ({codec.clean_text(message.error_type)[:100]}) "
-                                    "from a child that had started")
+                return self._broken(protocol.misplaced_fatal(message))
             try:
                 self._handle(message, task, limit, answer)
             except Exception as exc:  # noqa: BLE001 - a hostile message must not stop the executor

@@ -114,8 +114,7 @@ class ChildEvents:
             if isinstance(message, Fatal) and getattr(runner, "ready", True):
                 # FATAL is a child's answer instead of READY (its apps did not import);
                 # after READY (or from a thread) it is a step writing into the pipe
-                self._garbled(slot, runner, f"a FATAL message ({codec.clean_text(message.error_type)[:100]}) "
-                                            "from a child that had said it was ready")
+                self._garbled(slot, runner, protocol.misplaced_fatal(message))
                 return
             try:
                 self._message(slot, message)

@@ -246,10 +246,7 @@ class Worker:
         why = "worker shut down" if self.stopping else "the attempts ahead of it ran long"
         log.info("Giving back %d job(s) claimed ahead and not started (%s)", len(jobs), why)
         for job in jobs:
-            attempt = Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token,
-                              job.started_ms, job.limit_key, job.deadline_ms, begun=False)
-            self.outbox.add(Outcome(attempt, job.pipeline, AttemptResult.CANCELLED, release=True,
-                                    error=f"{GIVEN_BACK}: {why}"))
+            self._release(job, job.started_ms, begun=False, error=f"{GIVEN_BACK}: {why}")
         self.claimer.soon()
 
     def _release_begun(self, job: ClaimedJob, started_ms: int) -> None:
@@ -258,13 +255,17 @@ class Worker:
         no fault of its own.
         Recorded released (no budget charged) as an attempt that began, so the step
         runs again under the next attempt number, never twice under one."""
-        attempt = Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token,
-                          started_ms, job.limit_key, job.deadline_ms, begun=True)
+        attempt = self._release(job, started_ms, begun=True, error=KILLED_WITH_CHILD)
         log.warning("A job sent ahead started in a child being killed; released to run again",
                     extra=job_extra(attempt))
-        self.outbox.add(Outcome(attempt, job.pipeline, AttemptResult.CANCELLED, release=True,
-                                error=KILLED_WITH_CHILD))
         self.claimer.soon()
+
+    def _release(self, job: ClaimedJob, started_ms: int | None, *, begun: bool, error: str) -> Attempt:
+        """Record a claimed job given back without charging a budget (`Released`)."""
+        attempt = Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token,
+                          started_ms, job.limit_key, job.deadline_ms, begun=begun)
+        self.outbox.add(Outcome(attempt, job.pipeline, AttemptResult.CANCELLED, release=True, error=error))
+        return attempt
 
     def _flush(self) -> None:
         self.outbox.flush()
