@@ -160,7 +160,7 @@ def drive(store: Any, pipeline: Any, skip: tuple[str, ...] = ()) -> list[str]:
     """Run every ready job of ``pipeline`` in this process (each step's function is
     called with its stored input) until none is ready; returns the steps run."""
     from ductline import codec
-    from ductline.runtime import record
+    from ductline.engine import record
 
     definition = pipeline.definition()
     ran: list[str] = []

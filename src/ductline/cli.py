@@ -356,7 +356,7 @@ def retry(run_id: str, force: tuple[str, ...], database: str | None) -> None:
 @database_option
 def cancel(run_id: str, database: str | None) -> None:
     """Cancel a run: kill its running attempts, skip the rest."""
-    from ductline.operations.stop import cancel_run
+    from ductline.operations.cancel import cancel_run
 
     store = _store(database)
     run_id = views.resolve_run_id(store, run_id)

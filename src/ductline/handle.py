@@ -18,7 +18,7 @@ from ductline.config import load_settings
 from ductline.errors import RunFailed, RunNotFound
 from ductline.model.states import SETTLED_RUN, RunStatus
 from ductline.operations.resume import NO_INPUT, resume
-from ductline.operations.stop import cancel_run
+from ductline.operations.cancel import cancel_run
 from ductline.store import Store, payloads, sqlite_path
 from ductline.stores import store_for
 

@@ -26,8 +26,8 @@ import pytest
 from helpers import stop_worker, wait_for
 
 import ductline
-from ductline.runtime import record
-from ductline.runtime.advance import Completed, advance
+from ductline.engine import record
+from ductline.engine.advance import Completed, advance
 from ductline.store import queries
 from ductline.views import iso, run_view
 

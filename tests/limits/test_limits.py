@@ -206,7 +206,7 @@ def test_the_throttled_gauge_counts_jobs_waiting_for_a_slot(store):
 
 
 def test_a_cancelled_attempt_keeps_its_slot_until_its_child_is_gone(store, db_url, workers, tmp_path):
-    from ductline.operations.stop import cancel_run
+    from ductline.operations.cancel import cancel_run
 
     pids = tmp_path / "pids"
     pids.mkdir()
@@ -235,7 +235,7 @@ def test_a_cancelled_attempt_keeps_its_slot_until_its_child_is_gone(store, db_ur
 def test_start_slots_of_cancelled_jobs_are_given_out_again(store):
     import time
 
-    from ductline.operations.stop import cancel_run
+    from ductline.operations.cancel import cancel_run
     from ductline.store.records import StepLimit
 
     limits = {("rated", "quick"): StepLimit(None, 4)}

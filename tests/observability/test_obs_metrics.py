@@ -276,7 +276,7 @@ def test_queue_gauges_remember_drained_pipelines_and_cache_readings(store):
     handle = obs_app.timeout_then_ok.trigger(1, database=store)
     depths = QueueDepths(store, cache_seconds=60)
     assert depths() == {"obs_timeout_then_ok": (1, 0, 0)}
-    from ductline.operations.stop import cancel_run
+    from ductline.operations.cancel import cancel_run
 
     cancel_run(store, handle.id)
     assert depths() == {"obs_timeout_then_ok": (1, 0, 0)}  # cached
@@ -310,7 +310,7 @@ def test_pipeline_runtime_is_read_from_the_store_when_the_event_has_none(store):
     registry = Registry()
     subscriber = MetricsSubscriber(registry, store)
     handle = obs_app.timeout_then_ok.trigger(1, database=store)
-    from ductline.operations.stop import cancel_run
+    from ductline.operations.cancel import cancel_run
 
     cancel_run(store, handle.id)
     subscriber(EventName.PIPELINE_CANCELLED, {"pipeline": "obs_timeout_then_ok", "run_id": handle.id})

@@ -22,7 +22,7 @@ from ductline.observability.tracing import (
     run_span_id,
     trace_id_for,
 )
-from ductline.operations import stop as abort
+from ductline.engine import stop as abort
 
 
 def job(run_id: str, job_id: str, attempt: int) -> dict[str, object]:

@@ -14,7 +14,7 @@ import pytest
 from helpers import drive, wait_for
 
 from ductline.operations.prune import prune
-from ductline.operations.stop import cancel_run
+from ductline.operations.cancel import cancel_run
 from ductline.store import steplogs
 
 TABLES = ("ductline_jobs", "ductline_attempts", "ductline_payloads", "ductline_context", "ductline_fanins",

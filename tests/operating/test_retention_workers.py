@@ -18,7 +18,7 @@ from helpers import FAST_ENV, stop_worker, wait_for
 from test_prune import cli, past_the_last_finish, rows_of
 
 from ductline.operations.prune import prune
-from ductline.operations.stop import cancel_run
+from ductline.operations.cancel import cancel_run
 from ductline.views import run_view
 
 APPS = Path(__file__).parent.parent / "apps"

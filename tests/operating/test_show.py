@@ -95,7 +95,7 @@ def ductline(db_url: str, *words: str) -> None:
 def test_show_json_gives_held_steps_and_a_revived_run_loses_its_halt(store, db_url):
     from ductline import codec
     from ductline.model.outcomes import AttemptResult, Ended
-    from ductline.runtime import record
+    from ductline.engine import record
 
     handle = branches.trigger(1, database=store)
     (first,) = store.claim("w", [branches.name], 1, 60_000)
@@ -132,7 +132,7 @@ def test_show_json_gives_held_steps_and_a_revived_run_loses_its_halt(store, db_u
 
 def test_show_json_gives_each_skipped_steps_root(store, db_url):
     handle = branches.trigger(1, database=store)
-    from ductline.operations.stop import cancel_run
+    from ductline.operations.cancel import cancel_run
 
     drive(store, branches, skip=("fails_then_recovers", "double"))  # both branches claimed, neither done
     cancel_run(store, handle.id)  # this process defines the pipeline: its dependents are walked

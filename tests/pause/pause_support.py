@@ -1,5 +1,5 @@
 """Driving pause pipelines in the test process: claim jobs with `Store.claim` and
-record their outcomes with `ductline.runtime.record`, against a real database
+record their outcomes with `ductline.engine.record`, against a real database
 (import as `pause_support`)."""
 
 from __future__ import annotations

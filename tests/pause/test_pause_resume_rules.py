@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 
 from ductline import InvalidStateError, PayloadTooLarge, codec
 from ductline.handle import RunHandle
-from ductline.operations import stop as abort
+from ductline.engine import stop as abort
 from ductline.store import Store, payloads
 from ductline.views import iso
 from ductline.web import create_app

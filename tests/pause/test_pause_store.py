@@ -13,9 +13,9 @@ from pause_support import drive, jobs_by_step
 from ductline import InvalidStateError, RunNotFound
 from ductline.handle import RunHandle
 from ductline.model.states import AttemptResult
-from ductline.operations import stop as abort
+from ductline.engine import stop as abort
 from ductline.model.outcomes import Ended
-from ductline.runtime import record
+from ductline.engine import record
 from ductline.store import Store, open_store
 
 

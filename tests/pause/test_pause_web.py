@@ -96,7 +96,7 @@ def test_the_api_resumes_with_a_bearer_token_once(client, store):
 def test_a_run_failed_by_an_expired_pause_explains_why(client, store):
     import time
 
-    from ductline.operations import stop as abort
+    from ductline.engine import stop as abort
 
     handle = paused(store, pause_app.expiring)
     time.sleep(1.05)

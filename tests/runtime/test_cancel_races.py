@@ -22,8 +22,8 @@ import rt_app
 from helpers import drive, wait_for
 
 from ductline import InvalidStateError
-from ductline.operations.stop import cancel, sweep_orphans
-from ductline.runtime import record
+from ductline.engine.stop import cancel, sweep_orphans
+from ductline.engine import record
 
 RACES = 1000
 BATCH = 50

@@ -451,8 +451,8 @@ def test_a_batch_of_ended_attempts_locks_its_runs_once_and_reads_each_job_once(s
     statement (jobs given back after a long wait used to cost five statements each)."""
     from contract_support import NotingDialect
 
-    from ductline.runtime.outcomes import Outcome, record_batch
-    from ductline.runtime.record import Attempt
+    from ductline.engine.batch import Outcome, record_batch
+    from ductline.engine.record import Attempt
     from ductline.store import open_store
 
     for _ in range(3):
@@ -495,8 +495,8 @@ def test_a_recording_that_claims_every_job_it_created_wakes_no_worker(store: Sto
     from contract_support import NotingDialect
 
     from ductline import Pipeline
-    from ductline.runtime.outcomes import Outcome, record_batch
-    from ductline.runtime.record import Attempt
+    from ductline.engine.batch import Outcome, record_batch
+    from ductline.engine.record import Attempt
     from ductline.store import open_store
 
     pipeline = Pipeline("contract_notify_chain").start(_first).chain(to=_second)
@@ -534,10 +534,10 @@ def test_a_batch_of_successes_locks_its_runs_before_its_jobs_and_a_stop_first_wi
     from contract_support import NotingDialect
 
     from ductline import Pipeline
-    from ductline.operations.stop import cancel
-    from ductline.runtime import record
-    from ductline.runtime.outcomes import Outcome, record_batch
-    from ductline.runtime.record import Attempt
+    from ductline.engine.stop import cancel
+    from ductline.engine import record
+    from ductline.engine.batch import Outcome, record_batch
+    from ductline.engine.record import Attempt
     from ductline.store import open_store
 
     pipeline = Pipeline("contract_lock_first").start(_first).chain(to=_second)
@@ -598,8 +598,8 @@ def test_a_batch_of_elements_counts_its_fanin_arrivals_in_one_statement(store: S
     from contract_support import NotingDialect
 
     from ductline import Pipeline
-    from ductline.runtime.outcomes import Outcome, record_batch
-    from ductline.runtime.record import Attempt
+    from ductline.engine.batch import Outcome, record_batch
+    from ductline.engine.record import Attempt
     from ductline.store import open_store
 
     pipeline = Pipeline("contract_batched_fanin").start(_numbers).expand(to=_double).collapse(into=_total)
@@ -637,8 +637,8 @@ def _give_back(store: Store, c, *, begun: bool) -> None:
     """Record ``c`` released, as a worker does: given back unstarted from its queue
     (``begun=False``), or stopped by its shutdown after it began."""
     from ductline.model.outcomes import GIVEN_BACK
-    from ductline.runtime.outcomes import Outcome, record_batch
-    from ductline.runtime.record import Attempt
+    from ductline.engine.batch import Outcome, record_batch
+    from ductline.engine.record import Attempt
 
     attempt = Attempt(c.job_id, c.run_id, c.step, c.scope, c.attempt, c.lease_token, c.started_ms, begun=begun)
     error = "worker shut down before the attempt finished" if begun else f"{GIVEN_BACK}: worker shut down"

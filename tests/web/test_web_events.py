@@ -8,7 +8,7 @@ import threading
 import rt_app
 import web_support
 
-from ductline.operations.stop import expire
+from ductline.engine.stop import expire
 from ductline.store import Store
 
 
@@ -106,7 +106,7 @@ def test_unknown_run_and_bad_since_are_refused_before_streaming(client, seeded):
 
 
 def test_cancelled_run_ends_cancelled_and_its_page_says_so(client, seeded, sqlite_store: Store):
-    from ductline.operations.stop import cancel_run
+    from ductline.operations.cancel import cancel_run
 
     cancel_run(sqlite_store, seeded["running"], rt_app.fan.definition())
     events = read_events(client, seeded["running"])

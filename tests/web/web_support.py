@@ -1,5 +1,5 @@
 """Seeding a store for the dashboard tests through the public API: trigger runs,
-claim their jobs with `Store.claim`, record outcomes with `ductline.runtime.record`
+claim their jobs with `Store.claim`, record outcomes with `ductline.engine.record`
 inside `Store.transaction()` (import as `web_support`)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from ductline import codec
 from ductline import Pipeline
 from ductline.model.states import AttemptResult
 from ductline.model.outcomes import Ended
-from ductline.runtime import record
+from ductline.engine import record
 from ductline.store import Store
 from ductline.store.records import ClaimedJob
 

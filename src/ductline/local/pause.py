@@ -1,5 +1,5 @@
 """Pauses before a step (``Pipeline.pause(before=step, timeout=None)``) in the
-in-process executor, with the worker's rules (`ductline.runtime.pause`):
+in-process executor, with the worker's rules (`ductline.engine.pause`):
 
 - a step run of a paused step is created ``paused`` (no attempt) and the run
   becomes ``paused``; other branches keep running, the run deadline keeps counting;

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ductline.dsl.graph import Definition
-from ductline.operations import revive, stop
+from ductline.operations import cancel, revive
 from ductline.operations.resume import NO_INPUT, resume
 from ductline.operations.trigger import Triggered, trigger_run
 from ductline.store import Store
@@ -17,7 +17,7 @@ from ductline.store import Store
 class RunOperations:
     """Trigger, retry, cancel and resume runs in ``store``; each raises what the
     operation it calls documents (`ductline.operations.trigger.trigger_run`,
-    `ductline.operations.revive.retry_run`, `ductline.operations.stop.cancel_run`,
+    `ductline.operations.revive.retry_run`, `ductline.operations.cancel.cancel_run`,
     `ductline.operations.resume.resume`)."""
 
     store: Store
@@ -29,7 +29,7 @@ class RunOperations:
         revive.retry_run(self.store, run_id, force=force)
 
     def cancel(self, run_id: str) -> None:
-        stop.cancel_run(self.store, run_id)
+        cancel.cancel_run(self.store, run_id)
 
     def resume(self, run_id: str, input: Any = NO_INPUT) -> list[dict[str, Any]]:
         return resume(self.store, run_id, input)

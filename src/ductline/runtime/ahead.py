@@ -14,7 +14,7 @@ delivery contract of a running attempt:
 - a queued job never outlives its run's deadline unstarted: a job of a run with a
   deadline is given back, with the queue, halfway from its claim to that deadline,
   so another worker may run it in time. A run whose deadline the claim of its first
-  step started then counts as not started (`ductline.runtime.record`): the wait in
+  step started then counts as not started (`ductline.engine.record`): the wait in
   the queue is never charged to it (its deadline counts from the first attempt's
   start; a queued first step that starts moves it there, `ductline.runtime.claimer`);
 - a queued job is started only while its lease is known to be held: one not

@@ -3,7 +3,7 @@ deaths, kills that did not work (undead), and replacing a dead child from a warm
 spare. The worker loop hands every descriptor that became ready to `ChildEvents.handle`.
 
 Results become `Outcome`s in the outbox; what they mean is decided when they are
-recorded (`ductline.runtime.outcomes`, by the rulebook in `ductline.model`).
+recorded (`ductline.engine.batch`, by the rulebook in `ductline.model`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ductline.model.resources import over_limit
 from ductline.model.states import AttemptResult
 from ductline.observability.events import EventName, emit
 from ductline.runtime.outbox import Outage, Outbox
-from ductline.runtime.outcomes import Outcome, job_extra
+from ductline.engine.batch import Outcome, job_extra
 from ductline.runtime.prefetch import Prefetcher
 from ductline.runtime.requests import answer
 from ductline.runtime.slots import Runner, Slot

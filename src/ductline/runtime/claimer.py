@@ -28,7 +28,7 @@ from ductline.execution.enforcer import Enforcer
 from ductline.model.claim_order import FIRST_STEP
 from ductline.model.limits import step_limits
 from ductline.observability.events import EventName, emit
-from ductline.operations.stop import expire_due
+from ductline.engine.stop import expire_due
 from ductline.runtime import faults
 from ductline.runtime.ahead import Ahead
 from ductline.runtime.outbox import Outage

@@ -25,7 +25,7 @@ from ductline.execution.enforcer import Enforcer, Reason
 from ductline.observability.events import EventName, emit
 from ductline.runtime.ahead import Ahead
 from ductline.runtime.outbox import Outage, Outbox
-from ductline.runtime.outcomes import job_extra
+from ductline.engine.batch import job_extra
 from ductline.runtime.prefetch import Prefetcher
 from ductline.runtime.slots import Slot
 from ductline.runtime.wakeup import Wakeup

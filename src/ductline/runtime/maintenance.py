@@ -23,10 +23,10 @@ from ductline.model.limits import step_limits
 from ductline.model.outcomes import Ended
 from ductline.model.states import AttemptResult
 from ductline.operations.prune import prune
-from ductline.operations.stop import expire_due, sweep_orphans
+from ductline.engine.stop import expire_due, sweep_orphans
 from ductline.observability.events import EventName, emit
-from ductline.runtime import record
-from ductline.runtime.outcomes import job_extra
+from ductline.engine import record
+from ductline.engine.batch import job_extra
 from ductline.errors import StoreError
 from ductline.store import Store
 

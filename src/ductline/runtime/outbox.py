@@ -29,7 +29,7 @@ from ductline.dsl.graph import Definition
 from ductline.errors import DatabaseReplaced, StoreError, StoreUnavailable
 from ductline.model.states import AttemptResult
 from ductline.runtime import faults
-from ductline.runtime.outcomes import Outcome, job_extra, record_batch
+from ductline.engine.batch import Outcome, job_extra, record_batch
 from ductline.store import Store, payloads
 from ductline.store.store import Tx
 
@@ -84,7 +84,7 @@ class _Recorded:
 
 def _slow(outcome: Outcome) -> bool:
     """Whether recording ``outcome`` takes more than the batched statements of plain
-    successes (`ductline.runtime.outcomes.record_batch`)."""
+    successes (`ductline.engine.batch.record_batch`)."""
     return outcome.result is not AttemptResult.SUCCEEDED or outcome.release or outcome.run_deadline
 
 

@@ -17,7 +17,7 @@ from ductline.execution.process import Child
 from ductline.execution.protocol import Task
 from ductline.loglevels import DEFAULT_LEVEL, DEFAULT_MAX_BYTES
 from ductline.model.resources import ResourceLimits
-from ductline.runtime.record import Attempt
+from ductline.engine.record import Attempt
 from ductline.runtime.spares import Spares
 from ductline.store.records import ClaimedJob
 

@@ -36,10 +36,10 @@ from ductline.runtime.children import ChildEvents
 from ductline.runtime.claimer import Claimer
 from ductline.runtime.heartbeat import Heartbeat
 from ductline.runtime.outbox import Outage, Outbox
-from ductline.runtime.outcomes import Outcome, job_extra
+from ductline.engine.batch import Outcome, job_extra
 from ductline.runtime.prefetch import Prefetcher
 from ductline.runtime.readiness import ready as wait_ready
-from ductline.runtime.record import Attempt
+from ductline.engine.record import Attempt
 from ductline.runtime.scheduler import Scheduler
 from ductline.runtime.slots import Slot
 from ductline.runtime.spares import Spares

@@ -178,7 +178,7 @@ async def retry(request: Request) -> Response:
 
 
 async def cancel(request: Request) -> Response:
-    """Cancel a run (`ductline.operations.stop.cancel_run`)."""
+    """Cancel a run (`ductline.operations.cancel.cancel_run`)."""
     form, refused = await _authorised_form(request)
     if refused is not None:
         return refused

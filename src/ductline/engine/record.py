@@ -19,8 +19,8 @@ from ductline.dsl.options import StepOptions
 from ductline.model.outcomes import Action, Budget, Charge, Ended, Verdict, check_expand_output, decide
 from ductline.model.routing import job_spec
 from ductline.model.states import AttemptResult, HaltReason, JobStatus
-from ductline.operations.stop import fail_fast
-from ductline.runtime.advance import Completed, advance
+from ductline.engine.stop import fail_fast
+from ductline.engine.advance import Completed, advance
 from ductline.store import payloads
 from ductline.store.records import NewJob
 from ductline.store.store import Tx

@@ -13,7 +13,6 @@ import logging
 from typing import Any
 
 from ductline.dsl.graph import Definition
-from ductline.dsl.pipeline import registered_definition
 from ductline.errors import InvalidStateError, RunNotFound
 from ductline.model import stops
 from ductline.model.cascade import dependents
@@ -81,26 +80,6 @@ def cancel(tx: Tx, definition: Definition | None, run_id: str) -> None:
         apply_stop(tx, definition, run_id, stops.cancel(), info["metadata"])
     except Unchanged:
         raise InvalidStateError(f"run {run_id} finished while it was being cancelled") from None
-
-
-def cancel_run(store: Store, run_id: str, definition: Definition | None = None) -> None:
-    """Cancel a run in one transaction: its running attempts are ended (their
-    workers kill the children when told by NOTIFY or at their next heartbeat),
-    the rest skipped with reason ``cancelled``.
-
-    Args:
-        definition: the run's pipeline, to record its never-created dependents
-            skipped; default: the pipeline of that name if this process defined it.
-
-    Raises:
-        RunNotFound, InvalidStateError: see `cancel`.
-    """
-    with store.transaction() as tx:
-        pipeline = tx.run_pipeline(run_id)
-        if definition is None and pipeline is not None:
-            definition = registered_definition(pipeline)
-        cancel(tx, definition, run_id)
-    emit(EventName.PIPELINE_CANCELLED, pipeline=pipeline, run_id=run_id)
 
 
 def expire(tx: Tx, definition: Definition | None, run_id: str) -> bool:

@@ -14,9 +14,9 @@ from ductline.dsl.graph import Definition, TransitionKind
 from ductline.model.outcomes import RELEASED_TYPE, Ended
 from ductline.model.states import AttemptResult, JobStatus
 from ductline.observability.events import RESULT_LABELS, EventName, emit
-from ductline.operations.stop import Unchanged, expire
-from ductline.runtime import record
-from ductline.runtime.advance import Completed, advance_many
+from ductline.engine.stop import Unchanged, expire
+from ductline.engine import record
+from ductline.engine.advance import Completed, advance_many
 from ductline.store.records import NewJob
 from ductline.store.store import Tx
 from ductline.store import Store, payloads

@@ -4,7 +4,7 @@
 inserted with status ``paused`` -- one row, no thread, no lease -- and the run's
 status becomes ``paused`` in the same transaction. Other branches of the run keep
 running; the run deadline keeps counting. Resuming is `ductline.operations.resume`;
-an expired pause fails the run closed (`ductline.operations.stop.expire_pauses`,
+an expired pause fails the run closed (`ductline.engine.stop.expire_pauses`,
 called by the workers' timers and maintenance).
 """
 

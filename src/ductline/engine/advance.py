@@ -16,7 +16,7 @@ from ductline import codec
 from ductline.dsl.graph import Definition
 from ductline.model.routing import Create, Routing, gathered_args, job_spec, route
 from ductline.model.states import JobStatus
-from ductline.runtime.pause import insert_paused
+from ductline.engine.pause import insert_paused
 from ductline.store import payloads
 from ductline.store.records import NewJob
 from ductline.store.store import Tx
