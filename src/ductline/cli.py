@@ -371,7 +371,8 @@ def cancel(run_id: str, database: str | None) -> None:
 @database_option
 def resume(run_id: str, input_json: str | None, database: str | None) -> None:
     """Resume a paused run: its paused step runs now (optionally with a new input)."""
-    from ductline.operations.resume import NO_INPUT, resume as resume_run
+    from ductline.model.inputs import NO_INPUT
+    from ductline.operations.resume import resume as resume_run
 
     value: Any = NO_INPUT
     if input_json is not None:

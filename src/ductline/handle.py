@@ -17,7 +17,8 @@ from ductline import codec
 from ductline.config import load_settings
 from ductline.errors import RunFailed, RunNotFound
 from ductline.model.states import SETTLED_RUN, RunStatus
-from ductline.operations.resume import NO_INPUT, resume
+from ductline.model.inputs import NO_INPUT
+from ductline.operations.resume import resume
 from ductline.operations.cancel import cancel_run
 from ductline.store import Store, payloads, sqlite_path
 from ductline.stores import store_for

@@ -36,7 +36,7 @@ import threading
 from typing import Any, Coroutine, Mapping, TypeVar
 
 from ductline.errors import DuctlineError
-from ductline.handle import NO_INPUT
+from ductline.model.inputs import NO_INPUT
 from ductline.local import LocalRun, WorkflowResult, start
 from ductline.local.clock import FakeClock
 from ductline.local.options import Resume

@@ -20,7 +20,7 @@ from typing import Any, cast
 from ductline.dsl.graph import Definition
 from ductline.errors import InvalidStateError
 from ductline.execution.enforcer import UNDEAD_AFTER_SECONDS
-from ductline.handle import NO_INPUT
+from ductline.model.inputs import NO_INPUT
 from ductline.local.advance import Router
 from ductline.local.attempts import AttemptRunner
 from ductline.local.childapps import child_setup, needs_child

@@ -7,7 +7,7 @@ from typing import Any
 
 from ductline import codec
 from ductline.execution import importing
-from ductline.handle import NO_INPUT
+from ductline.model.inputs import NO_INPUT
 from ductline.local.clock import Clock
 from ductline.local.engine import Engine
 from ductline.local.options import OnUpdate, Resume, definition_of, run_options

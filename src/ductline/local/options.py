@@ -12,7 +12,7 @@ from ductline import codec
 from ductline.config import load_settings
 from ductline.dsl.graph import Definition
 from ductline.errors import DefinitionError
-from ductline.handle import NO_INPUT
+from ductline.model.inputs import NO_INPUT
 from ductline.local.clock import Clock, RealClock
 from ductline.loglevels import DEFAULT_LEVEL, DEFAULT_MAX_BYTES, check_level
 

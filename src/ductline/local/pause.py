@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from ductline import codec
 from ductline.errors import InvalidStateError
-from ductline.handle import NO_INPUT
+from ductline.model.inputs import NO_INPUT
 from ductline.local.clock import Clock, activity
 from ductline.local.options import Resume, covers
 from ductline.local.report import Reporter

@@ -8,7 +8,8 @@ from typing import Any, Iterable
 
 from ductline.dsl.graph import Definition
 from ductline.operations import cancel, revive
-from ductline.operations.resume import NO_INPUT, resume
+from ductline.model.inputs import NO_INPUT
+from ductline.operations.resume import resume
 from ductline.operations.trigger import Triggered, trigger_run
 from ductline.store import Store
 

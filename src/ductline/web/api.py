@@ -325,7 +325,7 @@ async def resume_run(request: Request) -> Response:
 
     Nothing is changed when the answer is not 200; of two racing resumes one gets 409.
     """
-    from ductline.operations.resume import NO_INPUT
+    from ductline.model.inputs import NO_INPUT
 
     refused = _refused(request)
     if refused is not None:

@@ -199,7 +199,7 @@ async def resume(request: Request) -> Response:
     ``input`` (JSON) as the paused step's new input when it is not empty."""
     import json
 
-    from ductline.operations.resume import NO_INPUT
+    from ductline.model.inputs import NO_INPUT
 
     form, refused = await _authorised_form(request)
     if refused is not None:
