@@ -3,7 +3,8 @@ sets of states every driver and query uses (and the states of worker processes).
 
 States are stored as their string values. The sets below are the only place that
 says which states are "active", "waiting", "open" or "terminal"; the SQL statements
-spell the same sets out (a test checks they agree).
+name them (``status IN ({ACTIVE_RUN})``) and get them rendered from here when they
+are loaded (`ductline.store.queries`).
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ UNFINISHED_RUN = ACTIVE_RUN | {RunStatus.HALTED}
 TERMINAL_RUN = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
 # A run stops moving on its own in these (a halted run waits for an operator).
 SETTLED_RUN = TERMINAL_RUN | {RunStatus.HALTED}
+PAUSABLE_RUN = frozenset({RunStatus.PENDING, RunStatus.RUNNING})
+"""A step's pause pauses its run from these; a halted run stays halted (a retry restores the pause)."""
+STOPPED_RUN = frozenset({RunStatus.FAILED, RunStatus.CANCELLED})
+"""Ended by a stop (run deadline, cancel, expired pause), not by its steps: what still runs in it is ended."""
 
 RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
     RunStatus.PENDING: frozenset({RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.HALTED, RunStatus.FAILED,
@@ -89,6 +94,8 @@ RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
 WAITING_JOB = frozenset({JobStatus.PENDING, JobStatus.HELD})
 # Not finished: a cancel or a deadline has to end these.
 OPEN_JOB = WAITING_JOB | {JobStatus.RUNNING, JobStatus.PAUSED}
+IDLE_JOB = WAITING_JOB | {JobStatus.PAUSED}
+"""Open but with no attempt under way (waiting or paused): a stop skips these and ends the running ones."""
 TERMINAL_JOB = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.SKIPPED, JobStatus.CANCELLED})
 # A retry of a halted run makes these pending again (with fresh budgets).
 REVIVABLE_JOB = frozenset({JobStatus.FAILED, JobStatus.HELD, JobStatus.CANCELLED})

@@ -1,21 +1,12 @@
--- Pause before a step for a human (`.pause(before=)`): a paused job is one row with
--- status 'paused' (no thread, no lease) and, if the pause has a timeout, the time
--- pause_expires_ms (database clock) at which the run fails closed.
+-- Pause before a step for a human (`.pause(before=)`): the statements this dialect
+-- writes its own way (typed parameters, JSON lists); the rest, and what a paused job
+-- is, in ../shared/pause_queries.sql.
 
 -- name: pause_job
 -- Runs right after insert_job stored the job 'paused', in the same transaction.
 UPDATE ductline_jobs
 SET pause_expires_ms = CASE WHEN :timeout_ms::bigint IS NULL THEN NULL ELSE ductline_now_ms() + :timeout_ms::bigint END
 WHERE id = :job_id AND status = 'paused';
-
--- name: pause_run
--- A halted run stays halted (its retry sets it back to paused: revive_run).
-UPDATE ductline_runs SET status = 'paused' WHERE id = :run_id AND status IN ('pending', 'running');
-
--- name: run_paused_jobs
-SELECT id, step, scope, elem_index, pause_expires_ms FROM ductline_jobs
-WHERE run_id = :run_id AND status = 'paused'
-ORDER BY created_ms, coalesce(elem_index, -1), scope;
 
 -- name: resume_jobs
 -- Ready now (or at the end of the step's own delay, if that is later); fenced on
@@ -26,20 +17,3 @@ SET status = 'pending', input = coalesce(:input::text, input),
     not_before_ms = CASE WHEN not_before_ms > ductline_now_ms() THEN not_before_ms ELSE ductline_now_ms() END
 WHERE status = 'paused' AND id IN (SELECT jsonb_array_elements_text(:job_ids::jsonb))
   AND (pause_expires_ms IS NULL OR pause_expires_ms > ductline_now_ms());
-
--- name: resume_run
-UPDATE ductline_runs SET status = 'running'
-WHERE id = :run_id AND status = 'paused'
-  AND NOT EXISTS (SELECT 1 FROM ductline_jobs j WHERE j.run_id = :run_id AND j.status = 'paused');
-
--- name: expired_pauses
--- The partial index ductline_jobs_paused (pause_expires_ms) WHERE status = 'paused'.
-SELECT id, run_id, pipeline, step, scope, elem_index, pause_expires_ms, created_ms FROM ductline_jobs
-WHERE status = 'paused' AND pause_expires_ms <= (SELECT ductline_now_ms())
-ORDER BY pause_expires_ms
-LIMIT :limit;
-
--- name: expire_paused_job
-UPDATE ductline_jobs
-SET status = 'failed', skip_reason = :reason, finished_ms = ductline_now_ms()
-WHERE id = :job_id AND status = 'paused' AND pause_expires_ms <= ductline_now_ms();

@@ -1,18 +1,13 @@
--- Named statements for PostgreSQL. ductline_now_ms() (schema.sql) reads
+-- Named statements for PostgreSQL that SQLite writes its own way (JSON lists through
+-- jsonb, row locks, statements fused to save round trips, LISTEN/NOTIFY); the rest
+-- are in ../shared/queries.sql. ductline_now_ms() (schema.sql) reads
 -- clock_timestamp(): the time the statement runs, never the transaction's start.
-
--- name: schema_version
-SELECT max(version) AS version FROM ductline_schema_version;
-
--- name: set_schema_version
-INSERT INTO ductline_schema_version (version) VALUES (:version);
-
--- name: now
-SELECT ductline_now_ms() AS now_ms;
 
 -- name: insert_run
 -- A second trigger with the key of an active run inserts nothing (0 rows): the
 -- partial unique index ductline_runs_idempotency decides, also between racing triggers.
+-- {UNFINISHED_RUN} renders as that index's predicate is written in schema.sql (the
+-- statuses in declaration order): SQLite matches the conflict target by its text.
 INSERT INTO ductline_runs (id, pipeline, status, args, timeout_seconds, not_before_ms, created_ms,
                            idempotency_key, priority)
 -- One clock read per row: its not-before time and created time come from the same instant.
@@ -20,13 +15,8 @@ SELECT :id, :pipeline, 'pending', :args, :timeout_seconds,
        coalesce(:not_before_ms, c.now_ms + :delay_ms), c.now_ms, :idempotency_key, :priority
 FROM (SELECT ductline_now_ms() AS now_ms) AS c
 ON CONFLICT (pipeline, idempotency_key)
-    WHERE idempotency_key IS NOT NULL AND status IN ('pending', 'running', 'paused', 'halted')
+    WHERE idempotency_key IS NOT NULL AND status IN ({UNFINISHED_RUN})
 DO NOTHING;
-
--- name: active_run_by_key
-SELECT id FROM ductline_runs
-WHERE pipeline = :pipeline AND idempotency_key = :idempotency_key
-  AND status IN ('pending', 'running', 'paused', 'halted');
 
 -- name: insert_run_with_job
 -- A trigger in one statement: the run, its first job and the wake-up at commit. One
@@ -42,7 +32,7 @@ run AS (
            coalesce(:not_before_ms, c.now_ms + :delay_ms), c.now_ms, :idempotency_key, :priority
     FROM c
     ON CONFLICT (pipeline, idempotency_key)
-        WHERE idempotency_key IS NOT NULL AND status IN ('pending', 'running', 'paused', 'halted')
+        WHERE idempotency_key IS NOT NULL AND status IN ({UNFINISHED_RUN})
     DO NOTHING
     RETURNING id, priority
 ), job AS (
@@ -62,12 +52,15 @@ SELECT run.id, pg_notify('ductline_jobs', :origin::text) AS notified FROM run;
 -- pg_notify (on commit) wakes workers waiting in LISTEN.
 -- The not-before time is read from the clock when this statement runs, inside the
 -- transaction that records the previous step's completion, i.e. just before commit.
+-- :status 'auto' (ductline.store.records.AUTO_STATUS) lets the run decide, as
+-- ductline.model.states.waiting_status does: pending while the run is active, held
+-- once it halted (so nothing new starts until a retry).
 INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
                            not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds, created_ms,
                            priority, limit_key, phase)
 SELECT :id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
        CASE WHEN :status::text <> 'auto' THEN :status::text
-            WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = :run_id) IN ('pending', 'running', 'paused') THEN 'pending'
+            WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = :run_id) IN ({ACTIVE_RUN}) THEN 'pending'
             ELSE 'held' END,
        -- one clock read: the not-before time and the created time are the same instant
        :input, coalesce(:not_before_ms, c.now_ms + :delay_ms), :max_retry, :max_crash,
@@ -87,25 +80,12 @@ ON CONFLICT (run_id, step, scope) DO NOTHING;
 -- claim_candidates and claim_by_ids: Tx never runs this one here.
 SELECT NULL AS id WHERE false;
 
--- name: start_run
-UPDATE ductline_runs
-SET status = 'running', started_ms = :now_ms,
-    deadline_ms = CASE WHEN timeout_seconds IS NULL THEN NULL ELSE :now_ms + timeout_seconds * 1000 END
-WHERE id = :run_id AND (status = 'pending' OR (status = 'running' AND started_ms > :now_ms));
-
--- name: run_deadline
-SELECT deadline_ms FROM ductline_runs WHERE id = :run_id;
-
--- name: insert_attempt
-INSERT INTO ductline_attempts (job_id, attempt, run_id, lease_token, worker_id, started_ms, deadline_ms)
-VALUES (:job_id, :attempt, :run_id, :lease_token, :worker_id, :started_ms, :deadline_ms);
-
 -- name: renew_leases
 UPDATE ductline_jobs SET lease_expires_ms = ductline_now_ms() + :lease_ms
 -- An expired lease is never renewed: rescuers may already have taken it.
 -- A lease in a run that ended (cancelled, failed) is lost: its worker kills the attempt.
 WHERE status = 'running' AND lease_expires_ms >= ductline_now_ms() AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = ductline_jobs.run_id
-                 AND r.status IN ('pending', 'running', 'paused', 'halted'))
+                 AND r.status IN ({UNFINISHED_RUN}))
   AND lease_token IN (SELECT jsonb_array_elements_text(:tokens::jsonb))
 RETURNING lease_token;
 
@@ -113,31 +93,8 @@ RETURNING lease_token;
 -- renew_leases' test without the write: which of these leases a renewal would keep.
 SELECT lease_token FROM ductline_jobs
 WHERE status = 'running' AND lease_expires_ms >= ductline_now_ms() AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = ductline_jobs.run_id
-                 AND r.status IN ('pending', 'running', 'paused', 'halted'))
+                 AND r.status IN ({UNFINISHED_RUN}))
   AND lease_token IN (SELECT jsonb_array_elements_text(:tokens::jsonb));
-
--- name: complete_job
-UPDATE ductline_jobs
-SET status = 'completed', output = :output, lease_token = NULL, lease_expires_ms = NULL,
-    finished_ms = ductline_now_ms()
-WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
-  AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = ductline_jobs.run_id
-                 AND r.status IN ('pending', 'running', 'paused', 'halted'));
-
--- name: retry_job
--- A job re-queued while its run is halted is held, so nothing new starts until a retry.
-UPDATE ductline_jobs
-SET status = CASE WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = ductline_jobs.run_id) IN ('pending', 'running', 'paused')
-                  THEN 'pending' ELSE 'held' END, failures = failures + :failed, crashes = crashes + :crashed,
-    not_before_ms = ductline_now_ms() + :delay_ms, lease_token = NULL, lease_expires_ms = NULL,
-    worker_id = NULL
-WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
-
--- name: fail_job
-UPDATE ductline_jobs
-SET status = 'failed', failures = failures + :failed, crashes = crashes + :crashed,
-    lease_token = NULL, lease_expires_ms = NULL, finished_ms = ductline_now_ms()
-WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
 
 -- name: close_attempt
 -- started_ms: when the attempt really began, if later than its claim (a job claimed
@@ -150,35 +107,6 @@ SET result = :result, finished_ms = ductline_now_ms(), error_type = :error_type,
     deadline_ms = CASE WHEN :started_ms::bigint > started_ms THEN :deadline_ms::bigint ELSE deadline_ms END
 WHERE job_id = :job_id AND attempt = :attempt AND lease_token = :lease_token AND result IS NULL;
 
--- name: job_budget
-SELECT failures, crashes, max_retry, max_crash, retry_delay_seconds, boundary, run_id, step, pipeline,
-       status, lease_token
-FROM ductline_jobs WHERE id = :job_id;
-
--- name: mark_boundary
-UPDATE ductline_jobs SET boundary = :boundary
-WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
-
--- name: run_state
-SELECT status FROM ductline_runs WHERE id = :run_id;
-
--- name: halt_run
-UPDATE ductline_runs
-SET status = 'halted', halt_reason = :reason, metadata = :metadata, finished_ms = ductline_now_ms()
-WHERE id = :run_id AND status IN ('pending', 'running', 'paused');
-
--- name: hold_jobs
-UPDATE ductline_jobs SET status = 'held' WHERE run_id = :run_id AND status = 'pending';
-
--- name: complete_run
-UPDATE ductline_runs SET status = 'completed', output = :output, finished_ms = ductline_now_ms()
-WHERE id = :run_id AND status = 'running';
-
--- name: create_fanin
-INSERT INTO ductline_fanins (run_id, step, scope, expected, arrived)
-VALUES (:run_id, :step, :scope, :expected, 0)
-ON CONFLICT (run_id, step, scope) DO NOTHING;
-
 -- name: arrive_fanins
 -- One row per fan-in, bumped in the completing transaction by the number of arrivals
 -- the batch brings (:items, one per fan-in, in key order): deciding that the last
@@ -189,11 +117,6 @@ FROM jsonb_to_recordset(:items::jsonb) AS x(run_id text, step text, scope text, 
 ORDER BY x.run_id, x.step, x.scope
 ON CONFLICT (run_id, step, scope) DO UPDATE SET arrived = ductline_fanins.arrived + excluded.arrived
 RETURNING run_id, step, scope, arrived, expected;
-
--- name: gather_elements
-SELECT elem_index, output FROM ductline_jobs
-WHERE run_id = :run_id AND step = :step AND parent_scope = :parent_scope AND status = 'completed'
-ORDER BY elem_index;
 
 -- name: gather_branches
 SELECT step, output FROM ductline_jobs
@@ -206,13 +129,6 @@ WHERE status = 'running' AND lease_expires_ms < (SELECT ductline_now_ms())
 ORDER BY lease_expires_ms
 LIMIT :limit
 FOR UPDATE SKIP LOCKED;
-
--- name: release_job
-UPDATE ductline_jobs
-SET status = CASE WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = ductline_jobs.run_id) IN ('pending', 'running', 'paused')
-                  THEN 'pending' ELSE 'held' END, not_before_ms = ductline_now_ms(), lease_token = NULL, lease_expires_ms = NULL,
-    worker_id = NULL
-WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
 
 -- name: revive_run
 -- A run halted before its first attempt started goes back to pending, so its
@@ -237,33 +153,7 @@ SET status = 'pending', failures = 0, crashes = 0, finished_ms = NULL, throttled
     not_before_ms = CASE WHEN not_before_ms > ductline_now_ms() THEN not_before_ms ELSE ductline_now_ms() END,
     -- A crossed boundary is cleared only for the steps an operator forced by name.
     boundary = CASE WHEN step IN (SELECT jsonb_array_elements_text(:force_steps::jsonb)) THEN NULL ELSE boundary END
-WHERE run_id = :run_id AND status IN ('failed', 'held', 'cancelled');
-
--- name: context_get
-SELECT value FROM ductline_context WHERE run_id = :run_id AND key = :key;
-
--- name: context_insert
-INSERT INTO ductline_context (run_id, key, value) VALUES (:run_id, :key, :value)
-ON CONFLICT (run_id, key) DO NOTHING;
-
--- name: context_upsert
-INSERT INTO ductline_context (run_id, key, value) VALUES (:run_id, :key, :value)
-ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value;
-
--- name: upsert_worker
-INSERT INTO ductline_workers (id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_ms)
-VALUES (:id, :host, :pid, :concurrency, 0, 0, 'running', ductline_now_ms(), ductline_now_ms())
-ON CONFLICT (id) DO UPDATE SET heartbeat_ms = ductline_now_ms(), status = 'running';
-
--- name: worker_heartbeat
-UPDATE ductline_workers SET heartbeat_ms = ductline_now_ms(), busy = :busy, undead = :undead, status = :status
-WHERE id = :id
-RETURNING heartbeat_ms AS now_ms;
-
--- name: list_workers
-SELECT id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_ms,
-       ductline_now_ms() AS now_ms
-FROM ductline_workers ORDER BY started_ms DESC LIMIT :limit;
+WHERE run_id = :run_id AND status IN ({REVIVABLE_JOB});
 
 -- name: next_not_before
 -- The earliest not-before time of a claimable job: one index lookup per queue
@@ -275,33 +165,12 @@ SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
                  ORDER BY j.not_before_ms LIMIT 1))
         FROM ductline_ready_queues q) AS not_before_ms;
 
--- name: get_run
-SELECT id, pipeline, status, args, output, halt_reason, metadata, timeout_seconds, deadline_ms,
-       not_before_ms, created_ms, started_ms, finished_ms, idempotency_key, priority
-FROM ductline_runs WHERE id = :run_id;
-
 -- name: list_runs
 SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
 FROM ductline_runs
 WHERE (:status::text IS NULL OR status = :status) AND (:pipeline::text IS NULL OR pipeline = :pipeline)
 ORDER BY created_ms DESC, id DESC
 LIMIT :limit;
-
--- name: run_jobs
-SELECT id, step, scope, parent_scope, elem_index, status, output, not_before_ms, attempts, failures,
-       crashes, boundary, skip_reason, skip_root, created_ms, finished_ms, pause_expires_ms, priority,
-       limit_key, throttled
-FROM ductline_jobs WHERE run_id = :run_id ORDER BY created_ms, coalesce(elem_index, -1), scope;
-
--- name: run_attempts
-SELECT job_id, attempt, result, started_ms, deadline_ms, finished_ms, error_type, error, traceback, worker_id
-FROM ductline_attempts WHERE run_id = :run_id ORDER BY job_id, attempt;
-
--- name: run_progress
-SELECT status, count(*) AS n FROM ductline_jobs WHERE run_id = :run_id GROUP BY status;
-
--- name: lease_state
-SELECT status, lease_token FROM ductline_jobs WHERE id = :job_id;
 
 -- name: notify
 -- Delivered at commit to every worker in LISTEN ductline_jobs. The payload names the
@@ -312,32 +181,6 @@ SELECT pg_notify('ductline_jobs', :origin::text) AS notified;
 -- Tells every worker to renew its leases now: those that lost one kill the attempt.
 SELECT pg_notify('ductline_jobs', 'cancel') AS notified;
 
--- name: running_steps
-SELECT DISTINCT step FROM ductline_jobs WHERE run_id = :run_id AND status = 'running' ORDER BY step;
-
--- name: open_jobs
-SELECT id, step, scope, status FROM ductline_jobs
-WHERE run_id = :run_id AND status IN ('pending', 'held', 'paused', 'running');
-
--- name: abort_running_jobs
--- A limited job keeps its lease expiry: its slot stays held until the worker that was
--- running it has killed the attempt (or the lease runs out), so the key's limit holds.
-UPDATE ductline_jobs
-SET status = :status, lease_token = NULL, worker_id = NULL,
-    lease_expires_ms = CASE WHEN limit_key IS NULL THEN NULL ELSE lease_expires_ms END,
-    finished_ms = ductline_now_ms(), skip_reason = :reason
-WHERE run_id = :run_id AND status = 'running';
-
--- name: close_open_attempts
-UPDATE ductline_attempts
-SET result = :result, finished_ms = ductline_now_ms(), error_type = :error_type, error = :error
-WHERE run_id = :run_id AND result IS NULL;
-
--- name: skip_waiting_jobs
-UPDATE ductline_jobs
-SET status = 'skipped', skip_reason = :reason, skip_root = :root, finished_ms = ductline_now_ms()
-WHERE run_id = :run_id AND status IN ('pending', 'held', 'paused');
-
 -- name: insert_skipped_job
 -- A dependent that was never created is recorded skipped, so a run's record is whole.
 INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
@@ -347,19 +190,6 @@ SELECT :id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index, 'skip
        c.now_ms, 0, 0, 0, :reason, :root, c.now_ms, c.now_ms
 FROM (SELECT ductline_now_ms() AS now_ms) AS c
 ON CONFLICT (run_id, step, scope) DO NOTHING;
-
--- name: due_deadlines
-SELECT id, pipeline, timeout_seconds, metadata FROM ductline_runs
-WHERE status IN ('pending', 'running', 'paused', 'halted') AND deadline_ms <= (SELECT ductline_now_ms())
-ORDER BY deadline_ms
-LIMIT :limit;
-
--- name: run_metadata
-SELECT metadata, timeout_seconds, status FROM ductline_runs WHERE id = :run_id;
-
--- name: set_attempt_deadline
-UPDATE ductline_attempts SET deadline_ms = :deadline_ms
-WHERE job_id = :job_id AND attempt = :attempt AND lease_token = :lease_token AND result IS NULL;
 
 -- name: complete_jobs
 -- Record many succeeded attempts in one statement (fenced per row by its token).
@@ -379,7 +209,7 @@ WHERE ductline_jobs.id = x.job_id AND ductline_jobs.lease_token = x.lease_token
   AND ductline_jobs.id = ANY(ARRAY(SELECT job_id FROM jsonb_to_recordset(:items::jsonb) AS i(job_id text)))
   -- a result that arrives after its run was cancelled or failed is dropped
   AND (SELECT r.status FROM ductline_runs r WHERE r.id = ductline_jobs.run_id)
-      IN ('pending', 'running', 'paused', 'halted')
+      IN ({UNFINISHED_RUN})
 RETURNING ductline_jobs.id AS id;
 
 -- name: close_succeeded_attempts
@@ -417,45 +247,8 @@ SELECT r.id, CASE WHEN s.id IS NULL
 FROM ductline_runs r LEFT JOIN started s ON s.id = r.id
 WHERE r.id = ANY(ARRAY(SELECT jsonb_array_elements_text(:run_ids::jsonb)));
 
--- name: restart_run_deadline
--- A run's deadline counts from its first attempt's start. A claim starts the run's
--- clock (start_runs); an attempt that waited in its worker's queue of jobs claimed
--- ahead moves it to when it really began -- only while no other attempt of the run
--- ever began (one given back unstarted did not: error_type 'Released', error starting
--- with ductline.model.outcomes.GIVEN_BACK, :given_back), so a run already under way
--- keeps its deadline.
-UPDATE ductline_runs
-SET started_ms = :started_ms, deadline_ms = :started_ms + timeout_seconds * 1000
-WHERE id = :run_id AND status = 'running' AND timeout_seconds IS NOT NULL AND started_ms < :started_ms
-  AND NOT EXISTS (SELECT 1 FROM ductline_attempts a WHERE a.run_id = :run_id
-                  AND NOT (a.job_id = :job_id AND a.attempt = :attempt)
-                  AND NOT (coalesce(a.error_type, '') = 'Released'
-                           AND coalesce(a.error, '') LIKE :given_back))
-RETURNING deadline_ms;
-
--- name: unstart_run
--- A job claimed ahead was given back before it started (its attempt just closed as
--- above): if no attempt of its run ever began, the run has not started after all and
--- goes back to pending; the claim that starts it again starts its deadline. An attempt
--- released by a worker's shutdown did begin: its run keeps its start.
-UPDATE ductline_runs SET status = 'pending', started_ms = NULL, deadline_ms = NULL
-WHERE id = :run_id AND status = 'running'
-  AND NOT EXISTS (SELECT 1 FROM ductline_attempts a WHERE a.run_id = :run_id
-                  AND NOT (coalesce(a.error_type, '') = 'Released'
-                           AND coalesce(a.error, '') LIKE :given_back));
-
 -- name: run_deadlines
 SELECT id, deadline_ms FROM ductline_runs WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(:run_ids::jsonb)));
-
--- name: orphaned_runs
--- Runs that ended (cancelled, failed) while one of their jobs was being claimed:
--- the claim committed after the cancel looked. Maintenance finishes those jobs.
-SELECT DISTINCT j.run_id, r.status FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
-WHERE j.status IN ('pending', 'held', 'paused', 'running') AND r.status IN ('cancelled', 'failed')
-LIMIT :limit;
-
--- name: runs_with_prefix
-SELECT id FROM ductline_runs WHERE id >= :prefix AND id < :upper ORDER BY id LIMIT 5;
 
 -- name: next_wakeups
 -- Both of a worker's timers in one round trip: the earliest not-before time of a
@@ -469,7 +262,7 @@ SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
         FROM ductline_ready_queues q) AS not_before_ms,
        (SELECT min(due_ms) FROM (
             SELECT min(deadline_ms) AS due_ms FROM ductline_runs
-            WHERE status IN ('pending', 'running', 'paused', 'halted') AND deadline_ms IS NOT NULL
+            WHERE status IN ({UNFINISHED_RUN}) AND deadline_ms IS NOT NULL
               AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
             UNION ALL
             SELECT min(pause_expires_ms) FROM ductline_jobs
@@ -519,7 +312,7 @@ INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem
                            priority, limit_key, phase)
 SELECT x.id, x.run_id, x.pipeline, x.step, x.scope, x.parent_scope, x.elem_index,
        CASE WHEN x.status <> 'auto' THEN x.status
-            WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = x.run_id) IN ('pending', 'running', 'paused')
+            WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = x.run_id) IN ({ACTIVE_RUN})
             THEN 'pending' ELSE 'held' END,
        x.input, coalesce(x.not_before_ms, x.now_ms + x.delay_ms), x.max_retry, x.max_crash,
        x.retry_delay_seconds, x.timeout_seconds, x.now_ms,
@@ -645,7 +438,7 @@ WITH picked AS (
            CASE WHEN (SELECT count(*) FROM claimed) < :limit THEN
                (SELECT min(due_ms) FROM (
                     SELECT min(deadline_ms) AS due_ms FROM ductline_runs
-                    WHERE status IN ('pending', 'running', 'paused', 'halted') AND deadline_ms IS NOT NULL
+                    WHERE status IN ({UNFINISHED_RUN}) AND deadline_ms IS NOT NULL
                       AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
                     UNION ALL
                     SELECT min(deadline_ms) FROM started
@@ -683,7 +476,7 @@ WITH locked AS (
       AND ductline_jobs.id = ANY(ARRAY(SELECT job_id FROM jsonb_to_recordset(:items::jsonb) AS i(job_id text)))
       -- a result that arrives after its run was cancelled or failed is dropped
       AND (SELECT r.status FROM ductline_runs r WHERE r.id = ductline_jobs.run_id)
-          IN ('pending', 'running', 'paused', 'halted')
+          IN ({UNFINISHED_RUN})
     RETURNING ductline_jobs.id AS id, x.lease_token
 ), closed AS (
     UPDATE ductline_attempts

@@ -63,10 +63,6 @@ SELECT limit_key, max(rate_slot_ms) AS reserved_ms FROM ductline_jobs
 WHERE status = 'pending' AND rate_slot_ms IS NOT NULL AND limit_key IN (SELECT value FROM json_each(:keys))
 GROUP BY limit_key;
 
--- name: save_rate_last_start
-INSERT INTO ductline_rate_slots (limit_key, last_start_ms) VALUES (:limit_key, :last_start_ms)
-ON CONFLICT (limit_key) DO UPDATE SET last_start_ms = excluded.last_start_ms;
-
 -- name: release_slots
 -- The worker killed these attempts after their run was cancelled or expired: their
 -- slots are free (nothing is released while a job is still running).
@@ -77,19 +73,6 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND status <> 'running' AND leas
 -- Jobs whose key is at capacity leave the ready index until a slot frees.
 UPDATE ductline_jobs SET throttled = 1
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'pending';
-
--- name: defer_jobs
--- A job that must wait for its rate slot: it becomes ready at the slot, and holds it.
-UPDATE ductline_jobs SET not_before_ms = :not_before_ms, rate_slot_ms = :not_before_ms
-WHERE id = :id AND status = 'pending';
-
--- name: unthrottle_next
--- :n slots of the key freed: the next :n throttled jobs (highest priority, then
--- oldest) become ready again.
-UPDATE ductline_jobs SET throttled = 0
-WHERE id IN (SELECT id FROM ductline_jobs
-             WHERE limit_key = :limit_key AND throttled = 1 AND status = 'pending'
-             ORDER BY priority DESC, not_before_ms LIMIT :n);
 
 -- name: unthrottle_idle_keys
 -- Safety net run by maintenance: throttled jobs of a key holding no slot (freed by a

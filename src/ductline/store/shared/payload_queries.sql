@@ -1,6 +1,7 @@
 -- Out-of-line payloads (ductline.store.payloads): a value above the inline limit is
 -- one ductline_payloads row plus its bytes in numbered chunks. Payloads are written
--- once and never changed, so chunks can be read one statement at a time.
+-- once and never changed, so chunks can be read one statement at a time. Both
+-- dialects run these as written.
 
 -- name: insert_payload
 INSERT INTO ductline_payloads (id, run_id, size, chunks, created_ms)
