@@ -18,7 +18,9 @@ class FakeClock:
         self.skipped = 0.0
 
     async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
+        # Recorded to a tenth of a second: the executor sleeps until a time on its
+        # store's clock, and real milliseconds pass between the write and the sleep.
+        self.sleeps.append(round(seconds, 1))
         self.skipped += seconds * (1 - self.scale)
         await asyncio.sleep(seconds * self.scale)
 

@@ -144,8 +144,10 @@ def test_spans_of_a_failed_run(clock: FakeClock) -> None:
     ductline.execute(pipeline, 1, tracer_provider=provider, clock=clock)
     spans = exporter.get_finished_spans()
     run = next(sp for sp in spans if sp.name.startswith("RUN "))
+    # As a worker's run span: the halt reason is the run's error type.
     assert run.attributes["cicd.pipeline.result"] == "failure"
-    assert run.attributes["error.type"] == "ValueError"
+    assert run.attributes["error.type"] == "job_retries_exhausted"
+    assert run.attributes["ductline.halt_reason"] == "job_retries_exhausted"
     attempts = [sp for sp in spans if "cicd.pipeline.task.name" in (sp.attributes or {})]
     assert [sp.attributes["ductline.attempt"] for sp in attempts] == [1, 2]
     assert all(sp.attributes["error.type"] == "ValueError" for sp in attempts)

@@ -21,7 +21,7 @@ def name() -> str:
 def test_collapse_gathers_in_element_order_not_completion_order() -> None:
     pipeline = (Pipeline(name()).start(s.make_list).expand(to=s.finish_in_reverse)
                 .collapse(into=s.gather))
-    result = ductline.execute(pipeline, 5)
+    result = ductline.execute(pipeline, 5, concurrency=5)  # element 0 waits for the other four
     assert result.output == [0, 10, 20, 30, 40]
     elements = [r for r in result.steps if r.step == "finish_in_reverse"]
     assert [(r.index, r.scope, r.output) for r in elements] == [(i, str(i), i * 10) for i in range(5)]

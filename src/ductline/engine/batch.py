@@ -21,7 +21,7 @@ from ductline.store.records import NewJob
 from ductline.store.store import Tx
 from ductline.store import Store, payloads
 
-log = logging.getLogger("ductline.worker")
+log = logging.getLogger("ductline.engine")
 
 
 @dataclass(frozen=True, slots=True)

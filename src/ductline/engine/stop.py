@@ -21,7 +21,7 @@ from ductline.observability.events import EventName, emit
 from ductline.store import Store
 from ductline.store.store import Tx
 
-log = logging.getLogger("ductline.worker")
+log = logging.getLogger("ductline.engine")
 
 
 class Unchanged(InvalidStateError):

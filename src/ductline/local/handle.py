@@ -9,7 +9,7 @@ from ductline import codec
 from ductline.execution import importing
 from ductline.model.inputs import NO_INPUT
 from ductline.local.clock import Clock
-from ductline.local.engine import Engine
+from ductline.local.driver import Driver
 from ductline.local.options import OnUpdate, Resume, definition_of, run_options
 from ductline.local.results import WorkflowResult
 
@@ -20,21 +20,21 @@ class LocalRun:
     Its methods must be called from the loop's thread.
     """
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self._task = asyncio.create_task(engine.run(), name=f"ductline run {engine.state.run_id}")
+    def __init__(self, driver: Driver) -> None:
+        self._driver = driver
+        self._task = asyncio.create_task(driver.run(), name=f"ductline run {driver.run_id}")
 
     @property
     def id(self) -> str:
         """The run id (32 hex characters)."""
-        return self._engine.state.run_id
+        return self._driver.run_id
 
     @property
     def status(self) -> str:
         """The run's `RunStatus` value: ``pending``, ``running``, ``paused``,
         ``halted`` (running siblings may still finish), ``completed``, ``failed``
         or ``cancelled``."""
-        return self._engine.state.status.value
+        return self._driver.status().value
 
     def done(self) -> bool:
         """Whether the run has finished and its result is ready."""
@@ -49,7 +49,7 @@ class LocalRun:
         Raises:
             InvalidStateError: the run already finished.
         """
-        self._engine.cancel()
+        self._driver.cancel()
 
     def resume(self, input: Any = NO_INPUT) -> list[str]:
         """Resume a paused run: its paused step runs become ready at once (after
@@ -70,7 +70,7 @@ class LocalRun:
                 ended), or an input was given while several step runs are paused.
                 Nothing is changed.
         """
-        return self._engine.resume(input)
+        return self._driver.resume(input)
 
     async def result(self) -> WorkflowResult:
         """Wait for the run to end and return its result.
@@ -114,4 +114,4 @@ def start(pipeline: Any, *args: Any, timeout: Any = None, on_update: OnUpdate | 
     options = run_options(definition, timeout=timeout, on_update=on_update, clock=clock,
                           concurrency=concurrency, retry_delay=retry_delay, kill_grace=kill_grace,
                           tracer_provider=tracer_provider, resume=resume, log_level=log_level, inline=inline)
-    return LocalRun(Engine(definition, args_json, options))
+    return LocalRun(Driver(definition, args_json, options))

@@ -1,5 +1,4 @@
-"""What an in-process run tells the outside: ``on_update`` events, OpenTelemetry
-spans (`ductline.local.tracing`) and log lines.
+"""What an in-process run tells its caller through ``on_update``.
 
 Events (each with ``run_id``, ``pipeline`` and ``time``; step events with
 ``step``, ``index`` and ``scope``):
@@ -14,27 +13,24 @@ Events (each with ``run_id``, ``pipeline`` and ``time``; step events with
 - ``step_held`` (a waiting step run held by a halt), ``step_paused``
   (``pause_timeout_seconds``) and ``step_resumed`` (``input_replaced``).
 
-An ``on_update`` that raises is logged and changes nothing.
+An ``on_update`` that raises is logged and changes nothing. Spans, metrics and the
+worker's log lines come from the engine's events (`ductline.observability.events`),
+as on a worker.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
+from datetime import datetime, timezone
 from enum import StrEnum
 from typing import Any, Callable
-
-from ductline.local.clock import Clock
-from ductline.local.steprun import StepRun, utcnow
-from ductline.local.tracing import Tracing
-from ductline.model.outcomes import Ended
-from ductline.model.states import AttemptResult, JobStatus
 
 log = logging.getLogger("ductline.local")
 
 
 class EndStatus(StrEnum):
-    """The ``status`` of a ``workflow_end`` event (and the run span's result)."""
+    """The ``status`` of a ``workflow_end`` event."""
 
     SUCCESS = "success"
     FAILED = "failed"
@@ -42,22 +38,17 @@ class EndStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
-# The run span's ``cicd.pipeline.result`` (OpenTelemetry CI/CD conventions).
-SPAN_RESULTS = {EndStatus.SUCCESS: "success", EndStatus.FAILED: "failure", EndStatus.TIMEOUT: "timeout",
-                EndStatus.CANCELLED: "cancellation"}
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
 
 
 class Reporter:
-    """Events, spans and logs of one run."""
+    """The ``on_update`` events of one run (nothing when there is no callback)."""
 
-    def __init__(self, pipeline: str, run_id: str, on_update: Callable[[dict[str, Any]], Any] | None,
-                 tracing: Tracing, clock: Clock) -> None:
+    def __init__(self, pipeline: str, run_id: str, on_update: Callable[[dict[str, Any]], Any] | None) -> None:
         self.pipeline = pipeline
         self.run_id = run_id
         self.on_update = on_update
-        self.tracing = tracing
-        self.clock = clock
-        self.span: Any = None
 
     def emit(self, event: dict[str, Any]) -> None:
         if self.on_update is None:
@@ -74,59 +65,35 @@ class Reporter:
             log.error("on_update must be a plain function; the awaitable it returned was dropped")
 
     def run_started(self, timeout_seconds: float | None) -> None:
-        self.span = self.tracing.start_run(self.pipeline, self.run_id)
         self.emit({"type": "workflow_start", "timeout_seconds": timeout_seconds})
 
-    def run_ended(self, status: EndStatus, run_status: str, *, error_type: str | None, error: str | None,
-                  timeout_seconds: float | None) -> None:
-        self.tracing.end_run(self.span, SPAN_RESULTS[status], error_type=error_type, error=error,
-                             timeout_seconds=timeout_seconds)
+    def run_ended(self, status: EndStatus, run_status: str, error: str | None) -> None:
         self.emit({"type": "workflow_end", "status": status.value, "run_status": run_status, "error": error})
 
-    def attempt_started(self, sr: StepRun) -> None:
-        sr.span = self.tracing.start_attempt(self.span, self.pipeline, self.run_id, sr.name, sr.job_id,
-                                             sr.attempts, sr.index)
-        self.emit({"type": "step_start", **_ident(sr), "attempt": sr.attempts})
+    def attempt_started(self, step: str, scope: str, index: int | None, attempt: int) -> None:
+        self.emit({"type": "step_start", "step": step, "index": index, "scope": scope, "attempt": attempt})
 
-    def attempt_ended(self, sr: StepRun, ended: Ended) -> None:
-        self.tracing.end_attempt(sr.span, ended.result, ended.error_type, ended.error)
-        sr.span = None
-        self.emit({"type": "step_end", **_ident(sr), "attempt": sr.attempts, "status": sr.status.value,
-                   "result": ended.result.value, "error_type": ended.error_type, "error": ended.error,
-                   "duration_seconds": self.clock.now() - sr.attempt_clock})
+    def attempt_ended(self, step: str, scope: str, index: int | None, attempt: int, status: str, result: str,
+                      error_type: str | None, error: str | None, duration_seconds: float) -> None:
+        self.emit({"type": "step_end", "step": step, "index": index, "scope": scope, "attempt": attempt,
+                   "status": status, "result": result, "error_type": error_type, "error": error,
+                   "duration_seconds": duration_seconds})
 
-    def attempt_failed(self, sr: StepRun, ended: Ended) -> None:
-        """Log an attempt that did not succeed, as a worker does (docs/howto/observability.md): a timeout that will be retried logs "Job timed out"."""
-        extra = _extra(sr, self.run_id)
-        retrying = sr.status not in (JobStatus.FAILED, JobStatus.CANCELLED)
-        if ended.result is AttemptResult.TIMED_OUT:
-            log.log(logging.WARNING if retrying else logging.ERROR,
-                    "Job timed out" if retrying else "Job exhausted retries and timed out", extra=extra)
-        elif ended.result is AttemptResult.CRASHED:
-            log.warning("Job crashed: %s", ended.error, extra=extra)
-        elif ended.result is AttemptResult.ERRORED:
-            log.warning("Job errored: %s: %s", ended.error_type, ended.error, extra=extra)
-
-    def step_ended(self, sr: StepRun) -> None:
+    def step_ended(self, job: dict[str, Any]) -> None:
         """A step run ended without an attempt (skipped, or its pause expired)."""
-        self.emit({"type": "step_end", **_ident(sr), "attempt": sr.attempts, "status": sr.status.value,
-                   "result": None, "skip_reason": sr.skip_reason, "skip_root": sr.skip_root})
+        self.emit({"type": "step_end", **_ident(job), "attempt": int(job.get("attempts") or 0),
+                   "status": job["status"], "result": None, "skip_reason": job.get("skip_reason"),
+                   "skip_root": job.get("skip_root")})
 
-    def step_held(self, sr: StepRun) -> None:
-        self.emit({"type": "step_held", **_ident(sr)})
+    def step_held(self, job: dict[str, Any]) -> None:
+        self.emit({"type": "step_held", **_ident(job)})
 
-    def step_paused(self, sr: StepRun) -> None:
-        self.emit({"type": "step_paused", **_ident(sr), "pause_timeout_seconds": sr.spec.pause_timeout_seconds})
-        log.info("Run paused before step %s: waiting for resume", sr.label(), extra=_extra(sr, self.run_id))
+    def step_paused(self, job: dict[str, Any], pause_timeout_seconds: int | None) -> None:
+        self.emit({"type": "step_paused", **_ident(job), "pause_timeout_seconds": pause_timeout_seconds})
 
-    def step_resumed(self, sr: StepRun, input_replaced: bool) -> None:
-        self.emit({"type": "step_resumed", **_ident(sr), "input_replaced": input_replaced})
-
-
-def _ident(sr: StepRun) -> dict[str, Any]:
-    return {"step": sr.name, "index": sr.index, "scope": sr.scope}
+    def step_resumed(self, job: dict[str, Any], input_replaced: bool) -> None:
+        self.emit({"type": "step_resumed", **_ident(job), "input_replaced": input_replaced})
 
 
-def _extra(sr: StepRun, run_id: str) -> dict[str, Any]:
-    return {"run_id": run_id, "job_id": sr.job_id, "step": sr.name, "attempt": sr.attempts}
-
+def _ident(job: dict[str, Any]) -> dict[str, Any]:
+    return {"step": job["step"], "index": job.get("elem_index"), "scope": job.get("scope") or ""}

@@ -1,61 +1,136 @@
-"""The `WorkflowResult` of a finished in-process run, from its state."""
+"""The `WorkflowResult` of a finished in-process run, read from its store: the run
+row, its jobs, their attempts and step logs, as a worker's run reads in
+``ductline show --json``."""
 
 from __future__ import annotations
 
+import json
+from datetime import datetime, timezone
 from typing import Any, cast
 
-from ductline.local.results import RunStatusValue, StepResult, WorkflowResult
-from ductline.local.state import RunState
-from ductline.local.steprun import StepRun
+from ductline import codec
+from ductline.dsl.graph import Definition
+from ductline.engine.record import ON_HALT_STEP
+from ductline.local.results import AttemptRecord, LogEntry, RunStatusValue, StepResult, WorkflowResult
+from ductline.model import scopes
 from ductline.model.outcomes import TIMEOUT_ERROR_TYPE
-from ductline.model.states import HaltReason, JobStatus, RunStatus
+from ductline.model.states import AttemptResult, HaltReason, JobStatus, RunStatus
 from ductline.model.stops import WORKFLOW_TIMEOUT
+from ductline.store import Store, payloads, steplogs
 
 
-def step_result(sr: StepRun) -> StepResult:
-    return StepResult(
-        step=sr.name, index=sr.index, status=sr.status.value,
-        output=sr.output if sr.status is JobStatus.COMPLETED else None, error_type=sr.error_type,
-        error=sr.error, skip_reason=sr.skip_reason, attempts=sr.attempts, started_at=sr.started_at,
-        finished_at=sr.finished_at, scope=sr.scope, skip_root=sr.skip_root, history=tuple(sr.history))
+def _at(ms: Any) -> datetime | None:
+    return None if ms is None else datetime.fromtimestamp(int(ms) / 1000, timezone.utc)
 
 
-def _error(state: RunState) -> tuple[str | None, str | None]:
+def _value(store: Store, run_id: str, text: str | None) -> Any:
+    loaded = payloads.load(store, run_id, text)
+    return None if loaded is None else codec.loads(loaded)
+
+
+def _label(step: str, scope: str) -> str:
+    return step if not scope else f"{step}[{scope}]"
+
+
+def _order(definition: Definition) -> dict[str, int]:
+    order = {name: i for i, name in enumerate(definition.nodes)}
+    order[ON_HALT_STEP] = len(order)
+    return order
+
+
+def step_results(store: Store, definition: Definition, run_id: str) -> list[StepResult]:
+    """One `StepResult` per step run, in declaration order, then element order."""
+    history: dict[str, list[dict[str, Any]]] = {}
+    for row in store.run_attempts(run_id):
+        history.setdefault(row["job_id"], []).append(row)
+    logs: dict[tuple[str, int], list[LogEntry]] = {}
+    for record in steplogs.of_run(store.dialect, run_id):
+        logs.setdefault((record.job_id, record.attempt), []).append(
+            LogEntry(cast(datetime, _at(record.at_ms)), record.level, record.logger, record.message))
+    order = _order(definition)
+    jobs = sorted(store.run_jobs(run_id), key=lambda j: (order.get(j["step"], len(order)),
+                                                         scopes.sort_key(j["scope"] or "")))
+    results = []
+    for job in jobs:
+        attempts = sorted(history.get(job["id"], []), key=lambda a: int(a["attempt"]))
+        records = tuple(AttemptRecord(int(a["attempt"]), a["result"], a["error_type"], a["error"],
+                                      cast(datetime, _at(a["started_ms"])),
+                                      cast(datetime, _at(a["finished_ms"] or a["started_ms"])),
+                                      tuple(logs.get((job["id"], int(a["attempt"])), ())))
+                        for a in attempts if a["result"] is not None)
+        status = JobStatus(job["status"])
+        failed = [a for a in records if a.result != AttemptResult.SUCCEEDED]
+        last = failed[-1] if failed and status is not JobStatus.COMPLETED else None
+        results.append(StepResult(
+            step=job["step"], index=job["elem_index"], status=status.value,
+            output=_value(store, run_id, job["output"]) if status is JobStatus.COMPLETED else None,
+            error_type=None if last is None else last.error_type, error=None if last is None else last.error,
+            skip_reason=_skip_reason(job, status), attempts=int(job["attempts"] or 0),
+            started_at=records[0].started_at if records else None,
+            finished_at=_at(job["finished_ms"]) if status.value in _ENDED else None,
+            scope=job["scope"] or "", skip_root=job["skip_root"], history=records))
+    return results
+
+
+def _skip_reason(job: dict[str, Any], status: JobStatus) -> str | None:
+    """Why a step run never ran: of a skipped one, and of one that failed without
+    an attempt (its pause expired). The reason a stop recorded on a job it ended
+    while it ran is its attempt's error, not a skip."""
+    if status is JobStatus.SKIPPED or (status is JobStatus.FAILED and not job["attempts"]):
+        return job["skip_reason"]  # type: ignore[no-any-return]
+    return None
+
+
+_ENDED = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.SKIPPED, JobStatus.CANCELLED})
+
+
+def _error(status: RunStatus, meta: dict[str, Any], halt_reason: str | None, steps: list[StepResult],
+           stopped: list[str]) -> tuple[str | None, str | None]:
     """``(error, error_type)`` describing why the run did not complete."""
-    meta = state.metadata
-    if state.status is RunStatus.HALTED and state.halt is not None:
-        halt, failed = state.halt, state.halt.step_run
-        return (f"step {failed.label()!r} failed: {failed.error_type}: {halt.detail} ({halt.reason.value})",
-                failed.error_type)
+    if status is RunStatus.HALTED and meta.get("halted_step") is not None:
+        failed = next((s for s in steps if s.step == meta["halted_step"] and s.status == "failed"), None)
+        error_type = None if failed is None else failed.error_type
+        label = _label(meta["halted_step"], "" if failed is None else failed.scope)
+        return f"step {label!r} failed: {error_type}: {meta.get('error')} ({halt_reason})", error_type
     if meta.get("timeout_exceeded"):
         error = f"{meta['error']} ({WORKFLOW_TIMEOUT})"
-        if state.stopped:
-            error += "; stopped: " + ", ".join(repr(label) for label in state.stopped)
+        if stopped:
+            error += "; stopped: " + ", ".join(repr(label) for label in stopped)
         return error, TIMEOUT_ERROR_TYPE
-    if state.halt_reason is HaltReason.PAUSE_EXPIRED:
+    if halt_reason == HaltReason.PAUSE_EXPIRED:
         return meta.get("error"), "PauseExpired"
-    if state.status is RunStatus.CANCELLED:
+    if status is RunStatus.CANCELLED:
         return "the run was cancelled", "Cancelled"
-    if state.status is not RunStatus.COMPLETED:  # pragma: no cover - a validated graph reaches its end
-        return f"the run ended {state.status.value} without completing its last step", None
+    if status is not RunStatus.COMPLETED:  # pragma: no cover - a validated graph reaches its end
+        return f"the run ended {status.value} without completing its last step", None
     return None, None
 
 
-def workflow_result(state: RunState, timeout_seconds: float | None, duration_seconds: float) -> WorkflowResult:
-    completed = state.status is RunStatus.COMPLETED
-    error, error_type = _error(state)
-    failed_step = None
-    if state.halt is not None:
-        failed_step = state.halt.step_run.name
-    elif state.halt_reason is HaltReason.PAUSE_EXPIRED:
-        failed_step = state.metadata.get("paused_step")
+def workflow_result(store: Store, definition: Definition, run_id: str, duration_seconds: float,
+                    stopped: list[str]) -> WorkflowResult:
+    """The run's result.
+
+    Args:
+        stopped: labels of the step runs whose attempts a stop ended (for the error
+            of a run past its deadline).
+    """
+    run = store.get_run(run_id)
+    assert run is not None, f"run {run_id} is not in its own store"
+    status = RunStatus(run["status"])
+    meta: dict[str, Any] = json.loads(run["metadata"] or "{}")
+    steps = step_results(store, definition, run_id)
+    completed = status is RunStatus.COMPLETED
+    halt_reason = run["halt_reason"]
+    error, error_type = _error(status, meta, halt_reason, steps, stopped)
+    failed_step = meta.get("halted_step")
+    if failed_step is None and halt_reason == HaltReason.PAUSE_EXPIRED:
+        failed_step = meta.get("paused_step")
     metadata: dict[str, Any] = {
-        "run_id": state.run_id, "pipeline": state.definition.name, "timeout_exceeded": False,
-        "timeout_seconds": timeout_seconds, **state.metadata,
-        "error": error, "error_type": error_type, "output": state.output if completed else None,
-        "halt_reason": None if state.halt_reason is None else state.halt_reason.value,
-        "failed_step": failed_step, "duration_seconds": duration_seconds,
+        "run_id": run_id, "pipeline": definition.name, "timeout_exceeded": False,
+        "timeout_seconds": run["timeout_seconds"], **meta,
+        "error": error, "error_type": error_type,
+        "output": _value(store, run_id, run["output"]) if completed else None,
+        "halt_reason": halt_reason, "failed_step": failed_step, "duration_seconds": duration_seconds,
     }
-    return WorkflowResult(overall_status="success" if completed else "failed",
-                          steps=[step_result(sr) for sr in state.ordered()], metadata=metadata,
-                          status=cast(RunStatusValue, state.status.value))
+    return WorkflowResult(overall_status="success" if completed else "failed", steps=steps, metadata=metadata,
+                          status=cast(RunStatusValue, status.value))

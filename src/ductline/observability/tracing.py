@@ -64,7 +64,7 @@ import logging
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ductline.errors import StoreError
 from ductline.model.states import AttemptResult, HaltReason, RunStatus
@@ -160,6 +160,16 @@ def attempt_span_context(run_id: str, job_id: str, attempt: int) -> Any:
         return None
     return SpanContext(trace_id_for(run_id), attempt_span_id(job_id, attempt), is_remote=True,
                        trace_flags=TraceFlags(TraceFlags.SAMPLED))
+
+
+def attempt_entry(run_id: str, job_id: str, attempt: int) -> Callable[[], Any] | None:
+    """A function that makes the attempt's span current in the context it is called
+    in (for a step run in the parent's own context, e.g. an ``async def`` step of
+    `ductline.execute`); ``None`` without opentelemetry."""
+    if trace is None:
+        return None
+    ctx = trace.set_span_in_context(NonRecordingSpan(attempt_span_context(run_id, job_id, attempt)))
+    return lambda: otel_context.attach(ctx)
 
 
 @contextmanager
@@ -356,13 +366,38 @@ class TracingSubscriber:
             span.add_event(name, attributes)
 
     def _lease_lost(self, a: dict[str, Any]) -> None:
+        """The attempt's lease was taken (a cancel, the run deadline, a rescue): its
+        span ends with what the taker recorded for the attempt (the run deadline's
+        ``timed_out``, a cancel's ``cancelled``), read from the store when there is
+        one, so every process that saw the attempt tells the same result."""
         span = self._take(a)
         if span is None:
             return
-        span.set_attribute("cicd.pipeline.task.run.result", "cancellation")
-        span.set_attribute("error.type", "LeaseLost")
-        span.set_status(Status(StatusCode.ERROR, "the lease was lost; the attempt was killed"))
+        recorded = self._recorded(a)
+        label = recorded.get("result") if recorded else None
+        if label is None:
+            span.set_attribute("cicd.pipeline.task.run.result", "cancellation")
+            span.set_attribute("error.type", "LeaseLost")
+            span.set_status(Status(StatusCode.ERROR, "the lease was lost; the attempt was killed"))
+        else:
+            assert recorded is not None
+            result = TASK_RESULTS.get(RESULT_LABELS.get(label, label), label)
+            span.set_attribute("cicd.pipeline.task.run.result", result)
+            span.set_attribute("error.type", recorded.get("error_type") or "LeaseLost")
+            span.set_status(Status(StatusCode.ERROR, recorded.get("error") or "the attempt was stopped"))
         span.end()
+
+    def _recorded(self, a: dict[str, Any]) -> dict[str, Any] | None:
+        """The attempt's row, if the store is known and the attempt was closed."""
+        if self.store is None:
+            return None
+        try:
+            for row in self.store.run_attempts(a["run_id"]):
+                if row["job_id"] == a["job_id"] and int(row["attempt"]) == int(a["attempt"]):
+                    return row if row.get("result") else None
+        except StoreError as exc:
+            log.warning("cannot read the attempts of run %s: %s", a["run_id"], exc)
+        return None
 
     # -- runs --------------------------------------------------------------------------------
     def _run_row(self, run_id: str) -> dict[str, Any] | None:

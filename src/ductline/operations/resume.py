@@ -15,7 +15,7 @@ from ductline.model.inputs import NO_INPUT
 from ductline.observability.events import EventName, emit
 from ductline.store import Store, payloads
 
-log = logging.getLogger("ductline.worker")
+log = logging.getLogger("ductline.operations")
 
 __all__ = ["NO_INPUT", "resume"]
 

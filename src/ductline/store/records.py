@@ -61,10 +61,17 @@ class NewJob:
             id=uuid.uuid4().hex if job_id is None else job_id, run_id=run_id, pipeline=pipeline, step=step, scope=scope,
             parent_scope=spec.parent_scope, elem_index=spec.elem_index, status=status, input=input_json,
             delay_ms=spec.delay_ms if delay_ms is None else delay_ms, not_before_ms=not_before_ms,
-            max_retry=spec.max_retry, max_crash=spec.max_crash, retry_delay_seconds=int(spec.retry_delay_seconds),
+            max_retry=spec.max_retry, max_crash=spec.max_crash,
+            retry_delay_seconds=_whole(spec.retry_delay_seconds),
             timeout_seconds=spec.timeout_seconds, priority=spec.priority, limit_key=spec.limit_key,
             phase=spec.phase,
         )
+
+
+def _whole(seconds: float) -> int:
+    """Seconds as stored: whole seconds (a worker's settings and step options are
+    whole); the in-process executor's fractions of a second are kept as they are."""
+    return int(seconds) if float(seconds).is_integer() else seconds  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, slots=True)

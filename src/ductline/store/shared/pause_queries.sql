@@ -31,3 +31,8 @@ LIMIT :limit;
 UPDATE ductline_jobs
 SET status = 'failed', skip_reason = :reason, finished_ms = ductline_now_ms()
 WHERE id = :job_id AND status = 'paused' AND pause_expires_ms <= ductline_now_ms();
+
+-- name: paused_job_input
+-- The input a paused job waits with (a resume callback of the in-process executor
+-- is given it).
+SELECT input FROM ductline_jobs WHERE id = :job_id AND status = 'paused';

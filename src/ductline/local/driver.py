@@ -1,0 +1,543 @@
+"""The in-process executor's driver: a worker's loop in one asyncio task, over the
+engine (`ductline.engine`) and an in-memory store (`ductline.store.memory`).
+
+It keeps only what is about driving -- claiming ready jobs for free slots,
+starting their attempts (`ductline.local.attempts`), waiting on a clock, and
+telling the caller (`ductline.local.report`). Everything an outcome means, what a
+completion creates, what a halt, a cancel, a deadline or a pause does, is applied
+by the same engine code a worker runs, with the same statements, so the two cannot
+disagree.
+
+One turn of the loop: attempts a stop took away are killed (their leases were
+revoked, as a worker learns from its heartbeat), finished attempts are recorded
+in one batch, what is due (the run deadline, expired pauses) is ended, free slots
+are filled by a claim; then the loop sleeps until an attempt ends, the caller acts
+(cancel, resume), or the clock reaches the next not-before time, pause expiry or
+deadline. With a `ductline.testing.FakeClock` the store's clock is the fake one,
+so delays, retry delays, rate limits and pause expiries pass in virtual time; the
+run deadline passes in real time too, and step timeouts only in real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from ductline.dsl.graph import Definition
+from ductline.engine import pause, stop
+from ductline.engine.batch import Outcome as Recording, record_batch
+from ductline.engine.record import Attempt, Outcome as Recorded
+from ductline.engine.start import new_run, write
+from ductline.errors import InvalidStateError
+from ductline.execution.enforcer import UNDEAD_AFTER_SECONDS
+from ductline.local.attempts import AttemptRunner, Started
+from ductline.local.childapps import child_setup, needs_child
+from ductline.local.children import ChildStartError, Pool
+from ductline.local.clock import RealClock, activity, is_virtual
+from ductline.local.options import RunOptions
+from ductline.local.outcome import Limit, Outcome
+from ductline.local.report import EndStatus, Reporter
+from ductline.local.resumer import Resumer
+from ductline.local.results import WorkflowResult
+from ductline.local.summary import workflow_result
+from ductline.model.inputs import NO_INPUT
+from ductline.model.limits import step_limits
+from ductline.model.states import TERMINAL_RUN, AttemptResult, JobStatus, RunStatus
+from ductline.observability import events
+from ductline.observability.events import EventName, emit
+from ductline.observability.tracing import TracingSubscriber, available as tracing_available
+from ductline.store import payloads, steplogs
+from ductline.store.memory import open_memory_store
+from ductline.store.records import ClaimedJob
+
+# Leases are the worker's defence against a dead worker; nothing here can die
+# without the run, so a lease never runs out within one.
+LEASE_MS = 100 * 365 * 86_400_000
+STOP_MARGIN = 0.5
+
+
+@dataclass(eq=False, slots=True)
+class Running:
+    """A claimed job whose attempt this driver runs."""
+
+    job: ClaimedJob
+    task: asyncio.Task[None] | None = None
+    started: Started | None = None
+    begun_ms: int | None = None
+    clock_began: float = 0.0
+    outcome: Outcome | None = None
+    lost: bool = False  # a stop took its lease: already reported, never recorded
+
+
+@dataclass(slots=True)
+class Seen:
+    """What the caller was told of each job (by id): its last reported status."""
+
+    statuses: dict[str, str] = field(default_factory=dict)
+
+
+class Driver:
+    """One in-process run of ``definition``; `run` may be awaited once."""
+
+    def __init__(self, definition: Definition, args_json: str, options: RunOptions) -> None:
+        self.definition = definition
+        self.options = options
+        self.clock = options.clock
+        self.virtual = is_virtual(self.clock)
+        # A clock given by the caller (a test's) is the store's clock too: delays,
+        # retry delays, rate limits and pause expiries pass in its time.
+        self.own_clock = not isinstance(self.clock, RealClock)
+        self.run_id = uuid.uuid4().hex
+        self.worker_id = f"execute-{self.run_id[:12]}"
+        self._epoch_ms = time.time() * 1000
+        self._clock_origin: float | None = None
+        self.store = open_memory_store(self._db_now_ms if self.own_clock else None)
+        self.definitions = {definition.name: definition}
+        self.step_limits = step_limits(self.definitions)
+        self.limits = payloads.Limits(max_bytes=options.max_payload_bytes)
+        self.report = Reporter(definition.name, self.run_id, options.on_update)
+        self.tracing = TracingSubscriber(self.store, options.tracer_provider) if tracing_available() else None
+        self.children = child_setup(definition, inline=options.inline)
+        self.pool = Pool(self.children.apps, self.children.sys_path, options.concurrency, options.kill_grace,
+                         message_cap=self.limits.message_cap, max_output_bytes=options.max_payload_bytes)
+        self.runner = AttemptRunner(definition, self.store, self.pool, self.children,
+                                    kill_grace=options.kill_grace, max_output_bytes=options.max_payload_bytes,
+                                    log_level=options.log_level, log_max_bytes=options.log_max_bytes,
+                                    inline=options.inline, on_log=self._logged)
+        self.resumer = Resumer(self, options.resume)
+        self.running: dict[str, Running] = {}
+        self.seen = Seen()
+        self.stopped: list[str] = []  # step runs whose attempts a stop ended (labels)
+        self._log_seq: dict[tuple[str, int], int] = {}
+        self._wake = asyncio.Event()
+        self._real_deadline: float | None = None  # loop time of the run deadline, once started
+        self._deadline_ms: int | None = None
+        self.bug: BaseException | None = None
+        self.finished = False
+        self._final: RunStatus | None = None
+        rows = new_run(definition, self.run_id, args_json, timeout_seconds=_whole(options.timeout),
+                       delay_ms=definition.node(definition.start).options.delay * 1000, not_before_ms=None,
+                       retry_delay=options.retry_delay, limits=self.limits)
+        with self.store.transaction() as tx:
+            write(tx, rows)
+        self.first_step = rows.job.step
+
+    # -- the store's clock ------------------------------------------------------------------------
+    def _db_now_ms(self) -> int:
+        """The caller's clock as epoch milliseconds: the wall clock at the start plus
+        that clock's seconds since."""
+        now = self.clock.now()
+        if self._clock_origin is None:
+            self._clock_origin = now
+        return int(self._epoch_ms + (now - self._clock_origin) * 1000)
+
+    def _seconds_until(self, at_ms: float) -> float:
+        return max(0.0, (at_ms - self.store.now_ms()) / 1000)
+
+    def status(self) -> RunStatus:
+        """The run's status (its last one once the run is over and its store closed)."""
+        if self._final is not None:
+            return self._final
+        row = self.store.get_run(self.run_id)
+        assert row is not None
+        return RunStatus(row["status"])
+
+    # -- what a handle may do ----------------------------------------------------------------------
+    def cancel(self) -> None:
+        """Cancel the run (`ductline.engine.stop.cancel`).
+
+        Raises:
+            InvalidStateError: the run already finished.
+        """
+        if self.finished:
+            raise InvalidStateError(f"run {self.run_id} is {self.status().value}; "
+                                    "only an unfinished run can be cancelled")
+        with self.store.transaction() as tx:
+            stop.cancel(tx, self.definition, self.run_id)
+        emit(EventName.PIPELINE_CANCELLED, pipeline=self.definition.name, run_id=self.run_id)
+        self.wake()
+
+    def resume(self, input: Any = NO_INPUT, job_ids: list[str] | None = None) -> list[str]:
+        """Resume paused step runs (all, or ``job_ids``); returns the steps resumed.
+
+        Raises:
+            TypeError, PayloadTooLarge, InvalidStateError: as `ductline.local.LocalRun.resume`.
+        """
+        if self.finished:
+            raise InvalidStateError(f"run {self.run_id} is {self.status().value}; "
+                                    "only a paused run can be resumed")
+        encoded = None
+        if input is not NO_INPUT:
+            encoded = pause.encode_input(input)
+            payloads.check_size(encoded, "resume input", self.limits.max_bytes)
+        with self.store.transaction() as tx:
+            resumed = pause.resume(tx, self.run_id, encoded, self.limits, job_ids=job_ids)
+        for row in resumed:
+            self.seen.statuses[row["id"]] = JobStatus.PENDING.value
+            self.report.step_resumed(row, encoded is not None)
+        self.wake()
+        return sorted({row["step"] for row in resumed})
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # -- the run -------------------------------------------------------------------------------------
+    async def run(self) -> WorkflowResult:
+        """Run to the end; a cancellation of the awaiting task cancels the run (its
+        children are killed, its tasks awaited) and is raised again."""
+        began = self.clock.now()
+        self.report.run_started(self.options.timeout)
+        unsubscribe = events.subscribe(self._event) if self.tracing is not None else None
+        try:
+            try:
+                await self._execute()
+            except BaseException as exc:
+                await self._abandon(exc)
+                raise
+            result = workflow_result(self.store, self.definition, self.run_id, self.clock.now() - began,
+                                     self.stopped)
+            self.report.run_ended(_end_status(result), result.status, result.metadata["error"])
+            return result
+        finally:
+            self.finished = True
+            self.resumer.close()
+            await self.pool.close()
+            if unsubscribe is not None:
+                unsubscribe()
+            self._final = self.status()
+            self.store.close()
+
+    def _event(self, name: EventName, attributes: dict[str, Any]) -> None:
+        """This run's engine events feed its spans (the worker's tracing subscriber)."""
+        if attributes.get("run_id") == self.run_id and self.tracing is not None:
+            self.tracing(name, attributes)
+
+    async def _execute(self) -> None:
+        if self.status() in TERMINAL_RUN:
+            return  # cancelled before it began
+        if needs_child(self.runner.node(self.first_step), self.options.inline):
+            await self._warm()  # interpreter start-up is not the run's time
+        while True:
+            async with activity(self.clock):
+                self._reap_lost()
+                self._record()
+                self._end_due()
+                if self.bug is not None:
+                    raise self.bug
+                if self._over():
+                    break
+                self._claim()
+            await self._wait()
+        await self._drain()
+
+    async def _warm(self) -> None:
+        try:
+            child = await self.pool.acquire()
+        except ChildStartError:
+            return  # the first attempt meets the same error and records it
+        self.pool.release(child, True)
+
+    def _over(self) -> bool:
+        """Nothing more will happen: the run ended, or it halted (or its pauses wait
+        in a halted run) with nothing left to run."""
+        if self.running or self.resumer.busy:
+            return False
+        status = self.status()
+        if status in TERMINAL_RUN:
+            return True
+        if status is RunStatus.PAUSED:
+            return False  # a resume, a cancel, its expiry or the deadline moves it on
+        if self.store.next_wakeups([self.definition.name])[0] is not None:
+            return False  # a job waits for its not-before time
+        return not self.store.unthrottle_idle_keys()
+
+    # -- claiming and starting attempts ---------------------------------------------------------------
+    def _claim(self) -> None:
+        free = self.options.concurrency - len(self.running)
+        if free <= 0 or self.status() in TERMINAL_RUN:
+            return
+        jobs = self.store.claim(self.worker_id, [self.definition.name], free, LEASE_MS, limits=self.step_limits)
+        for job in jobs:
+            if self._real_deadline is None and job.run_deadline_ms is not None:
+                self._deadline_ms = job.run_deadline_ms
+                self._real_deadline = asyncio.get_running_loop().time() + (self.options.timeout or 0)
+            running = Running(job)
+            self.running[job.job_id] = running
+            running.task = asyncio.get_running_loop().create_task(
+                self._attempt(running), name=f"ductline {job.step}[{job.scope}] attempt {job.attempt}")
+
+    async def _attempt(self, running: Running) -> None:
+        async with activity(self.clock):  # a fake clock waits while the attempt works
+            try:
+                running.outcome = await self.runner.run(running.job, lambda: self._begin(running))
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - a bug of the executor: end the run with it
+                self.bug = self.bug or exc
+            finally:
+                self.wake()
+
+    def _begin(self, running: Running) -> Started:
+        """The attempt begins now: its step timeout (a scaled one starts at its floor)
+        and the run deadline bound it, in real time."""
+        job = running.job
+        loop_now = asyncio.get_running_loop().time()
+        timeout: Any = self.runner.node(job.step).options.timeout
+        floor: float | None = getattr(timeout, "floor", timeout)
+        seconds = None if floor is None else float(floor)
+        run_bound = self._real_deadline
+        if self.virtual and self._deadline_ms is not None:  # whichever comes first
+            virtual_bound = loop_now + self._seconds_until(self._deadline_ms)
+            run_bound = virtual_bound if run_bound is None else min(run_bound, virtual_bound)
+        if run_bound is not None:
+            seconds = run_bound - loop_now if seconds is None else min(seconds, run_bound - loop_now)
+        running.started = Started(loop_now, Limit(loop_now, seconds), run_bound)
+        running.begun_ms = self.store.now_ms()
+        running.clock_began = self.clock.now()
+        self.seen.statuses[job.job_id] = JobStatus.RUNNING.value
+        emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,
+             job_id=job.job_id, attempt=job.attempt, started_ms=running.begun_ms,
+             pickup_latency_seconds=max(0.0, (running.begun_ms - job.not_before_ms) / 1000),
+             deadline_ms=job.deadline_ms)
+        self.report.attempt_started(job.step, job.scope, _index(job), job.attempt)
+        return running.started
+
+    def _logged(self, job: ClaimedJob, records: list[tuple[int, str, str, str]]) -> None:
+        """An attempt's log batch, stored with it as a worker stores it."""
+        key = (job.job_id, job.attempt)
+        first = self._log_seq.get(key, 0)
+        steplogs.append(self.store.dialect, job.job_id, job.attempt, job.lease_token, first, records)
+        self._log_seq[key] = first + len(records)
+
+    # -- recording ------------------------------------------------------------------------------------
+    def _record(self) -> None:
+        """Hand the finished attempts to the engine, in one batch."""
+        done = [r for r in self.running.values() if r.task is not None and r.task.done()]
+        if not done:
+            return
+        for r in done:
+            del self.running[r.job.job_id]
+        done = [r for r in done if r.outcome is not None and not r.lost]
+        if not done:
+            return
+        recordings = [self._recording(r) for r in done]
+        results = record_batch(self.store, recordings, self.definitions, self.options.retry_delay,  # type: ignore[arg-type]
+                               self.limits, now_ms=self.store.now_ms)
+        waiting = None
+        moved = False
+        for r, recorded in zip(done, results):
+            if recorded.outcome is Recorded.RETRY and waiting is None:
+                waiting = JobStatus.HELD if self.status() is RunStatus.HALTED else JobStatus.PENDING
+            status = {Recorded.COMPLETED: JobStatus.COMPLETED, Recorded.RELEASED: JobStatus.PENDING,
+                      Recorded.FAILED: JobStatus.FAILED}.get(recorded.outcome, waiting)
+            if recorded.outcome is Recorded.LOST:
+                moved = True  # a stop recorded it (its run deadline): reported with the stop's result
+                self._report_from_rows([r])
+                continue
+            assert r.outcome is not None and status is not None
+            self._report_attempt(r, status.value, r.outcome.result.value, r.outcome.error_type, r.outcome.error)
+            moved = moved or recorded.halted or recorded.run_failed or bool(recorded.paused)
+        if moved:
+            self._reap_lost()  # a fail-fast halt or the run deadline took the siblings' leases
+            self._sync()
+
+    def _recording(self, r: Running) -> Recording:
+        """The engine's record of a finished attempt; one the run deadline killed
+        ends the whole run (`ductline.engine.stop.expire`), as on a worker."""
+        job, outcome, started = r.job, r.outcome, r.started
+        assert outcome is not None
+        run_deadline = (outcome.result is AttemptResult.TIMED_OUT and started is not None
+                        and started.run_bound is not None and started.limit.at is not None
+                        and started.limit.at >= started.run_bound - 1e-6)
+        if run_deadline:
+            self.stopped.append(_label(job.step, job.scope))
+        attempt = Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token,
+                          r.begun_ms, job.limit_key, self._ran_under(r))
+        return Recording(attempt, job.pipeline, outcome.result, outcome.output, outcome.error_type, outcome.error,
+                         outcome.traceback, run_deadline=run_deadline)
+
+    def _ran_under(self, r: Running) -> int | None:
+        """The deadline the attempt ran under, on the store's clock."""
+        if r.started is None or r.started.limit.seconds is None or r.begun_ms is None:
+            return r.job.deadline_ms
+        return int(r.begun_ms + r.started.limit.seconds * 1000)
+
+    def _report_attempt(self, r: Running, status: str, result: str, error_type: str | None,
+                        error: str | None) -> None:
+        job = r.job
+        self.seen.statuses[job.job_id] = status
+        self.report.attempt_ended(job.step, job.scope, _index(job), job.attempt, status, result, error_type,
+                                  error, self.clock.now() - r.clock_began)
+
+    # -- stops ---------------------------------------------------------------------------------------
+    def _reap_lost(self) -> None:
+        """Attempts whose leases a stop revoked (a cancel, the run deadline, an expired
+        pause, a fail-fast halt) are killed; the stop recorded them already."""
+        live = [r for r in self.running.values() if not r.lost]
+        if not live:
+            return
+        held = self.store.leases_held([r.job.lease_token for r in live])
+        lost = [r for r in live if r.job.lease_token not in held]
+        if not lost:
+            return
+        self._report_from_rows(lost)
+        for r in lost:
+            r.lost = True
+            job = r.job
+            self.stopped.append(_label(job.step, job.scope))
+            emit(EventName.LEASE_LOST, pipeline=job.pipeline, step=job.step, run_id=job.run_id, job_id=job.job_id,
+                 attempt=job.attempt)
+            if r.task is not None and not r.task.done():
+                r.task.cancel()  # it kills the child as it unwinds
+        self._sync()
+
+    def _report_from_rows(self, lost: list[Running]) -> None:
+        """Report attempts another part of the engine recorded, from their rows."""
+        jobs = {row["id"]: row for row in self.store.run_jobs(self.run_id)}
+        attempts = {(row["job_id"], int(row["attempt"])): row for row in self.store.run_attempts(self.run_id)}
+        for r in lost:
+            job = jobs.get(r.job.job_id)
+            row = attempts.get((r.job.job_id, r.job.attempt))
+            if job is None or row is None:
+                continue
+            self._report_attempt(r, job["status"], row["result"] or AttemptResult.CANCELLED.value,
+                                 row["error_type"], row["error"])
+
+    def _end_due(self) -> None:
+        """End what is due: the run deadline (on the store's clock, or in real time),
+        expired pauses."""
+        changed = False
+        if self._deadline_due():
+            try:
+                with self.store.transaction() as tx:
+                    ended = stop.expire(tx, self.definition, self.run_id)
+            except stop.Unchanged:
+                ended = False
+            if ended:
+                changed = True
+                emit(EventName.PIPELINE_FAILED, pipeline=self.definition.name, run_id=self.run_id)
+        if stop.expire_pauses(self.store, self.definitions):
+            changed = True
+        if changed:
+            self._reap_lost()
+            self._sync()
+
+    def _deadline_due(self) -> bool:
+        """The run deadline passed: in real time, or (`FakeClock`) in virtual time."""
+        if self._real_deadline is not None and asyncio.get_running_loop().time() >= self._real_deadline:
+            return True
+        return self.virtual and self._deadline_ms is not None and self.store.now_ms() >= self._deadline_ms
+
+    def _sync(self) -> None:
+        """Tell the caller what a halt, a stop or a pause did to jobs that no attempt
+        of this driver reported: held, paused, skipped, failed without running."""
+        for job in self.store.run_jobs(self.run_id):
+            status = job["status"]
+            before = self.seen.statuses.get(job["id"])
+            if status == before:
+                continue
+            self.seen.statuses[job["id"]] = status
+            if status == JobStatus.HELD:
+                self.report.step_held(job)
+            elif status == JobStatus.PAUSED:
+                self.report.step_paused(job, self.definition.pauses.get(job["step"]))
+                self.resumer.paused(job)
+            elif status in (JobStatus.SKIPPED, JobStatus.FAILED, JobStatus.CANCELLED) and before != "running":
+                self.report.step_ended(job)
+
+    # -- waiting --------------------------------------------------------------------------------------
+    async def _wait(self) -> None:
+        """Sleep until an attempt ends, the caller acts, or the next timer is due."""
+        if any(r.task is not None and r.task.done() for r in self.running.values()):
+            return
+        if self._wake.is_set():
+            self._wake.clear()
+            return
+        not_before_ms, due_ms = self.store.next_wakeups([self.definition.name])
+        timers: list[tuple[float, bool]] = []  # (seconds, passive) on the driver's clock
+        if not_before_ms is not None and len(self.running) < self.options.concurrency:
+            timers.append((self._seconds_until(not_before_ms), False))
+        if due_ms is not None:
+            if self._deadline_ms is None or due_ms < self._deadline_ms:
+                timers.append((self._seconds_until(due_ms), False))  # a pause expires
+            elif self.virtual:  # the run deadline passes in virtual time too
+                timers.append((self._seconds_until(due_ms), True))
+        real = None
+        if self._real_deadline is not None:
+            real = max(0.0, self._real_deadline - asyncio.get_running_loop().time())
+        await self._sleep_or_wake(timers, real)
+
+    async def _sleep_or_wake(self, timers: list[tuple[float, bool]], real: float | None) -> None:
+        """Wait for a wake-up, the earliest timer on the driver's clock, or ``real``
+        seconds of real time, whichever comes first."""
+        waits: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._wake.wait())}
+        # Every timer sleeps (not only the earliest): a virtual clock jumps for the
+        # timers a step run waits on, and wakes a passive one (the run deadline) on
+        # the way if it comes first.
+        for seconds, passive in timers:
+            if self.virtual:
+                sleep = self.clock.sleep(seconds, passive=passive)  # type: ignore[call-arg]
+            else:
+                sleep = self.clock.sleep(seconds)
+            waits.add(asyncio.ensure_future(sleep))
+        try:
+            await asyncio.wait(waits, timeout=real, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+            self._wake.clear()
+
+    # -- ending ---------------------------------------------------------------------------------------
+    async def _drain(self) -> None:
+        """Cancel what still runs (a run that ended with attempts in flight) and wait
+        for it: a task running a child needs the kill grace and a second for SIGKILL."""
+        tasks = [r.task for r in self.running.values() if r.task is not None and not r.task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.options.kill_grace + UNDEAD_AFTER_SECONDS + STOP_MARGIN)
+        self.running.clear()
+
+    async def _abandon(self, exc: BaseException) -> None:
+        """The awaiting task was cancelled, or the executor failed: cancel the run
+        (its in-flight attempts are recorded cancelled), await its tasks, report."""
+        try:
+            with self.store.transaction() as tx:
+                stop.cancel(tx, self.definition, self.run_id)
+        except InvalidStateError:
+            pass  # it ended already
+        self._reap_lost()
+        await self._drain()
+        cancelled = isinstance(exc, asyncio.CancelledError)
+        self.report.run_ended(EndStatus.CANCELLED if cancelled else EndStatus.FAILED, self.status().value,
+                              f"{type(exc).__name__}: {exc}")
+
+
+def _end_status(result: WorkflowResult) -> EndStatus:
+    if result.status == "completed":
+        return EndStatus.SUCCESS
+    if result.timeout_exceeded:
+        return EndStatus.TIMEOUT
+    if result.status == "cancelled":
+        return EndStatus.CANCELLED
+    return EndStatus.FAILED
+
+
+def _label(step: str, scope: str) -> str:
+    return step if not scope else f"{step}[{scope}]"
+
+
+def _index(job: ClaimedJob) -> int | None:
+    from ductline.model import scopes
+
+    return scopes.element_index(job.scope) if job.scope else None
+
+
+def _whole(seconds: float | None) -> float | None:
+    """A timeout as stored: whole seconds as an ``int``, as a worker stores them."""
+    if seconds is None:
+        return None
+    return int(seconds) if float(seconds).is_integer() else seconds
