@@ -14,6 +14,7 @@ import steps_for_tests as S
 from ductline import Backoff, codec
 from ductline.dsl.graph import Definition
 from ductline.dsl.timeouts import ScaledTimeout
+from ductline.model.cascade import Dependent
 from ductline.model.claim_order import FIRST_STEP, UNDER_WAY
 from ductline.model.routing import (
     Create, Gather, JobSpec, Routing, gathered_args, initial_status, job_spec, route, timeout_floor,
@@ -119,19 +120,33 @@ def test_route(build: Callable[[], Definition], step: str, scope: str, output: s
 ])
 def test_route_divert(value: Any, target: str) -> None:
     output = json.dumps(value, separators=(",", ":"))
-    assert route(D.divert_converge(), "a", "", output, given(value)) == Routing((Create(target, "", f"[{output}]"),))
+    routing = route(D.divert_converge(), "a", "", output, given(value))
+    assert routing.creates == (Create(target, "", f"[{output}]"),)
+    others = [step for step in ("b", "c", "e", "d") if step != target]  # in to= order
+    assert routing.skips == tuple(Dependent(step, "", "a") for step in others)
 
 
 def test_route_divert_inside_an_expand_keeps_the_scope() -> None:
     definition = D.new().start(S.a).expand(to=S.b).divert(to={"x": S.c, "otherwise": S.d}).converge(
         into=S.e).collapse(into=S.f).definition()
-    assert route(definition, "b", "3", '"x"', given("x")) == Routing((Create("c", "3", '["x"]'),))
+    assert route(definition, "b", "3", '"x"', given("x")) == Routing((Create("c", "3", '["x"]'),),
+                                                                     skips=(Dependent("d", "3", "b"),))
 
 
 def test_route_divert_decides_on_the_full_value_of_a_reference() -> None:
     ref = '{"$ref":"payload-1"}'
-    assert route(D.divert_converge(), "a", "", ref, given("x"), full_output='"x"') == Routing(
-        (Create("b", "", f"[{ref}]", '["x"]'),))
+    assert route(D.divert_converge(), "a", "", ref, given("x"), full_output='"x"').creates == (
+        Create("b", "", f"[{ref}]", '["x"]'),)
+
+
+def test_a_divert_skips_the_routes_not_taken_up_to_where_they_meet() -> None:
+    """A route extended by a chain is skipped whole; the converge and what follows
+    it are reached by the taken route, so they are not skipped."""
+    pipeline = D.new().start(S.a).divert(to={"x": S.b, "otherwise": S.c})
+    pipeline.branch(S.c).chain(to=S.d)
+    definition = pipeline.converge(into=S.e).chain(to=S.f).definition()
+    assert route(definition, "a", "", '"x"', given("x")).skips == (Dependent("c", "", "a"), Dependent("d", "", "a"))
+    assert route(definition, "a", "", '"y"', given("y")).skips == (Dependent("b", "", "a"),)
 
 
 def test_route_expand_encodes_elements_with_the_codec() -> None:

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from ductline import codec
 from ductline.dsl.graph import Definition
-from ductline.model.routing import Create, Routing, gathered_args, job_spec, route
+from ductline.model.routing import ROUTE_NOT_TAKEN, Create, Routing, gathered_args, job_spec, route
 from ductline.model.states import JobStatus
 from ductline.engine.pause import insert_paused
 from ductline.store import payloads
@@ -37,6 +37,7 @@ class Advanced:
     run_completed: bool = False
     paused: tuple[str, ...] = ()  # steps whose jobs were created paused
     completes_run: bool = False  # the run's completion was handed to the caller's ``finish`` list
+    skipped: tuple[str, ...] = ()  # steps recorded skipped (a divert's routes not taken)
 
 
 def _full_output(tx: Tx, done: Completed) -> str:
@@ -121,7 +122,12 @@ def advance_many(tx: Tx, completions: list[tuple[Definition, Completed]], retry_
                 found = tx.gather_branches(done.run_id, gather.scope, list(gather.sources))
                 outputs = [found[source] for source in gather.sources]
             creates.append(Create(gather.target, gather.scope, gathered_args(outputs), spill=True))
-        results[i] = _create(tx, definition, done.run_id, creates, retry_delay, sink, limits)
+        moved = _create(tx, definition, done.run_id, creates, retry_delay, sink, limits)
+        if routing.skips:  # a divert's routes not taken
+            tx.insert_skipped(done.run_id, definition.name,
+                              [(d.step, d.scope, d.elem_index, d.root) for d in routing.skips], ROUTE_NOT_TAKEN)
+            moved = dataclasses.replace(moved, skipped=tuple(d.step for d in routing.skips))
+        results[i] = moved
     return [r for r in results if r is not None]
 
 

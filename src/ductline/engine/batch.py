@@ -166,7 +166,7 @@ def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
         if moved.completes_run:
             ending.append(i)
         results[i] = record.Recorded(record.Outcome.COMPLETED, run_completed=moved.run_completed, enqueued=moved.enqueued,
-                                     paused=moved.paused)
+                                     paused=moved.paused, skipped=moved.skipped)
     if finish:
         completed = tx.complete_runs(finish)
         for i in ending:

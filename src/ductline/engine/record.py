@@ -65,6 +65,7 @@ class Recorded:
     run_failed: bool = False
     enqueued: dict[str, int] | None = None
     paused: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()  # steps recorded skipped (a divert's routes not taken)
 
 
 LOST = Recorded(Outcome.LOST)
@@ -112,7 +113,8 @@ def success(tx: Tx, definition: Definition, a: Attempt, output: str, retry_delay
     moved = advance(tx, definition, Completed(a.run_id, a.step, a.scope, stored,
                                               output if pending is not None else None),
                     retry_delay, sink, limits)
-    return Recorded(Outcome.COMPLETED, run_completed=moved.run_completed, enqueued=moved.enqueued, paused=moved.paused)
+    return Recorded(Outcome.COMPLETED, run_completed=moved.run_completed, enqueued=moved.enqueued, paused=moved.paused,
+                    skipped=moved.skipped)
 
 
 def failure(tx: Tx, definition: Definition | None, a: Attempt, ended: Ended, traceback: str | None,

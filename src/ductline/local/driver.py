@@ -339,7 +339,7 @@ class Driver:
                 continue
             assert r.outcome is not None and status is not None
             self._report_attempt(r, status.value, r.outcome.result.value, r.outcome.error_type, r.outcome.error)
-            moved = moved or recorded.halted or recorded.run_failed or bool(recorded.paused)
+            moved = moved or recorded.halted or recorded.run_failed or bool(recorded.paused or recorded.skipped)
         if moved:
             self._reap_lost()  # a fail-fast halt or the run deadline took the siblings' leases
             self._sync()

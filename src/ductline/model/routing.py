@@ -6,7 +6,9 @@ completion (fan-ins counted by a row per fan-in), the in-process executor in
 memory. Rules (docs/concepts/pipelines.md, "Transitions"):
 
 - ``chain``, ``divide``, ``converge``: each target receives ``[output]``.
-- ``divert``: the route whose key equals ``str(output)``, else ``otherwise``.
+- ``divert``: the route whose key equals ``str(output)``, else ``otherwise``; the
+  step runs of the routes not taken (up to where the routes meet) are recorded
+  skipped with reason `ROUTE_NOT_TAKEN`, their root the step that diverted.
 - ``expand``: one step run per element, in child scopes; zero elements create the
   collapse at once with ``[[]]`` (a collapse fires exactly once).
 - ``collapse``: counted; the last element to arrive creates the collapse with the
@@ -26,9 +28,13 @@ from ductline import codec
 from ductline.dsl.graph import Definition, TransitionKind
 from ductline.dsl.timeouts import ScaledTimeout
 from ductline.model import scopes
+from ductline.model.cascade import Dependent, dependents
 from ductline.model.claim_order import UNDER_WAY, phase_of
 from ductline.model.limits import limit_key
 from ductline.model.states import JobStatus, RunStatus, waiting_status
+
+
+ROUTE_NOT_TAKEN = "route not taken"  # skip reason of a divert's other routes
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +92,15 @@ class Routing:
         opens: an expand's fan-in to open: ``(collapse step, scope, element count)``.
         gather: a fan-in arrival to count.
         completes_run: the run completes with this output.
+        skips: step runs of a divert's routes not taken, recorded skipped
+            (`ROUTE_NOT_TAKEN`).
     """
 
     creates: tuple[Create, ...] = ()
     opens: tuple[str, str, int] | None = None
     gather: Gather | None = None
     completes_run: bool = False
+    skips: tuple[Dependent, ...] = ()
 
 
 def route(definition: Definition, step: str, scope: str, output: str,
@@ -121,7 +130,9 @@ def route(definition: Definition, step: str, scope: str, output: str,
         key = str(value())
         routes = transition.routes
         index = routes.index(key) if key in routes else routes.index("otherwise")
-        return Routing((Create(transition.targets[index], scope, args, full_args),))
+        taken = transition.targets[index]
+        return Routing((Create(taken, scope, args, full_args),),
+                       skips=not_taken(definition, step, scope, taken, transition.targets))
     if kind is TransitionKind.EXPAND:
         assert transition.collapse is not None
         elements = value()
@@ -135,6 +146,24 @@ def route(definition: Definition, step: str, scope: str, output: str,
         return Routing(gather=Gather(transition.targets[0], scopes.parent(scope), None, (step,)))
     assert kind is TransitionKind.COMBINE
     return Routing(gather=Gather(transition.targets[0], scope, len(transition.sources), transition.sources))
+
+
+def not_taken(definition: Definition, step: str, scope: str, taken: str,
+              targets: tuple[str, ...]) -> tuple[Dependent, ...]:
+    """The step runs only the routes other than ``taken`` lead to: what those
+    routes reach, less what the taken route reaches too (where the routes meet and
+    after). Each is rooted at ``step``, the step that diverted."""
+    shared = {(d.step, d.scope) for d in dependents(definition, [(taken, scope)])} | {(taken, scope)}
+    others = [(target, scope) for target in targets if target != taken]
+    found = [(target, scope) for target, _ in others] + \
+        [(d.step, d.scope) for d in dependents(definition, others)]
+    seen: set[tuple[str, str]] = set()
+    skips = []
+    for item in found:
+        if item not in shared and item not in seen:
+            seen.add(item)
+            skips.append(Dependent(item[0], item[1], step))
+    return tuple(skips)
 
 
 def gathered_args(outputs: list[str]) -> str:
