@@ -632,3 +632,19 @@ within_limits = (Pipeline("parity_within_limits").start(allocate_megabytes, memo
 clean_state = Pipeline("parity_clean_state").start(leave_env).chain(to=find_env)
 clean_state_fresh = Pipeline("parity_clean_state_fresh").start(leave_env, isolation="fresh").chain(to=find_env)
 unrenderable_error = _after_start("parity_unrenderable_error").chain(to=raise_unrenderable, max_retry=1)
+
+
+# -- where the two appliers once disagreed ------------------------------------------------------
+def quick_ok(x):
+    """Returns at once: a worker with a free slot starts it beside its sibling."""
+    return {"quick": x}
+
+
+# One branch halts the run while its sibling outlives the run deadline: the deadline
+# ends the halted run too (failed, timeout_exceeded; the sibling failed timed_out).
+halt_then_deadline = (Pipeline("parity_halt_then_deadline", timeout=3).start(identity)
+                      .divide(to=[fail_soon, hang_sibling], max_retry=1).combine(into=after))
+
+# The first branch fails at once; the other starts all the same in a free slot.
+fail_at_once = (Pipeline("parity_fail_at_once").start(identity)
+                .divide(to=[fail_always, quick_ok], max_retry=1).combine(into=after))

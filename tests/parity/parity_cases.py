@@ -78,6 +78,8 @@ def step_logs_kept(record: Record) -> None:
 
 OK = "succeeded"
 ERR = "errored"
+TIMED_OUT = "timed_out"
+NOT_TAKEN = "route not taken"
 COMPLETED, HALTED, FAILED, CANCELLED = "completed", "halted", "failed", "cancelled"
 RETRIES = "job_retries_exhausted"
 
@@ -93,9 +95,14 @@ CASES: list[Case] = [
     Case("divide_combine", app.divide_combine, (1,), COMPLETED, slots=2,
          check=steps(("gather", "", COMPLETED, [OK], ["slow:2", "fast:2"]))),
     Case("divide_branches", app.divide_branches, (1,), COMPLETED, slots=3),
-    Case("divert_match", app.divert_match, ("big",), COMPLETED, check=absent("on_small", "on_medium")),
-    Case("divert_otherwise", app.divert_otherwise, (3,), COMPLETED, check=absent("on_big")),
-    Case("divert_branch", app.divert_branch, (3,), COMPLETED),
+    Case("divert_match", app.divert_match, ("big",), COMPLETED,
+         check=steps(("on_small", "", "skipped", [], (NOT_TAKEN, "identity")),
+                     ("on_medium", "", "skipped", [], (NOT_TAKEN, "identity")))),
+    Case("divert_otherwise", app.divert_otherwise, (3,), COMPLETED,
+         check=steps(("on_big", "", "skipped", [], (NOT_TAKEN, "route")))),
+    Case("divert_branch", app.divert_branch, (300,), COMPLETED,  # the route not taken is two steps long
+         check=steps(("on_small", "", "skipped", [], (NOT_TAKEN, "route")),
+                     ("identity", "", "skipped", [], (NOT_TAKEN, "route")))),
     Case("expand_collapse", app.expand_collapse, (5,), COMPLETED, slots=5,
          check=steps(("gather", "", COMPLETED, [OK], [0, 1, 4, 9, 16]))),
     Case("expand_empty", app.expand_empty, (0,), COMPLETED,
@@ -168,6 +175,12 @@ CASES: list[Case] = [
     # -- halts, fail-fast, cancel, on_halt ----------------------------------------------------------
     Case("fail_fast", app.fail_fast, (1,), HALTED, RETRIES, slots=2, seconds=1,
          check=both(steps(("fail_soon", "", FAILED, [ERR]), ("hang_sibling", "", CANCELLED, [CANCELLED])),
+                    absent("after"))),
+    Case("halt_then_deadline", app.halt_then_deadline, (1,), FAILED, RETRIES, slots=2, seconds=4,
+         check=both(steps(("fail_soon", "", FAILED, [ERR]), ("hang_sibling", "", FAILED, [TIMED_OUT]),
+                          ("after", "", "skipped", [], ("workflow timeout", "hang_sibling"))), deadline_exceeded)),
+    Case("fail_at_once", app.fail_at_once, (1,), HALTED, RETRIES, slots=2,
+         check=both(steps(("fail_always", "", FAILED, [ERR]), ("quick_ok", "", COMPLETED, [OK], {"quick": 1})),
                     absent("after"))),
     Case("halt_sibling_finishes", app.halt_held, (1,), HALTED, RETRIES, slots=2, seconds=3,
          check=both(steps(("fail_soon", "", FAILED, [ERR]), ("slow_ok", "", COMPLETED, [OK]),

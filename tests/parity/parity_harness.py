@@ -2,10 +2,12 @@
 workers, and reduce what each driver recorded to one comparable form.
 
 A record keeps what the rulebook decides and drops what timing decides: the run's
-status, halt reason and ``timeout_exceeded`` flag, and per step run its step,
-scope, status, attempt results in order, skip reason (skipped step runs only), skip
-root and decoded output. Timestamps, durations, error texts, ids and worker names
-are left out. Long texts are replaced by their length and digest so a diff stays
+status, halt reason and ``timeout_exceeded`` flag, the keys of the run's result
+metadata with the types of their values, and per step run its step, scope, status,
+attempt results in order, skip reason (skipped step runs only), skip root and
+decoded output. A worker's run is read into the same `WorkflowResult` that
+`ductline.execute` returns (`ductline.local.summary`, over the worker's database).
+Timestamps, durations, error texts, ids and worker names are left out. Long texts are replaced by their length and digest so a diff stays
 readable.
 """
 
@@ -123,9 +125,11 @@ class Record:
     halt_reason: str | None
     timeout_exceeded: bool
     steps: tuple[StepRecord, ...] = field(default=())
+    metadata: tuple[tuple[str, str], ...] = ()  # (key, type of its value) of the result metadata
 
     def lines(self) -> list[str]:
-        head = [f"run: {self.status} halt_reason={self.halt_reason!r} timeout_exceeded={self.timeout_exceeded}"]
+        head = [f"run: {self.status} halt_reason={self.halt_reason!r} timeout_exceeded={self.timeout_exceeded}",
+                f"metadata: {dict(self.metadata)}"]
         return head + [s.line() for s in self.steps]
 
     def step(self, name: str, scope: str = "") -> StepRecord:
@@ -154,9 +158,16 @@ def _text(value: Any) -> str | None:
     return str(getattr(value, "value", value))
 
 
-def make_record(status: Any, halt_reason: Any, timeout_exceeded: Any, steps: list[StepRecord]) -> Record:
+def make_record(status: Any, halt_reason: Any, timeout_exceeded: Any, steps: list[StepRecord],
+                metadata: dict[str, Any] | None = None) -> Record:
     return Record(_text(status) or "", _text(halt_reason), bool(timeout_exceeded),
-                  tuple(sorted(steps, key=StepRecord.sort_key)))
+                  tuple(sorted(steps, key=StepRecord.sort_key)), metadata_types(metadata or {}))
+
+
+# Keys of the result metadata whose values time decides (the types still count).
+def metadata_types(metadata: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The result metadata as compared: each key with the type of its value."""
+    return tuple(sorted((key, type(value).__name__) for key, value in metadata.items()))
 
 
 def step_record(step: str, scope: str, status: Any, attempts: list[Any], skip_reason: Any, skip_root: Any,
@@ -248,12 +259,13 @@ def from_execute(result: Any) -> Record:
                                  getattr(s, "skip_root", None), s.output,
                                  [[(e.level, e.logger, e.message) for e in getattr(h, "logs", ())] for h in history],
                                  [getattr(h, "error_type", None) for h in history]))
-    return make_record(status, metadata.get("halt_reason"), metadata.get("timeout_exceeded"), steps)
+    return make_record(status, metadata.get("halt_reason"), metadata.get("timeout_exceeded"), steps, metadata)
 
 
 # -- a worker ------------------------------------------------------------------------------------
-def from_store(store: Store, run_id: str) -> Record:
-    """The record of run ``run_id`` as a worker left it in the database."""
+def from_store(store: Store, run_id: str, definition: Any = None) -> Record:
+    """The record of run ``run_id`` as a worker left it in the database; with the
+    run's ``definition``, its result metadata as `ductline.execute` would return it."""
     run = store.get_run(run_id)
     assert run is not None, f"run {run_id} not found"
     metadata = run["metadata"]
@@ -272,7 +284,13 @@ def from_store(store: Store, run_id: str) -> Record:
         steps.append(step_record(job["step"], job["scope"], job["status"], [r for _, r, _ in ordered],
                                  job["skip_reason"], job["skip_root"], output,
                                  [logs.get((job["id"], n), []) for n, _, _ in ordered], [e for _, _, e in ordered]))
-    return make_record(run["status"], run["halt_reason"], (metadata or {}).get("timeout_exceeded"), steps)
+    result_metadata = None
+    if definition is not None:
+        from ductline.local.summary import workflow_result
+
+        result_metadata = workflow_result(store, definition, run_id, 0.0, []).metadata
+    return make_record(run["status"], run["halt_reason"], (metadata or {}).get("timeout_exceeded"), steps,
+                       result_metadata)
 
 
 @dataclass
@@ -429,7 +447,7 @@ class Fleet:
             return None  # halted, and a sibling (or the on_halt handler) is still running
         if case.cancel_at is not None and not item.cancelled:
             raise AssertionError(f"run {item.handle.id} settled {status} before step {case.cancel_at!r} ran")
-        return from_store(self.store, item.handle.id)
+        return from_store(self.store, item.handle.id, case.pipeline.definition())
 
 
 # -- comparing -------------------------------------------------------------------------------------
