@@ -32,7 +32,7 @@ from ductline.execution import cleanstate, guardian, importing, protocol, rlimit
 from ductline.execution.prefetch import Inbox, Ledger
 from ductline.execution.protocol import Kind, Task
 from ductline.execution.watchdog import Horizon, Watchdog
-from ductline.store import payloads
+from ductline.model import payloads
 
 PR_SET_PDEATHSIG = 1
 
