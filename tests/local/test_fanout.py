@@ -86,7 +86,10 @@ def test_divert_routes_on_str_of_the_output() -> None:
     assert ductline.execute(build(), "small").output == "went small"
     other = ductline.execute(build(), 12)
     assert other.output == "went otherwise"
-    assert [r.step for r in other.steps] == ["async_identity", "route_other", "converged"]
+    assert [(r.step, r.status) for r in other.steps] == [
+        ("async_identity", "completed"), ("route_big", "skipped"), ("route_small", "skipped"),
+        ("route_other", "completed"), ("converged", "completed")]
+    assert {r.skip_reason for r in other.steps if r.status == "skipped"} == {"route not taken"}
 
 
 def test_expand_of_something_else_than_a_list_is_a_type_error(clock: FakeClock) -> None:

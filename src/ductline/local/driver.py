@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ductline.dsl.graph import Definition
@@ -37,12 +37,14 @@ from ductline.local.attempts import AttemptRunner, Started
 from ductline.local.childapps import child_setup, needs_child
 from ductline.local.children import ChildStartError, Pool
 from ductline.local.clock import RealClock, activity, is_virtual
+from ductline.local.deadline import RunDeadline
 from ductline.local.options import RunOptions
 from ductline.local.outcome import Limit, Outcome
 from ductline.local.report import EndStatus, Reporter
 from ductline.local.resumer import Resumer
 from ductline.local.results import WorkflowResult
 from ductline.local.summary import workflow_result
+from ductline.local.tracker import Tracker
 from ductline.model.inputs import NO_INPUT
 from ductline.model.limits import step_limits
 from ductline.model.states import TERMINAL_RUN, AttemptResult, JobStatus, RunStatus
@@ -70,13 +72,6 @@ class Running:
     clock_began: float = 0.0
     outcome: Outcome | None = None
     lost: bool = False  # a stop took its lease: already reported, never recorded
-
-
-@dataclass(slots=True)
-class Seen:
-    """What the caller was told of each job (by id): its last reported status."""
-
-    statuses: dict[str, str] = field(default_factory=dict)
 
 
 class Driver:
@@ -108,13 +103,14 @@ class Driver:
                                     log_level=options.log_level, log_max_bytes=options.log_max_bytes,
                                     inline=options.inline, on_log=self._logged)
         self.resumer = Resumer(self, options.resume)
+        self.tracker = Tracker(self.store, definition, self.run_id, self.report, self.resumer.paused)
         self.running: dict[str, Running] = {}
-        self.seen = Seen()
         self.stopped: list[str] = []  # step runs whose attempts a stop ended (labels)
         self._log_seq: dict[tuple[str, int], int] = {}
         self._wake = asyncio.Event()
-        self._real_deadline: float | None = None  # loop time of the run deadline, once started
-        self._deadline_ms: int | None = None
+        self.deadline = RunDeadline(options.timeout, virtual=self.virtual,
+                                    loop_time=lambda: asyncio.get_running_loop().time(),
+                                    seconds_until=self._seconds_until)
         self.bug: BaseException | None = None
         self.finished = False
         self._final: RunStatus | None = None
@@ -175,9 +171,7 @@ class Driver:
             payloads.check_size(encoded, "resume input", self.limits.max_bytes)
         with self.store.transaction() as tx:
             resumed = pause.resume(tx, self.run_id, encoded, self.limits, job_ids=job_ids)
-        for row in resumed:
-            self.seen.statuses[row["id"]] = JobStatus.PENDING.value
-            self.report.step_resumed(row, encoded is not None)
+        self.tracker.resumed(resumed, encoded is not None)
         self.wake()
         return sorted({row["step"] for row in resumed})
 
@@ -261,9 +255,7 @@ class Driver:
             return
         jobs = self.store.claim(self.worker_id, [self.definition.name], free, LEASE_MS, limits=self.step_limits)
         for job in jobs:
-            if self._real_deadline is None and job.run_deadline_ms is not None:
-                self._deadline_ms = job.run_deadline_ms
-                self._real_deadline = asyncio.get_running_loop().time() + (self.options.timeout or 0)
+            self.deadline.started(job.run_deadline_ms)
             running = Running(job)
             self.running[job.job_id] = running
             running.task = asyncio.get_running_loop().create_task(
@@ -288,21 +280,17 @@ class Driver:
         timeout: Any = self.runner.node(job.step).options.timeout
         floor: float | None = getattr(timeout, "floor", timeout)
         seconds = None if floor is None else float(floor)
-        run_bound = self._real_deadline
-        if self.virtual and self._deadline_ms is not None:  # whichever comes first
-            virtual_bound = loop_now + self._seconds_until(self._deadline_ms)
-            run_bound = virtual_bound if run_bound is None else min(run_bound, virtual_bound)
+        run_bound = self.deadline.bound()
         if run_bound is not None:
             seconds = run_bound - loop_now if seconds is None else min(seconds, run_bound - loop_now)
         running.started = Started(loop_now, Limit(loop_now, seconds), run_bound)
         running.begun_ms = self.store.now_ms()
         running.clock_began = self.clock.now()
-        self.seen.statuses[job.job_id] = JobStatus.RUNNING.value
         emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,
              job_id=job.job_id, attempt=job.attempt, started_ms=running.begun_ms,
              pickup_latency_seconds=max(0.0, (running.begun_ms - job.not_before_ms) / 1000),
              deadline_ms=job.deadline_ms)
-        self.report.attempt_started(job.step, job.scope, _index(job), job.attempt)
+        self.tracker.started(job)
         return running.started
 
     def _logged(self, job: ClaimedJob, records: list[tuple[int, str, str, str]]) -> None:
@@ -335,14 +323,15 @@ class Driver:
                       Recorded.FAILED: JobStatus.FAILED}.get(recorded.outcome, waiting)
             if recorded.outcome is Recorded.LOST:
                 moved = True  # a stop recorded it (its run deadline): reported with the stop's result
-                self._report_from_rows([r])
+                self.tracker.ended_by_others([(r.job, self._seconds(r))])
                 continue
             assert r.outcome is not None and status is not None
-            self._report_attempt(r, status.value, r.outcome.result.value, r.outcome.error_type, r.outcome.error)
+            self.tracker.ended(r.job, self._seconds(r), status.value, r.outcome.result.value, r.outcome.error_type,
+                               r.outcome.error)
             moved = moved or recorded.halted or recorded.run_failed or bool(recorded.paused or recorded.skipped)
         if moved:
             self._reap_lost()  # a fail-fast halt or the run deadline took the siblings' leases
-            self._sync()
+            self.tracker.sync()
 
     def _recording(self, r: Running) -> Recording:
         """The engine's record of a finished attempt; one the run deadline killed
@@ -365,12 +354,9 @@ class Driver:
             return r.job.deadline_ms
         return int(r.begun_ms + r.started.limit.seconds * 1000)
 
-    def _report_attempt(self, r: Running, status: str, result: str, error_type: str | None,
-                        error: str | None) -> None:
-        job = r.job
-        self.seen.statuses[job.job_id] = status
-        self.report.attempt_ended(job.step, job.scope, _index(job), job.attempt, status, result, error_type,
-                                  error, self.clock.now() - r.clock_began)
+    def _seconds(self, r: Running) -> float:
+        """How long the attempt ran, on the driver's clock."""
+        return self.clock.now() - r.clock_began
 
     # -- stops ---------------------------------------------------------------------------------------
     def _reap_lost(self) -> None:
@@ -383,7 +369,7 @@ class Driver:
         lost = [r for r in live if r.job.lease_token not in held]
         if not lost:
             return
-        self._report_from_rows(lost)
+        self.tracker.ended_by_others([(r.job, self._seconds(r)) for r in lost])
         for r in lost:
             r.lost = True
             job = r.job
@@ -392,25 +378,13 @@ class Driver:
                  attempt=job.attempt)
             if r.task is not None and not r.task.done():
                 r.task.cancel()  # it kills the child as it unwinds
-        self._sync()
-
-    def _report_from_rows(self, lost: list[Running]) -> None:
-        """Report attempts another part of the engine recorded, from their rows."""
-        jobs = {row["id"]: row for row in self.store.run_jobs(self.run_id)}
-        attempts = {(row["job_id"], int(row["attempt"])): row for row in self.store.run_attempts(self.run_id)}
-        for r in lost:
-            job = jobs.get(r.job.job_id)
-            row = attempts.get((r.job.job_id, r.job.attempt))
-            if job is None or row is None:
-                continue
-            self._report_attempt(r, job["status"], row["result"] or AttemptResult.CANCELLED.value,
-                                 row["error_type"], row["error"])
+        self.tracker.sync()
 
     def _end_due(self) -> None:
         """End what is due: the run deadline (on the store's clock, or in real time),
         expired pauses."""
         changed = False
-        if self._deadline_due():
+        if self.deadline.due(self.store.now_ms):
             try:
                 with self.store.transaction() as tx:
                     ended = stop.expire(tx, self.definition, self.run_id)
@@ -423,30 +397,7 @@ class Driver:
             changed = True
         if changed:
             self._reap_lost()
-            self._sync()
-
-    def _deadline_due(self) -> bool:
-        """The run deadline passed: in real time, or (`FakeClock`) in virtual time."""
-        if self._real_deadline is not None and asyncio.get_running_loop().time() >= self._real_deadline:
-            return True
-        return self.virtual and self._deadline_ms is not None and self.store.now_ms() >= self._deadline_ms
-
-    def _sync(self) -> None:
-        """Tell the caller what a halt, a stop or a pause did to jobs that no attempt
-        of this driver reported: held, paused, skipped, failed without running."""
-        for job in self.store.run_jobs(self.run_id):
-            status = job["status"]
-            before = self.seen.statuses.get(job["id"])
-            if status == before:
-                continue
-            self.seen.statuses[job["id"]] = status
-            if status == JobStatus.HELD:
-                self.report.step_held(job)
-            elif status == JobStatus.PAUSED:
-                self.report.step_paused(job, self.definition.pauses.get(job["step"]))
-                self.resumer.paused(job)
-            elif status in (JobStatus.SKIPPED, JobStatus.FAILED, JobStatus.CANCELLED) and before != "running":
-                self.report.step_ended(job)
+            self.tracker.sync()
 
     # -- waiting --------------------------------------------------------------------------------------
     async def _wait(self) -> None:
@@ -461,14 +412,11 @@ class Driver:
         if not_before_ms is not None and len(self.running) < self.options.concurrency:
             timers.append((self._seconds_until(not_before_ms), False))
         if due_ms is not None:
-            if self._deadline_ms is None or due_ms < self._deadline_ms:
+            if not self.deadline.is_deadline(due_ms):
                 timers.append((self._seconds_until(due_ms), False))  # a pause expires
             elif self.virtual:  # the run deadline passes in virtual time too
                 timers.append((self._seconds_until(due_ms), True))
-        real = None
-        if self._real_deadline is not None:
-            real = max(0.0, self._real_deadline - asyncio.get_running_loop().time())
-        await self._sleep_or_wake(timers, real)
+        await self._sleep_or_wake(timers, self.deadline.real_seconds_left())
 
     async def _sleep_or_wake(self, timers: list[tuple[float, bool]], real: float | None) -> None:
         """Wait for a wake-up, the earliest timer on the driver's clock, or ``real``
@@ -528,12 +476,6 @@ def _end_status(result: WorkflowResult) -> EndStatus:
 
 def _label(step: str, scope: str) -> str:
     return step if not scope else f"{step}[{scope}]"
-
-
-def _index(job: ClaimedJob) -> int | None:
-    from ductline.model import scopes
-
-    return scopes.element_index(job.scope) if job.scope else None
 
 
 def _whole(seconds: float | None) -> float | None:
