@@ -261,6 +261,57 @@ def loads(text: str | None, *, user_types: bool = True) -> Any:
     return json.loads(text, object_hook=_REVIVE_ALL if user_types else _REVIVE_STDLIB)
 
 
+# -- structure only: what a process that never runs user code reads --------------------
+_USER_TAGS = frozenset({"enum", "dataclass", "pydantic"})
+
+
+def structure(text: str | None) -> Any:
+    """Decode JSON text written by `dumps` into its structure only: every tagged
+    value stays its tagged JSON object, nothing is imported and no user type is
+    constructed. A worker parent reads outputs so (it splits an expand's list and
+    routes a divert without running user code: docs/howto/payloads.md)."""
+    return None if text is None else json.loads(text)
+
+
+def structure_text(value: Any) -> str:
+    """The JSON text of a structure read by `structure` (tags kept as they were),
+    written as `dumps` writes it."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+def structure_type(value: Any) -> str:
+    """The name of the type a structure stands for: a tagged value's (``tuple``,
+    ``datetime``, a dataclass's or enum's qualified name), else the JSON type's
+    Python name (``dict``, ``list``, ``str``, ...)."""
+    if isinstance(value, dict) and isinstance(value.get(TAG), str):
+        reference = value.get("type")
+        if value[TAG] in _USER_TAGS and isinstance(reference, str):
+            return reference.rpartition(":")[2]
+        return str(value[TAG])
+    return type(value).__name__
+
+
+def _user_typed(value: Any) -> bool:
+    if isinstance(value, dict):
+        if value.get(TAG) in _USER_TAGS:
+            return True
+        return any(_user_typed(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_user_typed(item) for item in value)
+    return False
+
+
+def plain_str(value: Any) -> str | None:
+    """``str()`` of the value a structure stands for, when that needs no user code:
+    plain JSON and the standard library's tagged types (a divert's key). ``None``
+    when a user type (enum, dataclass, pydantic model) is inside: only the process
+    that ran the step can render it."""
+    if _user_typed(value):
+        return None
+    decoded = json.loads(structure_text(value), object_hook=_REVIVE_STDLIB)
+    return str(decoded)
+
+
 def safe_text(text: str) -> str:
     """Text made storable and printable: NUL as the four characters ``\\x00`` (a
     PostgreSQL text column cannot hold NUL) and lone surrogates as their

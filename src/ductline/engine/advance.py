@@ -29,6 +29,7 @@ class Completed:
     scope: str
     output: str  # JSON text as stored: the value, or a payload reference (ductline.store.payloads)
     value: str | None = None  # the full JSON text when ``output`` is a reference
+    route_key: str | None = None  # str(output), rendered where the step ran (a divert's key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +50,9 @@ def _full_output(tx: Tx, done: Completed) -> str:
 
 
 def _loader(tx: Tx, done: Completed) -> Callable[[], Any]:
-    """Reads ``done``'s output as a value, if the rulebook needs it (expand, branch)."""
-    return lambda: codec.loads(_full_output(tx, done))
+    """Reads ``done``'s output as a structure (no user type is built: the parent never
+    runs user code), if the rulebook needs it (expand, divert)."""
+    return lambda: codec.structure(_full_output(tx, done))
 
 
 def advance(tx: Tx, definition: Definition, done: Completed, retry_delay: int,
@@ -90,7 +92,8 @@ def advance_many(tx: Tx, completions: list[tuple[Definition, Completed]], retry_
     moving: list[tuple[int, Definition, Completed, Routing]] = []
     arrivals: dict[tuple[str, str, str], list[int]] = {}  # fan-in -> [expected, arrivals, last index]
     for i, (definition, done) in enumerate(completions):
-        routing = route(definition, done.step, done.scope, done.output, _loader(tx, done), done.value)
+        routing = route(definition, done.step, done.scope, done.output, _loader(tx, done), done.value,
+                        done.route_key)
         if routing.completes_run:
             if finish is not None:
                 finish.append((done.run_id, done.output))

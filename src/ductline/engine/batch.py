@@ -35,6 +35,7 @@ class Outcome:
     traceback: str | None = None
     release: bool = False  # give the job back without charging a budget
     run_deadline: bool = False  # the run deadline killed it: end the whole run
+    route_key: str | None = None  # str(output) as the child rendered it (a divert's key)
 
     def ended(self) -> Ended:
         """How the attempt ended, for the rulebook."""
@@ -86,7 +87,8 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
                 continue  # a run deadline ends the whole run: its own transaction, below
             elif o.result is AttemptResult.SUCCEEDED and definition is not None:
                 assert o.output is not None
-                results[i] = record.success(tx, definition, o.attempt, o.output, retry_delay, sink, limits)
+                results[i] = record.success(tx, definition, o.attempt, o.output, retry_delay, sink, limits,
+                                            o.route_key)
             else:
                 results[i] = record.failure(tx, definition, o.attempt, o.ended(), o.traceback, retry_delay)
         if bulk:
@@ -123,7 +125,8 @@ def _plain_success(o: Outcome, definitions: dict[str, Definition]) -> bool:
     a success of a known step whose output needs no check (no expand after it)."""
     definition = definitions.get(o.pipeline)
     return (not o.run_deadline and o.result is AttemptResult.SUCCEEDED and definition is not None
-            and o.attempt.step in definition.nodes and not needs_fanout_check(definition, o.attempt.step))
+            and o.attempt.step in definition.nodes and not needs_fanout_check(definition, o.attempt.step)
+            and not record.needs_route_key(definition, o.attempt.step, o.output or "null", o.route_key))
 
 
 def needs_fanout_check(definition: Definition, step: str) -> bool:
@@ -159,7 +162,8 @@ def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
             payloads.write(tx, a.run_id, pending, limits)
         completed_here.append(i)
         completions.append((definitions[o.pipeline], Completed(a.run_id, a.step, a.scope, stored,
-                                                               o.output if pending is not None else None)))
+                                                               o.output if pending is not None else None,
+                                                               o.route_key)))
     # Advanced together: the batch's arrivals at fan-ins are counted by one statement.
     moves = advance_many(tx, completions, retry_delay, sink, limits, finish)
     for i, moved in zip(completed_here, moves):

@@ -88,19 +88,26 @@ def halt(tx: Tx, definition: Definition | None, run_id: str, reason: HaltReason,
 
 
 def success(tx: Tx, definition: Definition, a: Attempt, output: str, retry_delay: int,
-            sink: list[NewJob] | None = None, limits: payloads.Limits | None = None) -> Recorded:
+            sink: list[NewJob] | None = None, limits: payloads.Limits | None = None,
+            route_key: str | None = None) -> Recorded:
     """Record a succeeded attempt and advance the run in the same transaction.
 
-    An expand's output is checked first (`check_expand_output`): one that cannot be
-    expanded is recorded as that error instead. An ``output`` (JSON text) above
-    ``limits.inline_bytes`` is stored out of line once the fenced write kept the job.
+    An output is read as a structure only (`ductline.codec.structure`): the parent
+    builds no user value. An expand's output is checked first
+    (`check_expand_output`), and a divert's must have a route key (``route_key``,
+    rendered where the step ran, or plain enough to render here): an output that
+    cannot be expanded or routed is recorded as that error instead. An ``output``
+    (JSON text) above ``limits.inline_bytes`` is stored out of line once the fenced
+    write kept the job.
     """
     tx.lock_runs([a.run_id])  # before any job row: the order stops take too (no deadlock)
     node = definition.node(a.step)
     if node.next is not None and node.next.kind is TransitionKind.EXPAND:  # decode only what is checked
-        refused = check_expand_output(node, codec.loads(output))
+        refused = check_expand_output(node, codec.structure(output))
         if refused is not None:
             return failure(tx, definition, a, refused, None)
+    if needs_route_key(definition, a.step, output, route_key):
+        return failure(tx, definition, a, unroutable(a.step), None)
     stored, pending = payloads.prepare(output, limits or payloads.DEFAULT_LIMITS)
     if not tx.complete_job(a.job_id, a.lease_token, stored):
         return LOST
@@ -111,10 +118,26 @@ def success(tx: Tx, definition: Definition, a: Attempt, output: str, retry_delay
     if a.step == ON_HALT_STEP:
         return Recorded(Outcome.COMPLETED)
     moved = advance(tx, definition, Completed(a.run_id, a.step, a.scope, stored,
-                                              output if pending is not None else None),
+                                              output if pending is not None else None, route_key),
                     retry_delay, sink, limits)
     return Recorded(Outcome.COMPLETED, run_completed=moved.run_completed, enqueued=moved.enqueued, paused=moved.paused,
                     skipped=moved.skipped)
+
+
+def needs_route_key(definition: Definition, step: str, output: str, route_key: str | None) -> bool:
+    """A divert's output holds a user type and no route key came with it: the
+    parent cannot route it without running user code."""
+    node = definition.nodes.get(step)
+    if route_key is not None or node is None or node.next is None or node.next.kind is not TransitionKind.DIVERT:
+        return False
+    return codec.plain_str(codec.structure(output)) is None
+
+
+def unroutable(step: str) -> Ended:
+    """The error of an attempt whose divert key could not be rendered."""
+    return Ended(AttemptResult.ERRORED, "TypeError",
+                 f"step {step!r} is followed by divert and returned a value of a user type, but no route key "
+                 "(str of the output) came with it")
 
 
 def failure(tx: Tx, definition: Definition | None, a: Attempt, ended: Ended, traceback: str | None,

@@ -26,7 +26,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ductline.dsl.graph import Definition
+from ductline import codec
+from ductline.dsl.graph import Definition, TransitionKind
 from ductline.engine import pause, stop
 from ductline.engine.batch import Outcome as Recording, record_batch
 from ductline.engine.record import Attempt, Outcome as Recorded
@@ -346,7 +347,16 @@ class Driver:
         attempt = Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token,
                           r.begun_ms, job.limit_key, self._ran_under(r))
         return Recording(attempt, job.pipeline, outcome.result, outcome.output, outcome.error_type, outcome.error,
-                         outcome.traceback, run_deadline=run_deadline)
+                         outcome.traceback, run_deadline=run_deadline,
+                         route_key=outcome.route_key or self._route_key(job.step, outcome.output))
+
+    def _route_key(self, step: str, output: str | None) -> str | None:
+        """``str(output)`` for a divert: this process is the caller's own, where a
+        user type may be built (a worker parent never does: its child renders it)."""
+        node = self.runner.node(step)
+        if output is None or node.next is None or node.next.kind is not TransitionKind.DIVERT:
+            return None
+        return codec.render(codec.loads(output), "route key")
 
     def _ran_under(self, r: Running) -> int | None:
         """The deadline the attempt ran under, on the store's clock."""

@@ -18,6 +18,8 @@ class Outcome:
         output: JSON text of the output when it succeeded.
         error_type, error, traceback: what it raised, else ``None``.
         reusable: the child process that ran it may run another attempt.
+        route_key: ``str`` of the output as the process that ran the step rendered
+            it (a divert routes on it).
     """
 
     result: AttemptResult
@@ -26,6 +28,7 @@ class Outcome:
     error: str | None = None
     traceback: str | None = None
     reusable: bool = False
+    route_key: str | None = None  # str(output), when the step is followed by a divert
 
 
 @dataclass(slots=True)

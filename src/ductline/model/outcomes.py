@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Callable
 
+from ductline import codec
 from ductline.dsl.graph import Node, TransitionKind
 from ductline.dsl.options import StepOptions
 from ductline.model.states import AttemptResult, HaltReason
@@ -230,6 +231,9 @@ def _decide_failure(ended: Ended, budget: Budget, options: StepOptions | None,
 def check_expand_output(node: Node, value: Any) -> Ended | None:
     """An expand's source must return a list of at most ``max_fanout`` elements.
 
+    ``value`` is the output's structure (`ductline.codec.structure`): a tuple or a
+    user type is a tagged JSON object there, named by its type in the error.
+
     Returns:
         ``None`` if ``node`` does not expand or its output is fine; otherwise the
         errored `Ended` to record instead of the success (`decide` halts a
@@ -241,7 +245,7 @@ def check_expand_output(node: Node, value: Any) -> Ended | None:
     if not isinstance(value, list):
         return Ended(AttemptResult.ERRORED, NOT_A_LIST_TYPE,
                      f"step {node.name!r} is followed by expand, so it must return a list, "
-                     f"not {type(value).__name__}")
+                     f"not {codec.structure_type(value)}")
     if len(value) > transition.max_fanout:
         return Ended(AttemptResult.ERRORED, FANOUT_ERROR_TYPE,
                      f"step {node.name!r} returned {len(value)} elements; max_fanout is {transition.max_fanout}")

@@ -104,16 +104,23 @@ class Routing:
 
 
 def route(definition: Definition, step: str, scope: str, output: str,
-          value: Callable[[], Any], full_output: str | None = None) -> Routing:
+          value: Callable[[], Any], full_output: str | None = None, route_key: str | None = None) -> Routing:
     """Route the output of a completed step run.
 
     Args:
         definition: the pipeline.
         step, scope: the step run that completed.
         output: its output's JSON text as stored (a value or a reference).
-        value: returns the decoded output in full (called only by a divert and an
-            expand, which look inside it).
+        value: returns the output's structure in full (`ductline.codec.structure`:
+            tagged values stay tagged, no user type is built); called only by a
+            divert and an expand, which look inside it.
         full_output: the output's full JSON text when ``output`` is a reference.
+        route_key: ``str(output)`` as the process that ran the step rendered it
+            (a divert's key); computed here from the structure when not given.
+
+    Raises:
+        TypeError: a divert's output holds a user type and no ``route_key`` was given
+            (only the process that ran the step can render it).
     """
     node = definition.node(step)
     if definition.on_halt is not None and node is definition.on_halt:
@@ -127,7 +134,10 @@ def route(definition: Definition, step: str, scope: str, output: str,
     if kind in (TransitionKind.CHAIN, TransitionKind.CONVERGE, TransitionKind.DIVIDE):
         return Routing(tuple(Create(target, scope, args, full_args) for target in transition.targets))
     if kind is TransitionKind.DIVERT:
-        key = str(value())
+        key = route_key if route_key is not None else codec.plain_str(value())
+        if key is None:
+            raise TypeError(f"step {step!r} is followed by divert and returned a value of a user type; its "
+                            "route key (str of the output) must come from the process that ran it")
         routes = transition.routes
         index = routes.index(key) if key in routes else routes.index("otherwise")
         taken = transition.targets[index]
@@ -139,7 +149,7 @@ def route(definition: Definition, step: str, scope: str, output: str,
         if not elements:
             return Routing((Create(transition.collapse, scope, "[[]]"),))
         head = transition.targets[0]
-        return Routing(tuple(Create(head, scopes.child(scope, i), f"[{codec.dumps(element)}]", spill=True)
+        return Routing(tuple(Create(head, scopes.child(scope, i), f"[{codec.structure_text(element)}]", spill=True)
                              for i, element in enumerate(elements)),
                        opens=(transition.collapse, scope, len(elements)))
     if kind is TransitionKind.COLLAPSE:
