@@ -9,7 +9,8 @@ between the two, from an offset it measures each time the database answers a
 call that returns its clock (register, claim, heartbeat).
 
 Components take a clock instead of calling `time` themselves, so tests can pass a
-`FakeClock`.
+`ManualClock`. (The fake clock of tests of users' pipelines is another thing:
+`ductline.testing.FakeClock`, virtual time for the in-process executor.)
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ class SystemClock:
         time.sleep(max(0.0, seconds))
 
 
-class FakeClock:
-    """A clock that moves only when told to (tests).
+class ManualClock:
+    """A monotonic clock that moves only when told to (tests of the worker's parts).
 
     Args:
         start: its first reading, in seconds.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import signal
 
-from ductline.clock import FakeClock
+from ductline.clock import ManualClock
 from ductline.execution.enforcer import UNDEAD_AFTER_SECONDS, Enforcer, Reason, Stage
 
 
@@ -19,8 +19,8 @@ class FakeChild:
         self.signals.append(sig)
 
 
-def make(grace: float = 2.0, lease_seconds: float | None = None) -> tuple[Enforcer, FakeClock, list[int]]:
-    clock = FakeClock(100.0)
+def make(grace: float = 2.0, lease_seconds: float | None = None) -> tuple[Enforcer, ManualClock, list[int]]:
+    clock = ManualClock(100.0)
     woken: list[int] = []
     return Enforcer(grace, lambda: woken.append(1), clock, lease_seconds=lease_seconds), clock, woken
 
