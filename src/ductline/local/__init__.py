@@ -1,12 +1,14 @@
 """The in-process executor: run a pipeline without a database.
 
-``ductline.execute(pipeline, *args)`` runs every step in one asyncio event loop and
-decides everything a worker decides with the same rulebook (`ductline.model`):
-sync steps in killable child processes, ``async def`` steps in the loop, the same
-per-step timeouts, retry budgets and retry options, delays, fan-out/fan-in, halts
-(with ``on_halt`` and ``on_failure="fail_fast"``), pauses and their resumes, and a
-whole-run deadline under ``asyncio.timeout`` that cancels and awaits everything in
-flight and returns a `WorkflowResult` (it never raises for a timeout or a cancel).
+``ductline.execute(pipeline, *args)`` runs a pipeline in one asyncio event loop over
+an in-memory store, with the worker's own engine (`ductline.engine`): every outcome
+is recorded, routed, halted, stopped, paused and resumed by the code a worker runs,
+with the same rulebook (`ductline.model`): sync steps in killable child processes,
+``async def`` steps in the loop, the same per-step timeouts, retry budgets and retry
+options, delays, fan-out/fan-in, halts (with ``on_halt`` and
+``on_failure="fail_fast"``), pauses and their resumes, and a whole-run deadline
+that cancels and awaits everything in flight and returns a `WorkflowResult` (it
+never raises for a timeout or a cancel).
 It is also the test mode for users' pipelines: pass a ``clock`` to shorten delays.
 `start` returns a `LocalRun` to cancel or resume the run while it runs.
 """
@@ -83,8 +85,10 @@ def execute(
             fast one, e.g. `ductline.testing.FakeClock`); default: real time.
             Step timeouts always use real time; the run deadline does too and,
             with a `FakeClock`, also passes when the clock's time does.
-        concurrency: the most sync steps that run at once (child processes, and
-            threads for ``isolation="thread"``); default 4.
+        concurrency: the most attempts that run at once, as a worker's slots: sync
+            steps in child processes (or threads), ``async def`` steps in the event
+            loop; default 4. Ready jobs are claimed for free slots in the worker's
+            claim order, so independent branches start together as on a worker.
         retry_delay: default seconds between a failed attempt and the next
             (a step's ``retry_delay=`` wins); default: the configured one (10 s).
         kill_grace: seconds between SIGTERM and SIGKILL when a child is killed;
