@@ -69,7 +69,7 @@ def _main_alias() -> tuple[str | None, str | None]:
     if spec_name and spec_name != "__main__":
         return spec_name, spec_name
     file = getattr(main, "__file__", None)
-    if file:
+    if file and os.path.isfile(file):  # not "<stdin>" (python -) nor "<string>" (python -c)
         return Path(file).stem, os.path.abspath(file)
     return None, None
 

@@ -32,7 +32,7 @@ from ductline.engine import pause, stop
 from ductline.engine.batch import Outcome as Recording, record_batch
 from ductline.engine.record import Attempt, Outcome as Recorded
 from ductline.engine.start import new_run, write
-from ductline.errors import InvalidStateError
+from ductline.errors import DefinitionError, InvalidStateError
 from ductline.execution.enforcer import UNDEAD_AFTER_SECONDS
 from ductline.local.attempts import AttemptRunner, Started
 from ductline.local.childapps import child_setup, needs_child
@@ -213,7 +213,7 @@ class Driver:
     async def _execute(self) -> None:
         if self.status() in TERMINAL_RUN:
             return  # cancelled before it began
-        if needs_child(self.runner.node(self.first_step), self.options.inline):
+        if self.children.refs:
             await self._warm()  # interpreter start-up is not the run's time
         while True:
             async with activity(self.clock):
@@ -229,10 +229,22 @@ class Driver:
         await self._drain()
 
     async def _warm(self) -> None:
+        """Start a child before the run does: one that cannot import the steps' modules
+        fails the call at once (every attempt would fail the same way).
+
+        Raises:
+            DefinitionError: a child could not import the modules of the steps.
+        """
         try:
             child = await self.pool.acquire()
-        except ChildStartError:
-            return  # the first attempt meets the same error and records it
+        except ChildStartError as exc:
+            if exc.error_type in _STARTUP_FAILURES:
+                return  # the machine, not the pipeline: the first attempt records it
+            raise DefinitionError(
+                f"the steps of pipeline {self.definition.name!r} run in child processes, and a child could not "
+                f"import them: {exc.error_type}: {exc.message}. Define the steps in a module a new Python "
+                "process can import (a file of their own, not `python -` or `python -c`), make them async, "
+                "or use isolation='thread'") from None
         self.pool.release(child, True)
 
     def _over(self) -> bool:
@@ -472,6 +484,10 @@ class Driver:
         cancelled = isinstance(exc, asyncio.CancelledError)
         self.report.run_ended(EndStatus.CANCELLED if cancelled else EndStatus.FAILED, self.status().value,
                               f"{type(exc).__name__}: {exc}")
+
+
+# A child that did not start for want of resources (not an import failure).
+_STARTUP_FAILURES = frozenset({"OSError", "BlockingIOError", "MemoryError", "PermissionError", "ChildStartError"})
 
 
 def _end_status(result: WorkflowResult) -> EndStatus:
