@@ -117,6 +117,13 @@ class StepResult:
 class WorkflowResult:
     """The outcome of one in-process run.
 
+    Two status fields, one meaning: ``status`` is the run's own state, as a worker
+    records it; ``overall_status`` only says whether it succeeded, for callers that
+    branch on that alone (``"success"`` exactly when ``status`` is ``"completed"``).
+    A ``halted`` run had a step fail for good (out of attempts, not safe to retry):
+    on a worker an operator can retry it. A ``failed`` run was ended by time: its run
+    deadline passed, or a pause expired without a resume; nothing revives it.
+
     Attributes:
         overall_status: ``"success"`` when the run completed, else ``"failed"``.
         steps: one `StepResult` per step run, in declaration order (an expanded
@@ -125,8 +132,10 @@ class WorkflowResult:
             ``timeout_seconds``, ``error`` and ``error_type`` (``None`` on
             success), ``output`` (the last step's output), ``halt_reason`` and
             ``failed_step`` (after a halt or an expired pause), ``duration_seconds``;
+            after a halt ``halted_step`` and ``reasons`` (what ``on_halt`` gets);
             after a cancel ``cancelled``; after an expired pause ``pause_expired``,
-            ``paused_step`` and ``pause_timeout_seconds``.
+            ``paused_step`` and ``pause_timeout_seconds``: the keys a worker records
+            for the same run (`ductline show --json`), plus the executor's own.
         status: the run's `RunStatus` value: ``completed``, ``halted`` (a step
             failed for good), ``failed`` (the run deadline passed, or a pause
             expired) or ``cancelled``.
