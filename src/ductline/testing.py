@@ -61,9 +61,13 @@ def run_pipeline(pipeline: Any, *args: Any, inline: bool = True, clock: FakeCloc
             in child processes.
         clock: the `FakeClock` to use (read ``clock.now()`` afterwards to see how
             much virtual time passed); default a new one starting at 0.
-        timeout, resume, concurrency, retry_delay, log_level: as for
-            `ductline.execute`; ``resume`` (``{step: new_input}`` or a callable)
+        timeout: the run deadline, as for `ductline.execute`; it passes in real
+            time and in the clock's time, whichever comes first.
+        resume: ``{step: new_input}`` or a callable, as for `ductline.execute`:
             resumes paused steps as soon as they pause.
+        concurrency: the run's slots, as for `ductline.execute` (default 4).
+        retry_delay: the default seconds between attempts (a step's own wins).
+        log_level: the lowest step log level kept, as for `ductline.execute`.
 
     Raises:
         RuntimeError: called inside a running event loop (use `start_pipeline`).

@@ -18,9 +18,10 @@ class FakeClock:
         self.skipped = 0.0
 
     async def sleep(self, seconds: float) -> None:
-        # Recorded to a tenth of a second: the executor sleeps until a time on its
-        # store's clock, and real milliseconds pass between the write and the sleep.
-        self.sleeps.append(round(seconds, 1))
+        # Recorded in whole seconds (every delay of these tests is): the executor
+        # sleeps until a time on its store's clock, and real milliseconds pass between
+        # the write that set the time and the sleep.
+        self.sleeps.append(round(seconds))
         self.skipped += seconds * (1 - self.scale)
         await asyncio.sleep(seconds * self.scale)
 

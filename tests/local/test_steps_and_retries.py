@@ -242,7 +242,7 @@ def test_class_steps_and_children_are_reused() -> None:
     assert result.output == first * 2
 
 
-def test_a_failing_app_import_is_an_attempt_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_app_import_is_refused_before_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     module = tmp_path / "breaks_in_children.py"
     module.write_text(
         "import os\n"
@@ -255,9 +255,8 @@ def test_a_failing_app_import_is_an_attempt_error(tmp_path: Path, monkeypatch: p
     import breaks_in_children
 
     pipeline = Pipeline(name()).start(breaks_in_children.step, max_retry=1)
-    result = ductline.execute(pipeline, 1)
-    step = result.step("step")
-    assert step.status == "failed" and "cannot import me in a child" in step.error
+    with pytest.raises(ductline.DefinitionError, match="cannot import me in a child"):
+        ductline.execute(pipeline, 1)
 
 
 def test_a_scaled_timeout_is_sized_by_the_attempt() -> None:

@@ -21,6 +21,7 @@ run deadline passes in real time too, and step timeouts only in real time.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import time
 import uuid
 from dataclasses import dataclass
@@ -238,7 +239,7 @@ class Driver:
         try:
             child = await self.pool.acquire()
         except ChildStartError as exc:
-            if exc.error_type in _STARTUP_FAILURES:
+            if _resources(exc.error_type):
                 return  # the machine, not the pipeline: the first attempt records it
             raise DefinitionError(
                 f"the steps of pipeline {self.definition.name!r} run in child processes, and a child could not "
@@ -486,8 +487,11 @@ class Driver:
                               f"{type(exc).__name__}: {exc}")
 
 
-# A child that did not start for want of resources (not an import failure).
-_STARTUP_FAILURES = frozenset({"OSError", "BlockingIOError", "MemoryError", "PermissionError", "ChildStartError"})
+def _resources(error_type: str) -> bool:
+    """A child that did not start for want of the machine's resources (an
+    ``OSError`` such as no more processes, or memory), not for its imports."""
+    found = getattr(builtins, error_type, None)
+    return error_type == "ChildStartError" or (isinstance(found, type) and issubclass(found, (OSError, MemoryError)))
 
 
 def _end_status(result: WorkflowResult) -> EndStatus:

@@ -31,6 +31,7 @@ from ductline.store.store import Store
 # The function the statements call for the database clock when a driver's clock
 # is given (registered on the connection).
 _CLOCK_FUNCTION = "ductline_clock_ms"
+_BEGIN, _COMMIT = "BEGIN IMMEDIATE", "COMMIT"  # transaction control, not named statements
 
 
 def _translate(exc: sqlite3.Error, what: str) -> StoreError:
@@ -64,7 +65,7 @@ class MemoryDialect:
     def transaction(self) -> Iterator[_Session]:
         with self._lock:
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.execute(_BEGIN)
             except sqlite3.Error as exc:
                 raise _translate(exc, "begin") from exc
             try:
@@ -73,7 +74,7 @@ class MemoryDialect:
                 _rollback(self._conn)
                 raise
             try:
-                self._conn.execute("COMMIT")
+                self._conn.execute(_COMMIT)
             except sqlite3.Error as exc:
                 _rollback(self._conn)
                 raise _translate(exc, "commit") from exc
@@ -86,10 +87,10 @@ class MemoryDialect:
     def run_script(self, sql: str) -> None:
         with self._lock:
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.execute(_BEGIN)
                 for statement in _statements(sql):
                     self._conn.execute(statement)
-                self._conn.execute("COMMIT")
+                self._conn.execute(_COMMIT)
             except sqlite3.Error as exc:
                 _rollback(self._conn)
                 raise _translate(exc, "schema") from exc
