@@ -20,13 +20,14 @@ from ductline.execution.protocol import Done, Failed, Fatal, Garbled, Oversized,
     (protocol.done("token", "[1]"), Done("token", "[1]")),
     (protocol.failed("token", "ValueError", "bad", "tb"), Failed("token", "ValueError", "bad", "tb")),
     (protocol.done("token", "[1]", "a thread is still running"), Done("token", "[1]", "a thread is still running")),
+    (protocol.done("token", '"LARGE"', "", "Size.LARGE"), Done("token", '"LARGE"', "", "Size.LARGE")),
 ])
 def test_messages_parse_to_their_types(wire: tuple[object, ...], message: protocol.Message) -> None:
     assert protocol.parse(wire) == message
 
 
 @pytest.mark.parametrize("wire", [
-    "done", (), (1, 2), ("done",), ("done", "token"), ("done", "token", 5), ("done", "t", "o", "retire", "extra"),
+    "done", (), (1, 2), ("done",), ("done", "token"), ("done", "token", 5), ("done", "t", "o", "retire", "key", "extra"), ("done", "t", "o", "retire", 5),
     ("error", "token", "ValueError", "bad"), ("ready", "pid"), ("request", 3, ()), ("reply", True),
     ("unknown", 1, 2, 3), ("request", "nosuch", (), 1), ("request", "context_get", ("k",)),
 ])

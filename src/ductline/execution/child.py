@@ -161,6 +161,9 @@ def run_step(conn: Connection, task: Task, restore: Callable[[], str] | None = N
                     result = asyncio.run(_awaited(result))
         output = codec.dumps(result, what=f"output of step {task.step!r}")
         payloads.check_size(output, f"output of step {task.step!r}", task.max_output_bytes)
+        # A divert routes on str(output): rendered here, where the step's types live (the
+        # parent never builds a user value).
+        route_key = codec.render(result, "route key") if _diverts(node) else ""
     except BaseException as exc:  # the step's failure is data for the parent
         context.activate(None)
         described = describe(exc)
@@ -169,7 +172,12 @@ def run_step(conn: Connection, task: Task, restore: Callable[[], str] | None = N
         return finish(protocol.failed(task.lease_token, *described, retire), retire)
     context.activate(None)
     retire = _retire(task, restore)
-    return finish(protocol.done(task.lease_token, output, retire), retire)
+    return finish(protocol.done(task.lease_token, output, retire, route_key), retire)
+
+
+def _diverts(node: Any) -> bool:
+    transition = getattr(node, "next", None)
+    return transition is not None and getattr(transition.kind, "value", None) == "divert"
 
 
 def _write_all(fd: int, data: bytes) -> None:

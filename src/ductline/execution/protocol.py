@@ -130,6 +130,7 @@ class Done:
     lease_token: str
     output: str
     retire: str = ""
+    route_key: str = ""  # str(output), when a divert follows the step ("" otherwise)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,8 +247,8 @@ def request(kind: str, args: tuple[Any, ...], seq: int) -> tuple[Any, ...]:
     return (Kind.REQUEST.value, kind, args, seq)
 
 
-def done(lease_token: str, output: str, retire: str = "") -> tuple[Any, ...]:
-    return (Kind.DONE.value, lease_token, output, retire)
+def done(lease_token: str, output: str, retire: str = "", route_key: str = "") -> tuple[Any, ...]:
+    return (Kind.DONE.value, lease_token, output, retire, route_key)
 
 
 def log(lease_token: str, records: list[tuple[int, str, str, str]]) -> tuple[Any, ...]:
@@ -412,7 +413,7 @@ def parse(raw: Any) -> Message:
     if kind == Kind.REQUEST and len(fields) == 3 and fields[0] in REQUEST_KINDS \
             and isinstance(fields[1], (tuple, list)) and type(fields[2]) is int:
         return Request(fields[0], tuple(fields[1]), fields[2])
-    if kind == Kind.DONE and len(fields) in (2, 3) and _texts(fields):
+    if kind == Kind.DONE and len(fields) in (2, 3, 4) and _texts(fields):
         return Done(*fields)
     if kind == Kind.ERROR and len(fields) in (4, 5) and _texts(fields):
         return Failed(*fields)

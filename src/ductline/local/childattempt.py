@@ -168,7 +168,8 @@ class ChildAttempt:
                 pass  # its kill began: the result is never taken
             elif isinstance(message, Done):
                 # A child that could not restore its process state is not reused.
-                self._settle(Outcome(AttemptResult.SUCCEEDED, message.output, reusable=not message.retire))
+                self._settle(Outcome(AttemptResult.SUCCEEDED, message.output, reusable=not message.retire,
+                                     route_key=message.route_key or None))
             else:
                 ended = over_limit(Ended(AttemptResult.ERRORED, message.error_type, message.error),
                                    ResourceLimits(task.memory_limit, task.cpu_limit))

@@ -193,7 +193,8 @@ class ChildEvents:
                 self._queue(slot, AttemptResult.ERRORED, error_type=PAYLOAD_TOO_LARGE_TYPE, error=str(
                     PayloadTooLarge(f"output of step {job.step!r}", size, self._limits.max_bytes)))
             else:
-                self._queue(slot, AttemptResult.SUCCEEDED, output=message.output)
+                self._queue(slot, AttemptResult.SUCCEEDED, output=message.output,
+                            route_key=message.route_key or None)
         elif isinstance(message, Failed):
             ended = over_limit(Ended(AttemptResult.ERRORED, message.error_type, message.error), slot.limits)
             self._queue(slot, ended.result, error_type=ended.error_type, error=ended.error,
