@@ -116,6 +116,7 @@ class Driver:
         self.bug: BaseException | None = None
         self.finished = False
         self._final: RunStatus | None = None
+        self._stopped_from_outside = False
         rows = new_run(definition, self.run_id, args_json, timeout_seconds=_whole(options.timeout),
                        delay_ms=definition.node(definition.start).options.delay * 1000, not_before_ms=None,
                        retry_delay=options.retry_delay, limits=self.limits)
@@ -156,6 +157,7 @@ class Driver:
         with self.store.transaction() as tx:
             stop.cancel(tx, self.definition, self.run_id)
         emit(EventName.PIPELINE_CANCELLED, pipeline=self.definition.name, run_id=self.run_id)
+        self._stopped_from_outside = True
         self.wake()
 
     def resume(self, input: Any = NO_INPUT, job_ids: list[str] | None = None) -> list[str]:
@@ -218,14 +220,18 @@ class Driver:
             await self._warm()  # interpreter start-up is not the run's time
         while True:
             async with activity(self.clock):
-                self._reap_lost()
+                if self._stopped_from_outside:  # a cancel by the caller revoked leases
+                    self._stopped_from_outside = False
+                    self._reap_lost()
                 self._record()
                 self._end_due()
                 if self.bug is not None:
                     raise self.bug
-                if self._over():
+                status = self.status()
+                if status not in TERMINAL_RUN:
+                    self._claim()
+                if self._over(status):
                     break
-                self._claim()
             await self._wait()
         await self._drain()
 
@@ -248,12 +254,11 @@ class Driver:
                 "or use isolation='thread'") from None
         self.pool.release(child, True)
 
-    def _over(self) -> bool:
+    def _over(self, status: RunStatus) -> bool:
         """Nothing more will happen: the run ended, or it halted (or its pauses wait
         in a halted run) with nothing left to run."""
         if self.running or self.resumer.busy:
             return False
-        status = self.status()
         if status in TERMINAL_RUN:
             return True
         if status is RunStatus.PAUSED:
@@ -265,7 +270,7 @@ class Driver:
     # -- claiming and starting attempts ---------------------------------------------------------------
     def _claim(self) -> None:
         free = self.options.concurrency - len(self.running)
-        if free <= 0 or self.status() in TERMINAL_RUN:
+        if free <= 0:
             return
         jobs = self.store.claim(self.worker_id, [self.definition.name], free, LEASE_MS, limits=self.step_limits)
         for job in jobs:
