@@ -176,7 +176,7 @@ CASES: list[Case] = [
     Case("fail_fast", app.fail_fast, (1,), HALTED, RETRIES, slots=2, seconds=1,
          check=both(steps(("fail_soon", "", FAILED, [ERR]), ("hang_sibling", "", CANCELLED, [CANCELLED])),
                     absent("after"))),
-    Case("halt_then_deadline", app.halt_then_deadline, (1,), FAILED, RETRIES, slots=2, seconds=4,
+    Case("halt_then_deadline", app.halt_then_deadline, (1,), FAILED, RETRIES, slots=2, seconds=9,
          check=both(steps(("fail_soon", "", FAILED, [ERR]), ("hang_sibling", "", FAILED, [TIMED_OUT]),
                           ("after", "", "skipped", [], ("workflow timeout", "hang_sibling"))), deadline_exceeded)),
     Case("fail_at_once", app.fail_at_once, (1,), HALTED, RETRIES, slots=2,

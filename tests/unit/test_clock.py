@@ -3,11 +3,11 @@ offset turns database times into monotonic ones, whatever the wall clock does.""
 
 from __future__ import annotations
 
-from ductline.clock import DatabaseClock, FakeClock
+from ductline.clock import DatabaseClock, ManualClock
 
 
 def test_offset_is_measured_at_the_middle_of_the_round_trip() -> None:
-    base = FakeClock(100.0)
+    base = ManualClock(100.0)
     clock = DatabaseClock(base)
     clock.measure(db_ms=1_700_000_000_000, sent=100.0, received=100.2)  # read at 100.1
     assert abs(clock.to_monotonic(1_700_000_000_000) - 100.1) < 1e-9
@@ -17,7 +17,7 @@ def test_offset_is_measured_at_the_middle_of_the_round_trip() -> None:
 
 
 def test_a_new_measurement_replaces_the_old_one() -> None:
-    base = FakeClock(10.0)
+    base = ManualClock(10.0)
     clock = DatabaseClock(base)
     clock.measure(db_ms=5_000, sent=10.0, received=10.0)
     clock.measure(db_ms=9_000, sent=12.0, received=12.0)  # the database clock stepped
@@ -26,7 +26,7 @@ def test_a_new_measurement_replaces_the_old_one() -> None:
 
 
 def test_the_fake_clock_moves_only_when_told() -> None:
-    base = FakeClock(1.0)
+    base = ManualClock(1.0)
     clock = DatabaseClock(base)
     assert clock.now() == 1.0
     clock.sleep(2.5)
@@ -38,7 +38,7 @@ def test_the_fake_clock_moves_only_when_told() -> None:
 def test_a_measurement_with_a_longer_round_trip_does_not_replace_a_precise_one() -> None:
     """A claim that took 40 ms under load would put the database clock up to 20 ms off;
     the 1 ms measurement before it stays, its bound grown by the drift allowance."""
-    base = FakeClock(10.0)
+    base = ManualClock(10.0)
     clock = DatabaseClock(base)
     clock.measure(db_ms=5_000, sent=10.000, received=10.001)  # read at 10.0005: offset -4,999,500.5 ms
     clock.measure(db_ms=5_030, sent=10.005, received=10.045)  # consistent within its 20 ms bound
@@ -49,7 +49,7 @@ def test_a_measurement_with_a_longer_round_trip_does_not_replace_a_precise_one()
 
 
 def test_a_precise_measurement_replaces_a_looser_one() -> None:
-    base = FakeClock(10.0)
+    base = ManualClock(10.0)
     clock = DatabaseClock(base)
     clock.measure(db_ms=5_000, sent=10.0, received=10.04)  # read at 10.02, +-20 ms
     clock.measure(db_ms=5_010, sent=10.03, received=10.031)  # +-0.5 ms, consistent with it

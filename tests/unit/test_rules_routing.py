@@ -149,9 +149,11 @@ def test_a_divert_skips_the_routes_not_taken_up_to_where_they_meet() -> None:
     assert route(definition, "a", "", '"y"', given("y")).skips == (Dependent("b", "", "a"),)
 
 
-def test_route_expand_encodes_elements_with_the_codec() -> None:
+def test_route_expand_passes_elements_on_as_the_codec_wrote_them() -> None:
+    """The parent splits the structure (`codec.structure`): a tagged element keeps
+    its tag and comes back as its type where it is decoded."""
     moment = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
-    routing = route(D.expand_collapse(), "a", "", "ignored", given([moment]))
+    routing = route(D.expand_collapse(), "a", "", "ignored", given(codec.structure(codec.dumps([moment]))))
     (create,) = routing.creates
     assert create.args == f"[{codec.dumps(moment)}]"
     assert codec.loads(create.args) == [moment]
