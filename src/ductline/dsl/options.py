@@ -19,7 +19,7 @@ DEFAULT_MAX_CRASH = 10
 DEFAULT_MAX_FANOUT = 100_000
 # Upper bounds of integer options: far beyond any real use, and inside every
 # database's integer columns (so a typo cannot overflow a row at run time).
-MAX_COUNT = 1_000_000          # max_retry, max_crash
+MAX_COUNT = 1_000_000          # max_attempts, max_crash
 MAX_CONCURRENCY = 1_000_000
 MAX_FANOUT = 10_000_000
 ISOLATIONS = ("process", "thread", "fresh")
@@ -39,13 +39,16 @@ class StepOptions:
         timeout: seconds an attempt may run before it is killed, a `ScaledTimeout`,
             or ``None`` for no limit.
         delay: seconds the step waits after its predecessor committed (0 = none).
-        max_retry: shared budget for errored and timed-out attempts.
+        max_retry: the attempt budget, shared by errored and timed-out attempts:
+            the most attempts a job makes before it fails (0 and 1 both mean one).
+            Given as ``max_attempts=`` (or its older alias ``max_retry=``); stored
+            under this name.
         retry_delay: seconds between a failed attempt and the next; ``None`` takes
             the configured default (``DUCTLINE_RETRY_DELAY``, 10 s). With a
             `Backoff` policy, its base.
         backoff: the `Backoff` policy given as ``retry_delay=``, else ``None``.
         retry_on: qualified names of exception types that are always retried,
-            whatever is left of ``max_retry`` (they still count as failures).
+            whatever is left of ``max_attempts`` (they still count as failures).
         no_retry_on: qualified names of exception types never retried: the step
             fails at once and the run halts with ``non_retryable_error``.
         max_crash: budget for crashed attempts (worker died, lease expired).
@@ -99,7 +102,8 @@ class StepOptionsArgs(TypedDict, total=False):
 
     timeout: "int | timedelta | ScaledTimeout | None"
     delay: int | timedelta
-    max_retry: int
+    max_attempts: int
+    max_retry: int  # the older name of max_attempts
     retry_delay: "int | timedelta | Backoff"
     max_crash: int
     isolation: Literal["process", "thread", "fresh"]
@@ -230,6 +234,20 @@ def _count(value: Any, field: str, maximum: int = MAX_COUNT) -> int:
     return value
 
 
+def _attempts(max_attempts: Any, max_retry: Any) -> int:
+    """The attempt budget from ``max_attempts=`` or its alias ``max_retry=`` (the
+    name ``max_retry`` read as "retries", though it always counted attempts)."""
+    if max_attempts is not None and max_retry is not None:
+        raise TypeError(f"give max_attempts or max_retry, not both (max_retry is the older name of "
+                        f"max_attempts), got max_attempts={max_attempts!r} and max_retry={max_retry!r}")
+    if max_attempts is not None:
+        attempts = _count(max_attempts, "max_attempts")
+        if attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1 (one attempt, no retry), got {attempts}")
+        return attempts
+    return DEFAULT_MAX_RETRY if max_retry is None else _count(max_retry, "max_retry")
+
+
 def error_type_name(kind: type) -> str:
     """The name a failed attempt records for an exception type: ``qualname`` for
     builtins, else ``module.qualname`` (`ductline.execution.child.describe`)."""
@@ -260,6 +278,7 @@ def build_options(
     *,
     timeout: Any = None,
     delay: Any = None,
+    max_attempts: Any = None,
     max_retry: Any = None,
     retry_delay: Any = None,
     max_crash: Any = None,
@@ -276,8 +295,13 @@ def build_options(
 ) -> StepOptions:
     """Validate the keyword options of a transition (the duration rule of `ductline.durations`).
 
+    ``max_attempts`` is the attempt budget (at least 1); ``max_retry`` is its older
+    name, kept as an alias with its old range (0 means one attempt, as 1 does).
+
     Raises:
-        TypeError / ValueError: as the duration rule says; ``retry_on`` and
+        TypeError / ValueError: as the duration rule says; both ``max_attempts``
+            and ``max_retry`` given (`TypeError`); a ``max_attempts`` below 1;
+            ``retry_on`` and
             ``no_retry_on`` that are not exception types or names, or that share
             a type; a ``priority`` outside -100..100; a ``concurrency`` below 1; a
             ``rate`` that is not more than 0 and at most 10000 per second; a
@@ -303,7 +327,7 @@ def build_options(
         timeout=timeout if isinstance(timeout, ScaledTimeout)
         else optional_seconds(timeout, field="timeout", allow_zero=False),
         delay=0 if delay is None else to_seconds(delay, field="delay"),
-        max_retry=DEFAULT_MAX_RETRY if max_retry is None else _count(max_retry, "max_retry"),
+        max_retry=_attempts(max_attempts, max_retry),
         retry_delay=backoff.base if backoff is not None else optional_seconds(retry_delay, field="retry_delay"),
         max_crash=DEFAULT_MAX_CRASH if max_crash is None else _count(max_crash, "max_crash"),
         isolation=iso,
