@@ -77,7 +77,10 @@ class Pipeline(PipelineBuilder):
                 child imports it to find its steps (guard the call with
                 ``if __name__ == "__main__":``). Nothing is written.
             TypeError: an argument does not round-trip through JSON, or a duration
-                has the wrong type.
+                has the wrong type; `ductline.StepSignatureError` (a ``TypeError``)
+                when the arguments do not bind to the first step's signature
+                (its constructor's for a `ductline.Step` subclass), checked as its
+                attempt would check them. Nothing is written.
             ValueError: ``delay`` and ``delay_until`` together, a naive or past
                 ``delay_until``, a negative duration, or an invalid ``key``.
                 Nothing is written.
@@ -132,8 +135,8 @@ class Pipeline(PipelineBuilder):
                 ``if __name__ == "__main__":``). Nothing is written.
             TypeError: ``args_list`` is not an iterable of elements (a ``str``,
                 ``bytes`` or ``dict`` is refused), an element does not round-trip
-                through JSON (the message names the element's index), or a duration
-                has the wrong type.
+                through JSON or does not bind to the first step's signature (the
+                message names the element's index), or a duration has the wrong type.
             ValueError: as in `trigger` (``delay`` with ``delay_until``, a naive or
                 past ``delay_until``, a negative duration).
             ductline.PayloadTooLarge: (a ``ValueError``) an element's arguments are

@@ -9,8 +9,15 @@ import pytest
 import rt_app
 from helpers import start_worker, stop_worker
 
-from ductline import PayloadTooLarge
+from ductline import PayloadTooLarge, Pipeline
 from ductline.views import run_view
+
+
+def any_arguments(*args):
+    return list(args)
+
+
+variadic = Pipeline("trigger_many_variadic").start(any_arguments)
 
 
 def test_each_element_starts_one_run_in_order(store):
@@ -26,7 +33,7 @@ def test_each_element_starts_one_run_in_order(store):
 
 
 def test_a_tuple_is_positional_arguments_and_a_list_is_one_argument(store):
-    one, two = rt_app.chain.trigger_many([(1, 2), [1, 2]], database=store)
+    one, two = variadic.trigger_many([(1, 2), [1, 2]], database=store)
     assert run_view(store, one.id)["args"] == [1, 2]
     assert run_view(store, two.id)["args"] == [[1, 2]]
 

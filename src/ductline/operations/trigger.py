@@ -2,7 +2,11 @@
 write each run and its first job (`insert`) -- one statement per trigger on
 PostgreSQL (its own transaction; one transaction on SQLite, or when an argument is
 stored out of line), one transaction per call for `trigger_many` (one statement per
-chunk of runs), so a failed trigger writes nothing."""
+chunk of runs), so a failed trigger writes nothing.
+
+Arguments the first step cannot take are refused here, before anything is written,
+by the rule its attempt would apply (`check_start_arguments`): a run that could only
+halt at its first attempt is never started."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from ductline import codec
 from ductline.config import load_settings
 from ductline.dsl.options import check_priority
+from ductline.dsl.steps import check_arguments
 from ductline.durations import optional_seconds
 from ductline.errors import StoreError
 from ductline.observability.events import EventName, emit
@@ -42,6 +47,23 @@ def _start_time(delay: Any, delay_until: Any, default_delay: int) -> tuple[int, 
         return 0, int(delay_until.timestamp() * 1000)
     seconds = optional_seconds(delay, field="delay")
     return (default_delay if seconds is None else seconds) * 1000, None
+
+
+def check_start_arguments(definition: Definition, args: tuple[Any, ...]) -> None:
+    """Refuse trigger arguments that do not bind to the first step's signature.
+
+    The rule is the one the step's attempt applies before calling it
+    (`ductline.dsl.steps.check_arguments`): a function or ``async def`` is bound
+    by its own signature, a `ductline.Step` subclass by its constructor's (the base
+    class takes any arguments). A callable whose signature cannot be read is let
+    through, as its attempt lets it through to the call.
+
+    Raises:
+        StepSignatureError: a `TypeError` naming the step, the signature it
+            declares and the arguments given.
+    """
+    start = definition.node(definition.start)
+    check_arguments(start.func, args, start.name)
 
 
 MAX_KEY_LENGTH = 1000
@@ -90,11 +112,14 @@ def prepare(definition: Definition, args: tuple[Any, ...], *, delay: Any = None,
     """Validate and encode one run of ``definition`` (see `ductline.Pipeline.trigger`).
 
     Raises:
-        TypeError, ValueError, PayloadTooLarge: as `ductline.Pipeline.trigger` says.
+        TypeError, ValueError, PayloadTooLarge: as `ductline.Pipeline.trigger` says;
+            `StepSignatureError` (a `TypeError`) for arguments the first step
+            cannot take (`check_start_arguments`).
     """
     key = check_key(key)
     run_priority = definition.priority if priority is None else check_priority(priority)
     encoded = codec.dumps(list(args), what="trigger arguments")
+    check_start_arguments(definition, args)
     timeout_seconds = optional_seconds(timeout, field="timeout", allow_zero=False)
     if timeout_seconds is None:
         timeout_seconds = definition.timeout
@@ -126,7 +151,8 @@ def prepare_many(definition: Definition, args_list: Iterable[Any], *, delay: Any
 
     Raises:
         TypeError, ValueError, PayloadTooLarge: as `ductline.Pipeline.trigger_many`
-            says; an element's error names its index.
+            says; an element's error names its index (arguments the first step
+            cannot take among them, `check_start_arguments`).
     """
     if isinstance(args_list, (str, bytes, dict)) or not isinstance(args_list, Iterable):
         raise TypeError(f"args_list must be a list (or other iterable) of arguments, not "
@@ -152,6 +178,10 @@ def prepare_many(definition: Definition, args_list: Iterable[Any], *, delay: Any
         args = element if isinstance(element, tuple) else (element,)
         what = f"trigger_many element {index} (its arguments)"
         encoded = codec.dumps(list(args), what=what)
+        try:
+            check_start_arguments(definition, args)
+        except TypeError as exc:
+            raise TypeError(f"{what}: {exc}") from exc
         payloads.check_size(encoded, what, limits.max_bytes)
         stored_args, pending = payloads.prepare(encoded, limits)
         run_id, job_id = ids[64 * index:64 * index + 32], ids[64 * index + 32:64 * index + 64]
