@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ductline import views
+from ductline import safetext, tables, views
 from ductline.config import load_settings
 from ductline.durations import parse_cli_duration
 from ductline.errors import DuctlineError, InvalidStateError, StoreError, StoreUnavailable
@@ -28,8 +28,9 @@ from ductline.stores import ensure_schema
 
 # Error lines are never wrapped: operators grep them and scripts parse them.
 console = Console(stderr=True, soft_wrap=True)
-# Piped output is not cut to 80 columns (tables stay whole for grep and less).
-out = Console(width=None if sys.stdout.isatty() else 200)
+# Piped output is not cut to 80 columns (tables stay whole for grep and less),
+# unless COLUMNS gives a width: tables then fit it (`ductline.tables`).
+out = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").strip().isdigit() else 200)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -133,7 +134,16 @@ database_option = click.option("--database", "database", metavar="URL", default=
 @click.option("--log-level", default="INFO", show_default=True, help="Logging level.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def cli(log_level: str, log_format: str) -> None:
-    """ductline: durable pipelines with killable steps."""
+    """ductline: durable pipelines with killable steps.
+
+    \b
+    A run ends completed, halted, failed or cancelled. Halted is not failed:
+      halted  a step gave up (it used up max_attempts, its error is not retried,
+              it crossed its boundary); the run stopped with everything kept, and
+              `ductline retry RUN` revives it from that step.
+      failed  the run is over: its deadline passed or a pause expired; it cannot
+              be retried, only triggered again.
+    """
     configure(log_level, log_format)
 
 
@@ -186,21 +196,29 @@ def trigger(target: str, args_json: str | None, delay: str | None, delay_until: 
 @database_option
 def run(target: str, args_json: str | None, concurrency: int | None, timeout: str | None, as_json: bool,
         database: str | None) -> None:
-    """Trigger TARGET and run an embedded worker until that run ends."""
-    from ductline.apps import split
+    """Trigger TARGET and run an embedded worker until that run ends.
+
+    Exits 0 if the run completed. A halted run (a step gave up) is named with the
+    step and its last error, and `ductline retry` can revive it; a failed one (its
+    deadline passed) is over.
+    """
+    from ductline.apps import load_pipeline, split
+    from ductline.operations.trigger import check_start_arguments
     from ductline.progress import RunProgress
     from ductline.runtime.launch import build_worker
 
-    settings = load_settings(database_url=database)
-    store = _store(database, migrate=True)
-    from ductline.apps import load_pipeline
-
     module_part, _ = split(target)
     pipeline, _ = load_pipeline(target)
+    args = _json_list(args_json)
+    seconds = _duration(timeout, "--timeout")
+    # Refused before the database is touched or a child started (`trigger` checks again).
+    check_start_arguments(pipeline.definition(), tuple(args))
+    settings = load_settings(database_url=database)
+    store = _store(database, migrate=True)
     # Only this pipeline, and no schedules: `run` runs one run, not whatever else waits.
     worker = build_worker(store, [module_part], concurrency or os.cpu_count() or 2, settings,
                           only=pipeline.name)
-    handle = _trigger(store, pipeline, _json_list(args_json), timeout=_duration(timeout, "--timeout"))
+    handle = _trigger(store, pipeline, args, timeout=seconds)
     console.print(f"run [bold]{handle.id}[/bold] of pipeline [bold]{pipeline.name}[/bold]", highlight=False)
     worker.install_signal_handlers()
 
@@ -225,8 +243,15 @@ def run(target: str, args_json: str | None, concurrency: int | None, timeout: st
     colour = "green" if status == RunStatus.COMPLETED else "red"
     metadata = view.get("metadata") or {}
     reason = view["halt_reason"] or (metadata.get("error") if isinstance(metadata, dict) else None)
-    console.print(f"run {handle.id}: [{colour}]{status}[/{colour}]" + (f" ({escape(reason)})" if reason else ""),
-                  highlight=False)
+    console.print(Text.assemble(f"run {handle.id}: ", (status, colour),
+                                f" ({safetext.escape(str(reason), newlines=False)})" if reason else ""))
+    if status == RunStatus.HALTED:
+        # The step that stopped the run and its last error, then what to do next.
+        for line in views.failed_steps(view):
+            console.print(Text("  " + safetext.escape(line, newlines=False)))
+        short = views.short_ids(store, [handle.id])[handle.id]
+        console.print(f"  `ductline show {short}` lists every attempt; `ductline retry {short}` revives the run",
+                      highlight=False, markup=False)
     if view["output"] is not None and not as_json:
         out.print_json(views.to_json(view["output"]))
     if as_json:
@@ -269,24 +294,26 @@ def worker(apps: tuple[str, ...], concurrency: int | None, processes: int, metri
 
 
 @cli.command()
-@click.option("--status", type=click.Choice([s.value for s in RunStatus]), help="Only runs with this status.")
+@click.option("--status", type=click.Choice([s.value for s in RunStatus]),
+              help="Only runs with this status (halted: a step gave up, `retry` revives it; failed: its deadline "
+                   "passed, it is over).")
 @click.option("--pipeline", help="Only runs of this pipeline.")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @database_option
 def runs(status: str | None, pipeline: str | None, limit: int, as_json: bool, database: str | None) -> None:
-    """List runs, newest first."""
-    rows = [views.run_summary(r) for r in _store(database, read_only=True).list_runs(status, pipeline, limit)]
+    """List runs, newest first.
+
+    In a narrow terminal runs are shown by a short unique prefix of their id (which
+    every command taking RUN_ID accepts) and times compactly, in local time; a wide
+    one, or --json, gives whole ids and ISO 8601 UTC times.
+    """
+    store = _store(database, read_only=True)
+    found = store.list_runs(status, pipeline, limit)
     if as_json:
-        print(json.dumps(rows))
+        print(json.dumps([views.run_summary(r) for r in found]))
         return
-    table = Table("run", "pipeline", "status", "halt reason", "created", "finished")
-    table.columns[0].no_wrap = True
-    table.columns[0].min_width = 32  # run ids are never shortened: they are what you paste
-    for r in rows:
-        table.add_row(r["run_id"], r["pipeline"], r["status"], r["halt_reason"] or "", r["created_at"] or "",
-                      r["finished_at"] or "")
-    out.print(table)
+    out.print(tables.runs_table(out, found, lambda: views.short_ids(store, [r["id"] for r in found])))
 
 
 @cli.command()
@@ -294,32 +321,22 @@ def runs(status: str | None, pipeline: str | None, limit: int, as_json: bool, da
 @click.option("--json", "as_json", is_flag=True)
 @database_option
 def show(run_id: str, as_json: bool, database: str | None) -> None:
-    """Show one run: its steps, then each attempt with its start, end and duration."""
+    """Show one run: its steps, then each attempt with its start, end and duration.
+
+    RUN_ID is a run id or a unique prefix of one (6 or more characters). A skipped
+    step says why, and which step's stop made it unreachable (its root).
+    """
     store = _store(database, read_only=True)
     view = views.run_view(store, views.resolve_run_id(store, run_id))
     if as_json:
         print(views.to_json(view))
         return
-    out.print(f"[bold]{view['run_id']}[/bold] {view['pipeline']}: {view['status']}"
-              + (f" ({view['halt_reason']})" if view["halt_reason"] else ""), highlight=False)
-    table = Table("step", "index", "status", "not before", "attempts", "last result", "error")
-    for s in view["steps"]:
-        last = s["attempts"][-1] if s["attempts"] else {}
-        error = f"{last.get('error_type')}: {last.get('error')}" if last.get("error_type") \
-            else (s["skip_reason"] or "")  # a step that never ran says why
-        status = s["status"] + (" (throttled)" if s["throttled"] else "")  # waits for a concurrency slot
-        table.add_row(s["step"], "" if s["index"] is None else str(s["index"]), status,
-                      s["not_before"] or "", str(len(s["attempts"])), last.get("result") or "", error[:120])
-    out.print(table)
+    out.print(Text.assemble((view["run_id"], "bold"), f" {view['pipeline']}: {view['status']}"
+                            + (f" ({view['halt_reason']})" if view["halt_reason"] else "")))
+    out.print(tables.steps_table(out, view))
     # Every attempt with its own timings: where a run spent its time, and how long
     # each failed attempt took before the next one.
-    attempts = Table("step", "index", "attempt", "result", "started", "finished", "duration", "error")
-    for s in view["steps"]:
-        for a in s["attempts"]:
-            error = f"{a['error_type']}: {a['error']}" if a["error_type"] else ""
-            attempts.add_row(s["step"], "" if s["index"] is None else str(s["index"]), str(a["attempt"]),
-                             a["result"] or "running", a["started_at"] or "", a["finished_at"] or "",
-                             views.duration_text(a["duration_ms"]), error[:120])
+    attempts = tables.attempts_table(out, view)
     if attempts.row_count:
         out.print(attempts)
     for s in view["steps"]:
@@ -329,7 +346,11 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
             out.print(f"step {where} is paused, waiting for resume: ductline resume {view['run_id']} "
                       f"[--input JSON]{expiry}", highlight=False, soft_wrap=True, markup=False)
     if view["status"] == RunStatus.FAILED and view["metadata"].get("error"):
-        out.print(f"failed: {view['metadata']['error']}", highlight=False, soft_wrap=True, markup=False)
+        out.print(f"failed: {safetext.escape(str(view['metadata']['error']))}", highlight=False, soft_wrap=True,
+                  markup=False)
+    if view["status"] == RunStatus.HALTED:
+        out.print(f"halted: `ductline retry {view['run_id']}` revives it from its failed step(s)", highlight=False,
+                  soft_wrap=True, markup=False)
 
 
 @cli.command()
@@ -338,7 +359,11 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
               help="Re-run this step although it crossed an irreversible boundary (repeat for several).")
 @database_option
 def retry(run_id: str, force: tuple[str, ...], database: str | None) -> None:
-    """Revive a halted run from its failed step(s) with fresh budgets."""
+    """Revive a halted run from its failed step(s) with fresh budgets.
+
+    RUN_ID is a run id or a unique prefix of one (6 or more characters). A failed
+    run (its deadline passed) is over and cannot be retried.
+    """
     from ductline.operations.revive import retry_run
 
     store = _store(database)
@@ -355,7 +380,10 @@ def retry(run_id: str, force: tuple[str, ...], database: str | None) -> None:
 @click.argument("run_id")
 @database_option
 def cancel(run_id: str, database: str | None) -> None:
-    """Cancel a run: kill its running attempts, skip the rest."""
+    """Cancel a run: kill its running attempts, skip the rest.
+
+    RUN_ID is a run id or a unique prefix of one (6 or more characters).
+    """
     from ductline.operations.cancel import cancel_run
 
     store = _store(database)
@@ -370,7 +398,10 @@ def cancel(run_id: str, database: str | None) -> None:
               help="A new input for the paused step: one JSON value, passed as its single argument.")
 @database_option
 def resume(run_id: str, input_json: str | None, database: str | None) -> None:
-    """Resume a paused run: its paused step runs now (optionally with a new input)."""
+    """Resume a paused run: its paused step runs now (optionally with a new input).
+
+    RUN_ID is a run id or a unique prefix of one (6 or more characters).
+    """
     from ductline.model.inputs import NO_INPUT
     from ductline.operations.resume import resume as resume_run
 

@@ -6,6 +6,7 @@ Environment variables: ``DUCTLINE_DATABASE_URL``, ``DUCTLINE_LEASE_SECONDS``,
 ``DUCTLINE_SHUTDOWN_GRACE_SECONDS``, ``DUCTLINE_MAX_UNDEAD``,
 ``DUCTLINE_PAYLOAD_INLINE_BYTES``, ``DUCTLINE_PAYLOAD_MAX_BYTES``,
 ``DUCTLINE_SQLITE_BUSY_TIMEOUT``, ``DUCTLINE_RETENTION``, ``DUCTLINE_STEP_LOG_LEVEL``,
+``DUCTLINE_RUN_LOG_LEVEL``,
 ``DUCTLINE_STEP_LOG_MAX_BYTES``, ``DUCTLINE_POOL_MAX_CONNECTIONS``,
 ``DUCTLINE_POOL_IDLE_SECONDS``, ``DUCTLINE_DATABASE_POOLING``, ``DUCTLINE_LISTEN_DATABASE_URL``,
 ``DUCTLINE_HOSTNAME``. The TOML file is ``ductline.toml`` in the
@@ -67,6 +68,9 @@ class Settings:
             ``log_level=`` wins (`ductline.execution.steplog`).
         step_log_max_bytes: the most log text kept per attempt, in bytes (default
             1 MiB); what passes it is dropped and the cut marked.
+        run_log_level: the level of the line a worker logs when a run it advanced
+            ends (logger ``ductline.runs``; ``DEBUG`` .. ``CRITICAL``, default
+            ``INFO``; `ductline.observability.runlog`).
         pool_max_connections: the most PostgreSQL connections one process's pool
             opens (it keeps one open and grows to this under load). Default 4.
         pool_idle_seconds: a pooled PostgreSQL connection unused this long is
@@ -98,6 +102,7 @@ class Settings:
     retention: str = ""
     step_log_level: str = "INFO"
     step_log_max_bytes: int = 1_048_576
+    run_log_level: str = "INFO"
     pool_max_connections: int = 4
     pool_idle_seconds: float = 60.0
     database_pooling: str = ""
@@ -116,7 +121,8 @@ class Settings:
 
 _POSITIVE = ("lease_seconds", "undead_after_seconds", "payload_inline_bytes", "payload_max_bytes",
              "step_log_max_bytes", "pool_max_connections", "pool_idle_seconds")
-_TEXTS = ("database_url", "retention", "step_log_level", "database_pooling", "listen_database_url", "hostname")
+_TEXTS = ("database_url", "retention", "step_log_level", "run_log_level", "database_pooling", "listen_database_url",
+          "hostname")
 _INTS = ("retry_delay", "max_undead", "spare_children", "payload_inline_bytes", "payload_max_bytes", "step_log_max_bytes",
          "pool_max_connections")
 POOLING_MODES = ("", "transaction")
@@ -185,10 +191,11 @@ def load_settings(**overrides: Any) -> Settings:
                 raise ConfigurationError(f"unknown setting {key!r}{_did_you_mean(key, types)}")
             values[key] = _coerce(key, types[key], raw, "argument")
             sources[key] = "argument"
-    try:
-        values["step_log_level"] = check_level(values.get("step_log_level", "INFO"), "step_log_level")
-    except ValueError as exc:
-        raise ConfigurationError(f"{sources.get('step_log_level', 'default')}: {exc}") from None
+    for level in ("step_log_level", "run_log_level"):
+        try:
+            values[level] = check_level(values.get(level, "INFO"), level)
+        except ValueError as exc:
+            raise ConfigurationError(f"{sources.get(level, 'default')}: {exc}") from None
     settings = replace(Settings(), **values)
     if settings.database_pooling not in POOLING_MODES:
         raise ConfigurationError(f"{sources.get('database_pooling', 'default')}: invalid value "

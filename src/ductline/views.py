@@ -42,6 +42,43 @@ def duration_text(ms: int | None) -> str:
     return f"{minutes} min {seconds}" if minutes else seconds
 
 
+def compact_time(ms: int | None, now: datetime | None = None) -> str:
+    """A time for a narrow table, in the local time zone: ``"14:03:12"`` today,
+    ``"Mar 02 14:03"`` earlier this year, ``"2025-03-02"`` before; ``""`` for ``None``.
+    (`iso` gives the full UTC form.)"""
+    if ms is None:
+        return ""
+    at = datetime.fromtimestamp(ms / 1000).astimezone()
+    now = (now or datetime.now()).astimezone()
+    if at.date() == now.date():
+        return at.strftime("%H:%M:%S")
+    if at.year == now.year:
+        return f"{_MONTHS[at.month - 1]} {at.day:02d} {at:%H:%M}"
+    return at.strftime("%Y-%m-%d")
+
+
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def compact_duration(ms: int | None) -> str:
+    """A duration for a narrow table: ``"0.412 s"``, ``"12.3 s"``, ``"2 min 5 s"``,
+    ``"1 h 2 min"``, ``"3 d 4 h"``; ``""`` for ``None``. (`duration_text` gives it
+    to the millisecond.)"""
+    if ms is None:
+        return ""
+    if ms < 10_000:
+        return f"{ms / 1000:.3f} s"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    seconds = ms // 1000
+    minutes, second = divmod(seconds, 60)
+    hours, minute = divmod(minutes, 60)
+    days, hour = divmod(hours, 24)
+    if days:
+        return f"{days} d {hour} h"
+    return f"{hours} h {minute} min" if hours else f"{minutes} min {second} s"
+
+
 def run_summary(row: dict[str, Any]) -> dict[str, Any]:
     return {"run_id": row["id"], "pipeline": row["pipeline"], "status": row["status"],
             "halt_reason": row["halt_reason"], "created_at": iso(row["created_ms"]),
@@ -110,6 +147,33 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
     }
 
 
+HALT_HANDLER = "__on_halt__"  # the step of a pipeline's on_halt handler
+
+
+def failed_steps(view: dict[str, Any]) -> list[str]:
+    """Why a halted run halted, for people: one line per failed step run that
+    stopped it, naming it, its attempts and its last error (from `run_view`).
+
+    The step the run recorded as its ``halted_step`` comes first (all its failed
+    step runs, for an expanded step); then any other failed step run but the
+    ``on_halt`` handler's. Step text is returned as stored: escape it before it
+    reaches a terminal (`ductline.safetext`).
+    """
+    halted = (view.get("metadata") or {}).get("halted_step")
+    failed = [s for s in view["steps"] if s["status"] == JobStatus.FAILED and s["step"] != HALT_HANDLER]
+    failed.sort(key=lambda s: s["step"] != halted)  # stable: the rest keep their order
+    lines = []
+    for s in failed:
+        where = s["step"] + ("" if s["index"] is None else f"[{s['index']}]")
+        attempts = s["attempts"]
+        count = f"{len(attempts)} attempt{'' if len(attempts) == 1 else 's'}"
+        last = attempts[-1] if attempts else {}
+        error = f": {last['error_type']}: {last['error']}" if last.get("error_type") else ""
+        boundary = f" (after crossing its boundary: {s['boundary']})" if s.get("boundary") else ""
+        lines.append(f"step {where} failed after {count}{boundary}{error}")
+    return lines
+
+
 def log_entry(record: steplogs.StepLogRecord) -> dict[str, Any]:
     """One step log record as ``show --json``, the API and ``ductline logs --json`` give it."""
     return {"at": iso(record.at_ms), "level": record.level, "logger": record.logger, "message": record.message}
@@ -131,6 +195,43 @@ def _default(value: Any) -> Any:
 
 
 RUN_ID_LENGTH = 32  # every run id is a uuid4 in hex (`ductline.operations.trigger`)
+MIN_PREFIX = 6      # the shortest prefix `resolve_run_id` takes
+SHORT_ID_LENGTH = 8  # the shortest prefix `short_ids` gives
+
+
+def short_ids(store: Store, run_ids: list[str], minimum: int = SHORT_ID_LENGTH) -> dict[str, str]:
+    """The shortest prefix of every id in ``run_ids`` that names only that run in
+    ``store`` (so `resolve_run_id` takes it), all of one length, at least
+    ``minimum`` characters: what a narrow table shows and a person pastes.
+
+    One index range scan per id (`Store.runs_with_prefix`) proves each prefix
+    unique among all runs, not only those listed.
+    """
+    if not run_ids:
+        return {}
+    ids = sorted(set(run_ids))
+    length = max(minimum, MIN_PREFIX)
+    # Unique among the listed ids first: one more character than the longest
+    # prefix two neighbours in sorted order share.
+    for left, right in zip(ids, ids[1:]):
+        length = max(length, _shared(left, right) + 1)
+    for run_id in ids:
+        while length < len(run_id):
+            others = [m for m in store.runs_with_prefix(run_id[:length]) if m != run_id]
+            if not others:
+                break
+            length = max(length, max(_shared(run_id, other) for other in others) + 1)
+    return {run_id: run_id[:length] for run_id in run_ids}
+
+
+def _shared(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` share."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def resolve_run_id(store: Store, text: str) -> str:
@@ -141,8 +242,8 @@ def resolve_run_id(store: Store, text: str) -> str:
     """
     if store.get_run(text) is not None or len(text) >= RUN_ID_LENGTH:
         return text
-    if len(text) < 6:
-        raise RunNotFound(f"run {text!r} not found (a prefix of a run id needs at least 6 characters)")
+    if len(text) < MIN_PREFIX:
+        raise RunNotFound(f"run {text!r} not found (a prefix of a run id needs at least {MIN_PREFIX} characters)")
     matches = store.runs_with_prefix(text)
     if len(matches) == 1:
         return matches[0]

@@ -1,5 +1,6 @@
-"""`ductline run` says why a run that did not complete ended: the halt reason, or
-the error recorded on a failed run (its deadline passed)."""
+"""`ductline run` says why a run that did not complete ended: the halt reason with
+the step that halted it and its last error, or the error recorded on a failed run
+(its deadline passed)."""
 
 from __future__ import annotations
 
@@ -22,10 +23,27 @@ def test_a_failed_run_prints_its_reason(tmp_path: Path) -> None:
 def test_the_progress_line_of_a_halted_run_counts_its_failed_step(tmp_path: Path) -> None:
     """The bar counts every step that ended, a failed one too: the line says how many failed."""
     done = subprocess.run([sys.executable, "-m", "ductline", "run", f"{APP}:halts_before_deadline",
-                           "--database", f"sqlite:///{tmp_path / 'd.db'}"],
+                           "--args", "[1]", "--database", f"sqlite:///{tmp_path / 'd.db'}"],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     said = done.stdout + done.stderr
     assert "halted" in said, said
     [line] = [ln for ln in said.splitlines() if ln.startswith("steps")]
     assert " 1 failed " in line, said
+
+
+def test_a_halted_run_names_its_step_and_last_error(tmp_path: Path) -> None:
+    """Not only ``halted (job_retries_exhausted)``: which step gave up, after how many
+    attempts, with what error, and the commands that show and revive the run."""
+    done = subprocess.run([sys.executable, "-m", "ductline", "run", f"{APP}:halts_before_deadline",
+                           "--args", "[1]", "--database", f"sqlite:///{tmp_path / 'd.db'}"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.splitlines()
+    [status] = [i for i, line in enumerate(lines) if line.startswith("run ") and ": halted (" in line]
+    assert lines[status].endswith(": halted (job_retries_exhausted)"), done.stderr
+    assert lines[status + 1] == "  step fails_at_once failed after 1 attempt: RuntimeError: boom", done.stderr
+    run_id = lines[status].split()[1].rstrip(":")
+    shown = f"ductline show {run_id[:8]}"
+    assert lines[status + 2].startswith(f"  `{shown}` lists every attempt; `ductline retry {run_id[:8]}` "
+                                        "revives the run"), done.stderr

@@ -5,6 +5,7 @@ Both backends, the real command line."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -20,8 +21,9 @@ timed = Pipeline("show_timed").start(rt_app.add_one).chain(to=rt_app.double).cha
 
 
 def show(db_url: str, run_id: str, *flags: str) -> str:
+    # Wide enough for the full tables (whole ids, ISO times); tests/cli has the narrow ones.
     done = subprocess.run([sys.executable, "-m", "ductline", "show", run_id, *flags, "--database", db_url],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"})
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -47,9 +47,11 @@ def build_worker(store: Store, apps: list[str], concurrency: int, settings: Sett
             log.error("Pipeline %r is invalid and will not be run: %s", name, exc)
     if not definitions:
         raise TargetError(f"the apps {apps} define no ductline Pipeline")
+    from ductline.observability import runlog
     from ductline.observability.setup import install_from_env
 
     install_from_env(store)  # metrics endpoint, StatsD, OpenTelemetry: as the environment asks
+    runlog.install(store, settings.run_log_level)  # one line per run it ends
     return Worker(store, definitions, apps, concurrency, settings, sys_path=folders,
                   fire_schedules=only is None)
 

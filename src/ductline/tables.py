@@ -1,0 +1,142 @@
+"""The CLI's tables of runs (``ductline runs``) and of one run's steps and attempts
+(``ductline show``), drawn to fit the terminal.
+
+Each table comes in two forms. The full form (whole run ids, ISO 8601 UTC times
+with milliseconds, every column) is printed when it fits the console's width, as
+it does in a wide terminal or when the output is piped (200 columns, unless
+``COLUMNS`` says otherwise). Otherwise the compact form: short unique id prefixes
+(`ductline.views.short_ids`), local times without the date when they are today's
+(`ductline.views.compact_time`), durations instead of end times, no borders, and
+text columns that wrap instead of being cut.
+
+Every cell that holds text a step made (errors, skip reasons) is escaped
+(`ductline.safetext`): nothing a step wrote acts on the terminal.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Callable
+
+from rich import box
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+
+from ductline import safetext, views
+
+ERROR_CHARS = 120  # of an error in a table; `show --json` has it whole
+
+
+def fits(console: Console, table: Table) -> bool:
+    """Whether ``table`` fits the console's width without shrinking a column (its
+    widest form, measured as if there were no limit)."""
+    unlimited = console.options.update_width(1_000_000)
+    return Measurement.get(console, unlimited, table).maximum <= console.width
+
+
+def _compact(*headers: str) -> Table:
+    return Table(*headers, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+
+
+def _cell(text: Any, limit: int = ERROR_CHARS) -> str:
+    """Stored text as a table cell: escaped, on one line, at most ``limit`` characters."""
+    shown = safetext.escape("" if text is None else str(text), newlines=False)
+    return shown if len(shown) <= limit else shown[:limit - 1] + "…"
+
+
+def _took(row: dict[str, Any]) -> int | None:
+    start = row.get("started_ms") or row.get("created_ms")
+    if row.get("finished_ms") is None or start is None:
+        return None
+    return max(0, int(row["finished_ms"]) - int(start))
+
+
+def runs_table(console: Console, rows: list[dict[str, Any]], short: Callable[[], dict[str, str]]) -> Table:
+    """The table of ``ductline runs``.
+
+    Args:
+        rows: the store's run rows (``list_runs``), newest first.
+        short: gives the short prefix of each run id (called only for the compact form).
+    """
+    full = Table("run", "pipeline", "status", "halt reason", "created", "finished")
+    full.columns[0].no_wrap = True
+    for r in rows:
+        full.add_row(r["id"], r["pipeline"], r["status"], r["halt_reason"] or "", views.iso(r["created_ms"]) or "",
+                     views.iso(r["finished_ms"]) or "")
+    if fits(console, full):
+        return full
+    prefixes = short()
+    table = _compact("run", "pipeline", "status", "reason", "created", "took")
+    for column in (0, 2, 4, 5):
+        table.columns[column].no_wrap = True
+    table.columns[1].overflow = table.columns[3].overflow = "fold"
+    for r in rows:
+        table.add_row(prefixes[r["id"]], r["pipeline"], r["status"], r["halt_reason"] or "",
+                      views.compact_time(r["created_ms"]), views.compact_duration(_took(r)))
+    return table
+
+
+def _where(step: dict[str, Any]) -> str:
+    return str(step["step"]) + ("" if step["index"] is None else f"[{step['index']}]")
+
+
+def _why(step: dict[str, Any]) -> str:
+    """A step run's last error; for one that never ran, why it was skipped and the
+    step run whose stop made it unreachable (its skip root)."""
+    last = step["attempts"][-1] if step["attempts"] else {}
+    if last.get("error_type"):
+        return _cell(f"{last['error_type']}: {last.get('error')}")
+    reason = step["skip_reason"] or ""
+    if step.get("skip_root"):
+        reason = f"{reason} (root: {step['skip_root']})" if reason else f"root: {step['skip_root']}"
+    return _cell(reason)
+
+
+def _status(step: dict[str, Any]) -> str:
+    return str(step["status"]) + (" (throttled)" if step["throttled"] else "")  # waits for a concurrency slot
+
+
+def steps_table(console: Console, view: dict[str, Any]) -> Table:
+    """The step runs of ``ductline show``: status, attempts, last error or skip."""
+    full = Table("step", "index", "status", "not before", "attempts", "last result", "error")
+    for s in view["steps"]:
+        last = s["attempts"][-1] if s["attempts"] else {}
+        full.add_row(s["step"], "" if s["index"] is None else str(s["index"]), _status(s), s["not_before"] or "",
+                     str(len(s["attempts"])), last.get("result") or "", _why(s))
+    if fits(console, full):
+        return full
+    waits = any(s["not_before"] for s in view["steps"])
+    table = _compact("step", "status", *(["not before"] if waits else []), "tries", "error or skip")
+    table.columns[0].overflow = table.columns[-1].overflow = "fold"
+    table.columns[1].no_wrap = True
+    for s in view["steps"]:
+        when = [views.compact_time(_ms(s["not_before"]))] if waits else []
+        table.add_row(_where(s), _status(s), *when, str(len(s["attempts"])), _why(s))
+    return table
+
+
+def attempts_table(console: Console, view: dict[str, Any]) -> Table:
+    """Every attempt of ``ductline show`` with its start, end (or duration) and error."""
+    full = Table("step", "index", "attempt", "result", "started", "finished", "duration", "error")
+    table = _compact("step", "#", "result", "started", "took", "error")
+    table.columns[0].overflow = table.columns[-1].overflow = "fold"
+    for column in (1, 2, 3, 4):
+        table.columns[column].no_wrap = True
+    for s in view["steps"]:
+        for a in s["attempts"]:
+            error = _cell(f"{a['error_type']}: {a['error']}") if a["error_type"] else ""
+            full.add_row(s["step"], "" if s["index"] is None else str(s["index"]), str(a["attempt"]),
+                         a["result"] or "running", a["started_at"] or "", a["finished_at"] or "",
+                         views.duration_text(a["duration_ms"]), error)
+            table.add_row(_where(s), str(a["attempt"]), a["result"] or "running",
+                          views.compact_time(_ms(a["started_at"])),
+                          "running" if a["duration_ms"] is None else views.compact_duration(a["duration_ms"]), error)
+    return full if fits(console, full) else table
+
+
+def _ms(text: str | None) -> int | None:
+    """Epoch milliseconds of an `ductline.views.iso` time."""
+    if text is None:
+        return None
+    return round(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
