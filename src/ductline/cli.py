@@ -349,8 +349,9 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
         out.print(f"failed: {safetext.escape(str(view['metadata']['error']))}", highlight=False, soft_wrap=True,
                   markup=False)
     if view["status"] == RunStatus.HALTED:
-        out.print(f"halted: `ductline retry {view['run_id']}` revives it from its failed step(s)", highlight=False,
-                  soft_wrap=True, markup=False)
+        short = views.short_ids(store, [view["run_id"]])[view["run_id"]]
+        out.print(f"halted: `ductline retry {short}` revives it from its failed step(s)", highlight=False,
+                  markup=False)
 
 
 @cli.command()

@@ -79,3 +79,19 @@ defaults_pipeline = Pipeline("cli_defaults").start(one_or_two)
 async_pipeline = Pipeline("cli_async_pair").start(async_pair)
 class_pipeline = Pipeline("cli_class_pair").start(Pair)
 anything_pipeline = Pipeline("cli_anything").start(Anything)
+
+
+# -- a skipped step's root: both branches stopped, the combine never created -------------
+def branch_a(x):
+    return x
+
+
+def branch_b(x):
+    return x
+
+
+def joined(pair):
+    return pair
+
+
+branches = Pipeline("cli_branches").start(add_one).divide(to=[branch_a, branch_b]).combine(into=joined)
