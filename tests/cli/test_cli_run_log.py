@@ -1,0 +1,74 @@
+"""A worker logs each run it ends in one line, on both backends: pipeline, run id,
+status (with its reason) and duration, at the level of ``run_log_level`` (INFO by
+default), in the text and the JSON log formats."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import cli_app
+import pytest
+from helpers import FAST_ENV, stop_worker
+
+from ductline.config import load_settings
+from ductline.errors import ConfigurationError
+from ductline.observability.runlog import run_seconds
+
+APP = cli_app.__file__
+
+
+def worker_log(store, db_url, tmp_path, *options: str, env: dict[str, str] | None = None) -> tuple[list, str]:
+    """Run a completing and a halting run under a real worker; their handles and its log."""
+    path = tmp_path / "worker.log"
+    with open(path, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "ductline", *options, "worker", "--app", APP, "--database",
+                                 db_url, "--concurrency", "1"], env={**os.environ, **FAST_ENV, **(env or {})},
+                                stderr=err)
+    try:
+        done = cli_app.chain.trigger(1, database=store)
+        halted = cli_app.gives_up_pipeline.trigger(1, database=store)
+        assert (done.wait(120), halted.wait(120)) == ("completed", "halted")
+    finally:
+        stop_worker(proc)
+    return [done, halted], path.read_text()
+
+
+def test_each_finished_run_is_one_info_line(store, db_url, tmp_path):
+    (done, halted), text = worker_log(store, db_url, tmp_path)
+    lines = [line for line in text.splitlines() if " ductline.runs: " in line]
+    assert len(lines) == 2, text[-3000:]
+    seconds = {h.id: run_seconds(store.get_run(h.id)) for h in (done, halted)}
+    assert re.search(rf" INFO ductline\.runs: Run completed: pipeline cli_chain in {seconds[done.id]:.3f} s "
+                     rf"\[run_id={done.id}\]$", lines[0]), lines
+    assert re.search(rf" INFO ductline\.runs: Run halted \(job_retries_exhausted\): pipeline cli_gives_up in "
+                     rf"{seconds[halted.id]:.3f} s \[run_id={halted.id}\]$", lines[1]), lines
+
+
+def test_the_json_line_has_fields_of_its_own(store, db_url, tmp_path):
+    (done, _), text = worker_log(store, db_url, tmp_path, "--log-format", "json")
+    [line] = [json.loads(x) for x in text.splitlines() if x.startswith("{") and '"ductline.runs"' in x
+              and done.id in x]
+    assert (line["level"], line["run_id"], line["pipeline"], line["status"]) == (
+        "INFO", done.id, "cli_chain", "completed")
+    assert line["duration_seconds"] == run_seconds(store.get_run(done.id))
+
+
+def test_its_level_is_a_setting(store, db_url, tmp_path):
+    (done, _), text = worker_log(store, db_url, tmp_path, env={"DUCTLINE_RUN_LOG_LEVEL": "debug"})
+    assert " ductline.runs: " not in text  # below the worker's --log-level INFO
+    (done, _), text = worker_log(store, db_url, tmp_path, "--log-level", "DEBUG",
+                                 env={"DUCTLINE_RUN_LOG_LEVEL": "debug"})
+    assert re.search(rf" DEBUG ductline\.runs: Run completed: pipeline cli_chain in [0-9.]+ s \[run_id={done.id}\]",
+                     text), text[-3000:]
+
+
+def test_an_unknown_level_is_refused_naming_its_source(monkeypatch):
+    monkeypatch.setenv("DUCTLINE_RUN_LOG_LEVEL", "loud")
+    with pytest.raises(ConfigurationError, match="DUCTLINE_RUN_LOG_LEVEL: unknown run_log_level 'loud'"):
+        load_settings()
+    monkeypatch.setenv("DUCTLINE_RUN_LOG_LEVEL", "warning")
+    assert load_settings().run_log_level == "WARNING"
