@@ -136,13 +136,11 @@ database_option = click.option("--database", "database", metavar="URL", default=
 def cli(log_level: str, log_format: str) -> None:
     """ductline: durable pipelines with killable steps.
 
-    \b
-    A run ends completed, halted, failed or cancelled. Halted is not failed:
-      halted  a step gave up (it used up max_attempts, its error is not retried,
-              it crossed its boundary); the run stopped with everything kept, and
-              `ductline retry RUN` revives it from that step.
-      failed  the run is over: its deadline passed or a pause expired; it cannot
-              be retried, only triggered again.
+    A run ends completed, halted, failed or cancelled, and halted is not failed. A
+    halted run stopped because a step gave up (it used up max_attempts, its error is
+    not retried, or it failed after crossing its boundary); it keeps everything, and
+    `ductline retry RUN` revives it from that step. A failed run is over: its
+    deadline passed or a pause expired; it cannot be retried, only triggered again.
     """
     configure(log_level, log_format)
 
