@@ -65,10 +65,12 @@ def test_start_a_run(client, sqlite_store: Store):
     assert run["not_before_ms"] >= before + 60_000
 
     when = datetime.now(timezone.utc) + timedelta(hours=1)
-    later = client.post("/api/pipelines/rt_chain/runs", json={"delay_until": when.isoformat()}, headers=AUTH)
+    later = client.post("/api/pipelines/rt_chain/runs", json={"args": [1], "delay_until": when.isoformat()},
+                        headers=AUTH)
     assert later.status_code == 201
     assert abs(sqlite_store.get_run(later.json()["run_id"])["not_before_ms"] - when.timestamp() * 1000) < 2
-    empty = client.post("/api/pipelines/rt_chain/runs", content=b"", headers=AUTH)
+    # An empty body starts a run without arguments (rt_context's first step takes any).
+    empty = client.post("/api/pipelines/rt_context/runs", content=b"", headers=AUTH)
     assert empty.status_code == 201 and sqlite_store.get_run(empty.json()["run_id"])["args"] == "[]"
 
 
@@ -87,7 +89,8 @@ BAD_BODIES = [
     (json.dumps({"delay_until": "2099-01-01T00:00:00"}).encode(), 422, "has no UTC offset"),
     (json.dumps({"delay_until": "tomorrow"}).encode(), 422, "is not ISO 8601"),
     (json.dumps({"delay_until": 12}).encode(), 422, "must be an ISO 8601 string"),
-    (json.dumps({"delay_until": PAST}).encode(), 422, "delay_until is in the past"),
+    (json.dumps({"args": [1], "delay_until": PAST}).encode(), 422, "delay_until is in the past"),
+    (json.dumps({"args": [1, 2]}).encode(), 422, "step 'add_one' cannot take its arguments"),
     (json.dumps({"args": [{"__ductline__": "x"}]}).encode(), 422, "reserved by ductline"),
     (b"\xff\xfe", 400, "not UTF-8"),
     (b'{"args": ["' + b"x" * 1_100_000 + b'"]}', 413, "the limit is 1048576"),

@@ -47,7 +47,7 @@ def test_a_key_starts_one_run_and_returns_it_while_it_is_active(client, store):
     assert all_runs(store) == [run_id]
     assert (store.get_run(run_id)["args"], store.get_run(run_id)["priority"]) == ("[1]", 0)
 
-    other = client.post(URL, json={"key": "order-43"}, headers=AUTH)
+    other = client.post(URL, json={"args": [4], "key": "order-43"}, headers=AUTH)
     assert (other.status_code, other.json()["created"]) == (201, True)
 
     RunHandle(run_id, store).cancel()  # an ended run frees its key
@@ -58,14 +58,14 @@ def test_a_key_starts_one_run_and_returns_it_while_it_is_active(client, store):
 
 def test_a_priority_overrides_the_pipelines_and_null_fields_are_absent(client, store):
     for priority in (-100, 7, 100):
-        answer = client.post(URL, json={"priority": priority}, headers=AUTH)
+        answer = client.post(URL, json={"args": [1], "priority": priority}, headers=AUTH)
         assert answer.status_code == 201, answer.text
         assert store.get_run(answer.json()["run_id"])["priority"] == priority
-    plain = client.post(URL, json={"key": None, "priority": None}, headers=AUTH)
+    plain = client.post(URL, json={"args": [1], "key": None, "priority": None}, headers=AUTH)
     assert plain.status_code == 201
     run = store.get_run(plain.json()["run_id"])
     assert (run["idempotency_key"], run["priority"]) == (None, 0)
-    assert client.post(URL, json={"key": "k" * 1000}, headers=AUTH).status_code == 201
+    assert client.post(URL, json={"args": [1], "key": "k" * 1000}, headers=AUTH).status_code == 201
 
 
 BAD = [
