@@ -119,12 +119,12 @@ def prepare(definition: Definition, args: tuple[Any, ...], *, delay: Any = None,
     key = check_key(key)
     run_priority = definition.priority if priority is None else check_priority(priority)
     encoded = codec.dumps(list(args), what="trigger arguments")
-    check_start_arguments(definition, args)
     timeout_seconds = optional_seconds(timeout, field="timeout", allow_zero=False)
     if timeout_seconds is None:
         timeout_seconds = definition.timeout
     start = definition.node(definition.start)
     delay_ms, not_before_ms = _start_time(delay, delay_until, start.options.delay)
+    check_start_arguments(definition, args)
     if limits is None or retry_delay is None:
         settings = load_settings()
         limits = limits or payloads.Limits.from_settings(settings)
