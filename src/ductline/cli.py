@@ -22,6 +22,7 @@ from ductline.durations import parse_cli_duration
 from ductline.errors import DuctlineError, InvalidStateError, StoreError, StoreUnavailable
 from ductline.handle import RunHandle
 from ductline.logs import configure
+from ductline.observability import runlog
 from ductline.model.states import SETTLED_RUN, JobStatus, RunStatus
 from ductline.store import Store, open_store
 from ductline.stores import ensure_schema
@@ -228,6 +229,7 @@ def run(target: str, args_json: str | None, concurrency: int | None, timeout: st
 
     with RunProgress(store, handle.id, console):
         worker.run(stop_when=settled)
+    runlog.uninstall()  # the run's end line is written before the summary
     if worker.interrupted and handle.status() not in SETTLED_RUN:
         status = handle.status()
         if status == RunStatus.PAUSED:
@@ -289,6 +291,7 @@ def worker(apps: tuple[str, ...], concurrency: int | None, processes: int, metri
         console.print("stopped before starting: nothing was claimed", highlight=False)
         return
     w.run()
+    runlog.uninstall()  # the lines of the last runs it ended are written before it exits
 
 
 @cli.command()
