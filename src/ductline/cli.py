@@ -12,8 +12,6 @@ from typing import Any, NoReturn
 
 import click
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from ductline import safetext, tables, views
@@ -22,8 +20,8 @@ from ductline.durations import parse_cli_duration
 from ductline.errors import DuctlineError, InvalidStateError, StoreError, StoreUnavailable
 from ductline.handle import RunHandle
 from ductline.logs import configure
-from ductline.observability import runlog
 from ductline.model.states import SETTLED_RUN, JobStatus, RunStatus
+from ductline.observability import runlog
 from ductline.store import Store, open_store
 from ductline.stores import ensure_schema
 
