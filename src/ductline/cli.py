@@ -242,11 +242,11 @@ def run(target: str, args_json: str | None, concurrency: int | None, timeout: st
     metadata = view.get("metadata") or {}
     reason = view["halt_reason"] or (metadata.get("error") if isinstance(metadata, dict) else None)
     console.print(Text.assemble(f"run {handle.id}: ", (status, colour),
-                                f" ({safetext.escape(str(reason), newlines=False)})" if reason else ""))
+                                f" ({safetext.printable(str(reason), newlines=False)})" if reason else ""))
     if status == RunStatus.HALTED:
         # The step that stopped the run and its last error, then what to do next.
         for line in views.failed_steps(view):
-            console.print(Text("  " + safetext.escape(line, newlines=False)))
+            console.print(Text("  " + safetext.printable(line, newlines=False)))
         short = views.short_ids(store, [handle.id])[handle.id]
         console.print(f"  `ductline show {short}` lists every attempt; `ductline retry {short}` revives the run",
                       highlight=False, markup=False)
@@ -345,7 +345,7 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
             out.print(f"step {where} is paused, waiting for resume: ductline resume {view['run_id']} "
                       f"[--input JSON]{expiry}", highlight=False, soft_wrap=True, markup=False)
     if view["status"] == RunStatus.FAILED and view["metadata"].get("error"):
-        out.print(f"failed: {safetext.escape(str(view['metadata']['error']))}", highlight=False, soft_wrap=True,
+        out.print(f"failed: {safetext.printable(str(view['metadata']['error']))}", highlight=False, soft_wrap=True,
                   markup=False)
     if view["status"] == RunStatus.HALTED:
         short = views.short_ids(store, [view["run_id"]])[view["run_id"]]

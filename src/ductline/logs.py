@@ -3,8 +3,9 @@ about a job carries (``run_id``, ``job_id``, ``step``, ``attempt``).
 
 Both formats are terminal-safe: a step's text (its forwarded log records, its
 errors) cannot put a control character on the worker's output. Text lines show
-them escaped and indent a record's further lines (`ductline.safetext.lines`);
-JSON lines are ASCII, every control character written as a ``\\u`` escape.
+them escaped (`ductline.safetext.printable`) and indent a record's further lines
+(`terminal_lines`); JSON lines are ASCII, every control character written as a
+``\\u`` escape.
 """
 
 from __future__ import annotations
@@ -16,9 +17,17 @@ import sys
 from ductline import safetext
 
 JOB_FIELDS = ("run_id", "job_id", "step", "attempt")
+CONTINUATION = "    "  # before each further line of one record
 # A run's end (`ductline.observability.runlog`): in the text line's message, and
 # fields of their own in a JSON line.
 RUN_FIELDS = ("pipeline", "status", "duration_seconds")
+
+
+def terminal_lines(text: str) -> str:
+    """One record for a terminal or a text log: its control characters escaped
+    (`ductline.safetext.printable`) and its further lines indented, so that no text
+    a step wrote can pass for a line of its own."""
+    return safetext.printable(text).replace("\n", "\n" + CONTINUATION)
 
 
 class TextFormatter(logging.Formatter):
@@ -28,7 +37,7 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
         extras = [f"{k}={getattr(record, k)}" for k in (*JOB_FIELDS, "step_logger") if hasattr(record, k)]
-        return safetext.lines(f"{text} [{' '.join(extras)}]" if extras else text)
+        return terminal_lines(f"{text} [{' '.join(extras)}]" if extras else text)
 
 
 class JsonFormatter(logging.Formatter):

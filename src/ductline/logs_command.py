@@ -54,13 +54,14 @@ def logs(run_id: str, step: str | None, follow: bool, as_json: bool, database: s
 def _line(record: Any, as_json: bool) -> str:
     """One record as a line. What the step wrote cannot act on the terminal: text
     shows its control characters escaped and indents its further lines
-    (`ductline.safetext.lines`); JSON is ASCII with every control character escaped."""
-    from ductline import safetext, views
+    (`ductline.logs.terminal_lines`); JSON is ASCII with every control character escaped."""
+    from ductline import views
+    from ductline.logs import terminal_lines
 
     entry = views.log_entry(record)
     where = record.step + (f"[{record.scope}]" if record.scope else "")
     if as_json:
         return json.dumps({"step": record.step, "scope": record.scope, "attempt": record.attempt, **entry},
                           ensure_ascii=True)
-    return safetext.lines(f"{entry['at']} {where} #{record.attempt} {record.level} {record.logger}: "
+    return terminal_lines(f"{entry['at']} {where} #{record.attempt} {record.level} {record.logger}: "
                           f"{record.message}")

@@ -1,50 +1,73 @@
-"""Text a step made, shown safely: one rule for terminals and logs.
+"""Text safe to show: what a step wrote, made harmless for a terminal or a page.
 
-A step's messages, errors and printed lines are stored as they were written. Shown
-raw, an ESC (CSI and OSC sequences), a carriage return or another control
-character lets that text set a terminal's title, write its clipboard (OSC 52) or
-erase and forge the lines around it; a lone surrogate cannot even be encoded as
-UTF-8. `escape` shows every such character as a Python-style escape instead
-(``\\x1b``, ``\\r``, ``\\x9b``, ``\\u202e``, ``\\udcff``), so the text stays readable
-and nothing in it acts on the reader's terminal.
+A step's text (its error, traceback, log records, output) can hold control
+characters: ESC starts terminal sequences (CSI ``ESC [``, OSC ``ESC ]`` that sets a
+window title or writes the clipboard, OSC 52), a carriage return lets a line
+overwrite the one it is printed on, and bidirectional overrides reorder what a
+reader sees. `printable` shows each of them escaped, as Python would write it in a
+string literal (``\\x1b``, ``\\r``, ``\\u202e``), so text that reaches a person looks
+exactly as odd as it is and never acts on the terminal or the page.
 
-Escaped: the C0 controls and DEL (U+0000-U+001F, U+007F) except tab and, when
-asked, newline; the C1 controls (U+0080-U+009F, among them the one-character CSI
-and OSC); the bidirectional embeddings, overrides and isolates (U+202A-U+202E,
-U+2066-U+2069), which reorder what is displayed; and lone surrogates. Pure: no I/O.
+The rule, on top of `ductline.codec.safe_text` (NUL as ``\\x00``, a lone surrogate
+as ``\\udXXX``):
+
+- C0 controls except tab and newline, DEL, and the C1 controls (``\\x80``-``\\x9f``:
+  ``\\x9b`` is a one-byte CSI on some terminals) are escaped;
+- so are the line and paragraph separators (U+2028, U+2029) and the bidirectional
+  embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069);
+- with ``newlines=False`` (one line of a table, a log line) tab and newline are
+  escaped too.
+
+Everything else, including every printable character of any script, is unchanged,
+and text without such characters is returned as it is (the common case costs one
+regular-expression search).
 """
 
 from __future__ import annotations
 
 import re
 
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-_UNSAFE_OR_NEWLINE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-_NAMED = {"\r": "\\r", "\n": "\\n"}
+from ductline.codec import safe_text
+
+_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_IN_LINES = re.compile(f"[{_CONTROLS}]")
+_IN_ONE_LINE = re.compile(f"[\t\n{_CONTROLS}]")
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
-def _replacement(match: re.Match[str]) -> str:
+def _escape(match: re.Match[str]) -> str:
     char = match.group()
-    return _NAMED.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def escape(text: str, *, newlines: bool = True) -> str:
-    """``text`` with every unsafe character shown as an escape (see the module).
+def printable(text: str, *, newlines: bool = True) -> str:
+    """``text`` with every control character shown escaped (see the module's rule).
 
     Args:
-        text: any text (lone surrogates included).
-        newlines: keep newlines (``True``) or escape them as ``\\n`` too.
+        text: any text, including lone surrogates and NUL.
+        newlines: keep newlines and tabs (a traceback, a log message); ``False``
+            escapes them too, for text that must stay on one line.
 
     Returns:
-        Text that is valid UTF-8 and contains no control character but tab and,
-        with ``newlines``, newline.
+        Text that is valid UTF-8, holds no NUL and no character a terminal or a
+        browser would act on.
     """
-    pattern = _UNSAFE if newlines else _UNSAFE_OR_NEWLINE
-    return text if pattern.search(text) is None else pattern.sub(_replacement, text)
+    text = safe_text(text)
+    pattern = _IN_LINES if newlines else _IN_ONE_LINE
+    return pattern.sub(_escape, text) if pattern.search(text) else text
 
 
-def lines(text: str, indent: str = "    ") -> str:
-    """`escape` for a line-oriented output (a log line, a terminal): the lines after
-    the first are indented, so that no text can pass for a line of its own."""
-    return escape(text).replace("\n", "\n" + indent)
-
+def printable_value(value: object, *, newlines: bool = True) -> object:
+    """`printable` applied to every string of a JSON-like value (keys included);
+    other values are returned as they are. Containers are copied."""
+    if isinstance(value, str):
+        return printable(value, newlines=newlines)
+    if isinstance(value, dict):
+        return {printable(str(k), newlines=False): printable_value(v, newlines=newlines) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [printable_value(v, newlines=newlines) for v in value]
+    return value

@@ -41,7 +41,7 @@ def _compact(*headers: str) -> Table:
 
 def _cell(text: Any, limit: int = ERROR_CHARS) -> str:
     """Stored text as a table cell: escaped, on one line, at most ``limit`` characters."""
-    shown = safetext.escape("" if text is None else str(text), newlines=False)
+    shown = safetext.printable("" if text is None else str(text), newlines=False)
     return shown if len(shown) <= limit else shown[:limit - 1] + "…"
 
 
