@@ -30,7 +30,13 @@ def test_runs_and_run_and_workers(client, seeded, sqlite_store: Store):
     assert client.get("/api/runs?status=halted&pipeline=rt_failing").json()["runs"][0]["run_id"] == seeded["halted"]
 
     one = client.get(f"/api/runs/{seeded['halted']}").json()
-    assert one == json.loads(json.dumps(run_view(sqlite_store, seeded["halted"])))
+    shown = json.loads(json.dumps(run_view(sqlite_store, seeded["halted"])))
+    # The fields of `ductline show --json`, plus outputs and failures of each step run.
+    assert {k: v for k, v in one.items() if k not in ("steps", "failures")} == \
+        {k: v for k, v in shown.items() if k != "steps"}
+    assert [{k: v for k, v in step.items() if k not in ("output", "failures")} for step in one["steps"]] == \
+        shown["steps"]
+    assert one["failures"] == {"free": 2, "paid": 0} and one["steps"][0]["failures"] == {"free": 2, "paid": 0}
 
     workers = client.get("/api/workers").json()
     (worker,) = workers["workers"]

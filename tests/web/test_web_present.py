@@ -52,8 +52,8 @@ def test_ages_against_the_database_clock_past_and_future():
 
 def test_a_preview_is_cut_and_marked_and_an_out_of_line_payload_shows_its_size():
     assert present.preview(None) == ""
-    assert present.preview("x" * 240) == "x" * 240
-    assert present.preview("x" * 241) == "x" * 240 + " …"
+    assert present.preview(json.dumps("x" * 238)) == '"' + "x" * 238 + '"'
+    assert present.preview(json.dumps("x" * 239)) == '"' + "x" * 239 + " …"
     assert present.preview('{"a": 1}', limit=3) == '{"a …'
     ref = payloads.reference(PAYLOAD_ID, 3 * 1024 * 1024 + 200 * 1024)
     assert present.preview(ref) == "<payload 3.2 MiB>"
@@ -61,13 +61,16 @@ def test_a_preview_is_cut_and_marked_and_an_out_of_line_payload_shows_its_size()
     assert present.payload_id('{"a": 1}') == "" and present.payload_id(None) == ""
 
 
-def test_pretty_indents_json_leaves_other_text_and_says_how_much_it_cut():
+def test_pretty_breaks_what_does_not_fit_a_line_and_says_where_it_cut():
     assert present.pretty(None) == ""
-    assert present.pretty('{"b":[1,2],"é":"ü"}') == '{\n  "b": [\n    1,\n    2\n  ],\n  "é": "ü"\n}'
-    assert present.pretty("not json {") == "not json {"
-    shown = json.dumps(list(range(100)), indent=2)
-    assert present.pretty(json.dumps(list(range(100))), limit=10) == \
-        shown[:10] + f"\n… ({len(shown) - 10} more characters)"
+    assert present.pretty('{"b":[1,2],"é":"ü"}') == '{"b": [1, 2], "é": "ü"}'
+    wide = {"numbers": list(range(40)), "name": "n" * 70}
+    lines = present.pretty(json.dumps(wide)).splitlines()
+    assert lines[:2] == ["{", '  "numbers": ['] and lines[-3:] == ["  ],", '  "name": "' + "n" * 70 + '"', "}"]
+    assert len(lines) == 7 and all(len(line) <= 88 for line in lines)  # the numbers fill two lines
+    assert " ".join(lines[2:4]).split() == [f"{n}," for n in range(39)] + ["39"]
+    assert present.pretty("not json {").startswith("<unreadable: JSONDecodeError")
+    assert present.pretty(json.dumps(list(range(100))), limit=10) == "[\n  0, 1, \n… (cut at 10 characters)"
     assert present.pretty(payloads.reference(PAYLOAD_ID, 640 * 1024)) == "<payload 640.0 KiB>"
 
 
@@ -78,5 +81,4 @@ def test_counts_above_the_readers_cap_read_as_at_least():
 
 def test_short_ids_and_dumps():
     assert present.short_id("0123456789abcdef") == "0123456789ab"
-    assert present.dumps({"when": present, "n": "é"}).startswith('{\n  "when": "<module')
-    assert '"n": "é"' in present.dumps({"n": "é"})
+    assert present.dumps({"n": "é", "when": {"__ductline__": "x"}}) == '{"n": "é", "when": {"__ductline__": "x"}}'

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 from datetime import datetime
 from typing import Any, Callable
 
@@ -22,18 +23,44 @@ from ductline import views
 from ductline.errors import DefinitionError, InvalidStateError, PipelineNotFound
 from ductline.model.states import JobStatus
 from ductline.observability import probes
-from ductline.web import events, start
+from ductline.safetext import printable
+from ductline.web import events, runview, start
 from ductline.web.app import dashboard
 from ductline.web.graph import Shown
 from ductline.web.reader import MAX_PAGE, STATUSES, BadQuery
+from ductline.web.runview import Data
+
+
+def _shown(content: Any, depth: int = 0) -> Any:
+    """Every string of an answer made safe to show (`ductline.safetext.printable`),
+    except inside `Data` (values, whose strings are data, already made storable)."""
+    if isinstance(content, str):
+        return printable(content)
+    if isinstance(content, dict):
+        return {printable(str(k), newlines=False): _shown(v, depth + 1) for k, v in content.items()}
+    if isinstance(content, (list, tuple)):
+        return [_shown(v, depth + 1) for v in content]
+    if isinstance(content, Data):
+        return content.value
+    if isinstance(content, float) and not math.isfinite(content):
+        return repr(content)
+    return content
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
 
 
 class ApiResponse(JSONResponse):
-    """JSON with aware datetimes (decoded arguments and outputs) as ISO 8601."""
+    """JSON whose every string is safe to show; values (`Data`) are given as
+    `ductline.web.values.api_value` makes them. The body is ASCII (every other
+    character escaped, as JSON allows), so not even a value's data can put a control
+    character on the terminal that prints it."""
 
     def render(self, content: Any) -> bytes:
-        return json.dumps(content, ensure_ascii=False, separators=(",", ":"),
-                          default=lambda v: v.isoformat() if isinstance(v, datetime) else str(v)).encode()
+        return json.dumps(_shown(content), ensure_ascii=True, separators=(",", ":"), default=_plain).encode()
 
 
 def json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
@@ -105,11 +132,20 @@ def list_runs(request: Request) -> Response:
 
 
 @openapi(parameters=[_path("run_id")],
-         responses={"200": {"description": "the run as `ductline show --json` prints it"},
+         responses={"200": {"description": "the run with the fields of `ductline show --json`, plus each step "
+                                           "run's `output` and `failures` ({free, paid}) and the run's `failures`"},
                     "404": {"description": "no such run"}})
 def get_run(request: Request) -> Response:
-    """One run with its steps and their attempts."""
-    return ApiResponse(dashboard(request).reader.run_view(request.path_params["run_id"]))
+    """One run with its steps and their attempts.
+
+    Values (``args``, ``output``, a step run's ``output``) are plain JSON as
+    themselves; a tagged value is ``{"type", "text"}`` plus its structure (``items``
+    of a tuple, ``fields`` of a dataclass or pydantic model, ``value`` of an enum)
+    and ``kind`` for user types; a step output stored out of line is
+    ``{"type": "payload", "text", "id", "size", "link"}``. Every other text is safe
+    to show: control characters come escaped (``\\x1b``).
+    """
+    return ApiResponse(runview.build(dashboard(request).reader, request.path_params["run_id"]))
 
 
 @openapi(responses={"200": {"description": "`{status: ok}`: the dashboard answers (the database is not read)"}})

@@ -33,7 +33,7 @@ from ductline.model.states import JobStatus, RunStatus
 from ductline.operations.bound import RunOperations
 from ductline.store import Store, open_store
 from ductline.web.graph import Shown
-from ductline.web.present import FILTERS
+from ductline.web.present import FILTERS, text
 from ductline.web.reader import BadQuery, DashboardReader
 from ductline.web.security import (OPEN_PATHS, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Access, allowed_hosts,
                                    host_of)
@@ -204,8 +204,10 @@ def create_app(store: Store | None = None, *, database: str | None = None, token
         import_app(spec)
     default = Access.from_env()
     access = Access(token or default.token, read_token or default.read_token)
+    # finalize: every {{ expression }} is made safe to show (lone surrogates, NUL and
+    # terminal control characters escaped) before it is HTML-escaped.
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True,
-                             trim_blocks=True, lstrip_blocks=True)
+                             trim_blocks=True, lstrip_blocks=True, finalize=text)
     env.filters.update(FILTERS)
     # Templates compare states with the rulebook's names, never with string literals.
     env.globals.update(RunStatus=RunStatus, JobStatus=JobStatus, Shown=Shown)

@@ -18,7 +18,9 @@ import anyio
 
 from ductline.errors import RunNotFound, StoreError
 from ductline.model.states import SETTLED_RUN, RunStatus
+from ductline.safetext import printable_value
 from ductline.views import iso
+from ductline.web import values
 from ductline.web.reader import DashboardReader
 
 # A closed browser tab is only noticed when the stream next writes: keep it short.
@@ -29,18 +31,16 @@ def end_status(run: dict[str, Any]) -> str:
     """The ``workflow_end`` status of a settled run."""
     status = str(run["status"])
     if status == RunStatus.FAILED:
-        try:
-            metadata = json.loads(run["metadata"] or "{}")
-        except ValueError:
-            metadata = {}
-        if isinstance(metadata, dict) and metadata.get("timeout_exceeded"):
+        metadata = values.decode(run["metadata"] or "{}")
+        if isinstance(metadata, dict) and metadata.get("timeout_exceeded") is True:
             return "timeout"
     return status
 
 
 def frame(event: str, data: dict[str, Any]) -> str:
-    """One SSE frame (``event:`` and one ``data:`` line of JSON)."""
-    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+    """One SSE frame (``event:`` and one ``data:`` line of JSON), its texts safe to
+    show (`ductline.safetext.printable`)."""
+    return f"event: {event}\ndata: {json.dumps(printable_value(data), separators=(',', ':'))}\n\n"
 
 
 class EventTracker:

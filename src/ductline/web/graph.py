@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ductline.dsl.graph import Definition, TransitionKind
+from ductline.dsl.backoff import Backoff
+from ductline.dsl.graph import Definition, Node, TransitionKind
+from ductline.dsl.timeouts import ScaledTimeout
 from ductline.model.states import JobStatus
 
 ON_HALT_STEP = "__on_halt__"
-NODE_W, NODE_H = 184, 60
+NODE_W, NODE_H = 196, 74
 GAP_X, GAP_Y, PAD = 64, 26, 16
 
 
@@ -66,6 +68,8 @@ class GraphNode:
     h: int = NODE_H
     not_before_ms: int | None = None
     detail: str = ""
+    policy: str = ""         # "timeout 30s · 3 attempts": the node's third line
+    policy_detail: str = ""  # the same in words, with the retry delay (its tooltip)
 
     @property
     def anchor(self) -> str:
@@ -120,6 +124,68 @@ def job_state(job: dict[str, Any], now_ms: int) -> State:
     return status
 
 
+def span(seconds: int | float | None) -> str:
+    """A duration in few characters: ``45s``, ``5m``, ``1h30m``, ``2d``."""
+    if seconds is None:
+        return "?"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m" + (f"{s % 60}s" if s % 60 else "")
+    if s < 86400:
+        return f"{s // 3600}h" + (f"{s % 3600 // 60}m" if s % 3600 // 60 else "")
+    return f"{s // 86400}d" + (f"{s % 86400 // 3600}h" if s % 86400 // 3600 else "")
+
+
+def _timeout(timeout: int | ScaledTimeout | None) -> tuple[str, str]:
+    if timeout is None:
+        return "no timeout", "no step timeout"
+    if isinstance(timeout, ScaledTimeout):
+        return (f"timeout {span(timeout.floor)}–{span(timeout.cap)}",
+                f"step timeout scaled by its input's size, from {span(timeout.floor)} to {span(timeout.cap)}")
+    return f"timeout {span(timeout)}", f"step timeout {span(timeout)}"
+
+
+def _retry_delay(delay: int | Backoff | None) -> str:
+    if delay is None:
+        return "the worker's retry delay (DUCTLINE_RETRY_DELAY)"
+    if isinstance(delay, Backoff):
+        cap = f", at most {span(delay.cap)}" if delay.cap is not None else ""
+        jitter = f", jitter {delay.jitter:g}" if delay.jitter else ""
+        return f"{delay.kind} backoff from {span(delay.base)}{cap}{jitter}"
+    return span(delay)
+
+
+def _attempts(max_retry: int) -> str:
+    n = max(1, int(max_retry))  # max_retry is the attempt budget: 0 and 1 both mean one attempt
+    return f"{n} attempt{'s' if n != 1 else ''}"
+
+
+def policy(node: Node, start: bool) -> tuple[str, str]:
+    """``(line, words)``: a step's timeout and attempt budget (and, for the first
+    step, its start delay; other delays label the edge into the step)."""
+    o = node.options
+    timeout, timeout_words = _timeout(o.timeout)
+    budget = _attempts(o.max_retry)
+    delay = f"delay {span(o.delay)} · " if start and o.delay else ""
+    words = [f"start delay {span(o.delay)}"] if start and o.delay else []
+    words += [timeout_words, f"{budget} (errors and timeouts share them), retried after {_retry_delay(o.retry_delay)}",
+              f"{o.max_crash} crash{'es' if o.max_crash != 1 else ''} allowed"]
+    return f"{delay}{timeout} · {budget}", "; ".join(words)
+
+
+def stored_policy(job: dict[str, Any]) -> tuple[str, str]:
+    """`policy` from a job's stored limits, when the definition is not imported here."""
+    timeout, timeout_words = _timeout(job.get("timeout_seconds"))
+    if job.get("max_retry") is None:
+        return "", ""
+    budget = _attempts(int(job["max_retry"]))
+    delay = job.get("retry_delay_seconds")
+    words = f"{timeout_words}; {budget}" + (f", retried after {span(delay)}" if delay is not None else "")
+    return f"{timeout} · {budget}", words
+
+
 def _summarise(name: str, jobs: list[dict[str, Any]], now_ms: int, expanded: bool) -> GraphNode:
     label = "on_halt" if name == ON_HALT_STEP else name
     if not jobs:
@@ -139,10 +205,14 @@ def _summarise(name: str, jobs: list[dict[str, Any]], now_ms: int, expanded: boo
                      not_before_ms=min(delayed) if state is Shown.DELAYED and delayed else None, detail=detail)
 
 
-def _edge_label(kind: TransitionKind, route: str | None) -> str:
+def _edge_label(kind: TransitionKind, route: str | None, delay: int) -> str:
     if kind is TransitionKind.DIVERT:
-        return f"{route}" if route else "divert"
-    return "" if kind is TransitionKind.CHAIN else kind.value
+        label = f"{route}" if route else "divert"
+    else:
+        label = "" if kind is TransitionKind.CHAIN else kind.value
+    if delay:  # the created step waits this long after its predecessor committed
+        label = f"{label} · delay {span(delay)}" if label else f"delay {span(delay)}"
+    return label
 
 
 def build(definition: Definition | None, jobs: list[dict[str, Any]], now_ms: int) -> RunGraph:
@@ -160,25 +230,35 @@ def build(definition: Definition | None, jobs: list[dict[str, Any]], now_ms: int
     if definition is not None:
         names = list(definition.nodes)
         nodes = {n: _summarise(n, by_step.get(n, []), now_ms, definition.nodes[n].depth > 0) for n in names}
+        for name, shown in nodes.items():
+            shown.policy, shown.policy_detail = policy(definition.nodes[name], name == definition.start)
         for node in definition.nodes.values():
             if node.next is None:
                 continue
             routes = node.next.routes or (None,) * len(node.next.targets)
             for target, route in zip(node.next.targets, routes):
-                edges.append(GraphEdge(node.name, target, _edge_label(node.next.kind, route),
+                delay = definition.nodes[target].options.delay if target in definition.nodes else 0
+                edges.append(GraphEdge(node.name, target, _edge_label(node.next.kind, route, delay),
                                        bool(by_step.get(target))))
         # Steps the definition does not know (an older version of the pipeline) still show.
         for step in by_step:
             if step not in nodes and step != ON_HALT_STEP:
                 nodes[step] = _summarise(step, by_step[step], now_ms, False)
+                nodes[step].policy, nodes[step].policy_detail = stored_policy(by_step[step][0])
     else:
         names = [s for s in by_step if s != ON_HALT_STEP]
         nodes = {n: _summarise(n, by_step[n], now_ms, False) for n in names}
+        for name, shown in nodes.items():
+            shown.policy, shown.policy_detail = stored_policy(by_step[name][0])
         edges = [GraphEdge(a, b, "", True) for a, b in zip(names, names[1:])]
     graph = RunGraph(list(nodes.values()), edges, definition is not None)
     _layout(graph, list(nodes))
     if ON_HALT_STEP in by_step:  # the halt handler hangs below the graph, unconnected
         handler = _summarise(ON_HALT_STEP, by_step[ON_HALT_STEP], now_ms, False)
+        if definition is not None and definition.on_halt is not None:
+            handler.policy, handler.policy_detail = policy(definition.on_halt, False)
+        else:
+            handler.policy, handler.policy_detail = stored_policy(by_step[ON_HALT_STEP][0])
         handler.x, handler.y = PAD, graph.height
         graph.nodes.append(handler)
         graph.height += NODE_H + GAP_Y

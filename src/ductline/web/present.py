@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from typing import Any
 
+from ductline.safetext import printable
 from ductline.store import payloads
+from ductline.web import values
 from ductline.web.reader import COUNT_CAP
 
 PREVIEW_CHARS = 240
@@ -58,31 +59,21 @@ def short_id(run_id: str) -> str:
 
 
 def preview(text: str | None, limit: int = PREVIEW_CHARS) -> str:
-    """The first ``limit`` characters of a JSON payload, pretty enough to scan; a value
-    stored out of line shows as ``<payload 3.2 MiB>`` (its size, never its content)."""
+    """A stored value (JSON text) on one line as `ductline.web.values` shows it, cut
+    at ``limit`` characters; a value stored out of line shows as ``<payload 3.2 MiB>``
+    (its size, never its content)."""
     if text is None:
         return ""
-    described = payloads.describe(text)
-    if described is not None:
-        return described
-    return text if len(text) <= limit else text[:limit] + " …"
+    return values.text(values.decode(text), limit)
 
 
 def pretty(text: str | None, limit: int = FULL_CHARS) -> str:
-    """A JSON payload indented for reading, cut at ``limit`` characters (an out-of-line
-    value: ``<payload 3.2 MiB>``; the page links to its download)."""
+    """A stored value laid out over lines for reading (`ductline.web.values.pretty`),
+    cut at ``limit`` characters (an out-of-line value: ``<payload 3.2 MiB>``; the page
+    links to its download)."""
     if text is None:
         return ""
-    described = payloads.describe(text)
-    if described is not None:
-        return described
-    try:
-        shown = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except (ValueError, TypeError):
-        shown = text
-    if len(shown) > limit:
-        return shown[:limit] + f"\n… ({len(shown) - limit} more characters)"
-    return shown
+    return values.pretty(values.decode(text), limit)
 
 
 def payload_id(text: str | None) -> str:
@@ -92,7 +83,16 @@ def payload_id(text: str | None) -> str:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    """A decoded value (the run's metadata) laid out for reading (`ductline.web.values.pretty`)."""
+    return values.pretty(value)
+
+
+def text(value: object) -> object:
+    """Any text for a page, made safe to show (`ductline.safetext.printable`): the
+    templates' finalizer, so every ``{{ expression }}`` goes through it."""
+    if type(value) is str:  # noqa: E721 - Markup (a str subclass) is already HTML
+        return printable(value)
+    return value
 
 
 def count(n: int) -> str:

@@ -226,14 +226,6 @@ class DashboardReader:
             raise RunNotFound(f"run {run_id!r} not found")
         return row
 
-    def run_view(self, run_id: str) -> dict[str, Any]:
-        """The run as ``ductline show --json`` prints it (`ductline.views.run_view`).
-
-        Raises:
-            RunNotFound: no such run.
-        """
-        return views.run_view(self._store, run_id)
-
     def readiness(self) -> Any:
         """The readiness probe of this dashboard's database
         (`ductline.observability.probes.readiness`)."""
@@ -264,6 +256,17 @@ class DashboardReader:
             return None
         row = payloads.info(self._store, payload_id)
         return row if row is not None and row["run_id"] == run_id else None
+
+    def payload_text(self, run_id: str, text: str | None) -> str | None:
+        """Stored JSON text with its out-of-line values read back in full
+        (`ductline.store.payloads.load`).
+
+        Raises:
+            StoreError: a payload is missing or incomplete.
+        """
+        from ductline.store import payloads
+
+        return payloads.load(self._store, run_id, text)
 
     def payload_chunks(self, run_id: str, payload_id: str) -> Iterator[bytes]:
         """The value's stored JSON text, one chunk (256 KiB) at a time."""

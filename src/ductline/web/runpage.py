@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from ductline.dsl.graph import Definition
 from ductline.model.states import ACTIVE_RUN, UNFINISHED_RUN, HaltReason, JobStatus, RunStatus
 from ductline.web import graph as run_graph
+from ductline.web import failures, values
+from ductline.web.failures import Failures
 from ductline.web.graph import ON_HALT_STEP, RunGraph, Shown, State, job_state
 
 # More step runs than this per step are folded: problems first, then by element.
@@ -60,6 +61,8 @@ class StepRunView:
     output: str | None
     attempts: list[AttemptView]
     pause_expires_ms: int | None = None  # a paused step run: when its pause expires (None: never)
+    skip_root: str | None = None  # a skipped step run: the step whose stop made it unreachable
+    failed: Failures = Failures()  # its failed attempts, free and paid
 
 
 @dataclass(slots=True)
@@ -70,6 +73,7 @@ class StepView:
     summary: str
     total: int
     runs: list[StepRunView]
+    failed: Failures = Failures()  # of all its step runs, shown or not
 
     @property
     def anchor(self) -> str:
@@ -107,6 +111,7 @@ class RunPage:
     steps: list[StepView]
     graph: RunGraph
     now_ms: int
+    failed: Failures = Failures()  # the run's failed attempts, free and paid
 
     @property
     def status(self) -> str:
@@ -191,7 +196,8 @@ def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[di
             int(j["created_ms"]), j["finished_ms"], int(j["failures"]), int(j["crashes"]), j["boundary"],
             j["skip_reason"], j["output"], attempts.get(j["id"], []),
             pause_expires_ms=None if j.get("pause_expires_ms") is None or j["status"] != JobStatus.PAUSED
-            else int(j["pause_expires_ms"])))
+            else int(j["pause_expires_ms"]), skip_root=j.get("skip_root"),
+            failed=failures.of_step_run(j, [a.result for a in attempts.get(j["id"], [])])))
     steps = []
     for node in graph.nodes:
         runs = by_step.get(node.name, [])
@@ -202,14 +208,29 @@ def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[di
         if len(runs) > SHOWN_PER_STEP and show_all != node.name:
             shown = sorted(runs, key=lambda r: _URGENCY.get(r.state, 9))[:SHOWN_PER_STEP]
             shown.sort(key=lambda r: (r.index if r.index is not None else -1, r.scope))
-        steps.append(StepView(node.name, node.label, node.state, node.summary, len(runs), shown))
-    try:
-        metadata = json.loads(run["metadata"] or "{}")
-    except ValueError:
-        metadata = {"unreadable": run["metadata"]}
+        steps.append(StepView(node.name, node.label, node.state, node.summary, len(runs), shown,
+                              failures.total(r.failed for r in runs)))
+    # Metadata is ductline's own JSON; a value it cannot read is shown, never a failed page.
+    metadata = values.decode(run["metadata"] or "{}")
     if not isinstance(metadata, dict):
         metadata = {"value": metadata}
-    return RunPage(run, metadata, _reason(run, metadata, by_step), steps, graph, now_ms)
+    failed = failures.total(r.failed for runs in by_step.values() for r in runs)
+    return RunPage(run, metadata, _reason(run, metadata, by_step), steps, graph, now_ms, failed)
+
+
+def _said(value: Any) -> str:
+    """A metadata value as text (ductline writes plain values; anything else is shown as it is)."""
+    return value if isinstance(value, str) else values.text(value, 2_000)
+
+
+def _skipped(by_step: dict[str, list[StepRunView]], why: str) -> str | None:
+    """``"3 step run(s) skipped (why), because of step X."``, or ``None`` when none was."""
+    skipped = [r for runs in by_step.values() for r in runs if r.state is JobStatus.SKIPPED]
+    if not skipped:
+        return None
+    roots = sorted({r.skip_root for r in skipped if r.skip_root})
+    because = f", because of step {', '.join(roots)}" if roots else ""
+    return f"{len(skipped)} step run(s) skipped ({why}){because}."
 
 
 def _reason(run: dict[str, Any], metadata: dict[str, Any], by_step: dict[str, list[StepRunView]]) -> Reason | None:
@@ -218,7 +239,7 @@ def _reason(run: dict[str, Any], metadata: dict[str, Any], by_step: dict[str, li
     if status == RunStatus.HALTED:
         reason = run["halt_reason"] or "unknown"
         chain = [f"Run halted ({reason}): {HALT_EXPLAINED.get(reason, 'see metadata')}."]
-        step = metadata.get("halted_step")
+        step = _said(metadata["halted_step"]) if metadata.get("halted_step") else None
         failed = [r for r in by_step.get(str(step), []) if r.state is JobStatus.FAILED] if step else []
         for r in failed[:3]:
             where = f"Step {step}" + (f" element {r.index}" if r.index is not None else "")
@@ -230,13 +251,13 @@ def _reason(run: dict[str, Any], metadata: dict[str, Any], by_step: dict[str, li
             if last is not None and (last.error_type or last.error):
                 chain.append(f"Last error: {last.error_type or 'Error'}: {last.error or ''}".rstrip(": "))
         if not failed and metadata.get("error"):
-            chain.append(f"Error: {metadata['error']}")
+            chain.append(f"Error: {_said(metadata['error'])}")
         handler = by_step.get(ON_HALT_STEP)
         if handler:
             chain.append(f"on_halt handler: {handler[-1].state}.")
         return Reason(RunStatus.HALTED, f"Halted: {reason}", chain)
     if status == RunStatus.FAILED and metadata.get("timeout_exceeded"):
-        seconds = metadata.get("timeout_seconds", run["timeout_seconds"])
+        seconds = _said(metadata.get("timeout_seconds", run["timeout_seconds"]))
         chain = [f"The run deadline of {seconds} s passed."]
         stopped = [f"{n}" + (f"[{r.index}]" if r.index is not None else "")
                    for n, runs in by_step.items() for r in runs
@@ -244,23 +265,23 @@ def _reason(run: dict[str, Any], metadata: dict[str, Any], by_step: dict[str, li
         if stopped:
             chain.append("In-flight attempts stopped: " + ", ".join(stopped[:10])
                          + (f" and {len(stopped) - 10} more" if len(stopped) > 10 else "") + ".")
-        skipped = sum(1 for runs in by_step.values() for r in runs if r.state is JobStatus.SKIPPED)
+        skipped = _skipped(by_step, "workflow timeout")
         if skipped:
-            chain.append(f"{skipped} step run(s) skipped (workflow timeout).")
+            chain.append(skipped)
         if metadata.get("error"):
-            chain.append(str(metadata["error"]))
+            chain.append(_said(metadata["error"]))
         return Reason("timeout", "Failed: run deadline exceeded", chain)
     if status == RunStatus.FAILED and metadata.get("pause_expired"):
-        chain = [f"The {metadata.get('error') or 'pause expired without a resume'}, so the run failed closed."]
-        skipped = sum(1 for runs in by_step.values() for r in runs if r.state is JobStatus.SKIPPED)
+        chain = [f"The {_said(metadata.get('error') or 'pause expired without a resume')}, so the run failed closed."]
+        skipped = _skipped(by_step, "pause expired")
         cancelled = sum(1 for runs in by_step.values() for r in runs if r.state is JobStatus.CANCELLED)
         if cancelled:
             chain.append(f"{cancelled} in-flight step run(s) cancelled.")
         if skipped:
-            chain.append(f"{skipped} step run(s) skipped (pause expired).")
+            chain.append(skipped)
         return Reason(RunStatus.FAILED, "Failed: pause expired", chain)
     if status == RunStatus.FAILED:
-        return Reason(RunStatus.FAILED, "Failed", [str(metadata.get("error") or "see metadata")])
+        return Reason(RunStatus.FAILED, "Failed", [_said(metadata.get("error") or "see metadata")])
     if status == RunStatus.PAUSED:
         chain = []
         for name, runs in by_step.items():
@@ -277,9 +298,12 @@ def _reason(run: dict[str, Any], metadata: dict[str, Any], by_step: dict[str, li
         chain = []
         for key in ("reason", "cancelled_by", "error"):
             if metadata.get(key):
-                chain.append(f"{key.replace('_', ' ')}: {metadata[key]}")
+                chain.append(f"{key.replace('_', ' ')}: {_said(metadata[key])}")
         cancelled = sum(1 for runs in by_step.values() for r in runs if r.state is JobStatus.CANCELLED)
         if cancelled:
             chain.append(f"{cancelled} step run(s) cancelled.")
+        skipped = _skipped(by_step, "cancelled")
+        if skipped:
+            chain.append(skipped)
         return Reason(RunStatus.CANCELLED, "Cancelled", chain)
     return None
