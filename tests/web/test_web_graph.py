@@ -75,3 +75,21 @@ def test_a_throttled_job_is_its_own_state():
     pending["throttled"] = 1
     node = by_name(build(rt_app.chain.definition(), [pending], now_ms=1_000))["add_one"]
     assert (node.state, node.summary) == ("throttled", "throttled: waiting for a concurrency slot")
+
+
+def test_nodes_carry_their_timeout_and_attempt_budget_and_edges_their_delay():
+    graph = build(rt_app.deadline_in_delay.definition(), [job("quick")], now_ms=0)
+    nodes = by_name(graph)
+    assert nodes["quick"].policy == "no timeout · 3 attempts"
+    assert "3 attempts (errors and timeouts share them), retried after" in nodes["quick"].policy_detail
+    assert [e.label for e in graph.edges if e.target == "after"] == ["delay 30s"]
+    timed = by_name(build(rt_app.timeout_pipeline.definition(), [], now_ms=0))["sleep_in_c"]
+    assert timed.policy == "timeout 1s · 2 attempts"
+    assert "retried after 0s" in timed.policy_detail and "step timeout 1s" in timed.policy_detail
+
+
+def test_without_a_definition_the_stored_limits_label_the_node():
+    stored = {**job("a", "failed", attempts=3), "timeout_seconds": 90, "max_retry": 1, "retry_delay_seconds": 10}
+    node = by_name(build(None, [stored], now_ms=0))["a"]
+    assert node.policy == "timeout 1m30s · 1 attempt"
+    assert node.policy_detail == "step timeout 1m30s; 1 attempt, retried after 10s"

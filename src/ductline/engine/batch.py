@@ -195,7 +195,7 @@ def _emit(o: Outcome, done: record.Recorded, now_ms: float) -> None:
               "attempt": a.attempt}
     runtime = None if a.started_ms is None else max(0.0, (now_ms - a.started_ms) / 1000)
     emit(EventName.JOB_COMPLETED, **fields, result=RESULT_LABELS[o.result.value], runtime_seconds=runtime,
-         error_type=o.error_type, outcome=done.outcome)
+         error_type=o.error_type, outcome=done.outcome, reason=done.reason)
     for step, count in (done.enqueued or {}).items():
         emit(EventName.JOB_ENQUEUED, pipeline=o.pipeline, step=step, run_id=a.run_id, count=count)
     for step in done.paused:

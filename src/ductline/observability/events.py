@@ -31,7 +31,8 @@ class EventName(StrEnum):
     PIPELINE_RESUMED = "pipeline.resumed"       # run_id, steps, input_replaced
     JOB_ENQUEUED = "job.enqueued"               # step, count
     ATTEMPT_STARTED = "attempt.started"         # job fields, pickup_latency_seconds, deadline_ms
-    JOB_COMPLETED = "job.completed"             # job fields, result, runtime_seconds, error_type, outcome
+    JOB_COMPLETED = "job.completed"             # job fields, result, runtime_seconds, error_type, outcome,
+    #                                             reason (the halt reason a failure carries, else None)
     TIMEOUT_OVERRUN = "timeout.overrun"         # job fields, overrun_seconds (deadline -> child gone)
     THREAD_UNDEAD = "thread.undead"             # job fields
     PROCESS_UNDEAD = "process.undead"           # job fields, pid

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol
 
 from ductline.errors import StoreError
-from ductline.model.states import RunStatus
+from ductline.model.states import HaltReason, RunStatus
 from ductline.observability.events import EventName
 
 log = logging.getLogger("ductline.observability")
@@ -78,6 +78,14 @@ METRICS: tuple[MetricSpec, ...] = (
     # job.attempts says what it counts (an errored attempt is not a completed job).
     MetricSpec("ductline.job.completed", COUNTER, ("pipeline", "step", "result"),
                "Same as ductline.job.attempts (kept for compatibility)."),
+    # Failed attempts (error, timeout, crash) by what they cost: a free one came before
+    # its step crossed a boundary (ductline.cross_boundary) and is retried as usual; a
+    # paid one came after, so its step is not run again and the run halts unsafe_to_retry.
+    MetricSpec("ductline.job.failures.free", COUNTER, ("pipeline", "step", "result"),
+               "Failed attempts before their step crossed its boundary (retried as usual)."),
+    MetricSpec("ductline.job.failures.paid", COUNTER, ("pipeline", "step", "result"),
+               "Attempts that ended unsuccessfully after their step crossed its boundary (not retried; the run "
+               "halts unsafe_to_retry)."),
     MetricSpec("ductline.job.runtime", HISTOGRAM, ("pipeline", "step", "result"),
                "Attempt duration, claim to recorded outcome.", "s"),
     MetricSpec("ductline.job.pickup_latency", HISTOGRAM, STEP,
@@ -335,6 +343,22 @@ class RunCounts:
 
 
 # -- the subscriber ---------------------------------------------------------------------------
+# The `result` labels of failed attempts (job.completed's seeds' names).
+FAILED_LABELS = frozenset({"error", "timed_out", "crashed"})
+
+
+def failure_cost(attributes: dict[str, Any]) -> str | None:
+    """``"paid"`` for an attempt that ended unsuccessfully after its step crossed a
+    boundary (the rulebook halts it ``unsafe_to_retry``, whatever ended it),
+    ``"free"`` for any other errored, timed-out or crashed attempt, ``None`` for
+    the rest (a success, a cancel, a release). Takes a ``job.completed`` event's
+    attributes."""
+    if attributes.get("reason") == HaltReason.UNSAFE_TO_RETRY:
+        return "paid"
+    return "free" if attributes.get("result") in FAILED_LABELS else None
+
+
+
 # The `result` label of pipeline.runtime: the status the run ended in.
 _RUN_ENDS = {EventName.PIPELINE_COMPLETED: RunStatus.COMPLETED, EventName.PIPELINE_HALTED: RunStatus.HALTED,
              EventName.PIPELINE_FAILED: RunStatus.FAILED, EventName.PIPELINE_CANCELLED: RunStatus.CANCELLED}
@@ -370,6 +394,9 @@ class MetricsSubscriber:
             if a.get("runtime_seconds") is not None:
                 r.observe("ductline.job.runtime", a["runtime_seconds"], pipeline=pipeline, step=step,
                           result=a.get("result"))
+            cost = failure_cost(a)
+            if cost is not None:
+                r.add(f"ductline.job.failures.{cost}", pipeline=pipeline, step=step, result=a.get("result"))
         elif name is EventName.TIMEOUT_OVERRUN:
             r.observe("ductline.timeout.overrun", a.get("overrun_seconds") or 0.0, pipeline=pipeline, step=step)
         elif name is EventName.THREAD_UNDEAD:

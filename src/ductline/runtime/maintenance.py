@@ -50,7 +50,7 @@ def rescue_expired(store: Store, definitions: dict[str, Definition], limit: int 
             rescued += 1
             emit(EventName.JOB_COMPLETED, pipeline=lease.pipeline, step=lease.step, run_id=lease.run_id,
                  job_id=lease.job_id, attempt=lease.attempt, result=AttemptResult.CRASHED.value, runtime_seconds=None,
-                 error_type="WorkerLost", outcome=done.outcome)
+                 error_type="WorkerLost", outcome=done.outcome, reason=done.reason)
             if done.halted:
                 emit(EventName.PIPELINE_HALTED, pipeline=lease.pipeline, run_id=lease.run_id, reason=done.reason)
             log.warning("Job crashed: lease expired, %s", done.outcome, extra=job_extra(attempt))
