@@ -9,6 +9,7 @@ import pause_app
 import rt_app
 import web_support
 from helpers import drive
+from web_support import Raw
 
 from ductline.operations import stop
 from ductline.store import Store
@@ -36,8 +37,6 @@ def test_failures_before_and_after_a_boundary_are_told_apart(backend, store: Sto
 
 def test_a_skipped_step_run_names_the_step_whose_stop_skipped_it(backend, store: Store, db_url: str):
     from starlette.testclient import TestClient
-
-    from test_web_hostile import Raw
 
     handle = pause_app.expiring.trigger(3, database=store)
     assert drive(store, pause_app.expiring) == ["prepare"]

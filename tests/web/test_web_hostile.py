@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
-from contextlib import closing
 from typing import Any, Callable, Iterator
 
-import psycopg
 import pytest
 import rt_app
 import web_support
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_web_actions import log_in
-from web_support import TOKEN
+from web_support import TOKEN, Raw
 
 from ductline.store import Store
 from ductline.web import create_app
@@ -70,24 +67,6 @@ def stored_json(backend: str) -> st.SearchStrategy[str]:
     return st.one_of(json_values().map(json.dumps), text_of(backend),
                      st.just("[" * 5000 + "]" * 5000), st.just('{"__ductline__":"payload","id":"' + "0" * 32
                                                                + '","size":10}'))
-
-
-class Raw:
-    """Writes rows behind the store's back (the test plays a hostile database)."""
-
-    def __init__(self, backend: str, db_url: str) -> None:
-        self.backend, self.db_url = backend, db_url
-
-    def run(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
-        if self.backend == "sqlite":
-            with closing(sqlite3.connect(self.db_url.removeprefix("sqlite:///"))) as conn:
-                for sql, params in statements:
-                    conn.execute(sql, params)
-                conn.commit()
-            return
-        with psycopg.connect(self.db_url, autocommit=False) as conn:
-            for sql, params in statements:
-                conn.execute(sql.replace("?", "%s"), params)
 
 
 @pytest.fixture

@@ -4,8 +4,12 @@ inside `Store.transaction()` (import as `web_support`)."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from contextlib import closing
 from typing import Any
+
+import psycopg
 
 import rt_app
 
@@ -109,3 +113,21 @@ def seed(store: Store) -> dict[str, str]:
     store.register_worker(WORKER, "test-host", 4242, 2)
     store.renew_leases(WORKER, [], LEASE_MS, busy=1)
     return ids
+
+
+class Raw:
+    """Writes rows behind the store's back (the test plays a hostile database)."""
+
+    def __init__(self, backend: str, db_url: str) -> None:
+        self.backend, self.db_url = backend, db_url
+
+    def run(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+        if self.backend == "sqlite":
+            with closing(sqlite3.connect(self.db_url.removeprefix("sqlite:///"))) as conn:
+                for sql, params in statements:
+                    conn.execute(sql, params)
+                conn.commit()
+            return
+        with psycopg.connect(self.db_url, autocommit=False) as conn:
+            for sql, params in statements:
+                conn.execute(sql.replace("?", "%s"), params)

@@ -26,6 +26,7 @@ from ductline.observability import probes
 from ductline.safetext import printable
 from ductline.web import events, runview, start
 from ductline.web.app import dashboard
+from ductline.web.charts import WINDOWS, Point
 from ductline.web.graph import Shown
 from ductline.web.reader import MAX_PAGE, STATUSES, BadQuery
 from ductline.web.runview import Data
@@ -146,6 +147,39 @@ def get_run(request: Request) -> Response:
     to show: control characters come escaped (``\\x1b``).
     """
     return ApiResponse(runview.build(dashboard(request).reader, request.path_params["run_id"]))
+
+
+def _point(p: Point) -> dict[str, Any]:
+    return {"at": views.iso(p.start), "minutes": p.minutes, "runs_finished": p.finished, "runs_failed": p.failed,
+            "attempts_failed_free": p.free, "attempts_failed_paid": p.paid, "jobs_ready": round(p.ready, 3),
+            "jobs_delayed": round(p.delayed, 3),
+            "start_lateness_ms": {f"p{k}": None if v is None else round(v, 1) for k, v in p.lateness.items()},
+            "attempt_duration_ms": {f"p{k}": None if v is None else round(v, 1) for k, v in p.duration.items()}}
+
+
+@openapi(parameters=[_query("window", "hour (a point a minute) or day (a point every 10 minutes)",
+                            enum=list(WINDOWS)),
+                     _query("pipeline", "only this pipeline")],
+         responses={"200": {"description": "{window, pipeline, now, pipelines, totals, points: [{at, minutes, "
+                                           "runs_finished, runs_failed, attempts_failed_free, attempts_failed_paid, "
+                                           "jobs_ready, jobs_delayed, start_lateness_ms, attempt_duration_ms}]}"},
+                    "400": {"description": "unknown window"}})
+def charts(request: Request) -> Response:
+    """The charts' series, oldest point first.
+
+    Rates (``runs_*``, ``attempts_*``) are per minute; ``jobs_ready`` and
+    ``jobs_delayed`` are the average number of jobs waiting over the point;
+    ``start_lateness_ms`` and ``attempt_duration_ms`` hold the p50, p95 and p99 of
+    the point (null without a sample). ``totals`` counts runs finished and failed
+    and attempts failed free and paid over the whole window.
+    """
+    from ductline.web.pages import chart_window
+
+    name, pipeline = chart_window(request)
+    shown = dashboard(request).charts.window(name, pipeline)
+    return ApiResponse({"window": name, "pipeline": pipeline, "now": views.iso(shown.now_ms),
+                        "pipelines": shown.pipelines, "totals": shown.totals,
+                        "points": [_point(p) for p in shown.points]})
 
 
 @openapi(responses={"200": {"description": "`{status: ok}`: the dashboard answers (the database is not read)"}})
@@ -425,6 +459,7 @@ routes = [
     Route("/api/runs/{run_id}/retry", retry_run, methods=["POST"]),
     Route("/api/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
     Route("/api/runs/{run_id}/resume", resume_run, methods=["POST"]),
+    Route("/api/charts", charts),
     Route("/api/workers", list_workers),
     Route("/api/pipelines", list_pipelines),
     Route("/api/pipelines/{name}/runs", start_run, methods=["POST"]),

@@ -32,6 +32,7 @@ from ductline.errors import DuctlineError, PipelineNotFound, RunNotFound, StoreE
 from ductline.model.states import JobStatus, RunStatus
 from ductline.operations.bound import RunOperations
 from ductline.store import Store, open_store
+from ductline.web.charts import ChartCache
 from ductline.web.graph import Shown
 from ductline.web.present import FILTERS, text
 from ductline.web.reader import BadQuery, DashboardReader
@@ -126,6 +127,7 @@ class Dashboard:
     templates: Jinja2Templates
     lease_seconds: float
     poll_seconds: float
+    charts: ChartCache         # minute summaries of the last day, read as needed
 
     def definition(self, pipeline: str) -> Definition | None:
         """The pipeline's definition if this process imported it (``--app``), else ``None``."""
@@ -224,7 +226,8 @@ def create_app(store: Store | None = None, *, database: str | None = None, token
     handlers: dict[Any, Any] = {HTTPException: _error, RunNotFound: _error, BadQuery: _error,
                                 StoreError: _error}
     app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
-    app.state.dashboard = Dashboard(DashboardReader(store), RunOperations(store), access, templates,
+    reader = DashboardReader(store)
+    app.state.dashboard = Dashboard(reader, RunOperations(store), access, templates,
                                     lease_seconds if lease_seconds is not None else settings.lease_seconds,
-                                    poll_seconds)
+                                    poll_seconds, ChartCache(reader.chart_rows, reader.now_ms))
     return app

@@ -16,9 +16,10 @@ from starlette.routing import Route
 from ductline.errors import InvalidStateError
 from ductline.model.states import RunStatus
 from ductline.views import RUN_ID_LENGTH
-from ductline.web import runpage
+from ductline.web import runpage, svgchart
 from ductline.web.app import dashboard
-from ductline.web.reader import STATUSES
+from ductline.web.charts import WINDOWS
+from ductline.web.reader import STATUSES, BadQuery, check_filters
 from ductline.web.security import csrf_ok, csrf_token
 
 PAGE_SIZE = 50
@@ -55,11 +56,37 @@ def overview(request: Request) -> Response:
     jobs = reader.job_counts()
     problems = [run for status in PROBLEM_STATUSES for run in reader.runs_page(status=status, limit=10).runs]
     problems.sort(key=lambda r: (r["created_ms"], r["id"]), reverse=True)
+    hour = d.charts.window("hour")
     return render(request, "overview.html", {
+        "hour": hour, "hour_chart": svgchart.charts(hour)[0],
         "counts": reader.run_counts(), "jobs": jobs, "pipelines": reader.pipeline_counts(),
         "workers": reader.workers(d.lease_seconds), "problems": problems[:10],
         "lease_seconds": d.lease_seconds, "schedules": reader.schedules(),
     }, now_ms=jobs["now_ms"])
+
+
+def chart_window(request: Request) -> tuple[str, str | None]:
+    """The ``window`` (hour or day) and ``pipeline`` of a charts request.
+
+    Raises:
+        BadQuery: an unknown window or an overlong pipeline name.
+    """
+    q = request.query_params
+    name = q.get("window") or "hour"
+    if name not in WINDOWS:
+        raise BadQuery(f"unknown window {name[:20]!r}; use one of {', '.join(WINDOWS)}")
+    _, pipeline = check_filters(None, q.get("pipeline"))
+    return name, pipeline
+
+
+def charts(request: Request) -> Response:
+    """Runs finished and failed, failed attempts, waiting jobs, start lateness and
+    attempt durations per minute, over the last hour or day, per pipeline."""
+    d = dashboard(request)
+    name, pipeline = chart_window(request)
+    shown = d.charts.window(name, pipeline)
+    return render(request, "charts.html", {"window": shown, "charts": svgchart.charts(shown), "windows": WINDOWS,
+                                           "pipeline": pipeline or "", "window_name": name}, now_ms=shown.now_ms)
 
 
 def runs(request: Request) -> Response:
@@ -230,6 +257,7 @@ async def resume(request: Request) -> Response:
 routes = [
     Route("/", overview, include_in_schema=False),
     Route("/runs", runs, include_in_schema=False),
+    Route("/charts", charts, include_in_schema=False),
     Route("/runs/{run_id}", run_page, include_in_schema=False),
     Route("/runs/{run_id}/retry", retry, methods=["POST"], include_in_schema=False),
     Route("/runs/{run_id}/cancel", cancel, methods=["POST"], include_in_schema=False),

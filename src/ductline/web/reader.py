@@ -164,6 +164,16 @@ class DashboardReader:
         out.sort(key=lambda w: order[w["health"]])
         return out
 
+    def chart_rows(self, since_ms: int, until_ms: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """What the charts summarise of ``[since_ms, until_ms)`` (`ductline.web.charts`):
+        runs that ended, per pipeline, status and minute (``bucket`` counts minutes from
+        ``since_ms``), and the jobs and attempts of the runs active now or ended since
+        ``since_ms``. Their cost follows the window's activity, not the history's size."""
+        with self._store.dialect.reader() as session:
+            runs = session.fetch("chart_runs_finished", {"since": since_ms, "until": until_ms, "bucket_ms": 60_000})
+            activity = session.fetch("chart_activity", {"since": since_ms})
+        return runs, activity
+
     # -- run listings ----------------------------------------------------------------
     def runs_page(self, *, status: str | None = None, pipeline: str | None = None, after: str | None = None,
                   before: str | None = None, limit: int = 50) -> RunsPage:

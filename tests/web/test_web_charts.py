@@ -1,0 +1,168 @@
+"""The charts, read from the database on both backends: runs finished and failed,
+failed attempts free and paid, ready and delayed jobs, start lateness and attempt
+duration per minute, from rows whose times are known to the millisecond; and the
+statements that read them use indexes only (their cost follows the window's
+activity, never the history's size)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from web_support import Raw
+
+from ductline.model.states import ACTIVE_RUN, SETTLED_RUN
+from ductline.store import Store
+from ductline.web import charts, create_app
+from ductline.web.charts import MINUTE_MS
+
+S = 1000
+
+
+def rows(raw: Raw, m: int) -> None:
+    """Three runs around minute ``m`` (ms):
+
+    - ``done`` (pipeline ``alpha``): its job waits delayed 20 s, ready 10 s, runs 1.5 s
+      and completes at m+31.5 s;
+    - ``paid`` (``beta``): its first attempt errors at m+6 s (free), its retry waits
+      delayed until m+66 s and ready until m+70 s, crosses its boundary and errors at
+      m+75 s (paid); the run halts then;
+    - ``later`` (``alpha``): one job created at m-120 s, delayed for an hour.
+    """
+    run = ("INSERT INTO ductline_runs (id, pipeline, status, args, halt_reason, not_before_ms, created_ms, "
+           "started_ms, finished_ms) VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?)")
+    job = ("INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, status, input, not_before_ms, attempts, "
+           "max_retry, max_crash, retry_delay_seconds, boundary, created_ms, finished_ms) "
+           "VALUES (?, ?, ?, 'work', '', ?, '[]', ?, ?, 3, 10, 1, ?, ?, ?)")
+    attempt = ("INSERT INTO ductline_attempts (job_id, attempt, run_id, lease_token, result, started_ms, finished_ms) "
+               "VALUES (?, ?, ?, 'token', ?, ?, ?)")
+    raw.run([
+        (run, ("done", "alpha", "completed", None, m, m, m + 30 * S, m + 31_500)),
+        (job, ("done-j", "done", "alpha", "completed", m + 20 * S, 1, None, m, m + 31_500)),
+        (attempt, ("done-j", 1, "done", "succeeded", m + 30 * S, m + 31_500)),
+        (run, ("paid", "beta", "halted", "unsafe_to_retry", m, m, m + 5 * S, m + 75 * S)),
+        (job, ("paid-j", "paid", "beta", "failed", m + 66 * S, 2, "charged", m, m + 75 * S)),
+        (attempt, ("paid-j", 1, "paid", "errored", m + 5 * S, m + 6 * S)),
+        (attempt, ("paid-j", 2, "paid", "errored", m + 70 * S, m + 75 * S)),
+        (run, ("later", "alpha", "pending", None, m - 120 * S, m - 120 * S, None, None)),
+        (job, ("later-j", "later", "alpha", "pending", m + 3600 * S, 0, None, m - 120 * S, None)),
+    ])
+
+
+@pytest.fixture
+def minute(backend: str, db_url: str, store: Store) -> int:
+    """A minute ten minutes ago, with the rows of `rows` around it."""
+    now = store.now_ms()
+    m = now - now % MINUTE_MS - 10 * MINUTE_MS
+    rows(Raw(backend, db_url), m)
+    return m
+
+
+def by_start(window: charts.Window) -> dict[int, charts.Point]:
+    return {p.start: p for p in window.points}
+
+
+def test_each_minute_counts_what_happened_in_it(store: Store, minute: int):
+    from ductline.web.reader import DashboardReader
+
+    cache = charts.ChartCache(DashboardReader(store).chart_rows, store.now_ms)
+    alpha = by_start(cache.window("hour", "alpha"))
+    first = alpha[minute]
+    assert (first.runs_finished, first.runs_failed) == (1, 0)
+    # done: delayed 20 s and ready 10 s; later: delayed the whole minute
+    assert first.ready == pytest.approx(10 / 60) and first.delayed == pytest.approx((20 + 60) / 60)
+    assert first.lateness[50] == pytest.approx(10_000, rel=0.05)
+    assert first.duration[50] == pytest.approx(1_500, rel=0.05)
+    assert alpha[minute - 2 * MINUTE_MS].delayed == pytest.approx(1.0)  # later, from its creation
+
+    beta = by_start(cache.window("hour", "beta"))
+    assert (beta[minute].failed_free, beta[minute].failed_paid) == (1, 0)
+    assert (beta[minute + MINUTE_MS].failed_free, beta[minute + MINUTE_MS].failed_paid) == (0, 1)
+    assert (beta[minute + MINUTE_MS].runs_finished, beta[minute + MINUTE_MS].runs_failed) == (1, 1)
+    # first wait ready 5 s; the retry's wait delayed 6 s..60 s, then (next minute) 60..66 s delayed, 66..70 s ready
+    assert beta[minute].ready == pytest.approx(5 / 60) and beta[minute].delayed == pytest.approx(54 / 60)
+    assert beta[minute + MINUTE_MS].delayed == pytest.approx(6 / 60)
+    assert beta[minute + MINUTE_MS].ready == pytest.approx(4 / 60)
+    assert beta[minute + MINUTE_MS].lateness[50] == pytest.approx(4_000, rel=0.05)
+
+    every = cache.window("hour")
+    assert every.totals == {"finished": 2, "failed": 1, "failed_free": 1, "failed_paid": 1}
+    assert every.pipelines == ["alpha", "beta"]
+    day = cache.window("day")
+    assert day.totals == every.totals and len(day.points) == 144
+
+
+def test_the_api_and_the_pages_show_the_series(store: Store, minute: int):
+    from starlette.testclient import TestClient
+
+    with TestClient(create_app(store, token=None), base_url="http://localhost") as client:
+        answer = client.get("/api/charts?window=hour&pipeline=beta").json()
+        assert answer["totals"] == {"finished": 1, "failed": 1, "failed_free": 1, "failed_paid": 1}
+        points = {p["at"]: p for p in answer["points"]}
+        assert len(points) == 60
+        page = client.get("/charts?window=day").text
+        assert page.count('<svg class="chart"') == 5
+        for series in ("finished", "failed", "free", "paid", "ready", "delayed", "p50", "p95", "p99"):
+            assert f'data-series="{series}"' in page
+        overview = client.get("/").text
+        assert re.search(r'id="failed-free">1</strong>', overview) and re.search(r'id="failed-paid"[^>]*>1<', overview)
+        assert client.get("/charts?window=week").status_code == 400
+        assert client.get("/api/charts?window=week").status_code == 400
+
+
+def explain(store: Store, backend: str, name: str, params: dict[str, object]) -> str:
+    from ductline.store.queries import load
+
+    sql = load(backend)[name]
+    if backend == "sqlite":
+        with store.dialect.reader() as session:
+            conn = session._conn  # type: ignore[attr-defined]
+            return "\n".join(str(r[-1]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+    with store.dialect.reader() as session:
+        conn = session._conn  # type: ignore[attr-defined]
+        conn.execute("SET enable_seqscan = off")  # any scan left has no index to use instead
+        try:
+            return "\n".join(next(iter(r.values())) for r in conn.execute("EXPLAIN " + sql, params))
+        finally:
+            conn.execute("RESET enable_seqscan")
+
+
+@pytest.mark.parametrize("name", ["chart_runs_finished", "chart_activity"])
+def test_the_statements_read_the_tables_through_indexes_only(store: Store, backend: str, name: str):
+    now = store.now_ms()
+    plan = explain(store, backend, name, {"since": now - 86_400_000, "until": now, "bucket_ms": MINUTE_MS})
+    if backend == "sqlite":
+        # Only the materialized list of runs is scanned; every table is searched by an index.
+        scans = [line for line in plan.splitlines() if line.startswith("SCAN ") and line != "SCAN t"]
+        assert not scans, plan
+    else:
+        assert "Seq Scan" not in plan, plan
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_the_status_sets_written_in_the_statements_are_the_rulebooks(backend: str):
+    from ductline.store.queries import read
+
+    text = read(backend, "chart_queries.sql")
+    written = {tuple(sorted(re.findall(r"'(\w+)'", group))) for group in re.findall(r"status IN \(([^)]*)\)", text)}
+    assert written == {tuple(sorted(ACTIVE_RUN)), tuple(sorted(SETTLED_RUN))}
+
+
+def test_minutes_once_summarised_are_not_read_again(store: Store, minute: int):
+    """After the day was read, the hour and the day again read only the minutes since
+    (the hour's shorter horizon once made the day's oldest minutes be forgotten)."""
+    from ductline.web.reader import DashboardReader
+
+    reader = DashboardReader(store)
+    spans: list[int] = []
+
+    def fetch(since: int, until: int) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+        spans.append(until - since)
+        return reader.chart_rows(since, until)
+
+    cache = charts.ChartCache(fetch, store.now_ms)
+    first = cache.window("day").totals
+    cache.window("hour")
+    assert cache.window("day").totals == first
+    # the hour read only its minutes past the day's end (the day ends on ten minutes), the day nothing
+    assert spans[0] == 1440 * MINUTE_MS and len(spans) == 2 and spans[1] <= 11 * MINUTE_MS, spans
