@@ -4,6 +4,7 @@ load the overview, open a halted run, see its failed node, log in, retry, watch 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -120,3 +121,67 @@ def test_halted_run_is_retried_from_the_browser_and_finishes(dashboard_url, tmp_
         store.close()
     finally:
         stop_worker(worker)
+
+
+def test_the_charts_render_as_svg_with_their_series_under_the_strict_policy(dashboard_url, tmp_path):
+    """The charts page in Chromium: five SVG charts drawn on the server, each with its
+    series (a path through the minutes that had activity), axis labels and tooltips,
+    the pipeline filter, and no Content-Security-Policy violation."""
+    from playwright.sync_api import expect, sync_playwright
+    from test_web_charts import rows
+    from web_support import Raw
+
+    from ductline.web.charts import MINUTE_MS
+
+    base, db_url = dashboard_url
+    store = open_store(db_url)
+    now = store.now_ms()
+    store.close()
+    for minutes_ago in (15, 25, 35):  # within the hour, and before the day's last ten minutes
+        rows(Raw("sqlite", db_url), now - now % MINUTE_MS - minutes_ago * MINUTE_MS, prefix=f"m{minutes_ago}-")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        problems: list[str] = []
+        page.on("pageerror", lambda exc: problems.append(str(exc)))
+        page.on("console", lambda msg: problems.append(msg.text) if msg.type in ("error", "warning") else None)
+        page.goto(base + "/charts")
+        charts = page.locator("svg.chart")
+        expect(charts).to_have_count(5)
+        for key, series in (("runs", ("finished", "failed")), ("failures", ("free", "paid")),
+                            ("queue", ("ready", "delayed")), ("lateness", ("p50", "p95", "p99")),
+                            ("duration", ("p50", "p95", "p99"))):
+            chart = page.locator(f'figure[data-chart="{key}"] svg.chart')
+            for name in series:
+                group = chart.locator(f'g.series[data-series="{name}"]')
+                expect(group).to_have_count(1)
+            box = chart.bounding_box()
+            assert box is not None and box["width"] > 300 and box["height"] > 120, key
+        # The runs finished: a path through the three minutes with activity, drawn visible.
+        finished = page.locator('figure[data-chart="runs"] g.series[data-series="finished"]')
+        expect(finished).to_have_attribute("data-points", "60")
+        line = finished.locator("path.line")
+        assert line.evaluate("el => el.getTotalLength()") > 300
+        assert line.evaluate("el => getComputedStyle(el).stroke") != "none"
+        paid = page.locator('figure[data-chart="failures"] g.series[data-series="paid"] circle.mark title')
+        assert any("paid: 1" in t for t in paid.all_text_contents())
+        expect(page.locator(".totals")).to_contain_text("6 runs finished")
+        expect(page.locator("svg.chart text.x-tick").first).to_have_text(re.compile(r"^\d\d:\d\d$"))
+        page.screenshot(path=str(ARTIFACTS / "charts_hour.png"), full_page=True)
+
+        page.select_option("select[name=window]", "day")
+        page.select_option("select[name=pipeline]", "beta")
+        page.click("form.filters button[type=submit]")
+        expect(page.locator("h1")).to_have_text("Charts · last day · beta")
+        expect(page.locator('figure[data-chart="runs"] g.series[data-series="finished"]')).to_have_attribute(
+            "data-points", "144")
+        expect(page.locator(".totals")).to_contain_text("3 runs finished, 3 failed or halted")
+        page.screenshot(path=str(ARTIFACTS / "charts_day_beta.png"), full_page=True)
+
+        page.goto(base + "/")
+        expect(page.locator("#failed-paid")).to_have_text("3")
+        expect(page.locator('figure[data-chart="runs"] svg.chart')).to_have_count(1)
+        assert problems == [], problems
+        browser.close()
+

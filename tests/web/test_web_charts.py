@@ -19,7 +19,7 @@ from ductline.web.charts import MINUTE_MS
 S = 1000
 
 
-def rows(raw: Raw, m: int) -> None:
+def rows(raw: Raw, m: int, prefix: str = "") -> None:
     """Three runs around minute ``m`` (ms):
 
     - ``done`` (pipeline ``alpha``): its job waits delayed 20 s, ready 10 s, runs 1.5 s
@@ -28,7 +28,10 @@ def rows(raw: Raw, m: int) -> None:
       delayed until m+66 s and ready until m+70 s, crosses its boundary and errors at
       m+75 s (paid); the run halts then;
     - ``later`` (``alpha``): one job created at m-120 s, delayed for an hour.
+
+    Ids get ``prefix``, so several sets can be written into one database.
     """
+    p = prefix
     run = ("INSERT INTO ductline_runs (id, pipeline, status, args, halt_reason, not_before_ms, created_ms, "
            "started_ms, finished_ms) VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?)")
     job = ("INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, status, input, not_before_ms, attempts, "
@@ -37,15 +40,15 @@ def rows(raw: Raw, m: int) -> None:
     attempt = ("INSERT INTO ductline_attempts (job_id, attempt, run_id, lease_token, result, started_ms, finished_ms) "
                "VALUES (?, ?, ?, 'token', ?, ?, ?)")
     raw.run([
-        (run, ("done", "alpha", "completed", None, m, m, m + 30 * S, m + 31_500)),
-        (job, ("done-j", "done", "alpha", "completed", m + 20 * S, 1, None, m, m + 31_500)),
-        (attempt, ("done-j", 1, "done", "succeeded", m + 30 * S, m + 31_500)),
-        (run, ("paid", "beta", "halted", "unsafe_to_retry", m, m, m + 5 * S, m + 75 * S)),
-        (job, ("paid-j", "paid", "beta", "failed", m + 66 * S, 2, "charged", m, m + 75 * S)),
-        (attempt, ("paid-j", 1, "paid", "errored", m + 5 * S, m + 6 * S)),
-        (attempt, ("paid-j", 2, "paid", "errored", m + 70 * S, m + 75 * S)),
-        (run, ("later", "alpha", "pending", None, m - 120 * S, m - 120 * S, None, None)),
-        (job, ("later-j", "later", "alpha", "pending", m + 3600 * S, 0, None, m - 120 * S, None)),
+        (run, (p + "done", "alpha", "completed", None, m, m, m + 30 * S, m + 31_500)),
+        (job, (p + "done-j", p + "done", "alpha", "completed", m + 20 * S, 1, None, m, m + 31_500)),
+        (attempt, (p + "done-j", 1, p + "done", "succeeded", m + 30 * S, m + 31_500)),
+        (run, (p + "paid", "beta", "halted", "unsafe_to_retry", m, m, m + 5 * S, m + 75 * S)),
+        (job, (p + "paid-j", p + "paid", "beta", "failed", m + 66 * S, 2, "charged", m, m + 75 * S)),
+        (attempt, (p + "paid-j", 1, p + "paid", "errored", m + 5 * S, m + 6 * S)),
+        (attempt, (p + "paid-j", 2, p + "paid", "errored", m + 70 * S, m + 75 * S)),
+        (run, (p + "later", "alpha", "pending", None, m - 120 * S, m - 120 * S, None, None)),
+        (job, (p + "later-j", p + "later", "alpha", "pending", m + 3600 * S, 0, None, m - 120 * S, None)),
     ])
 
 

@@ -38,10 +38,11 @@ class Line:
     path: str
     marks: list[Mark]
     latest: str  # the value of its last point, for the legend
+    points: int = 0  # points drawn (the window's points with a value)
 
     @property
     def count(self) -> int:
-        return len(self.marks)
+        return self.points
 
 
 @dataclass(slots=True)
@@ -121,15 +122,18 @@ def _chart(key: str, title: str, note: str, w: Window, series: Sequence[tuple[st
 
         y_ticks = [(y(10.0 ** e), show(10.0 ** e)) for e in range(0, int(math.log10(high)) + 1)]
     else:
-        high = _nice(max([0.0, *values]))
+        step = _nice(max([0.0, *values]) / 4)  # about four steps of 1, 2, 2.5 or 5 times a power of ten
+        if max(values, default=0) <= 0:
+            step = 0.25
+        high = step * max(1, math.ceil(max(values, default=0) / step))
 
         def y(v: float) -> float:
             return round(bottom - (bottom - top) * v / high, 1)
 
-        y_ticks = [(y(high * k / 4), show(high * k / 4)) for k in range(5)]
+        y_ticks = [(y(step * k), show(step * k)) for k in range(int(round(high / step)) + 1)]
     lines = []
     for name, label, get in series:
-        parts, marks, pen = [], [], "M"
+        parts, marks, pen, drawn = [], [], "M", 0
         for i, p in enumerate(w.points):
             v = get(p)
             if v is None:  # no sample in this point: the line breaks
@@ -137,10 +141,12 @@ def _chart(key: str, title: str, note: str, w: Window, series: Sequence[tuple[st
                 continue
             parts.append(f"{pen}{x(i)},{y(v)}")
             pen = "L"
-            marks.append(Mark(x(i), y(v), f"{_clock(p.start)} {label}: {show(v)}"))
+            drawn += 1
+            if v:  # a dot with its tooltip where there is something (a row of zeros is the baseline)
+                marks.append(Mark(x(i), y(v), f"{_clock(p.start)} {label}: {show(v)}"))
         last = w.points[-1] if w.points else None
         latest = get(last) if last is not None else None
-        lines.append(Line(name, label, " ".join(parts), marks, "—" if latest is None else show(latest)))
+        lines.append(Line(name, label, " ".join(parts), marks, "—" if latest is None else show(latest), drawn))
     return Chart(key, title, note, lines, y_ticks, _x_ticks(w, x), empty=not values)
 
 
