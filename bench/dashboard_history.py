@@ -2,7 +2,7 @@
 """The dashboard over a history of a million runs: how long each page takes.
 
     python bench/dashboard_history.py [--runs 1000000] [--days 30] [--backends sqlite,postgres]
-                                      [--repeats 5] [--keep DIR] [--reuse]
+                                      [--repeats 5] [--keep DIR] [--reuse] [--name NAME]
                                       [--admin-url postgresql://postgres@127.0.0.1:5432/test]
 
 Loads ``--runs`` runs spread evenly over the last ``--days`` days into a fresh
@@ -21,7 +21,9 @@ freshly started dashboard (it reads the window from the database), and *warm*, t
 next ones (only the minutes not yet summarised are read).
 
 ``--keep DIR`` keeps the SQLite file there and the PostgreSQL database
-(``ductline_dashboard_bench``) for another round with ``--reuse``.
+(``--name``, default ``ductline_dashboard_bench``) for another round with ``--reuse``.
+The same rate per day with a tenth of the history (``--runs 100000 --days 3``) shows
+what the pages' cost follows: the window's activity, not the history's size.
 """
 
 from __future__ import annotations
@@ -48,7 +50,6 @@ from ductline.store import open_store
 
 PIPELINES = ("orders", "emails", "reports", "billing", "sync")
 STEPS = ("fetch", "transform", "deliver")
-PG_NAME = "ductline_dashboard_bench"
 RUN_COLUMNS = ("id", "pipeline", "status", "args", "output", "halt_reason", "metadata", "not_before_ms",
                "created_ms", "started_ms", "finished_ms")
 JOB_COLUMNS = ("id", "run_id", "pipeline", "step", "scope", "status", "input", "output", "not_before_ms",
@@ -187,11 +188,11 @@ def _copy(conn: psycopg.Connection[Any], table: str, columns: tuple[str, ...], r
             copy.write_row(row)
 
 
-def load_postgres(admin_url: str, runs: int, days: float) -> str:
+def load_postgres(admin_url: str, name: str, runs: int, days: float) -> str:
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{PG_NAME}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{PG_NAME}"')
-    url = f"{admin_url.rpartition('/')[0]}/{PG_NAME}"
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = f"{admin_url.rpartition('/')[0]}/{name}"
     store = open_store(url)
     store.migrate()
     now_ms = store.now_ms()
@@ -243,8 +244,8 @@ class Dashboard:
         self.proc.wait(30)
 
 
-def measure(url: str, repeats: int) -> dict[str, list[float]]:
-    run_path = "/runs/h" + "0" * 25 + "999000"  # a run near the end of the history
+def measure(url: str, runs: int, repeats: int) -> dict[str, list[float]]:
+    run_path = f"/runs/h{runs - 1000:031d}"  # a run near the end of the history
     warm_pages = {"overview": "/", "runs page": "/runs", "run page": run_path,
                   "charts, hour (warm)": "/charts", "charts, day (warm)": "/charts?window=day",
                   "charts, day, one pipeline (warm)": "/charts?window=day&pipeline=orders",
@@ -277,6 +278,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--keep", help="a folder to keep the SQLite file in (and keep the PostgreSQL database)")
     parser.add_argument("--reuse", action="store_true", help="measure the databases kept by --keep")
+    parser.add_argument("--name", default="ductline_dashboard_bench",
+                        help="the PostgreSQL database and SQLite file name")
     parser.add_argument("--admin-url", default=os.environ.get("DUCTLINE_TEST_PG_URL",
                                                               "postgresql://postgres@127.0.0.1:5432/test"))
     args = parser.parse_args()
@@ -285,7 +288,7 @@ def main() -> int:
     try:
         for backend in args.backends.split(","):
             if backend == "sqlite":
-                path = str(Path(folder) / "history.db")
+                path = str(Path(folder) / f"{args.name}.db")
                 if not args.reuse:
                     if os.path.exists(path):
                         os.remove(path)
@@ -295,19 +298,19 @@ def main() -> int:
                         f"({os.path.getsize(path) / 2 ** 30:.1f} GiB)")
                 url = f"sqlite:///{path}"
             else:
-                url = f"{args.admin_url.rpartition('/')[0]}/{PG_NAME}"
+                url = f"{args.admin_url.rpartition('/')[0]}/{args.name}"
                 if not args.reuse:
                     began = time.monotonic()
-                    url = load_postgres(args.admin_url, args.runs, args.days)
+                    url = load_postgres(args.admin_url, args.name, args.runs, args.days)
                     log(f"postgres: loaded {args.runs} runs in {time.monotonic() - began:.0f} s")
-            results[backend] = measure(url, args.repeats)
+            results[backend] = measure(url, args.runs, args.repeats)
             log(f"{backend}: measured")
     finally:
         if not args.keep:
             if "postgres" in args.backends:
                 with psycopg.connect(args.admin_url, autocommit=True) as conn:
-                    conn.execute(f'DROP DATABASE IF EXISTS "{PG_NAME}" WITH (FORCE)')
-            path = Path(folder) / "history.db"
+                    conn.execute(f'DROP DATABASE IF EXISTS "{args.name}" WITH (FORCE)')
+            path = Path(folder) / f"{args.name}.db"
             for suffix in ("", "-wal", "-shm"):
                 Path(str(path) + suffix).unlink(missing_ok=True)
 

@@ -107,6 +107,8 @@ def test_the_api_and_the_pages_show_the_series(store: Store, minute: int):
         assert page.count('<svg class="chart"') == 5
         for series in ("finished", "failed", "free", "paid", "ready", "delayed", "p50", "p95", "p99"):
             assert f'data-series="{series}"' in page
+        assert client.get("/api/overview").json()["last_hour"] == {"finished": 2, "failed": 1, "failed_free": 1,
+                                                                   "failed_paid": 1}
         overview = client.get("/").text
         assert re.search(r'id="failed-free">1</strong>', overview) and re.search(r'id="failed-paid"[^>]*>1<', overview)
         assert client.get("/charts?window=week").status_code == 400

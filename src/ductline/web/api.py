@@ -99,15 +99,21 @@ def _summary(row: dict[str, Any]) -> dict[str, Any]:
     return {**views.run_summary(row), "started_at": views.iso(row["started_ms"])}
 
 
-@openapi(responses={"200": {"description": "runs by status, jobs ready/delayed/running, pipelines"}})
+@openapi(responses={"200": {"description": "runs by status, jobs ready/delayed/running, pipelines, last_hour"}})
 def overview(request: Request) -> Response:
     """Counts of runs by status and of jobs by readiness. A run count is exact up to
-    1,000; above that it is reported as 1001 (more than 1,000)."""
-    reader = dashboard(request).reader
+    1,000; above that it is reported as 1001 (more than 1,000).
+
+    ``last_hour`` counts, over the last hour's whole minutes, runs finished and failed
+    (or halted) and failed attempts, free (before their step crossed its boundary)
+    and paid (after)."""
+    d = dashboard(request)
+    reader = d.reader
     jobs = reader.job_counts()
     shown = (Shown.READY, Shown.DELAYED, JobStatus.RUNNING)
     return ApiResponse({"runs": reader.run_counts(), "jobs": {k: jobs[k] for k in shown},
-                        "pipelines": reader.pipeline_counts(), "now": views.iso(jobs["now_ms"])})
+                        "pipelines": reader.pipeline_counts(), "now": views.iso(jobs["now_ms"]),
+                        "last_hour": d.charts.window("hour").totals})
 
 
 @openapi(parameters=[

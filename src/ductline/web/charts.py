@@ -175,8 +175,7 @@ class _Pipeline:
                 hist = self.duration[i]
                 if hist is None:
                     hist = self.duration[i] = {}
-                took = finished - started
-                key = 0 if took < 1 else 1 + int(math.log(took) / _LOG_STEP)
+                key = bin_of(finished - started)
                 hist[key] = hist.get(key, 0) + 1
                 if paid_job and last and result != AttemptResult.SUCCEEDED:
                     self.failed_paid[i] += 1
@@ -189,8 +188,7 @@ class _Pipeline:
                 hist = self.lateness[i]
                 if hist is None:
                     hist = self.lateness[i] = {}
-                late = started - not_before
-                key = 0 if late < 1 else 1 + int(math.log(late) / _LOG_STEP)
+                key = bin_of(started - not_before)
                 hist[key] = hist.get(key, 0) + 1
             if started >= since:
                 current = n == count - 1 and status != JobStatus.PENDING
