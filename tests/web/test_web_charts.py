@@ -11,7 +11,6 @@ import re
 import pytest
 from web_support import Raw
 
-from ductline.model.states import ACTIVE_RUN, SETTLED_RUN
 from ductline.store import Store
 from ductline.web import charts, create_app
 from ductline.web.charts import MINUTE_MS
@@ -142,15 +141,6 @@ def test_the_statements_read_the_tables_through_indexes_only(store: Store, backe
         assert not scans, plan
     else:
         assert "Seq Scan" not in plan, plan
-
-
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-def test_the_status_sets_written_in_the_statements_are_the_rulebooks(backend: str):
-    from ductline.store.queries import read
-
-    text = read(backend, "chart_queries.sql")
-    written = {tuple(sorted(re.findall(r"'(\w+)'", group))) for group in re.findall(r"status IN \(([^)]*)\)", text)}
-    assert written == {tuple(sorted(ACTIVE_RUN)), tuple(sorted(SETTLED_RUN))}
 
 
 def test_minutes_once_summarised_are_not_read_again(store: Store, minute: int):

@@ -11,7 +11,7 @@ import web_support
 from helpers import drive
 from web_support import Raw
 
-from ductline.operations import stop
+from ductline.engine import stop
 from ductline.store import Store
 from ductline.web import create_app
 

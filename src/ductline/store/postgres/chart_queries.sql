@@ -1,17 +1,16 @@
 -- Read-only statements of the dashboard's charts (ductline.web.charts). Nothing here writes.
 -- Their cost follows what happened since :since, never the history: runs are found by
 -- status (active runs, whatever their age; runs that ended since :since) through
--- ductline_runs_ended, their jobs and attempts by run and by job. The status sets are the
--- rulebook's (ductline.model.states: ACTIVE_RUN, SETTLED_RUN; a test holds them equal)
--- written out, so the planner estimates each from the column's statistics: given them
--- as a bound list, it guessed a fifth of all runs per status, hashed whole tables, and
--- compiled the plan (JIT) for a second.
+-- ductline_runs_ended, their jobs and attempts by run and by job. The status sets are
+-- rendered into the statement as literals, so the planner estimates each from the
+-- column's statistics: given them as a bound list, it guessed a fifth of all runs per
+-- status, hashed whole tables, and compiled the plan (JIT) for a second.
 
 -- name: chart_runs_finished
 -- Runs that ended in [since, until), counted per pipeline, status and bucket.
 SELECT pipeline, status, (finished_ms - :since::bigint) / :bucket_ms::bigint AS bucket, count(*) AS n
 FROM ductline_runs
-WHERE status IN ('cancelled', 'completed', 'failed', 'halted')
+WHERE status IN ({SETTLED_RUN})
   AND coalesce(finished_ms, created_ms) >= :since::bigint AND coalesce(finished_ms, created_ms) < :until::bigint
   AND finished_ms IS NOT NULL
 GROUP BY pipeline, status, bucket;
@@ -21,10 +20,10 @@ GROUP BY pipeline, status, bucket;
 -- since :since: what waited, started, ran and failed in the window. (Jobs of those runs
 -- that ended before :since come too, and are ignored by the reader.)
 WITH touched AS (
-    SELECT id, pipeline FROM ductline_runs WHERE status IN ('paused', 'pending', 'running')
+    SELECT id, pipeline FROM ductline_runs WHERE status IN ({ACTIVE_RUN})
     UNION ALL
     SELECT id, pipeline FROM ductline_runs
-    WHERE status IN ('cancelled', 'completed', 'failed', 'halted') AND coalesce(finished_ms, created_ms) >= :since::bigint
+    WHERE status IN ({SETTLED_RUN}) AND coalesce(finished_ms, created_ms) >= :since::bigint
 )
 SELECT t.pipeline AS pipeline, j.id AS job_id, j.status AS job_status, j.created_ms AS created_ms,
        j.not_before_ms AS not_before_ms, j.finished_ms AS job_finished_ms, j.attempts AS job_attempts,

@@ -1,18 +1,17 @@
 -- Read-only statements of the dashboard's charts (ductline.web.charts). Nothing here writes.
 -- Their cost follows what happened since :since, never the history: runs are found by
 -- status (active runs, whatever their age, through ductline_runs_status; runs that ended
--- since :since through ductline_runs_ended), their jobs and attempts by run and by job. The status sets are the
--- rulebook's (ductline.model.states: ACTIVE_RUN, SETTLED_RUN; a test holds them equal)
--- written out, as in the PostgreSQL statements. The active runs are read by the
--- (status, created_ms) index by name: with few of them among many finished runs, the
--- planner's statistics (a fifth of the runs per status) made it walk a whole index.
--- CROSS JOIN keeps the join order as written: runs, then jobs, then attempts.
+-- since :since through ductline_runs_ended), their jobs and attempts by run and by job.
+-- The active runs are read by the (status, created_ms) index by name: with few of them
+-- among many finished runs, the planner's statistics (a fifth of the runs per status)
+-- made it walk a whole index. CROSS JOIN keeps the join order as written: runs, then
+-- jobs, then attempts.
 
 -- name: chart_runs_finished
 -- Runs that ended in [since, until), counted per pipeline, status and bucket.
 SELECT pipeline, status, (finished_ms - :since) / :bucket_ms AS bucket, count(*) AS n
 FROM ductline_runs
-WHERE status IN ('cancelled', 'completed', 'failed', 'halted')
+WHERE status IN ({SETTLED_RUN})
   AND coalesce(finished_ms, created_ms) >= :since AND coalesce(finished_ms, created_ms) < :until
   AND finished_ms IS NOT NULL
 GROUP BY pipeline, status, bucket;
@@ -23,10 +22,10 @@ GROUP BY pipeline, status, bucket;
 -- that ended before :since come too, and are ignored by the reader: filtering them here
 -- made SQLite scan every job to build a Bloom filter.)
 WITH touched AS MATERIALIZED (
-    SELECT id, pipeline FROM ductline_runs INDEXED BY ductline_runs_status WHERE status IN ('paused', 'pending', 'running')
+    SELECT id, pipeline FROM ductline_runs INDEXED BY ductline_runs_status WHERE status IN ({ACTIVE_RUN})
     UNION ALL
     SELECT id, pipeline FROM ductline_runs
-    WHERE status IN ('cancelled', 'completed', 'failed', 'halted') AND coalesce(finished_ms, created_ms) >= :since
+    WHERE status IN ({SETTLED_RUN}) AND coalesce(finished_ms, created_ms) >= :since
 )
 SELECT t.pipeline AS pipeline, j.id AS job_id, j.status AS job_status, j.created_ms AS created_ms,
        j.not_before_ms AS not_before_ms, j.finished_ms AS job_finished_ms, j.attempts AS job_attempts,
