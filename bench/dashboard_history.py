@@ -14,7 +14,9 @@ first step once, one in 100 halts (its second step fails three times, or, one in
 in 300 is cancelled. Now, 200 runs are in flight: running, ready and delayed jobs.
 
 Then, per backend, a ``ductline dashboard`` over it, and the wall time of GET
-requests (the HTML or JSON fully read), ``--repeats`` times each, median and max:
+requests (the HTML or JSON fully read), ``--repeats`` times each, median and max,
+beside the CPU time the request cost: the dashboard process's, plus its PostgreSQL
+backends' (the machine may be busy with other work; CPU time does not wait for it):
 the overview, the runs page, a run's page, and the charts (hour and day, all
 pipelines and one). Chart figures come in two kinds: *cold*, the first request of a
 freshly started dashboard (it reads the window from the database), and *warm*, the
@@ -214,10 +216,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (Linux ``/proc``)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Dashboard:
     """A ``ductline dashboard`` subprocess over ``url``."""
 
     def __init__(self, url: str) -> None:
+        self.url = url
         self.port = free_port()
         self.proc = subprocess.Popen([sys.executable, "-m", "ductline", "--log-level", "WARNING", "dashboard",
                                       "--port", str(self.port), "--database", url],
@@ -232,26 +244,40 @@ class Dashboard:
                     raise RuntimeError("the dashboard did not start")
                 time.sleep(0.1)
 
-    def get(self, path: str) -> float:
-        """Seconds to fetch ``path`` completely (a status other than 200 raises)."""
+    def _backends(self) -> list[int]:
+        """PIDs of the PostgreSQL backends serving the dashboard (none for SQLite)."""
+        if not self.url.startswith("postgresql"):
+            return []
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            return [int(r[0]) for r in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = 'ductline-dashboard'")]
+
+    def cpu(self) -> float:
+        return _cpu_seconds(self.proc.pid) + sum(_cpu_seconds(pid) for pid in self._backends())
+
+    def get(self, path: str) -> tuple[float, float]:
+        """Seconds of wall time and of CPU time (the dashboard and its database
+        backends) to fetch ``path`` completely (a status other than 200 raises)."""
+        cpu = self.cpu()
         began = time.perf_counter()
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=300) as response:
             response.read()
-        return time.perf_counter() - began
+        wall = time.perf_counter() - began
+        return wall, self.cpu() - cpu
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(30)
 
 
-def measure(url: str, runs: int, repeats: int) -> dict[str, list[float]]:
+def measure(url: str, runs: int, repeats: int) -> dict[str, list[tuple[float, float]]]:
     run_path = f"/runs/h{runs - 1000:031d}"  # a run near the end of the history
     warm_pages = {"overview": "/", "runs page": "/runs", "run page": run_path,
                   "charts, hour (warm)": "/charts", "charts, day (warm)": "/charts?window=day",
                   "charts, day, one pipeline (warm)": "/charts?window=day&pipeline=orders",
                   "API charts, day (warm)": "/api/charts?window=day"}
     cold_pages = {"charts, hour (cold)": "/charts", "charts, day (cold)": "/charts?window=day"}
-    times: dict[str, list[float]] = {name: [] for name in (*cold_pages, *warm_pages)}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in (*cold_pages, *warm_pages)}
     for _ in range(repeats):
         for name, path in cold_pages.items():  # a fresh dashboard per cold request
             dashboard = Dashboard(url)
@@ -284,7 +310,7 @@ def main() -> int:
                                                               "postgresql://postgres@127.0.0.1:5432/test"))
     args = parser.parse_args()
     folder = args.keep or tempfile.mkdtemp(prefix="dashboard-bench-")
-    results: dict[str, dict[str, list[float]]] = {}
+    results: dict[str, dict[str, list[tuple[float, float]]]] = {}
     try:
         for backend in args.backends.split(","):
             if backend == "sqlite":
@@ -316,15 +342,16 @@ def main() -> int:
 
     out = io.StringIO()
     backends = list(results)
-    print(f"\n{args.runs:,} runs over {args.days:g} days; wall time of a GET in ms, median (max) of "
-          f"{args.repeats}", file=out)
-    print(f"{'page':<36}" + "".join(f"{b:>20}" for b in backends), file=out)
+    print(f"\n{args.runs:,} runs over {args.days:g} days; a GET in ms: wall time median (max) and CPU time "
+          f"median, of {args.repeats}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", file=out)
+    print(f"{'page':<36}" + "".join(f"{b + ' wall (max) / cpu':>30}" for b in backends), file=out)
     for name in next(iter(results.values())):
         cells = []
         for b in backends:
-            values = [v * 1000 for v in results[b][name]]
-            cells.append(f"{statistics.median(values):>10.0f} ({max(values):>6.0f})")
-        print(f"{name:<36}" + "".join(f"{c:>20}" for c in cells), file=out)
+            wall = [w * 1000 for w, _ in results[b][name]]
+            cpu = [c * 1000 for _, c in results[b][name]]
+            cells.append(f"{statistics.median(wall):>8.0f} ({max(wall):>6.0f}) / {statistics.median(cpu):>5.0f}")
+        print(f"{name:<36}" + "".join(f"{c:>30}" for c in cells), file=out)
     print(out.getvalue())
     return 0
 

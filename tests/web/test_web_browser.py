@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -32,15 +33,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def dashboard_url(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """A dashboard served by ``ductline dashboard`` (uvicorn) in a subprocess: ``(url, db_url)``."""
-    db_url = f"sqlite:///{tmp_path}/browser.db"
-    open_store(db_url).migrate()
+@contextmanager
+def serve(db_url: str, cwd: Path) -> Iterator[str]:
+    """``ductline dashboard`` (uvicorn) over ``db_url`` in a subprocess: its URL."""
     port = free_port()
     env = {**os.environ, **FAST_ENV, "DUCTLINE_DASHBOARD_TOKEN": TOKEN}
     proc = subprocess.Popen([sys.executable, "-m", "ductline", "dashboard", "--host", "127.0.0.1", "--port",
-                             str(port), "--app", WEB_APP, "--database", db_url], env=env, cwd=tmp_path)
+                             str(port), "--app", WEB_APP, "--database", db_url], env=env, cwd=cwd)
 
     def listening() -> bool:
         assert proc.poll() is None, "the dashboard exited"
@@ -52,9 +51,18 @@ def dashboard_url(tmp_path: Path) -> Iterator[tuple[str, str]]:
 
     try:
         wait_for(listening, timeout=20, interval=0.05)
-        yield f"http://127.0.0.1:{port}", db_url
+        yield f"http://127.0.0.1:{port}"
     finally:
         stop_worker(proc)
+
+
+@pytest.fixture
+def dashboard_url(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A dashboard served by ``ductline dashboard`` in a subprocess: ``(url, db_url)``."""
+    db_url = f"sqlite:///{tmp_path}/browser.db"
+    open_store(db_url).migrate()
+    with serve(db_url, tmp_path) as url:
+        yield url, db_url
 
 
 def test_halted_run_is_retried_from_the_browser_and_finishes(dashboard_url, tmp_path):
@@ -123,7 +131,7 @@ def test_halted_run_is_retried_from_the_browser_and_finishes(dashboard_url, tmp_
         stop_worker(worker)
 
 
-def test_the_charts_render_as_svg_with_their_series_under_the_strict_policy(dashboard_url, tmp_path):
+def test_the_charts_render_as_svg_with_their_series_under_the_strict_policy(tmp_path):
     """The charts page in Chromium: five SVG charts drawn on the server, each with its
     series (a path through the minutes that had activity), axis labels and tooltips,
     the pipeline filter, and no Content-Security-Policy violation."""
@@ -133,55 +141,59 @@ def test_the_charts_render_as_svg_with_their_series_under_the_strict_policy(dash
 
     from ductline.web.charts import MINUTE_MS
 
-    base, db_url = dashboard_url
+    db_url = f"sqlite:///{tmp_path}/charts.db"
     store = open_store(db_url)
+    store.migrate()
     now = store.now_ms()
     store.close()
-    for minutes_ago in (15, 25, 35):  # within the hour, and before the day's last ten minutes
-        rows(Raw("sqlite", db_url), now - now % MINUTE_MS - minutes_ago * MINUTE_MS, prefix=f"m{minutes_ago}-")
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        problems: list[str] = []
-        page.on("pageerror", lambda exc: problems.append(str(exc)))
-        page.on("console", lambda msg: problems.append(msg.text) if msg.type in ("error", "warning") else None)
-        page.goto(base + "/charts")
-        charts = page.locator("svg.chart")
-        expect(charts).to_have_count(5)
-        for key, series in (("runs", ("finished", "failed")), ("failures", ("free", "paid")),
-                            ("queue", ("ready", "delayed")), ("lateness", ("p50", "p95", "p99")),
-                            ("duration", ("p50", "p95", "p99"))):
-            chart = page.locator(f'figure[data-chart="{key}"] svg.chart')
-            for name in series:
-                group = chart.locator(f'g.series[data-series="{name}"]')
-                expect(group).to_have_count(1)
-            box = chart.bounding_box()
-            assert box is not None and box["width"] > 300 and box["height"] > 120, key
-        # The runs finished: a path through the three minutes with activity, drawn visible.
-        finished = page.locator('figure[data-chart="runs"] g.series[data-series="finished"]')
-        expect(finished).to_have_attribute("data-points", "60")
-        line = finished.locator("path.line")
-        assert line.evaluate("el => el.getTotalLength()") > 300
-        assert line.evaluate("el => getComputedStyle(el).stroke") != "none"
-        paid = page.locator('figure[data-chart="failures"] g.series[data-series="paid"] circle.mark title')
-        assert any("paid: 1" in t for t in paid.all_text_contents())
-        expect(page.locator(".totals")).to_contain_text("6 runs finished")
-        expect(page.locator("svg.chart text.x-tick").first).to_have_text(re.compile(r"^\d\d:\d\d$"))
-        page.screenshot(path=str(ARTIFACTS / "charts_hour.png"), full_page=True)
+    day_end = now - now % (10 * MINUTE_MS)  # the day's charts end on ten minutes
+    for minutes_ago in (20, 30, 40):  # within the hour, and in the day's window
+        rows(Raw("sqlite", db_url), day_end - minutes_ago * MINUTE_MS, prefix=f"m{minutes_ago}-")
+    # Written before the dashboard starts: it summarises minutes that are over once.
+    with serve(db_url, tmp_path) as base:
+        ARTIFACTS.mkdir(exist_ok=True)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            problems: list[str] = []
+            page.on("pageerror", lambda exc: problems.append(str(exc)))
+            page.on("console", lambda msg: problems.append(msg.text) if msg.type in ("error", "warning") else None)
+            page.goto(base + "/charts")
+            charts = page.locator("svg.chart")
+            expect(charts).to_have_count(5)
+            for key, series in (("runs", ("finished", "failed")), ("failures", ("free", "paid")),
+                                ("queue", ("ready", "delayed")), ("lateness", ("p50", "p95", "p99")),
+                                ("duration", ("p50", "p95", "p99"))):
+                chart = page.locator(f'figure[data-chart="{key}"] svg.chart')
+                for name in series:
+                    group = chart.locator(f'g.series[data-series="{name}"]')
+                    expect(group).to_have_count(1)
+                box = chart.bounding_box()
+                assert box is not None and box["width"] > 300 and box["height"] > 120, key
+            # The runs finished: a path through the three minutes with activity, drawn visible.
+            finished = page.locator('figure[data-chart="runs"] g.series[data-series="finished"]')
+            expect(finished).to_have_attribute("data-points", "60")
+            line = finished.locator("path.line")
+            assert line.evaluate("el => el.getTotalLength()") > 300
+            assert line.evaluate("el => getComputedStyle(el).stroke") != "none"
+            paid = page.locator('figure[data-chart="failures"] g.series[data-series="paid"] circle.mark title')
+            assert any("paid: 1" in t for t in paid.all_text_contents())
+            expect(page.locator(".totals")).to_contain_text("6 runs finished")
+            expect(page.locator("svg.chart text.x-tick").first).to_have_text(re.compile(r"^\d\d:\d\d$"))
+            page.screenshot(path=str(ARTIFACTS / "charts_hour.png"), full_page=True)
 
-        page.select_option("select[name=window]", "day")
-        page.select_option("select[name=pipeline]", "beta")
-        page.click("form.filters button[type=submit]")
-        expect(page.locator("h1")).to_have_text("Charts · last day · beta")
-        expect(page.locator('figure[data-chart="runs"] g.series[data-series="finished"]')).to_have_attribute(
-            "data-points", "144")
-        expect(page.locator(".totals")).to_contain_text("3 runs finished, 3 failed or halted")
-        page.screenshot(path=str(ARTIFACTS / "charts_day_beta.png"), full_page=True)
+            page.select_option("select[name=window]", "day")
+            page.select_option("select[name=pipeline]", "beta")
+            page.click("form.filters button[type=submit]")
+            expect(page.locator("h1")).to_have_text("Charts · last day · beta")
+            expect(page.locator('figure[data-chart="runs"] g.series[data-series="finished"]')).to_have_attribute(
+                "data-points", "144")
+            expect(page.locator(".totals")).to_contain_text("3 runs finished, 3 failed or halted")
+            page.screenshot(path=str(ARTIFACTS / "charts_day_beta.png"), full_page=True)
 
-        page.goto(base + "/")
-        expect(page.locator("#failed-paid")).to_have_text("3")
-        expect(page.locator('figure[data-chart="runs"] svg.chart')).to_have_count(1)
-        assert problems == [], problems
-        browser.close()
+            page.goto(base + "/")
+            expect(page.locator("#failed-paid")).to_have_text("3")
+            expect(page.locator('figure[data-chart="runs"] svg.chart')).to_have_count(1)
+            assert problems == [], problems
+            browser.close()
 

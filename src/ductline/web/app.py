@@ -9,9 +9,11 @@ environment: ``DUCTLINE_DATABASE_URL``, ``DUCTLINE_DASHBOARD_TOKEN``).
 from __future__ import annotations
 
 import logging
+import threading
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, AsyncIterator, Sequence
 from urllib.parse import urlencode
 
 import jinja2
@@ -171,9 +173,24 @@ async def _error(request: Request, exc: Exception) -> Response:
     return error_page(request, status, message)
 
 
+@asynccontextmanager
+async def _warming(app: Starlette) -> AsyncIterator[None]:
+    """Serve, and meanwhile read the last day's charts once (`create_app`'s ``warm_charts``)."""
+    charts: ChartCache = app.state.dashboard.charts
+
+    def warm() -> None:
+        try:
+            charts.window("day")
+        except Exception as exc:  # noqa: BLE001 - a page will read it (and say why) when asked
+            log.warning("could not read the charts of the last day ahead: %s", exc)
+
+    threading.Thread(target=warm, name="ductline-dashboard-charts", daemon=True).start()
+    yield
+
+
 def create_app(store: Store | None = None, *, database: str | None = None, token: str | None = None,
                read_token: str | None = None, hosts: Sequence[str] = (), apps: Sequence[str] = (),
-               lease_seconds: float | None = None, poll_seconds: float = 0.5) -> Starlette:
+               lease_seconds: float | None = None, poll_seconds: float = 0.5, warm_charts: bool = False) -> Starlette:
     """Build the dashboard.
 
     Args:
@@ -189,6 +206,9 @@ def create_app(store: Store | None = None, *, database: str | None = None, token
             runs of them can be started through the API.
         lease_seconds: the workers' lease, to judge heartbeat ages (default: settings).
         poll_seconds: how often an event stream looks at the database.
+        warm_charts: once serving, read the last day's charts in a background thread,
+            so the first visit to them does not wait for it (``ductline dashboard``
+            does; a request meanwhile waits for that read instead of repeating it).
 
     Raises:
         TargetError: an app cannot be imported.
@@ -225,7 +245,8 @@ def create_app(store: Store | None = None, *, database: str | None = None, token
     ]
     handlers: dict[Any, Any] = {HTTPException: _error, RunNotFound: _error, BadQuery: _error,
                                 StoreError: _error}
-    app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers,
+                    lifespan=_warming if warm_charts else None)
     reader = DashboardReader(store)
     app.state.dashboard = Dashboard(reader, RunOperations(store), access, templates,
                                     lease_seconds if lease_seconds is not None else settings.lease_seconds,

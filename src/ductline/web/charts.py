@@ -363,6 +363,12 @@ class ChartCache:
             names = sorted({p for m in range(start, end, MINUTE_MS) for p in minutes.get(m, {})})
         return Window(name, pipeline, points, now, names)
 
+    @property
+    def minutes_held(self) -> int:
+        """How many minutes are summarised for good (at most a day and a bit)."""
+        with self._lock:
+            return len(self._settled)
+
     def _forget(self, oldest: int) -> None:
         for m in [m for m in self._settled if m < oldest]:
             del self._settled[m]

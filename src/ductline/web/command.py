@@ -42,7 +42,8 @@ def dashboard(host: str, port: int, apps: tuple[str, ...], database: str | None,
 
     from ductline.web.app import create_app
 
-    app = create_app(database=database, apps=list(apps), hosts=[host, *allowed], read_token=read_token)
+    app = create_app(database=database, apps=list(apps), hosts=[host, *allowed], read_token=read_token,
+                     warm_charts=True)
     access = app.state.dashboard.access
     if not _loopback(host):
         log.warning("dashboard bound to %s: run data is visible to anyone who can reach it", host)
