@@ -176,3 +176,39 @@ def test_the_served_dashboard_reads_the_day_ahead(store: Store, minute: int):
     with TestClient(app, base_url="http://localhost") as client:
         wait_for(lambda: app.state.dashboard.charts.minutes_held >= 1400, timeout=30)
         assert client.get("/api/charts?window=day").json()["totals"]["failed_paid"] == 1
+
+
+def test_a_long_read_does_not_hold_up_a_short_one_and_is_not_repeated(store: Store, minute: int):
+    """While the day is being read (after a start), the overview's hour is read on its
+    own, and a second request for the day waits for the first read instead of repeating it."""
+    import threading
+
+    from helpers import wait_for
+
+    from ductline.web.reader import DashboardReader
+
+    reader = DashboardReader(store)
+    gate, reading = threading.Event(), threading.Event()
+    spans: list[int] = []
+
+    def fetch(since: int, until: int) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+        spans.append(until - since)
+        if until - since > 2 * 3600 * 1000:  # the day's read: held until the test opens the gate
+            reading.set()
+            assert gate.wait(60)
+        return reader.chart_rows(since, until)
+
+    cache = charts.ChartCache(fetch, store.now_ms)
+    days: list[charts.Window] = []
+    first = threading.Thread(target=lambda: days.append(cache.window("day")))
+    first.start()
+    assert reading.wait(30)
+    assert cache.window("hour").totals["failed_paid"] == 1  # while the day is still being read
+    second = threading.Thread(target=lambda: days.append(cache.window("day")))
+    second.start()
+    wait_for(lambda: second.is_alive(), timeout=5)
+    gate.set()
+    first.join(30)
+    second.join(30)
+    assert [d.totals["failed_paid"] for d in days] == [1, 1]
+    assert sum(1 for span in spans if span > 2 * 3600 * 1000) == 1, spans

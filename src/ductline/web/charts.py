@@ -307,9 +307,22 @@ class Window:
                 "failed_paid": sum(p.failed_paid for p in self.points)}
 
 
+@dataclass(slots=True)
+class _Reading:
+    """A read of the database in progress: the minutes it covers, and when it is done."""
+
+    since: int
+    until: int
+    done: threading.Event = field(default_factory=threading.Event)
+
+
 class ChartCache:
     """Minute summaries of the last day, read from the database as they are needed,
     and the points made of them once their minutes are over.
+
+    The database is read outside the lock: a long read (a day, after a start) never
+    holds up a short one (the overview's hour); a request whose minutes a read in
+    progress covers waits for it instead of repeating it.
 
     Args:
         fetch: ``fetch(since, until)`` -> ``(runs rows, activity rows)``:
@@ -324,6 +337,7 @@ class ChartCache:
         self._now = now
         self._settled: Minutes = {}
         self._points: dict[tuple[int, str | None, int], Point] = {}
+        self._reading: list[_Reading] = []
         self._lock = threading.Lock()
 
     def window(self, name: str, pipeline: str | None = None) -> Window:
@@ -332,24 +346,14 @@ class ChartCache:
 
         Raises:
             KeyError: an unknown window name.
+            StoreError: the database failed.
         """
         count, step = WINDOWS[name]
-        with self._lock:  # one reader at a time: the others then find its minutes
-            now = self._now()
-            end = now - now % (step * MINUTE_MS)
-            start = end - count * MINUTE_MS
-            fresh: Minutes = {}
-            missing = [m for m in range(start, end, MINUTE_MS) if m not in self._settled]
-            if missing:
-                since = missing[0]
-                runs, activity = self._fetch(since, end)
-                fresh = summarise(runs, activity, since, end, now)
-                for m, stats in fresh.items():
-                    if m + MINUTE_MS + SETTLE_MS <= now:
-                        self._settled[m] = stats
-                # Kept: the longest window, from the start it has on the coarsest step.
-                longest = max(c * MINUTE_MS + s_ * MINUTE_MS for c, s_ in WINDOWS.values())
-                self._forget(now - longest)
+        now = self._now()
+        end = now - now % (step * MINUTE_MS)
+        start = end - count * MINUTE_MS
+        fresh = self._read(start, end, now)
+        with self._lock:
             minutes = {**fresh, **self._settled}
             points = []
             for first in range(start, end, step * MINUTE_MS):
@@ -360,8 +364,38 @@ class ChartCache:
                     if first + step * MINUTE_MS + SETTLE_MS <= now:
                         self._points[key] = found
                 points.append(found)
-            names = sorted({p for m in range(start, end, MINUTE_MS) for p in minutes.get(m, {})})
+        names = sorted({p for m in range(start, end, MINUTE_MS) for p in minutes.get(m, {})})
         return Window(name, pipeline, points, now, names)
+
+    def _read(self, start: int, end: int, now: int) -> Minutes:
+        """The minutes of ``[start, end)`` not summarised for good yet, read now (or
+        by a read in progress that covers them)."""
+        while True:
+            with self._lock:
+                missing = [m for m in range(start, end, MINUTE_MS) if m not in self._settled]
+                if not missing:
+                    return {}
+                since = missing[0]
+                covering = next((r for r in self._reading if r.since <= since and r.until >= end), None)
+                if covering is None:
+                    reading = _Reading(since, end)
+                    self._reading.append(reading)
+                    break
+            covering.done.wait()  # then look again: what it read is settled now
+        try:
+            runs, activity = self._fetch(since, end)
+            fresh = summarise(runs, activity, since, end, now)
+            with self._lock:
+                for m, stats in fresh.items():
+                    if m + MINUTE_MS + SETTLE_MS <= now:
+                        self._settled[m] = stats
+                # Kept: the longest window, from the start it has on the coarsest step.
+                self._forget(now - max((c + s) * MINUTE_MS for c, s in WINDOWS.values()))
+            return fresh
+        finally:
+            with self._lock:
+                self._reading.remove(reading)
+            reading.done.set()
 
     @property
     def minutes_held(self) -> int:
