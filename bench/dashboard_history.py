@@ -19,8 +19,10 @@ beside the CPU time the request cost: the dashboard process's, plus its PostgreS
 backends' (the machine may be busy with other work; CPU time does not wait for it):
 the overview, the runs page, a run's page, and the charts (hour and day, all
 pipelines and one). Chart figures come in two kinds: *cold*, the first request of a
-freshly started dashboard (it reads the window from the database), and *warm*, the
-next ones (only the minutes not yet summarised are read).
+freshly started dashboard -- which reads the last day in the background from its
+start, so a cold request for the day waits for that read, and one for the hour reads
+its hour beside it (its CPU time counts the day's read too: it is the process's) --
+and *warm*, the next ones (only the minutes not yet summarised are read).
 
 ``--keep DIR`` keeps the SQLite file there and the PostgreSQL database
 (``--name``, default ``ductline_dashboard_bench``) for another round with ``--reuse``.
