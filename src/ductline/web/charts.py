@@ -376,7 +376,12 @@ class ChartCache:
                 if not missing:
                     return {}
                 since = missing[0]
-                covering = next((r for r in self._reading if r.since <= since and r.until >= end), None)
+                # A read in progress that covers these minutes is waited for -- unless it
+                # is much longer than this one (the day's read after a start, seen by the
+                # hour's request when both end on the same minute): that would hold a
+                # short read up behind a long one.
+                covering = next((r for r in self._reading if r.since <= since and r.until >= end
+                                 and r.until - r.since <= 2 * (end - since)), None)
                 if covering is None:
                     reading = _Reading(since, end)
                     self._reading.append(reading)
