@@ -212,3 +212,31 @@ def test_a_long_read_does_not_hold_up_a_short_one_and_is_not_repeated(store: Sto
     second.join(30)
     assert [d.totals["failed_paid"] for d in days] == [1, 1]
     assert sum(1 for span in spans if span > 2 * 3600 * 1000) == 1, spans
+
+
+def test_the_hour_is_not_held_up_by_the_day_when_both_end_on_the_same_minute() -> None:
+    """At a ten-minute boundary the day's read covers the hour's minutes; the hour's
+    request reads them itself rather than wait behind the day's read."""
+    import threading
+
+    boundary = 1_800_000_000_000 - 1_800_000_000_000 % (10 * 60_000) + 30_000  # 30 s into a ten-minute mark
+    gate, reading = threading.Event(), threading.Event()
+
+    def fetch(since: int, until: int) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+        if until - since > 2 * 3600 * 1000:
+            reading.set()
+            assert gate.wait(60)
+        return [], []
+
+    cache = charts.ChartCache(fetch, lambda: boundary)
+    day = threading.Thread(target=lambda: cache.window("day"))
+    day.start()
+    try:
+        assert reading.wait(30)
+        hour = threading.Thread(target=lambda: cache.window("hour"))
+        hour.start()
+        hour.join(30)
+        assert not hour.is_alive(), "the hour's request waited for the day's read"
+    finally:
+        gate.set()
+        day.join(30)
