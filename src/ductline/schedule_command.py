@@ -41,7 +41,7 @@ def schedule_view(row: dict[str, Any]) -> dict[str, Any]:
     from ductline.runtime.scheduler import describe
 
     return {
-        "name": row["name"], "pipeline": row["pipeline"], "cron": row["cron"], "args": codec.loads(row["args"]),
+        "name": row["name"], "pipeline": row["pipeline"], "cron": row["cron"], "args": codec.loads(row["args"], user_types=False),
         "enabled": bool(row["enabled"]), "defined": bool(row["defined"]), "state": describe(row),
         "next_fire": _at(row["next_fire_ms"]), "next_fire_ms": row["next_fire_ms"],
         "last_fire": _at(row["last_fire_ms"]), "last_fire_ms": row["last_fire_ms"],

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from enum import Enum
 
+import ductline
 from ductline import Pipeline
 
 
@@ -21,8 +22,10 @@ class Item:
     n: int
 
     def __post_init__(self) -> None:
-        with open(os.environ["TYPED_PIDS"], "a") as fh:
-            fh.write(f"{os.getpid()}\n")
+        armed = os.environ.get("TYPED_ARMED")  # count only builds after this file appears
+        if armed is None or os.path.exists(armed):
+            with open(os.environ["TYPED_PIDS"], "a") as fh:
+                fh.write(f"{os.getpid()}\n")
         if os.path.exists(os.environ["TYPED_POISON"]):
             raise RuntimeError(f"Item({self.n}) was built after its step returned")
 
@@ -71,3 +74,12 @@ poisoned = Pipeline("typed_poisoned").start(poisoned_items, max_retry=1).expand(
     .collapse(into=total)
 divert_enum = (Pipeline("typed_divert").start(size_of)
                .divert(to={"Size.LARGE": big, "otherwise": small}).converge(into=done))
+
+
+def measure(item: Item) -> int:
+    return item.n
+
+
+scheduled = Pipeline("typed_scheduled").start(measure)
+if os.environ.get("TYPED_SCHEDULE"):  # its argument is built where the module is imported
+    ductline.schedule(scheduled, cron="* * * * * *", args=(Item(3),), name="typed_every_second")

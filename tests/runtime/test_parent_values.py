@@ -21,8 +21,12 @@ def typed_env(tmp_path: Path) -> dict[str, str]:
             "DUCTLINE_RETRY_DELAY": "0"}
 
 
-def _settled(handle: RunHandle) -> str:
-    wait_for(lambda: handle.status() in ("completed", "halted", "failed"), timeout=60)
+def _settled(handle: RunHandle, store: object = None) -> str:
+    """The run's status once it settled and (given ``store``) no attempt of it is open:
+    a halted run's sibling may still be running."""
+    wait_for(lambda: handle.status() in ("completed", "halted", "failed") and (
+        store is None or all(a["result"] is not None for a in store.run_attempts(handle.id))),  # type: ignore[attr-defined]
+        timeout=60)
     return handle.status()
 
 
@@ -53,7 +57,7 @@ def test_a_user_value_that_fails_to_build_fails_the_step_that_takes_it_once(
     worker = start_worker(db_url, app=APP, env=typed_env)
     try:
         handle = typed_app.poisoned.trigger(2, database=db_url)
-        assert _settled(handle) == "halted"
+        assert _settled(handle, store) == "halted"
         attempts = store.run_attempts(handle.id)  # type: ignore[attr-defined]
         jobs = {j["id"]: j["step"] for j in store.run_jobs(handle.id)}  # type: ignore[attr-defined]
     finally:
@@ -80,3 +84,21 @@ def test_a_divert_on_an_enum_routes_by_the_child_s_rendering(
         assert (large.output(), small.output()) == ("big:LARGE", "small:SMALL")
     finally:
         stop_worker(worker)
+
+
+def test_a_schedule_s_stored_arguments_start_its_runs_without_being_built(
+        db_url: str, store: object, typed_env: dict[str, str], tmp_path: Path) -> None:
+    """A worker firing a schedule passes the stored arguments on as they are; only the
+    step's child builds the dataclass (builds at import time are not counted)."""
+    armed = tmp_path / "armed"
+    env = {**typed_env, "TYPED_SCHEDULE": "1", "TYPED_ARMED": str(armed)}
+    worker = start_worker(db_url, app=APP, env=env)
+    try:
+        wait_for(lambda: store.list_workers(), timeout=60)  # type: ignore[attr-defined]
+        armed.touch()
+        wait_for(lambda: any(r["status"] == "completed" and r["pipeline"] == "typed_scheduled"
+                             for r in store.list_runs()), timeout=60)  # type: ignore[attr-defined]
+    finally:
+        stop_worker(worker)
+    pids = {int(line) for line in Path(typed_env["TYPED_PIDS"]).read_text().split()}
+    assert pids and worker.pid not in pids, "the worker parent built the schedule's argument"

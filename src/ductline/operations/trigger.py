@@ -21,6 +21,7 @@ from ductline.config import load_settings
 from ductline.dsl.options import check_priority
 from ductline.dsl.steps import check_arguments
 from ductline.durations import optional_seconds
+from ductline.engine.start import new_run
 from ductline.errors import StoreError
 from ductline.observability.events import EventName, emit
 from ductline.model.routing import job_spec
@@ -108,17 +109,24 @@ class Triggered:
 
 def prepare(definition: Definition, args: tuple[Any, ...], *, delay: Any = None, delay_until: Any = None,
             timeout: Any = None, key: Any = None, priority: Any = None,
-            limits: payloads.Limits | None = None, retry_delay: int | None = None) -> Prepared:
+            limits: payloads.Limits | None = None, retry_delay: int | None = None,
+            encoded_args: str | None = None) -> Prepared:
     """Validate and encode one run of ``definition`` (see `ductline.Pipeline.trigger`).
+
+    Args:
+        encoded_args: the arguments already encoded (a JSON list the codec wrote, e.g.
+            a schedule's stored arguments); ``args`` is then their structure
+            (`ductline.codec.structure`), checked against the first step's signature
+            without building any value of a user type.
 
     Raises:
         TypeError, ValueError, PayloadTooLarge: as `ductline.Pipeline.trigger` says;
-            `StepSignatureError` (a `TypeError`) for arguments the first step
+            `ductline.StepSignatureError` (a ``TypeError``) for arguments the first step
             cannot take (`check_start_arguments`).
     """
     key = check_key(key)
     run_priority = definition.priority if priority is None else check_priority(priority)
-    encoded = codec.dumps(list(args), what="trigger arguments")
+    encoded = encoded_args if encoded_args is not None else codec.dumps(list(args), what="trigger arguments")
     timeout_seconds = optional_seconds(timeout, field="timeout", allow_zero=False)
     if timeout_seconds is None:
         timeout_seconds = definition.timeout
@@ -133,15 +141,10 @@ def prepare(definition: Definition, args: tuple[Any, ...], *, delay: Any = None,
     # payload_inline_bytes they are stored out of line with the run (the triggering
     # process's settings decide).
     payloads.check_size(encoded, "trigger arguments", limits.max_bytes)
-    stored_args, pending = payloads.prepare(encoded, limits)
-    run_id = uuid.uuid4().hex
-    spec = job_spec(definition, start.name, "", encoded, retry_delay)
-    return Prepared(
-        definition,
-        NewRun(run_id, definition.name, stored_args, timeout_seconds, delay_ms, not_before_ms, key, run_priority),
-        NewJob.of(run_id, definition.name, start.name, "", stored_args, spec, status=JobStatus.PENDING.value,
-                  delay_ms=delay_ms, not_before_ms=not_before_ms),
-        pending, limits)
+    rows = new_run(definition, uuid.uuid4().hex, encoded, timeout_seconds=timeout_seconds, delay_ms=delay_ms,
+                   not_before_ms=not_before_ms, retry_delay=retry_delay, limits=limits, key=key,
+                   priority=run_priority)
+    return Prepared(definition, rows.run, rows.job, rows.pending, limits)
 
 
 def prepare_many(definition: Definition, args_list: Iterable[Any], *, delay: Any = None,

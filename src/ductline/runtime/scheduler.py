@@ -135,7 +135,9 @@ class Scheduler:
         key = tick_key(row.name, latest)
         try:
             pipeline = registered(row.pipeline)
-            prepared = prepare(pipeline.definition(), tuple(codec.loads(row.args)), key=key)
+            # The stored arguments pass on as they are: a worker parent builds no user value.
+            prepared = prepare(pipeline.definition(), tuple(codec.structure(row.args)), key=key,
+                               encoded_args=row.args)
             # The run commits together with the compare-and-set of the tick.
             with self.store.transaction() as tx:
                 if not rows.advance(tx, row.name, row.cron, row.next_fire_ms, next_fire, last_fire_ms=latest):
