@@ -104,7 +104,9 @@ class Driver:
                                     kill_grace=options.kill_grace, max_output_bytes=options.max_payload_bytes,
                                     log_level=options.log_level, log_max_bytes=options.log_max_bytes,
                                     inline=options.inline, on_log=self._logged)
-        self.resumer = Resumer(self, options.resume)
+        self.resumer = Resumer(options.resume, self.clock, current_input=self._paused_input,
+                               resume=lambda value, job_ids: self.resume(value, job_ids),
+                               failed=self._failed, changed=self.wake)
         self.tracker = Tracker(self.store, definition, self.run_id, self.report, self.resumer.paused)
         self.running: dict[str, Running] = {}
         self.stopped: list[str] = []  # step runs whose attempts a stop ended (labels)
@@ -181,6 +183,19 @@ class Driver:
 
     def wake(self) -> None:
         self._wake.set()
+
+    def _failed(self, exc: BaseException) -> None:
+        """A part of the run (a ``resume`` callable) raised: the run ends with it."""
+        if self.bug is None:
+            self.bug = exc
+
+    def _paused_input(self, job_id: str) -> Any:
+        """The one argument a paused job waits with (this process is the caller's: a
+        user type may be built here)."""
+        with self.store.dialect.reader() as s:
+            rows = s.fetch("paused_job_input", {"job_id": job_id})
+        stored = rows[0]["input"] if rows else None
+        return codec.loads(payloads.load(self.store, self.run_id, stored) or "[null]")[0]
 
     # -- the run -------------------------------------------------------------------------------------
     async def run(self) -> WorkflowResult:

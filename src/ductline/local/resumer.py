@@ -15,24 +15,34 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable
 
-from ductline import codec
 from ductline.errors import InvalidStateError
-from ductline.local.clock import activity
+from ductline.local.clock import Clock, activity
 from ductline.local.options import Resume, covers
-from ductline.store import payloads
-
-if TYPE_CHECKING:
-    from ductline.local.driver import Driver
 
 
 class Resumer:
-    """Resumes the pauses the ``resume`` option covers."""
+    """Resumes the pauses the ``resume`` option covers.
 
-    def __init__(self, driver: "Driver", source: Resume | None) -> None:
-        self.driver = driver
+    Args:
+        source: the ``resume`` option.
+        clock: the run's clock (a fake one does not jump while a resume is decided).
+        current_input: the value a paused job waits with (its one argument), by job id.
+        resume: resumes one paused job with a value (`NO_INPUT`: keep its input).
+        failed: takes what a ``resume`` callable raised (the run ends with it).
+        changed: called when a resume was decided (the driver looks again).
+    """
+
+    def __init__(self, source: Resume | None, clock: Clock, *, current_input: Callable[[str], Any],
+                 resume: Callable[[Any, list[str]], object], failed: Callable[[BaseException], None],
+                 changed: Callable[[], None]) -> None:
         self.source = source
+        self.clock = clock
+        self._current_input = current_input
+        self._resume_job = resume
+        self._failed = failed
+        self._changed = changed
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -49,33 +59,25 @@ class Resumer:
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None and self.driver.bug is None:
-            self.driver.bug = task.exception()
-        self.driver.wake()
+        if not task.cancelled() and task.exception() is not None:
+            self._failed(task.exception())  # type: ignore[arg-type]
+        self._changed()
 
     async def _resume(self, job: dict[str, Any]) -> None:
-        async with activity(self.driver.clock):  # a fake clock does not expire the pause meanwhile
+        async with activity(self.clock):  # a fake clock does not expire the pause meanwhile
             source = self.source
             if isinstance(source, Mapping):
                 value = source[job["step"]]
             else:
                 assert source is not None
-                store, run_id = self.driver.store, self.driver.run_id
-                current = codec.loads(payloads.load(store, run_id, _input_of(self.driver, job["id"])) or "[null]")
-                value = source(job["step"], current[0])
+                value = source(job["step"], self._current_input(job["id"]))
                 if inspect.isawaitable(value):
                     value = await value
             try:
-                self.driver.resume(value, job_ids=[job["id"]])
+                self._resume_job(value, [job["id"]])
             except InvalidStateError:
                 pass  # a stop, an expiry or a halt came first: nothing to resume
 
     def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
-
-
-def _input_of(driver: "Driver", job_id: str) -> str | None:
-    with driver.store.dialect.reader() as s:
-        rows = s.fetch("paused_job_input", {"job_id": job_id})
-    return rows[0]["input"] if rows else None
