@@ -24,32 +24,31 @@ import asyncio
 import builtins
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from ductline import codec
-from ductline.dsl.graph import Definition, TransitionKind
+from ductline.dsl.graph import Definition
 from ductline.engine import pause, stop
 from ductline.engine.batch import Outcome as Recording, record_batch
-from ductline.engine.record import Attempt, Outcome as Recorded
+from ductline.engine.record import Outcome as Recorded
 from ductline.engine.start import new_run, write
 from ductline.errors import DefinitionError, InvalidStateError
 from ductline.execution.enforcer import UNDEAD_AFTER_SECONDS
 from ductline.local.attempts import AttemptRunner, Started
-from ductline.local.childapps import child_setup, needs_child
+from ductline.local.childapps import child_setup
 from ductline.local.children import ChildStartError, Pool
 from ductline.local.clock import RealClock, activity, is_virtual
 from ductline.local.deadline import RunDeadline
 from ductline.local.options import RunOptions
-from ductline.local.outcome import Limit, Outcome
 from ductline.local.report import EndStatus, Reporter
 from ductline.local.resumer import Resumer
+from ductline.local.running import Running
 from ductline.local.results import WorkflowResult
 from ductline.local.summary import workflow_result
 from ductline.local.tracker import Tracker
 from ductline.model.inputs import NO_INPUT
 from ductline.model.limits import step_limits
-from ductline.model.states import TERMINAL_RUN, AttemptResult, JobStatus, RunStatus
+from ductline.model.states import TERMINAL_RUN, JobStatus, RunStatus
 from ductline.observability import events
 from ductline.observability.events import EventName, emit
 from ductline.observability.tracing import TracingSubscriber, available as tracing_available
@@ -61,19 +60,6 @@ from ductline.store.records import ClaimedJob
 # without the run, so a lease never runs out within one.
 LEASE_MS = 100 * 365 * 86_400_000
 STOP_MARGIN = 0.5
-
-
-@dataclass(eq=False, slots=True)
-class Running:
-    """A claimed job whose attempt this driver runs."""
-
-    job: ClaimedJob
-    task: asyncio.Task[None] | None = None
-    started: Started | None = None
-    begun_ms: int | None = None
-    clock_began: float = 0.0
-    outcome: Outcome | None = None
-    lost: bool = False  # a stop took its lease: already reported, never recorded
 
 
 class Driver:
@@ -307,25 +293,16 @@ class Driver:
                 self.wake()
 
     def _begin(self, running: Running) -> Started:
-        """The attempt begins now: its step timeout (a scaled one starts at its floor)
-        and the run deadline bound it, in real time."""
+        """The attempt begins now: it is bound by its step timeout and the run deadline."""
         job = running.job
-        loop_now = asyncio.get_running_loop().time()
-        timeout: Any = self.runner.node(job.step).options.timeout
-        floor: float | None = getattr(timeout, "floor", timeout)
-        seconds = None if floor is None else float(floor)
-        run_bound = self.deadline.bound()
-        if run_bound is not None:
-            seconds = run_bound - loop_now if seconds is None else min(seconds, run_bound - loop_now)
-        running.started = Started(loop_now, Limit(loop_now, seconds), run_bound)
-        running.begun_ms = self.store.now_ms()
-        running.clock_began = self.clock.now()
+        started = running.begin(self.runner.node(job.step), self.deadline.bound(), self.store.now_ms(),
+                                self.clock.now())
+        begun_ms = running.begun_ms or 0
         emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,
-             job_id=job.job_id, attempt=job.attempt, started_ms=running.begun_ms,
-             pickup_latency_seconds=max(0.0, (running.begun_ms - job.not_before_ms) / 1000),
-             deadline_ms=job.deadline_ms)
+             job_id=job.job_id, attempt=job.attempt, started_ms=begun_ms,
+             pickup_latency_seconds=max(0.0, (begun_ms - job.not_before_ms) / 1000), deadline_ms=job.deadline_ms)
         self.tracker.started(job)
-        return running.started
+        return started
 
     def _logged(self, job: ClaimedJob, records: list[tuple[int, str, str, str]]) -> None:
         """An attempt's log batch, stored with it as a worker stores it."""
@@ -368,34 +345,11 @@ class Driver:
             self.tracker.sync()
 
     def _recording(self, r: Running) -> Recording:
-        """The engine's record of a finished attempt; one the run deadline killed
-        ends the whole run (`ductline.engine.stop.expire`), as on a worker."""
-        job, outcome, started = r.job, r.outcome, r.started
-        assert outcome is not None
-        run_deadline = (outcome.result is AttemptResult.TIMED_OUT and started is not None
-                        and started.run_bound is not None and started.limit.at is not None
-                        and started.limit.at >= started.run_bound - 1e-6)
-        if run_deadline:
-            self.stopped.append(_label(job.step, job.scope))
-        attempt = Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token,
-                          r.begun_ms, job.limit_key, self._ran_under(r))
-        return Recording(attempt, job.pipeline, outcome.result, outcome.output, outcome.error_type, outcome.error,
-                         outcome.traceback, run_deadline=run_deadline,
-                         route_key=outcome.route_key or self._route_key(job.step, outcome.output))
-
-    def _route_key(self, step: str, output: str | None) -> str | None:
-        """``str(output)`` for a divert: this process is the caller's own, where a
-        user type may be built (a worker parent never does: its child renders it)."""
-        node = self.runner.node(step)
-        if output is None or node.next is None or node.next.kind is not TransitionKind.DIVERT:
-            return None
-        return codec.render(codec.loads(output), "route key")
-
-    def _ran_under(self, r: Running) -> int | None:
-        """The deadline the attempt ran under, on the store's clock."""
-        if r.started is None or r.started.limit.seconds is None or r.begun_ms is None:
-            return r.job.deadline_ms
-        return int(r.begun_ms + r.started.limit.seconds * 1000)
+        """The engine's record of a finished attempt; one the run deadline killed ends
+        the whole run (`ductline.engine.stop.expire`), as on a worker."""
+        if r.killed_at_run_deadline:
+            self.stopped.append(_label(r.job.step, r.job.scope))
+        return r.recording(self.runner.node(r.job.step))
 
     def _seconds(self, r: Running) -> float:
         """How long the attempt ran, on the driver's clock."""
