@@ -1,7 +1,13 @@
-"""One open `Store` per database URL per process, so pools are shared."""
+"""One open `Store` per database URL per process, so pools are shared.
+
+The stores opened here are closed when the interpreter exits (see
+`ductline.store.postgres.pools` for why a pool left to the interpreter's
+finalization delays the exit).
+"""
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 
@@ -64,3 +70,6 @@ def ensure_schema(store: Store, *, migrate: bool = True) -> None:
     have = store.schema_version()
     if have < latest_version(store.dialect.name):
         raise SchemaError(f"database schema is at version {have}; run `ductline migrate` first")
+
+
+atexit.register(close_all)

@@ -23,7 +23,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ductline.errors import StoreError, StoreUnavailable
 from ductline.store import queries
-from ductline.store.postgres import poolwarnings
+from ductline.store.postgres import pools, poolwarnings
 
 log = logging.getLogger("ductline.store")
 
@@ -127,6 +127,7 @@ class PostgresDialect:
                     # a connection idle for a while is checked (a busy worker's are not).
                     check=self._check,
                 )
+                pools.track(self._pool)  # closed at exit if this store is not closed before
             return self._pool
 
     def _check(self, conn: psycopg.Connection[Any]) -> None:
