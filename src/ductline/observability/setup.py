@@ -13,8 +13,10 @@ Environment (read by `install_from_env`):
 - ``DUCTLINE_METRICS_HOST``: the address to bind (default 127.0.0.1);
 - ``DUCTLINE_STATSD_ADDRESS``: ``host:port`` of a StatsD server;
 - ``DUCTLINE_OTEL``: ``1``/``true`` (or ``traces``, ``metrics``, ``traces,metrics``)
-  to record OpenTelemetry spans and/or metrics with the global providers (set up
-  by your code or ``opentelemetry-instrument``; needs the ``otel`` extra);
+  to record OpenTelemetry spans and/or metrics (needs the ``otel`` extra) with the
+  global providers when your code or ``opentelemetry-instrument`` set them up, and
+  otherwise with providers that export over OTLP/HTTP as the standard
+  ``OTEL_EXPORTER_OTLP_*`` variables say (`ductline.observability.otlp`);
 - ``DUCTLINE_METRICS_GAUGE_INTERVAL``: seconds between StatsD gauge sends (10).
 """
 
@@ -44,6 +46,7 @@ class Observability:
         self.statsd: Any = None
         self.otel_metrics: Any = None
         self.tracing: Any = None
+        self.otlp: Any = None  # the OTLP providers install_from_env built, if any
         self._unsubscribe: list[Callable[[], None]] = []
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
@@ -89,6 +92,9 @@ class Observability:
         if self.tracing is not None:
             self.tracing.close()
             self.tracing = None
+        if self.otlp is not None:  # after the sinks: what they recorded last is exported
+            self.otlp.close()
+            self.otlp = None
         with _lock:
             if _current is self:
                 _current = None
@@ -226,7 +232,21 @@ def install_from_env(store: Any = None) -> Observability | None:
     except ValueError:
         raise ConfigurationError(f"DUCTLINE_METRICS_GAUGE_INTERVAL: {interval_raw!r} is not a positive number") \
             from None
-    return install(port, host, statsd, otel, store=store, gauge_interval=interval)
+    providers = None
+    if otel is not None:
+        from ductline.observability.otlp import export_from_env
+
+        providers = export_from_env(_otel_parts(otel))
+    try:
+        obs = install(port, host, statsd, otel, store=store, gauge_interval=interval,
+                      tracer_provider=None if providers is None else providers.tracer_provider,
+                      meter_provider=None if providers is None else providers.meter_provider)
+    except BaseException:
+        if providers is not None:
+            providers.close()
+        raise
+    obs.otlp = providers
+    return obs
 
 
 def uninstall() -> None:
