@@ -7,7 +7,8 @@ directory per page (the working directory, so the embedded SQLite default
 same page can import it (``from app import ...``) or hand it to a command.
 
 Fences that are not executed: ``py`` (a Python fragment, highlighted but not run),
-``sh``, ``text``, ``toml``, ``json`` and ``mermaid``. Any other language fails the
+``sh``, ``bash``, ``text``, ``toml``, ``json``, ``yaml``, ``ini``, ``dockerfile`` and
+``mermaid``. Any other language fails the
 test, so a typo never turns a block off.
 
 A hidden comment on the line before a block asks for a worker while it runs:
@@ -30,7 +31,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 EXECUTED = "python"
-NOT_EXECUTED = {"py", "sh", "bash", "text", "toml", "json", "yaml", "ini", "mermaid"}
+NOT_EXECUTED = {"py", "sh", "bash", "text", "toml", "json", "yaml", "ini", "dockerfile", "mermaid"}
 BLOCK_TIMEOUT_SECONDS = 60
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,})(?P<info>.*)$")
 TITLE = re.compile(r'title="(?P<title>[^"]+)"')
