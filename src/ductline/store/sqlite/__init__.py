@@ -1,7 +1,9 @@
 """The SQLite dialect: WAL, a busy timeout, immediate write transactions.
 
 Each thread gets its own connection (sqlite3 connections are not shared across
-threads). Writers take the database lock at ``BEGIN IMMEDIATE``, so a transaction
+threads), and `close` closes every thread's: from Python 3.13 on a connection left to
+the garbage collector warns (ResourceWarning), and one of a thread that has ended is
+closed when the next thread opens its own. Writers take the database lock at ``BEGIN IMMEDIATE``, so a transaction
 never fails half-way on a lock upgrade; readers are never blocked in WAL mode.
 
 The file's identity (device and inode) is recorded when it is first opened and
@@ -16,6 +18,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import weakref
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import quote
@@ -89,6 +92,9 @@ class SqliteDialect:
         self._translate = _translator(path, busy_timeout)
         self._sql = queries.load("sqlite")
         self._local = threading.local()
+        # Every thread's connection, with its thread and the process that opened it.
+        self._opened: list[tuple[weakref.ref[threading.Thread], int, sqlite3.Connection]] = []
+        self._opened_lock = threading.Lock()
         self._pid = os.getpid()
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file first opened
         directory = os.path.dirname(os.path.abspath(path))
@@ -129,8 +135,19 @@ class SqliteDialect:
                 raise self._translate(exc, "open") from exc
             self._local.conn = conn
             self._local.pid = os.getpid()
+            self._remember(conn)
             self._check_identity()
         return conn
+
+    def _remember(self, conn: sqlite3.Connection) -> None:
+        """Keep ``conn`` for `close`; close those of threads that have ended."""
+        pid = os.getpid()
+        with self._opened_lock:
+            ended = [entry for entry in self._opened if entry[1] == pid and not _alive(entry[0])]
+            self._opened = [entry for entry in self._opened if entry not in ended]
+            self._opened.append((weakref.ref(threading.current_thread()), pid, conn))
+        for _, _, old in ended:
+            old.close()
 
     @contextmanager
     def transaction(self) -> Iterator[_Session]:
@@ -171,10 +188,21 @@ class SqliteDialect:
         return row is not None
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and getattr(self._local, "pid", None) == os.getpid():
+        """Close the connection of every thread of this process (a connection
+        inherited across a fork is the parent's: left alone). The next use opens a
+        new one."""
+        pid = os.getpid()
+        with self._opened_lock:
+            mine = [entry for entry in self._opened if entry[1] == pid]
+            self._opened = [entry for entry in self._opened if entry[1] != pid]
+        for _, _, conn in mine:
             conn.close()
         self._local = threading.local()
+
+
+def _alive(thread: "weakref.ref[threading.Thread]") -> bool:
+    found = thread()
+    return found is not None and found.is_alive()
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
