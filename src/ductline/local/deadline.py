@@ -35,6 +35,14 @@ class RunDeadline:
             self.stored_ms = deadline_ms
             self.real = self._loop_time() + self.timeout
 
+    def began(self, deadline_ms: int | None) -> None:
+        """The run's first attempt began now (after its child was ready): the store
+        moved the deadline to this start (``deadline_ms``), as a worker's does for an
+        attempt that began after its claim; the real-time deadline moves with it."""
+        if deadline_ms is not None and self.timeout is not None:
+            self.stored_ms = deadline_ms
+            self.real = self._loop_time() + self.timeout
+
     def bound(self) -> float | None:
         """The loop time an attempt starting now must end by (``None``: none)."""
         bound = self.real

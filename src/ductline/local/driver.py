@@ -105,6 +105,7 @@ class Driver:
         self.finished = False
         self._final: RunStatus | None = None
         self._stopped_from_outside = False
+        self._begun = False  # an attempt of the run has begun
         rows = new_run(definition, self.run_id, args_json, timeout_seconds=_whole(options.timeout),
                        delay_ms=definition.node(definition.start).options.delay * 1000, not_before_ms=None,
                        retry_delay=options.retry_delay, limits=self.limits)
@@ -295,8 +296,11 @@ class Driver:
     def _begin(self, running: Running) -> Started:
         """The attempt begins now: it is bound by its step timeout and the run deadline."""
         job = running.job
-        started = running.begin(self.runner.node(job.step), self.deadline.bound(), self.store.now_ms(),
-                                self.clock.now())
+        now_ms = self.store.now_ms()
+        if not self._begun:  # the run's clock starts with its first attempt, not its claim
+            self._begun = True
+            self.deadline.began(self.store.restart_run_deadline(job.run_id, job.job_id, job.attempt, now_ms))
+        started = running.begin(self.runner.node(job.step), self.deadline.bound(), now_ms, self.clock.now())
         begun_ms = running.begun_ms or 0
         emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,
              job_id=job.job_id, attempt=job.attempt, started_ms=begun_ms,
