@@ -7,6 +7,7 @@ starts when its test asks for it."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import signal
@@ -22,8 +23,9 @@ import pytest
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 
+import otlp_support  # noqa: E402
 from helpers import start_worker, stop_worker  # noqa: E402
-from parity_harness import EXECUTE_PARALLEL, SLOTS, WORKER_ENV, Case, Fleet, LocalRuns  # noqa: E402
+from parity_harness import EXECUTE_PARALLEL, SLOTS, WORKER_ENV, Case, Fleet, LocalRuns, exported_spans  # noqa: E402
 
 from ductline.store import open_store  # noqa: E402
 
@@ -83,12 +85,18 @@ def fleets(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             "postgres": root.recreate_pg_database(pg_name)}
     cases = _upfront_cases(request.session)
     started: dict[str, Fleet] = {}
+    collectors = contextlib.ExitStack()
     try:
         for backend, url in urls.items():
             store = open_store(url)
             store.migrate()
-            proc = start_worker(url, concurrency=SLOTS, env=WORKER_ENV, app=APP)
-            started[backend] = Fleet(backend, url, store, proc, cases)
+            # Each worker exports its spans to a collector of its own (the run's spans
+            # are compared with the ones execute records).
+            receiver, endpoint = collectors.enter_context(otlp_support.serving())
+            env = {**WORKER_ENV, "DUCTLINE_OTEL": "traces", "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+                   "OTEL_BSP_SCHEDULE_DELAY": "100"}
+            proc = start_worker(url, concurrency=SLOTS, env=env, app=APP)
+            started[backend] = Fleet(backend, url, store, proc, cases, exported_spans(receiver))
         for fleet in started.values():
             fleet.start()
         yield started
@@ -98,6 +106,7 @@ def fleets(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         _stop_workers([fleet.proc for fleet in started.values()])
         for fleet in started.values():
             fleet.store.close()
+        collectors.close()
         with psycopg.connect(root.PG_ADMIN_URL, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{pg_name}" WITH (FORCE)')
 

@@ -14,6 +14,7 @@ readable.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import difflib
 import hashlib
 import json
@@ -28,6 +29,7 @@ from typing import Any, Callable
 
 import ductline
 from ductline import codec
+from ductline.model.outcomes import GIVEN_BACK, RELEASED_TYPE
 from ductline.store import Store
 from ductline.store import payloads, steplogs
 
@@ -126,10 +128,11 @@ class Record:
     timeout_exceeded: bool
     steps: tuple[StepRecord, ...] = field(default=())
     metadata: tuple[tuple[str, str], ...] = ()  # (key, type of its value) of the result metadata
+    spans: tuple[str, ...] = ()  # the run's spans, one line each (`span_lines`)
 
     def lines(self) -> list[str]:
         head = [f"run: {self.status} halt_reason={self.halt_reason!r} timeout_exceeded={self.timeout_exceeded}",
-                f"metadata: {dict(self.metadata)}"]
+                f"metadata: {dict(self.metadata)}"] + [f"span {line}" for line in self.spans]
         return head + [s.line() for s in self.steps]
 
     def step(self, name: str, scope: str = "") -> StepRecord:
@@ -159,9 +162,25 @@ def _text(value: Any) -> str | None:
 
 
 def make_record(status: Any, halt_reason: Any, timeout_exceeded: Any, steps: list[StepRecord],
-                metadata: dict[str, Any] | None = None) -> Record:
+                metadata: dict[str, Any] | None = None, spans: list[tuple[str, dict[str, Any]]] | None = None) -> Record:
     return Record(_text(status) or "", _text(halt_reason), bool(timeout_exceeded),
-                  tuple(sorted(steps, key=StepRecord.sort_key)), metadata_types(metadata or {}))
+                  tuple(sorted(steps, key=StepRecord.sort_key)), metadata_types(metadata or {}),
+                  span_lines(spans or []))
+
+
+def span_lines(spans: list[tuple[str, dict[str, Any]]]) -> tuple[str, ...]:
+    """A run's spans as compared: the run span(s) with their result, error type and
+    deadline flag; each attempt span with its step, attempt number, result and error
+    type (`ductline.observability.tracing`, the OpenTelemetry CI/CD conventions)."""
+    lines = []
+    for name, attrs in spans:
+        if "cicd.pipeline.task.name" in attrs:
+            lines.append(f"{attrs['cicd.pipeline.task.name']}#{attrs.get('ductline.attempt')}: "
+                         f"{attrs.get('cicd.pipeline.task.run.result')} error.type={attrs.get('error.type')}")
+        else:
+            lines.append(f"{name}: {attrs.get('cicd.pipeline.result')} error.type={attrs.get('error.type')} "
+                         f"timeout_exceeded={attrs.get('workflow.timeout_exceeded')}")
+    return tuple(sorted(lines))
 
 
 # Keys of the result metadata whose values time decides (the types still count).
@@ -186,7 +205,8 @@ def step_record(step: str, scope: str, status: Any, attempts: list[Any], skip_re
 
 # -- the in-process executor -------------------------------------------------------------------
 def run_execute(case: Case) -> Any:
-    """Run ``case`` in process, with the workers' settings.
+    """Run ``case`` in process, with the workers' settings; ``(WorkflowResult, spans)``,
+    the spans as ``(name, attributes)`` of an in-memory exporter.
 
     A plain case goes through `ductline.execute`. A case that cancels, or that
     leaves a pause without a timeout unresumed (only its run deadline ends it),
@@ -194,7 +214,23 @@ def run_execute(case: Case) -> Any:
     sent from ``on_update`` when an attempt of the step starts, as the harness
     cancels a worker's run once the step's job is running.
     """
-    options: dict[str, Any] = {"retry_delay": 0, "kill_grace": KILL_GRACE_SECONDS, "concurrency": SLOTS}
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    try:
+        result = _run_execute(case, provider)
+    finally:
+        provider.shutdown()
+    return result, [(span.name, dict(span.attributes or {})) for span in exporter.get_finished_spans()]
+
+
+def _run_execute(case: Case, provider: Any) -> Any:
+    options: dict[str, Any] = {"retry_delay": 0, "kill_grace": KILL_GRACE_SECONDS, "concurrency": SLOTS,
+                               "tracer_provider": provider}
     if case.resume is not None:
         options["resume"] = dict(case.resume)
     pauses = case.pipeline.definition().pauses
@@ -247,8 +283,9 @@ class LocalRuns:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def from_execute(result: Any) -> Record:
-    """The record of a `WorkflowResult`."""
+def from_execute(found: Any) -> Record:
+    """The record of a `run_execute` result: a `WorkflowResult` and its spans."""
+    result, spans = found
     metadata = dict(getattr(result, "metadata", None) or {})
     status = getattr(result, "status", None) or getattr(result, "overall_status", None)
     steps = []
@@ -259,13 +296,16 @@ def from_execute(result: Any) -> Record:
                                  getattr(s, "skip_root", None), s.output,
                                  [[(e.level, e.logger, e.message) for e in getattr(h, "logs", ())] for h in history],
                                  [getattr(h, "error_type", None) for h in history]))
-    return make_record(status, metadata.get("halt_reason"), metadata.get("timeout_exceeded"), steps, metadata)
+    return make_record(status, metadata.get("halt_reason"), metadata.get("timeout_exceeded"), steps, metadata,
+                       spans)
 
 
 # -- a worker ------------------------------------------------------------------------------------
-def from_store(store: Store, run_id: str, definition: Any = None) -> Record:
+def from_store(store: Store, run_id: str, definition: Any = None, spans: Any = None) -> Record:
     """The record of run ``run_id`` as a worker left it in the database; with the
-    run's ``definition``, its result metadata as `ductline.execute` would return it."""
+    run's ``definition``, its result metadata as `ductline.execute` would return it;
+    with ``spans`` (a callable that returns the spans a collector got, once they are
+    all there), the run's spans as the worker exported them."""
     run = store.get_run(run_id)
     assert run is not None, f"run {run_id} not found"
     metadata = run["metadata"]
@@ -289,8 +329,35 @@ def from_store(store: Store, run_id: str, definition: Any = None) -> Record:
         from ductline.local.summary import workflow_result
 
         result_metadata = workflow_result(store, definition, run_id, 0.0, []).metadata
+    began = sum(1 for a in store.run_attempts(run_id)
+                if not (a["error_type"] == RELEASED_TYPE and (a["error"] or "").startswith(GIVEN_BACK)))
     return make_record(run["status"], run["halt_reason"], (metadata or {}).get("timeout_exceeded"), steps,
-                       result_metadata)
+                       result_metadata, None if spans is None else spans(run_id, began))
+
+
+def exported_spans(receiver: Any, timeout: float = 15.0) -> Callable[[str, int], list[tuple[str, dict[str, Any]]]]:
+    """``spans(run_id, attempts)``: the spans of a run a worker exported to
+    ``receiver`` (`otlp_support.Receiver`), once every attempt of the run that began
+    (``attempts``) has its span and a run span came -- or, after ``timeout`` seconds,
+    what came by then (a span the worker never exported shows as a difference from
+    execute's, not as a harness error)."""
+
+    def spans(run_id: str, attempts: int) -> list[tuple[str, dict[str, Any]]]:
+        def found() -> list[tuple[str, dict[str, Any]]]:
+            with receiver.lock:
+                return [(name, attrs) for name, attrs in receiver.spans
+                        if attrs.get("cicd.pipeline.run.id") == run_id]
+
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            got = found()
+            tasks = sum(1 for _, attrs in got if "cicd.pipeline.task.name" in attrs)
+            if tasks >= attempts and len(got) > tasks:
+                break
+            time.sleep(POLL_SECONDS)  # a collector is polled: its batches come when they come
+        return found()
+
+    return spans
 
 
 @dataclass
@@ -311,11 +378,12 @@ class Fleet:
     """
 
     def __init__(self, backend: str, url: str, store: Store, proc: subprocess.Popen[bytes],
-                 upfront: list[Case]) -> None:
+                 upfront: list[Case], spans: Any = None) -> None:
         self.backend = backend
         self.url = url
         self.store = store
         self.proc = proc
+        self.spans = spans  # `exported_spans` of the collector the worker exports to
         self._waiting = sorted(upfront, key=lambda c: -c.seconds)
         self._wanted: list[Case] = []
         self.records: dict[str, Record | BaseException] = {}
@@ -447,7 +515,7 @@ class Fleet:
             return None  # halted, and a sibling (or the on_halt handler) is still running
         if case.cancel_at is not None and not item.cancelled:
             raise AssertionError(f"run {item.handle.id} settled {status} before step {case.cancel_at!r} ran")
-        return from_store(self.store, item.handle.id, case.pipeline.definition())
+        return from_store(self.store, item.handle.id, case.pipeline.definition(), self.spans)
 
 
 # -- comparing -------------------------------------------------------------------------------------
@@ -458,6 +526,12 @@ def compare(case: Case, records: dict[str, Record]) -> None:
         AssertionError: with a unified diff of each driver that disagrees with the
             first one.
     """
+    if case.cancel_at is not None:
+        # A cancel's run span is emitted by the process that cancels (the caller's
+        # tracing): execute's caller is the executor itself, a worker run's canceller
+        # here is the test process, which exports none. Attempt spans still count.
+        records = {name: dataclasses.replace(r, spans=tuple(line for line in r.spans if not line.startswith("RUN ")))
+                   for name, r in records.items()}
     names = list(records)
     base_name = names[0]
     base = records[base_name]

@@ -188,11 +188,16 @@ def _finish(outcomes: list[Outcome], results: list[record.Recorded], now_ms: flo
 
 
 def _emit(o: Outcome, done: record.Recorded, now_ms: float) -> None:
-    if done.outcome in (record.Outcome.LOST, record.Outcome.RELEASED):
-        return
     a = o.attempt
     fields = {"pipeline": o.pipeline, "step": a.step, "run_id": a.run_id, "job_id": a.job_id,
               "attempt": a.attempt}
+    if done.outcome is record.Outcome.LOST:
+        # Another writer (the run's stop, a rescue) recorded the attempt first: its span
+        # ends with what that writer recorded (`ductline.observability.tracing`).
+        emit(EventName.LEASE_LOST, **fields)
+        return
+    if done.outcome is record.Outcome.RELEASED:
+        return
     runtime = None if a.started_ms is None else max(0.0, (now_ms - a.started_ms) / 1000)
     emit(EventName.JOB_COMPLETED, **fields, result=RESULT_LABELS[o.result.value], runtime_seconds=runtime,
          error_type=o.error_type, outcome=done.outcome, reason=done.reason)
