@@ -154,13 +154,47 @@ def _coerce(name: str, kind: type, raw: Any, source: str) -> Any:
         raise ConfigurationError(f"{source}: invalid value {raw!r} for {name}") from None
 
 
+# The settings last built without overrides, and what they were built from: the
+# environment's DUCTLINE_* variables and the file's identity. A trigger reads its
+# settings on every call, and building them costs more than its own encoding.
+_last: tuple[Any, Settings] | None = None
+
+
+def _inputs() -> Any:
+    """What settings without overrides depend on: every ``DUCTLINE_*`` variable and
+    the file's path, size and modification time (``None`` when there is none)."""
+    env = tuple((key, os.environ[key]) for key in os.environ if key.startswith("DUCTLINE_"))
+    path = os.environ.get("DUCTLINE_CONFIG", "ductline.toml")
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return env, path, None
+    return env, path, (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Build settings from the TOML file, the environment and ``overrides``
     (``None`` values are ignored).
 
+    Without overrides, the settings are built again only when a ``DUCTLINE_*``
+    variable or the file (its size or modification time) changed since the last call.
+
     Raises:
         ConfigurationError: an unreadable file or an invalid value.
     """
+    global _last
+    if any(value is not None for value in overrides.values()):
+        return _build(overrides)
+    inputs = _inputs()
+    last = _last
+    if last is not None and last[0] == inputs:
+        return last[1]
+    settings = _build({})
+    _last = (inputs, settings)
+    return settings
+
+
+def _build(overrides: dict[str, Any]) -> Settings:
     types = {f.name: (str if f.name in _TEXTS else int if f.name in _INTS
                       else float)
              for f in fields(Settings)}

@@ -301,3 +301,26 @@ def test_open_store_bad_url_creates_no_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError):
         open_store(f"sqlite://host{tmp_path}/x.db")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_settings_follow_every_change_of_the_environment_and_the_file(isolated: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # Settings without overrides are kept between calls: each change of what they are
+    # built from is still seen by the next call, a file rewritten at once to the same size too.
+    assert load_settings().retry_delay == 10
+    monkeypatch.setenv("DUCTLINE_RETRY_DELAY", "7")
+    assert load_settings().retry_delay == 7
+    monkeypatch.delenv("DUCTLINE_RETRY_DELAY")
+    assert load_settings().retry_delay == 10
+    write_toml(isolated / "ductline.toml", "retry_delay = 3\n")
+    assert load_settings().retry_delay == 3
+    write_toml(isolated / "ductline.toml", "retry_delay = 4\n")
+    assert load_settings().retry_delay == 4
+    assert load_settings(retry_delay=5).retry_delay == 5
+    assert load_settings().retry_delay == 4
+    (isolated / "ductline.toml").unlink()
+    assert load_settings().retry_delay == 10
+    write_toml(isolated / "ductline.toml", "retry_delay = = 3\n")
+    for _ in range(2):  # a file that does not parse is refused on every call
+        with pytest.raises(ConfigurationError):
+            load_settings()
