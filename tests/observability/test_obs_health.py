@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import signal
 import sys
 import time
 
@@ -13,6 +14,7 @@ from click.testing import CliRunner
 from ductline.cli import cli
 from ductline.observability import health as checks
 from ductline.observability.command import health, workers
+from helpers import wait_for
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -37,7 +39,7 @@ def test_health_exits_0_only_when_every_live_worker_heartbeated(store, db_url):
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["healthy"] is True
-    assert report["max_age_seconds"] == 60.0  # 2 x the lease
+    assert report["max_age_seconds"] == 30.0  # the lease
     assert sorted(w["id"] for w in report["workers"]) == ["w-1", "w-2"]
 
 
@@ -45,11 +47,12 @@ def test_health_json_reports_each_worker_and_stale_heartbeats(store, db_url):
     runner = CliRunner()
     store.register_worker("w-fresh", "host-a", 101, 4)
     store.register_worker("w-stale", "host-b", 202, 2)
-    with store.dialect.transaction() as s:  # its last heartbeat was a minute ago
-        getattr(s, "_conn").execute("UPDATE ductline_workers SET heartbeat_ms = heartbeat_ms - 60000 "
+    with store.dialect.transaction() as s:  # its last heartbeat was 20 s ago: within the lease
+        getattr(s, "_conn").execute("UPDATE ductline_workers SET heartbeat_ms = heartbeat_ms - 20000 "
                                     "WHERE id = 'w-stale'")
     store.renew_leases("w-fresh", [], 30_000, busy=3, undead=1, status="running")
-    result = runner.invoke(health, ["--json", "--max-age", "2", "--database", db_url])
+    result = runner.invoke(health, ["--json", "--max-age", "2", "--database", db_url],
+                           env={"DUCTLINE_LEASE_SECONDS": "30"})
     assert result.exit_code == 1
     report = json.loads(result.stdout)
     assert report["healthy"] is False
@@ -59,36 +62,41 @@ def test_health_json_reports_each_worker_and_stale_heartbeats(store, db_url):
     rows = {w["id"]: w for w in report["workers"]}
     fresh, stale = rows["w-fresh"], rows["w-stale"]
     assert set(fresh) == {"id", "host", "pid", "concurrency", "busy", "undead", "status", "started",
-                          "last_heartbeat", "age_seconds", "live", "healthy", "problem"}
+                          "last_heartbeat", "age_seconds", "live", "healthy", "problem", "health"}
     assert (fresh["host"], fresh["pid"], fresh["concurrency"], fresh["busy"], fresh["undead"]) == \
         ("host-a", 101, 4, 3, 1)
     assert fresh["status"] == "running" and fresh["healthy"] is True and fresh["age_seconds"] < 2
-    assert stale["healthy"] is False and stale["age_seconds"] >= 60
+    assert stale["healthy"] is False and stale["age_seconds"] >= 20 and stale["health"] == "late"
     assert (fresh["problem"], stale["problem"]) == (None, "heartbeat stale")
     assert stale["last_heartbeat"].endswith("+00:00") and "T" in stale["last_heartbeat"]
 
     # Only this host's processes (a container's probe). The margins are seconds, not
     # tenths: with the suite's four processes a heartbeat can age 0.3 s between two calls.
     store.renew_leases("w-fresh", [], 30_000, busy=3, undead=1, status="running")
-    assert runner.invoke(health, ["--max-age", "2", "--host", "host-a", "--database", db_url]).exit_code == 0
+    assert runner.invoke(health, ["--max-age", "2", "--host", "host-a", "--database", db_url],
+                         env={"DUCTLINE_LEASE_SECONDS": "30"}).exit_code == 0
     # A worker that stopped cleanly is not live: it no longer counts.
     store.worker_stopped("w-stale")
     store.renew_leases("w-fresh", [], 30_000, busy=3, undead=1, status="running")
-    result = runner.invoke(health, ["--json", "--max-age", "2", "--database", db_url])
+    result = runner.invoke(health, ["--json", "--max-age", "2", "--database", db_url],
+                           env={"DUCTLINE_LEASE_SECONDS": "30"})
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert {w["id"]: w["healthy"] for w in report["workers"]} == {"w-fresh": True, "w-stale": None}
 
 
-def test_default_max_age_is_two_leases(store, db_url):
+def test_default_max_age_is_the_lease_and_a_worker_past_it_is_lost(store, db_url):
     store.register_worker("w", "h", 1, 1)
     time.sleep(0.3)
     out = run_cli("health", "--json", "--database", db_url, env={"DUCTLINE_LEASE_SECONDS": "0.1"})
     assert out.returncode == 1
-    assert json.loads(out.stdout)["max_age_seconds"] == 0.2
+    report = json.loads(out.stdout)
+    assert report["max_age_seconds"] == 0.1 and report["live"] == 0
+    assert [(w["health"], w["live"], w["healthy"]) for w in report["workers"]] == [("lost", False, None)]
+    assert report["message"] == "no live worker process (1 lost: no heartbeat within the 0.1 s lease)"
     out = run_cli("health", "--database", db_url, env={"DUCTLINE_LEASE_SECONDS": "30"})
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("healthy: 1 live worker process(es) heartbeated within 60 s")
+    assert out.stdout.startswith("healthy: 1 live worker process(es) heartbeated within 30 s")
 
 
 def test_workers_table(store, db_url):
@@ -111,18 +119,55 @@ def test_an_unreadable_database_is_exit_2(tmp_path):
 
 def test_check_helper(store):
     store.register_worker("w", "h", 1, 1)
-    report = checks.check(store, 60)
+    report = checks.check(store, 60, lease_seconds=60)
     assert report.healthy and [w.id for w in report.live] == ["w"]
-    assert checks.default_max_age(30) == 60
+    assert checks.default_max_age(30) == 30
 
 
 def test_a_worker_with_too_many_undead_slots_is_live_but_not_healthy(store):
     store.register_worker("w-sick", "host-a", 101, 2)
     store.renew_leases("w-sick", [], 30_000, busy=0, undead=3, status="unhealthy")
-    report = checks.check(store, max_age=60)
+    report = checks.check(store, max_age=60, lease_seconds=60)
     assert not report.healthy
     assert [(w.id, w.live, w.healthy, w.problem) for w in report.workers] == \
         [("w-sick", True, False, checks.UNDEAD)]
     assert "host-a:101 (too many undead slots: heartbeat" in report.message
     result = CliRunner().invoke(workers, ["--database", store.url])
     assert "too many undead slots" in result.output and "stale" not in result.output
+
+
+def test_a_worker_killed_with_sigkill_is_lost_and_its_replacement_makes_the_host_healthy(db_url, workers):
+    """A worker killed without a clean exit keeps its row running; once its heartbeat is
+    older than the lease it is lost, and a new worker on the same host passes the check."""
+    env = {"DUCTLINE_LEASE_SECONDS": "1", "DUCTLINE_HOSTNAME": "probe-host"}
+    probe = ("health", "--json", "--host", "probe-host", "--database", db_url)
+
+    def report() -> dict:
+        return json.loads(run_cli(*probe, env=env).stdout)
+
+    first = workers(concurrency=1, env=env)
+    wait_for(lambda: report()["healthy"])
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    second = workers(concurrency=1, env=env)
+    # Passes as soon as the replacement heartbeats: the killed one is either still
+    # within its lease (and judged on it) or lost.
+    wait_for(lambda: report()["live"] == 1 and report()["healthy"], timeout=10)
+    # Well past two leases (the former default max age) the killed row is lost, not live,
+    # and the check still passes: a liveness probe built on it does not restart-loop.
+    rows = wait_for(lambda: [w for w in report()["workers"] if w["pid"] == first.pid and w["age_seconds"] > 2.5])
+    assert rows[0]["health"] == "lost" and rows[0]["live"] is False and rows[0]["status"] == "running"
+    out = run_cli("health", *probe[2:], env=env)
+    now = report()
+    assert out.returncode == 0 and now["healthy"], (out.stdout, out.stderr)
+    assert [w["pid"] for w in now["workers"] if w["live"]] == [second.pid]
+    # The dashboard's rule is the same.
+    from ductline.store import open_store
+    from ductline.web.reader import DashboardReader
+
+    store = open_store(db_url)
+    try:
+        shown = {w["pid"]: (w["health"], w["live"]) for w in DashboardReader(store).workers(lease_seconds=1)}
+    finally:
+        store.close()
+    assert shown[first.pid] == ("lost", False) and shown[second.pid][1] is True

@@ -116,8 +116,8 @@ JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
 }
 
 # -- workers -----------------------------------------------------------------------------
-# A live worker is expected to heartbeat; one killed without a clean exit stays live
-# (with a stale heartbeat) until an operator sees it.
+# The statuses of a worker expected to heartbeat; one killed without a clean exit keeps
+# its status, and is judged lost once its heartbeat is a lease old (`ductline.model.workers`).
 LIVE_WORKER = frozenset({WorkerStatus.RUNNING, WorkerStatus.STOPPING, WorkerStatus.UNHEALTHY})
 
 

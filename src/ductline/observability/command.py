@@ -35,16 +35,18 @@ def _open(database: str | None) -> tuple[object, float]:
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report and the worker table as JSON.")
 @click.option("--max-age", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
-              help="Oldest acceptable heartbeat (default: 2 x the lease length).")
+              help="Oldest acceptable heartbeat of a live worker (default: the lease; a worker "
+                   "whose heartbeat is older than the lease is lost and no longer counts).")
 @_host
 @_database
 def health(as_json: bool, max_age: float | None, host: str | None, database: str | None) -> None:
-    """Exit 0 if every live worker process heartbeated within --max-age, 1 if
-    one did not or none is live (2 if the database cannot be read)."""
+    """Exit 0 if at least one worker process is live and every live one heartbeated
+    within --max-age, 1 if one did not or none is live (2 if the database cannot be
+    read). A worker without a heartbeat for a whole lease is lost, not live."""
     store, lease_seconds = _open(database)
     try:
         limit = health_checks.default_max_age(lease_seconds) if max_age is None else max_age
-        report = health_checks.check(store, limit, host=host)
+        report = health_checks.check(store, limit, lease_seconds=lease_seconds, host=host)
     finally:
         store.close()  # type: ignore[attr-defined]
     if as_json:
@@ -58,7 +60,7 @@ def health(as_json: bool, max_age: float | None, host: str | None, database: str
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 @click.option("--max-age", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
-              help="Heartbeat age beyond which a live worker shows as stale (default: 2 x the lease).")
+              help="Heartbeat age beyond which a live worker shows as stale (default: the lease).")
 @_host
 @_database
 def workers(as_json: bool, max_age: float | None, host: str | None, database: str | None) -> None:
@@ -66,7 +68,7 @@ def workers(as_json: bool, max_age: float | None, host: str | None, database: st
     store, lease_seconds = _open(database)
     try:
         limit = health_checks.default_max_age(lease_seconds) if max_age is None else max_age
-        rows = health_checks.worker_table(store, limit, host=host)
+        rows = health_checks.worker_table(store, limit, lease_seconds=lease_seconds, host=host)
     finally:
         store.close()  # type: ignore[attr-defined]
     if as_json:
@@ -75,7 +77,9 @@ def workers(as_json: bool, max_age: float | None, host: str | None, database: st
     table = Table("worker", "host", "pid", "status", "busy", "slots", "undead", "last heartbeat", "age (s)",
                   "health")
     for w in rows:
-        state = "" if w.healthy is None else ("[green]ok[/green]" if w.healthy else f"[red]{w.problem}[/red]")
+        state = (w.health if w.healthy is None else "[green]ok[/green]" if w.healthy else f"[red]{w.problem}[/red]")
+        if w.health == "lost":
+            state = "[red]lost[/red]"
         table.add_row(w.id[:12], w.host, str(w.pid), w.status, str(w.busy), str(w.concurrency),
                       f"[red]{w.undead}[/red]" if w.undead else "0", w.last_heartbeat, f"{w.age_seconds:.1f}",
                       state)

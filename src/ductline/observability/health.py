@@ -1,15 +1,18 @@
-"""Worker health from the worker table: is every live worker process heartbeating?
+"""Worker health from the worker table: is a live worker process heartbeating?
 
-A worker process heartbeats every third of the lease (`Settings.lease_seconds`)
-and records its busy and undead slots with each beat. It is *live* while its
-status is ``running`` or ``stopping`` (a clean exit writes ``stopped``); a live
-worker is *healthy* when its last heartbeat is at most ``max_age`` seconds old
-on the database clock. A process killed without a clean exit stays live with a
-stale heartbeat: unhealthy, which is what a liveness probe must see.
+Each worker's health is judged by one rule (`ductline.model.workers`): a worker
+whose last heartbeat is older than the lease is *lost* (killed without a clean
+exit, or cut off from the database; its jobs get rescued) and no longer counts as
+live, so a replacement started on the same host makes the check pass again. A
+clean exit writes ``stopped``.
 
 ``healthy`` overall means at least one live worker (filtered by host if asked),
-and every one of them healthy. Ages are computed on the database clock, so the
-host running the check needs no synchronised clock.
+and every live one heartbeated within ``max_age`` seconds (by default the lease)
+without holding more undead slots than it tolerates. Ages are computed on the
+database clock, so the host running the check needs no synchronised clock.
+
+This check reads the database: it tells whether the workers work, not whether one
+process answers. A process's liveness is its ``/healthz`` (`ductline.observability.probes`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ductline.model.states import LIVE_WORKER, WorkerStatus
+from ductline.model import workers as rule
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +37,9 @@ class WorkerHealth:
     last_heartbeat: str
     age_seconds: float
     live: bool
-    healthy: bool | None  # None for a worker that stopped cleanly
+    healthy: bool | None  # None for a worker that is not live (stopped or lost)
     problem: str | None = None  # why a live worker is not healthy: STALE or UNDEAD
+    health: str = rule.WorkerHealth.HEALTHY.value  # `ductline.model.workers.WorkerHealth`
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,38 +74,49 @@ def iso(ms: Any) -> str:
 
 
 def default_max_age(lease_seconds: float) -> float:
-    """Two leases: six missed heartbeats in a row."""
-    return 2 * lease_seconds
+    """The lease: past it a worker is lost anyway (its leases have expired)."""
+    return lease_seconds
 
 
-def worker_table(store: Any, max_age: float, *, host: str | None = None, limit: int = 100) -> list[WorkerHealth]:
-    """Every worker row (newest first), with its age and health."""
+def worker_table(store: Any, max_age: float, *, lease_seconds: float, host: str | None = None,
+                 limit: int = 100) -> list[WorkerHealth]:
+    """Every worker row (newest first), with its age and health.
+
+    Args:
+        max_age: the oldest heartbeat of a healthy live worker (seconds).
+        lease_seconds: the workers' lease (seconds); a heartbeat older makes a worker lost.
+        host: only the workers of this host.
+    """
     out = []
     for r in store.list_workers(limit):
         if host is not None and r["host"] != host:
             continue
-        age = max(0.0, (int(r["now_ms"]) - int(r["heartbeat_ms"])) / 1000)
-        live = r["status"] in LIVE_WORKER
+        age_ms = max(0, int(r["now_ms"]) - int(r["heartbeat_ms"]))
+        age = age_ms / 1000
+        judged = rule.judge(r["status"], age_ms, round(lease_seconds * 1000))
+        live = rule.is_live(judged)
         # A worker with too many undead slots heartbeats but claims nothing: not healthy.
-        problem = STALE if age > max_age else UNDEAD if r["status"] == WorkerStatus.UNHEALTHY else None
-        fresh = problem is None
+        problem = UNDEAD if judged == rule.WorkerHealth.UNHEALTHY else STALE if age > max_age else None
         out.append(WorkerHealth(
             id=r["id"], host=r["host"], pid=int(r["pid"]), concurrency=int(r["concurrency"]), busy=int(r["busy"]),
             undead=int(r["undead"]), status=r["status"], started=iso(r["started_ms"]),
             last_heartbeat=iso(r["heartbeat_ms"]), age_seconds=round(age, 3), live=live,
-            healthy=fresh if live else None, problem=problem if live else None,
+            healthy=problem is None if live else None, problem=problem if live else None, health=judged.value,
         ))
     return out
 
 
-def check(store: Any, max_age: float, *, host: str | None = None, limit: int = 100) -> HealthReport:
+def check(store: Any, max_age: float, *, lease_seconds: float, host: str | None = None,
+          limit: int = 100) -> HealthReport:
     """The health of the live workers (see the module docstring)."""
-    workers = worker_table(store, max_age, host=host, limit=limit)
+    workers = worker_table(store, max_age, lease_seconds=lease_seconds, host=host, limit=limit)
     live = [w for w in workers if w.live]
     stale = [w for w in live if not w.healthy]
     where = f" on host {host}" if host else ""
     if not live:
-        return HealthReport(False, max_age, workers, f"no live worker process{where}")
+        lost = sum(1 for w in workers if w.health == rule.WorkerHealth.LOST)
+        why = f" ({lost} lost: no heartbeat within the {lease_seconds:g} s lease)" if lost else ""
+        return HealthReport(False, max_age, workers, f"no live worker process{where}{why}")
     if stale:
         names = ", ".join(f"{w.host}:{w.pid} ({w.problem}: heartbeat {w.age_seconds:.1f} s ago, "
                           f"{w.undead} undead)" for w in stale)

@@ -255,7 +255,7 @@ def run_events(request: Request) -> Response:
 
 @openapi(responses={"200": {"description": "{workers: [...]} with health by heartbeat age vs the lease"}})
 def list_workers(request: Request) -> Response:
-    """Worker processes and their health (healthy, late, lost, stopped)."""
+    """Worker processes and their health (healthy, late, unhealthy, lost, stopped; `ductline.model.workers`)."""
     d = dashboard(request)
     return ApiResponse({"workers": d.reader.workers(d.lease_seconds), "lease_seconds": d.lease_seconds})
 

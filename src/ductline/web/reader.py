@@ -15,7 +15,8 @@ from typing import Any, Iterator
 
 from ductline import views
 from ductline.errors import RunNotFound
-from ductline.model.states import JobStatus, RunStatus, WorkerStatus
+from ductline.model import workers as worker_rule
+from ductline.model.states import JobStatus, RunStatus
 from ductline.store import Store
 from ductline.web.graph import Shown
 
@@ -135,32 +136,22 @@ class DashboardReader:
         return schedules.list_all(self._store)
 
     def workers(self, lease_seconds: float, limit: int = 100) -> list[dict[str, Any]]:
-        """Worker processes with their health, judged by heartbeat age against the lease.
-
-        A worker heartbeats every third of the lease: ``healthy`` under half a lease,
-        ``late`` up to a whole lease, then ``lost`` (its leases have expired and other
-        workers will rescue its jobs). Stopped workers say ``stopped``.
-        """
-        lease_ms = lease_seconds * 1000
+        """Worker processes with their health, judged by heartbeat age against the lease
+        (`ductline.model.workers`: healthy, late, unhealthy, lost, stopped), worst first."""
+        lease_ms = round(lease_seconds * 1000)
         out = []
         for row in self._store.list_workers(limit):
             age_ms = max(0, int(row["now_ms"]) - int(row["heartbeat_ms"]))
-            if row["status"] == WorkerStatus.STOPPED:
-                health = "stopped"
-            elif age_ms < lease_ms / 2:
-                health = "healthy"
-            elif age_ms < lease_ms:
-                health = "late"
-            else:
-                health = "lost"
+            health = worker_rule.judge(row["status"], age_ms, lease_ms)
             out.append({
                 "id": row["id"], "host": row["host"], "pid": int(row["pid"]),
                 "concurrency": int(row["concurrency"]), "busy": int(row["busy"]),
-                "undead": int(row["undead"]), "status": row["status"], "health": health,
+                "undead": int(row["undead"]), "status": row["status"], "health": health.value,
+                "live": worker_rule.is_live(health),
                 "heartbeat_age_seconds": round(age_ms / 1000, 1),
                 "started_at": views.iso(row["started_ms"]), "heartbeat_at": views.iso(row["heartbeat_ms"]),
             })
-        order = {"lost": 0, "late": 1, "healthy": 2, "stopped": 3}
+        order = {h.value: i for i, h in enumerate(worker_rule.WORST_FIRST)}
         out.sort(key=lambda w: order[w["health"]])
         return out
 

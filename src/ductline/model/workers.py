@@ -1,0 +1,58 @@
+"""How healthy a worker process is, from its row in the worker table (pure).
+
+One rule for every place that judges a worker: ``ductline health``, ``ductline
+workers``, the dashboard and ``GET /api/workers``.
+
+A worker heartbeats every third of its lease. Its health, by the age of its last
+heartbeat on the database clock:
+
+- ``stopped``: it exited cleanly (status ``stopped``);
+- ``lost``: no heartbeat within a whole lease. Its leases have expired and other
+  workers rescue its jobs; the process is gone (SIGKILL, OOM, power loss) or cannot
+  reach the database. It no longer counts as live: a replacement on the same host is
+  judged on its own;
+- ``unhealthy``: it heartbeats but holds more undead slots than it tolerates, so it
+  claims nothing (status ``unhealthy``);
+- ``late``: its last heartbeat is more than half a lease old (it missed one);
+- ``healthy``: otherwise.
+
+A worker is *live* while it is neither stopped nor lost.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from ductline.model.states import LIVE_WORKER, WorkerStatus
+
+
+class WorkerHealth(StrEnum):
+    HEALTHY = "healthy"
+    LATE = "late"
+    UNHEALTHY = "unhealthy"
+    LOST = "lost"
+    STOPPED = "stopped"
+
+
+# Worst first: the order a table of workers is shown in.
+WORST_FIRST = (WorkerHealth.LOST, WorkerHealth.UNHEALTHY, WorkerHealth.LATE, WorkerHealth.HEALTHY,
+               WorkerHealth.STOPPED)
+
+
+def judge(status: str, age_ms: int, lease_ms: int) -> WorkerHealth:
+    """The health of a worker whose row has ``status`` and whose last heartbeat is
+    ``age_ms`` milliseconds old (database clock), under a lease of ``lease_ms``."""
+    if status not in LIVE_WORKER:
+        return WorkerHealth.STOPPED
+    if age_ms > lease_ms:
+        return WorkerHealth.LOST
+    if status == WorkerStatus.UNHEALTHY:
+        return WorkerHealth.UNHEALTHY
+    if age_ms > lease_ms / 2:
+        return WorkerHealth.LATE
+    return WorkerHealth.HEALTHY
+
+
+def is_live(health: WorkerHealth) -> bool:
+    """Whether a worker of this health counts as a running process."""
+    return health not in (WorkerHealth.LOST, WorkerHealth.STOPPED)
