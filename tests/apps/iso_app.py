@@ -261,6 +261,42 @@ memory_hungry = (Pipeline("iso_memory").start(allocate, memory_limit=256 * 1024 
 cpu_hungry = Pipeline("iso_cpu").start(burn, cpu_limit=1, max_retry=2, retry_delay=0, timeout=60)
 cpu_hungry_ignoring = Pipeline("iso_cpu_ignoring").start(burn_ignoring_xcpu, cpu_limit=1, max_retry=2,
                                                          retry_delay=0, timeout=60)
+
+
+def _lift(which):
+    """Try to lift the attempt's limit as far as the process may: to unlimited, else
+    the soft limit to the hard one. Returns what was in force before and after."""
+    import resource
+
+    before = resource.getrlimit(which)
+    for wanted in ((resource.RLIM_INFINITY, resource.RLIM_INFINITY), (before[1], before[1])):
+        try:
+            resource.setrlimit(which, wanted)
+            break
+        except (ValueError, OSError):
+            continue
+    return before, resource.getrlimit(which)
+
+
+def lift_then_allocate(megabytes):
+    """Lifts its memory_limit (if it can), then allocates twice its limit."""
+    import resource
+
+    _lift(resource.RLIMIT_AS)
+    return allocate(megabytes)
+
+
+def lift_then_burn(seconds):
+    """Lifts its cpu_limit (if it can), then burns CPU past it."""
+    import resource
+
+    _lift(resource.RLIMIT_CPU)
+    return burn(seconds)
+
+
+memory_lifting = Pipeline("iso_memory_lifting").start(lift_then_allocate, memory_limit=256 * 1024 * 1024,
+                                                      max_retry=0, timeout=60)
+cpu_lifting = Pipeline("iso_cpu_lifting").start(lift_then_burn, cpu_limit=1, max_retry=0, timeout=60)
 within_limits = (Pipeline("iso_within").start(allocate, memory_limit=512 * 1024 * 1024, cpu_limit=30)
                  .chain(to=check))
 

@@ -627,6 +627,25 @@ step_logs = (Pipeline("parity_step_logs").start(log_then_fail_once, max_retry=2,
 memory_limited = (_after_start("parity_memory_limited")
                   .chain(to=allocate_megabytes, memory_limit=256 * 1024 * 1024, max_retry=2).chain(to=never))
 cpu_limited = _after_start("parity_cpu_limited").chain(to=burn_cpu, cpu_limit=1, max_retry=2).chain(to=never)
+
+
+def lift_limit_then_allocate(n):
+    """Tries to lift its memory limit (unlimited, else soft up to hard), then
+    allocates ``n`` MiB: past its limit whatever the try did."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    for wanted in ((resource.RLIM_INFINITY, resource.RLIM_INFINITY), (hard, hard)):
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, wanted)
+            break
+        except (ValueError, OSError):
+            continue
+    return len(bytearray(n * 1024 * 1024))
+
+
+lifted_limit = (_after_start("parity_lifted_limit")
+                .chain(to=lift_limit_then_allocate, memory_limit=256 * 1024 * 1024, max_retry=1).chain(to=never))
 within_limits = (Pipeline("parity_within_limits").start(allocate_megabytes, memory_limit=1 << 30, cpu_limit=60)
                  .chain(to=identity))
 clean_state = Pipeline("parity_clean_state").start(leave_env).chain(to=find_env)

@@ -234,6 +234,9 @@ CASES: list[Case] = [
     Case("cpu_limit_exceeded", app.cpu_limited, (30,), HALTED, RETRIES,
          check=both(steps(("burn_cpu", "", FAILED, [ERR, ERR])), absent("never"),
                     errors("burn_cpu", "CpuLimitExceeded", "CpuLimitExceeded"))),
+    Case("lifted_limit", app.lifted_limit, (512,), HALTED, RETRIES,  # the step cannot raise a hard limit
+         check=both(steps(("lift_limit_then_allocate", "", FAILED, [ERR])), absent("never"),
+                    errors("lift_limit_then_allocate", "MemoryLimitExceeded"))),
     Case("within_limits", app.within_limits, (16,), COMPLETED,
          check=steps(("identity", "", COMPLETED, [OK], 16 * 1024 * 1024))),
     Case("clean_state", app.clean_state, (5,), COMPLETED,

@@ -29,9 +29,8 @@ XCPU = -signal.SIGXCPU
     (Ended(CRASH, "ChildDied", "died"), CPU, XCPU, Ended(ERR, CPU_LIMIT_TYPE, "attempt exceeded cpu_limit=1.5 CPU seconds")),
     (Ended(CRASH, "ChildDied", "died"), BOTH, XCPU, Ended(ERR, CPU_LIMIT_TYPE, "attempt exceeded cpu_limit=2 CPU seconds")),
     (Ended(CRASH, "ChildDied", "died"), NONE, XCPU, Ended(CRASH, "ChildDied", "died")),
-    (Ended(CRASH, "ChildDied", "died"), CPU, -signal.SIGKILL,  # SIGXCPU ignored: the hard limit's SIGKILL
-     Ended(ERR, CPU_LIMIT_TYPE, "attempt exceeded cpu_limit=1.5 CPU seconds (SIGKILL at the hard limit: "
-                                "SIGXCPU was ignored)")),
+    (Ended(CRASH, "ChildDied", "died"), CPU, -signal.SIGKILL,  # the hard limit's SIGKILL
+     Ended(ERR, CPU_LIMIT_TYPE, "attempt exceeded cpu_limit=1.5 CPU seconds")),
     (Ended(CRASH, "ChildDied", "died"), MEMORY, -signal.SIGKILL, Ended(CRASH, "ChildDied", "died")),
     (Ended(ERR, "MemoryError", "cache full"), MEMORY, None,  # the step's own message is kept
      Ended(ERR, MEMORY_LIMIT_TYPE, "attempt exceeded memory_limit=268435456 bytes (MemoryError: cache full)")),

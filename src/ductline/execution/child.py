@@ -187,6 +187,10 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _retire(task: Task, restore: Callable[[], str] | None) -> str:
+    if rlimits.limited(task.memory_limit, task.cpu_limit):
+        # Its hard limits and dropped capability stay: restoring the rest would only
+        # report them as not restored.
+        return "; ".join(filter(None, ["isolation='fresh'" if task.fresh else "", rlimits.RETIRE_REASON]))
     why = "" if restore is None else restore()
     if task.fresh:
         why = "; ".join(filter(None, ["isolation='fresh'", why]))

@@ -4,13 +4,16 @@
 interpreter included): an allocation past it fails and Python raises
 `MemoryError`. ``cpu_limit`` sets ``RLIMIT_CPU`` to the CPU time the child has
 used so far plus the limit, rounded up to a whole second (the kernel counts whole
-seconds); past it the kernel sends ``SIGXCPU``, whose default action (restored
-for the attempt) ends the process. A step that ignores or handles ``SIGXCPU`` is
-killed one second later: the hard ``RLIMIT_CPU`` is set there, and the kernel
-sends ``SIGKILL`` at it. Both limits are set back when the step returns (raising
-a hard limit needs privileges; without them the child cannot restore it and is
-retired, `ductline.execution.cleanstate`); the parent turns what happened into
-``MemoryLimitExceeded`` or ``CpuLimitExceeded`` (`ductline.model.resources`).
+seconds); at it the kernel sends ``SIGKILL``.
+
+Both are set as *hard* limits (soft = hard), which only a process holding
+``CAP_SYS_RESOURCE`` may raise; the child gives that capability up for good
+before the step runs (its own sets, the bounding set a program it executes would
+get its sets from, and the ambient set), so a step can lift neither limit, not
+even as root. A child that ran a limited attempt is therefore never reused: it
+is retired after the attempt (`ductline.execution.child`), and the parent turns
+what happened into ``MemoryLimitExceeded`` or ``CpuLimitExceeded``
+(`ductline.model.resources`).
 
 A process the step starts inherits the limits as they are: its own CPU time counts
 from zero against the child's, so it may use up to the child's CPU time so far plus
@@ -19,48 +22,98 @@ from zero against the child's, so it may use up to the child's CPU time so far p
 
 from __future__ import annotations
 
+import ctypes
 import math
 import resource
-import signal
 from contextlib import contextmanager
 from typing import Iterator
 
-# Seconds of CPU between the soft RLIMIT_CPU (SIGXCPU) and the hard one (SIGKILL).
-HARD_CPU_MARGIN_SECONDS = 1
+from ductline.errors import ExecutionError
+
+# Why a child that ran a limited attempt runs no other (sent with its result).
+RETIRE_REASON = "it ran an attempt under hard resource limits, which it cannot lift again"
+
+# Linux's numbers (linux/capability.h, linux/prctl.h).
+CAP_SYS_RESOURCE = 24
+_PR_CAPBSET_DROP = 24
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_LOWER = 3
+_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def limited(memory_limit: int | None, cpu_limit: float | None) -> bool:
+    """Whether an attempt with these limits has any."""
+    return memory_limit is not None or cpu_limit is not None
 
 
 @contextmanager
 def applied(memory_limit: int | None, cpu_limit: float | None) -> Iterator[None]:
-    """Apply the limits for the duration of the block (``None``: no limit)."""
-    if memory_limit is None and cpu_limit is None:
+    """Apply the limits as hard limits for the rest of the process's life (``None``:
+    no limit). They are never lifted again: the caller retires the child.
+
+    Raises:
+        ExecutionError: the process holds ``CAP_SYS_RESOURCE`` and cannot give it up
+            (the step could lift its limits), or a limit cannot be set.
+    """
+    if not limited(memory_limit, cpu_limit):
         yield
         return
-    saved = {r: resource.getrlimit(r) for r in (resource.RLIMIT_AS, resource.RLIMIT_CPU)}
-    xcpu = signal.getsignal(signal.SIGXCPU)
+    drop_resource_capability()
     try:
         if memory_limit is not None:
-            _lower(resource.RLIMIT_AS, memory_limit)
+            _set_hard(resource.RLIMIT_AS, memory_limit)
         if cpu_limit is not None:
             usage = resource.getrusage(resource.RUSAGE_SELF)
-            signal.signal(signal.SIGXCPU, signal.SIG_DFL)
-            soft = math.ceil(usage.ru_utime + usage.ru_stime + cpu_limit)
-            _lower(resource.RLIMIT_CPU, soft, hard=soft + HARD_CPU_MARGIN_SECONDS)
-        yield
-    finally:
-        for which, limits in saved.items():
-            try:
-                resource.setrlimit(which, limits)
-            except (ValueError, OSError):  # the step lowered the hard limit: the child is retired
-                pass
-        if xcpu is not None:
-            signal.signal(signal.SIGXCPU, xcpu)
+            _set_hard(resource.RLIMIT_CPU, math.ceil(usage.ru_utime + usage.ru_stime + cpu_limit))
+    except (ValueError, OSError) as exc:
+        raise ExecutionError(f"cannot set the attempt's resource limits: {exc}") from exc
+    yield
 
 
-def _lower(which: int, value: int, hard: int | None = None) -> None:
-    """Set the soft limit to ``value`` (and the hard one to ``hard`` if given), never
-    above the hard limit in force."""
+def _set_hard(which: int, value: int) -> None:
+    """Soft and hard limit to ``value``, never above the hard limit in force."""
     _, current = resource.getrlimit(which)
     if current != resource.RLIM_INFINITY:
         value = min(value, current)
-        hard = None if hard is None else min(hard, current)
-    resource.setrlimit(which, (value, current if hard is None else hard))
+    resource.setrlimit(which, (value, value))
+
+
+def drop_resource_capability() -> None:
+    """Give up ``CAP_SYS_RESOURCE`` for this thread and whatever it starts or executes.
+
+    Capabilities are per thread on Linux; the step runs on the thread that calls this
+    (a child's main thread), and threads it starts inherit the reduced sets. Elsewhere
+    than Linux there is nothing to drop.
+
+    Raises:
+        ExecutionError: the capability is held and could not be given up.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        capget, capset, prctl = libc.capget, libc.capset, libc.prctl
+    except (OSError, AttributeError):
+        return
+    # Each may fail when not held or not supported; what counts is checked below.
+    prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_LOWER, CAP_SYS_RESOURCE, 0, 0)
+    prctl(_PR_CAPBSET_DROP, CAP_SYS_RESOURCE, 0, 0, 0)
+    header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if capget(ctypes.byref(header), data) != 0:
+        return
+    bit = 1 << CAP_SYS_RESOURCE
+    if not (data[0].effective | data[0].permitted | data[0].inheritable) & bit:
+        return
+    for field in ("effective", "permitted", "inheritable"):
+        setattr(data[0], field, getattr(data[0], field) & ~bit)
+    if capset(ctypes.byref(header), data) != 0:
+        raise ExecutionError(f"cannot give up CAP_SYS_RESOURCE (errno {ctypes.get_errno()}): "
+                             "the step could lift its resource limits")

@@ -13,11 +13,11 @@ Rules:
 - ``MemoryError`` raised by an attempt that has a ``memory_limit`` is recorded as
   ``MemoryLimitExceeded`` (an allocation past ``RLIMIT_AS`` fails; Python raises
   ``MemoryError``).
-- A child ended by ``SIGXCPU`` while its attempt had a ``cpu_limit`` is recorded as
-  ``CpuLimitExceeded`` (the kernel's signal at ``RLIMIT_CPU``). So is one ended by a
-  ``SIGKILL`` its driver did not send: the kernel sends it at the hard limit, a
-  second later, to a step that ignored ``SIGXCPU`` (an out-of-memory kill of such an
-  attempt is recorded the same way; the message says which signal it was).
+- A child ended by a ``SIGKILL`` its driver did not send while its attempt had a
+  ``cpu_limit`` is recorded as ``CpuLimitExceeded``: the limit is a hard
+  ``RLIMIT_CPU``, at which the kernel sends ``SIGKILL`` (an out-of-memory kill of
+  such an attempt is recorded the same way). So is one ended by ``SIGXCPU`` (the
+  kernel's signal at a soft limit below the hard one).
 - A ``MemoryLimitExceeded`` keeps the step's own ``MemoryError`` message, if any.
 """
 
@@ -75,6 +75,5 @@ def over_limit(ended: Ended, limits: ResourceLimits, exit_code: int | None = Non
     if limits.cpu_seconds is not None and exit_code == -signal.SIGXCPU:
         return Ended(AttemptResult.ERRORED, CPU_LIMIT_TYPE, cpu_message(limits.cpu_seconds))
     if limits.cpu_seconds is not None and exit_code == -signal.SIGKILL and ended.result is AttemptResult.CRASHED:
-        return Ended(AttemptResult.ERRORED, CPU_LIMIT_TYPE,
-                     cpu_message(limits.cpu_seconds) + " (SIGKILL at the hard limit: SIGXCPU was ignored)")
+        return Ended(AttemptResult.ERRORED, CPU_LIMIT_TYPE, cpu_message(limits.cpu_seconds))
     return ended
