@@ -122,6 +122,25 @@ def _when(text: str | None) -> datetime | None:
         fail(f"--delay-until must be ISO 8601 with an offset (e.g. 2030-01-01T09:00:00+00:00), got {text!r}")
 
 
+def _tags(texts: tuple[str, ...], option: str) -> dict[str, str]:
+    """``("customer=acme", ...)`` from a repeated ``--tag`` as a dict (a repeated key fails)."""
+    from ductline.model.tags import parse_tag
+
+    found: dict[str, str] = {}
+    for text in texts:
+        try:
+            key, value = parse_tag(text)
+        except ValueError as exc:
+            fail(f"{option}: {exc}")
+        if key in found and found[key] != value:
+            fail(f"{option}: tag {key!r} is given twice")
+        found[key] = value
+    return found
+
+
+tag_option = click.option("--tag", "tag_texts", multiple=True, metavar="KEY=VALUE",
+                          help="A tag of the run (repeat for several).")
+
 database_option = click.option("--database", "database", metavar="URL", default=None,
                                help="Database URL (default: DUCTLINE_DATABASE_URL or sqlite:///ductline.db).")
 
@@ -163,11 +182,12 @@ def migrate(database: str | None) -> None:
               "print that run instead of starting another.")
 @click.option("--priority", type=click.IntRange(-100, 100), default=None,
               help="This run's priority (-100..100) instead of the pipeline's; higher is claimed first.")
+@tag_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 @database_option
 def trigger(target: str, args_json: str | None, delay: str | None, delay_until: str | None,
-            timeout: str | None, key: str | None, priority: int | None, as_json: bool,
-            database: str | None) -> None:
+            timeout: str | None, key: str | None, priority: int | None, tag_texts: tuple[str, ...],
+            as_json: bool, database: str | None) -> None:
     """Trigger a run of TARGET (module:attr or path/to/file.py:attr); prints the run id."""
     from ductline.apps import load_pipeline
 
@@ -175,7 +195,7 @@ def trigger(target: str, args_json: str | None, delay: str | None, delay_until: 
     store = _store(database)
     handle = _trigger(store, pipeline, _json_list(args_json), delay=_duration(delay, "--delay"),
                       delay_until=_when(delay_until), timeout=_duration(timeout, "--timeout"), key=key,
-                      priority=priority)
+                      priority=priority, tags=_tags(tag_texts, "--tag") or None)
     if as_json:
         out.print_json(json.dumps({"run_id": handle.id, "created": handle.created}))
     else:
@@ -297,18 +317,27 @@ def worker(apps: tuple[str, ...], concurrency: int | None, processes: int, metri
               help="Only runs with this status (halted: a step gave up, `retry` revives it; failed: its deadline "
                    "passed, it is over).")
 @click.option("--pipeline", help="Only runs of this pipeline.")
+@click.option("--tag", "tag_texts", multiple=True, metavar="KEY=VALUE",
+              help="Only runs carrying this tag (repeat: runs carrying all of them).")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @database_option
-def runs(status: str | None, pipeline: str | None, limit: int, as_json: bool, database: str | None) -> None:
+def runs(status: str | None, pipeline: str | None, tag_texts: tuple[str, ...], limit: int, as_json: bool,
+         database: str | None) -> None:
     """List runs, newest first.
 
     In a narrow terminal runs are shown by a short unique prefix of their id (which
     every command taking RUN_ID accepts) and times compactly, in local time; a wide
     one, or --json, gives whole ids and ISO 8601 UTC times.
     """
+    from ductline.model.tags import check_filter
+
+    try:
+        wanted = check_filter(_tags(tag_texts, "--tag").items())
+    except ValueError as exc:
+        fail(f"--tag: {exc}")
     store = _store(database, read_only=True)
-    found = store.list_runs(status, pipeline, limit)
+    found = store.list_runs(status, pipeline, limit, tags=wanted)
     if as_json:
         print(json.dumps([views.run_summary(r) for r in found]))
         return
@@ -332,6 +361,9 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
         return
     out.print(Text.assemble((view["run_id"], "bold"), f" {view['pipeline']}: {view['status']}"
                             + (f" ({view['halt_reason']})" if view["halt_reason"] else "")))
+    if view.get("tags"):
+        out.print("tags: " + " ".join(safetext.printable(f"{k}={v}") for k, v in view["tags"].items()),
+                  highlight=False, soft_wrap=True, markup=False)
     out.print(tables.steps_table(out, view))
     # Every attempt with its own timings: where a run spent its time, and how long
     # each failed attempt took before the next one.

@@ -4,7 +4,7 @@ verbs that start runs (`ductline.operations.trigger`)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ductline.dsl.pipeline import PipelineBuilder
 
@@ -50,6 +50,7 @@ class Pipeline(PipelineBuilder):
         database: Any = None,
         key: str | None = None,
         priority: int | None = None,
+        tags: "Mapping[str, str] | None" = None,
     ) -> "RunHandle":
         """Start a run of this pipeline.
 
@@ -68,6 +69,10 @@ class Pipeline(PipelineBuilder):
                 cancelled the key is free again.
             priority: this run's priority instead of the pipeline's (-100 to 100);
                 each job's priority is its run's plus its step's ``priority=``.
+            tags: labels to find the run by (``{"customer": "acme"}``; ``ductline runs
+                --tag customer=acme``): at most 20, each key 1 to 64 letters, digits
+                or ``_ . - : /``, each value a ``str`` of at most 256 characters
+                without NUL (`ductline.model.tags`). Written with the run.
 
         Returns:
             A `RunHandle` with ``id``, ``status()`` and ``wait(timeout)``.
@@ -82,8 +87,8 @@ class Pipeline(PipelineBuilder):
                 (its constructor's for a `ductline.Step` subclass), checked as its
                 attempt would check them. Nothing is written.
             ValueError: ``delay`` and ``delay_until`` together, a naive or past
-                ``delay_until``, a negative duration, or an invalid ``key``.
-                Nothing is written.
+                ``delay_until``, a negative duration, an invalid ``key``, or tags
+                past a limit (the message names it). Nothing is written.
             ductline.PayloadTooLarge: (a ``ValueError``) the arguments' JSON is above
                 ``payload_max_bytes`` of the triggering process's settings. Nothing
                 is written.
@@ -94,7 +99,8 @@ class Pipeline(PipelineBuilder):
 
         importing.refuse(f"{self.name}.trigger()")
         store, triggered = trigger_run(self.definition(), args, database=database, delay=delay,
-                                       delay_until=delay_until, timeout=timeout, key=key, priority=priority)
+                                       delay_until=delay_until, timeout=timeout, key=key, priority=priority,
+                                       tags=tags)
         return RunHandle(triggered.run_id, store, created=triggered.created)
 
     def trigger_many(
@@ -106,6 +112,7 @@ class Pipeline(PipelineBuilder):
         timeout: Any = None,
         database: Any = None,
         priority: int | None = None,
+        tags: "Mapping[str, str] | None" = None,
     ) -> list[RunHandle]:
         """Start many runs of this pipeline in one transaction: all of them, or none.
 
@@ -125,6 +132,7 @@ class Pipeline(PipelineBuilder):
             timeout: as in `trigger`, for every run of the call.
             database: as in `trigger`.
             priority: as in `trigger`, for every run of the call.
+            tags: as in `trigger`, on every run of the call.
 
         Returns:
             One `RunHandle` per element, in order (an empty list for no elements).
@@ -149,15 +157,17 @@ class Pipeline(PipelineBuilder):
 
         importing.refuse(f"{self.name}.trigger_many()")
         store, triggered = trigger_runs(self.definition(), args_list, database=database, delay=delay,
-                                        delay_until=delay_until, timeout=timeout, priority=priority)
+                                        delay_until=delay_until, timeout=timeout, priority=priority,
+                                        tags=tags)
         return [RunHandle(t.run_id, store) for t in triggered]
 
     async def trigger_async(self, *args: Any, delay: Any = None, delay_until: "datetime | None" = None,
                             timeout: Any = None, database: Any = None, key: str | None = None,
-                            priority: int | None = None) -> RunHandle:
+                            priority: int | None = None, tags: "Mapping[str, str] | None" = None) -> RunHandle:
         """`trigger` for asyncio code: the database work runs in a worker thread, so
         the event loop is never blocked. Same arguments, result and errors."""
         import asyncio
 
         return await asyncio.to_thread(self.trigger, *args, delay=delay, delay_until=delay_until,
-                                       timeout=timeout, database=database, key=key, priority=priority)
+                                       timeout=timeout, database=database, key=key, priority=priority,
+                                       tags=tags)

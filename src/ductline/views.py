@@ -12,6 +12,7 @@ from ductline import codec
 from ductline.errors import RunNotFound
 from ductline.model.states import WAITING_JOB, JobStatus
 from ductline.store import Store, payloads, steplogs
+from ductline.store import tags as run_tags
 
 
 def iso(ms: int | None) -> str | None:
@@ -136,6 +137,7 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
     return {
         "run_id": run["id"], "pipeline": run["pipeline"], "status": run["status"],
         "halt_reason": run["halt_reason"], "key": run.get("idempotency_key"), "priority": run["priority"],
+        "tags": run_tags.of_run(store.dialect, run_id),
         "metadata": json.loads(run["metadata"] or "{}"),
         # Out-of-line arguments and output (ductline.store.payloads) are read back in full.
         # Enums, dataclasses and models stay their tagged JSON: readers import no user code.

@@ -178,10 +178,10 @@ def test_openapi_schema_describes_the_api(client):
             "/api/pipelines/{name}/runs"} <= set(paths)
     start = paths["/api/pipelines/{name}/runs"]["post"]
     assert set(start["requestBody"]["content"]["application/json"]["schema"]["properties"]) == \
-        {"args", "delay", "delay_until", "timeout", "key", "priority"}
+        {"args", "delay", "delay_until", "timeout", "key", "priority", "tags"}
     assert "422" in start["responses"] and start["summary"].startswith("Start a run")
-    assert [p["name"] for p in paths["/api/runs"]["get"]["parameters"]] == ["status", "pipeline", "after", "before",
-                                                                           "limit"]
+    assert [p["name"] for p in paths["/api/runs"]["get"]["parameters"]] == ["status", "pipeline", "tag", "after",
+                                                                           "before", "limit"]
     assert "/" not in paths and "/runs/{run_id}" not in paths  # pages are not API
 
 

@@ -79,7 +79,7 @@ BAD = [
     ({"priority": "5"}, 'priority must be a whole number from -100 to 100 (a JSON integer), got "5"'),
     ({"priority": 101}, "priority must be from -100 to 100, got 101"),
     ({"priority": -101}, "priority must be from -100 to 100, got -101"),
-    ({"prio": 1}, "unknown field(s) 'prio'; allowed: args, delay, delay_until, timeout, key, priority"),
+    ({"prio": 1}, "unknown field(s) 'prio'; allowed: args, delay, delay_until, timeout, key, priority, tags"),
 ]
 
 

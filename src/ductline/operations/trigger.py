@@ -25,6 +25,8 @@ from ductline.engine.start import new_run
 from ductline.errors import StoreError
 from ductline.observability.events import EventName, emit
 from ductline.model.routing import job_spec
+from ductline.model.tags import Tags, check_tags
+from ductline.store import tags as run_tags
 from ductline.store import payloads
 from ductline.model.states import JobStatus
 from ductline.store.records import NewJob, NewRun
@@ -96,6 +98,7 @@ class Prepared:
     job: NewJob
     pending: "payloads.Pending | None"   # arguments to store out of line with the run
     limits: payloads.Limits
+    tags: Tags = ()                      # written with the run (`ductline.model.tags`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +113,7 @@ class Triggered:
 def prepare(definition: Definition, args: tuple[Any, ...], *, delay: Any = None, delay_until: Any = None,
             timeout: Any = None, key: Any = None, priority: Any = None,
             limits: payloads.Limits | None = None, retry_delay: int | None = None,
-            encoded_args: str | None = None) -> Prepared:
+            encoded_args: str | None = None, tags: Any = None) -> Prepared:
     """Validate and encode one run of ``definition`` (see `ductline.Pipeline.trigger`).
 
     Args:
@@ -122,9 +125,11 @@ def prepare(definition: Definition, args: tuple[Any, ...], *, delay: Any = None,
     Raises:
         TypeError, ValueError, PayloadTooLarge: as `ductline.Pipeline.trigger` says;
             `ductline.StepSignatureError` (a ``TypeError``) for arguments the first step
-            cannot take (`check_start_arguments`).
+            cannot take (`check_start_arguments`); tags past their limits
+            (`ductline.model.tags.check_tags`).
     """
     key = check_key(key)
+    checked_tags = check_tags(tags)
     run_priority = definition.priority if priority is None else check_priority(priority)
     encoded = encoded_args if encoded_args is not None else codec.dumps(list(args), what="trigger arguments")
     timeout_seconds = optional_seconds(timeout, field="timeout", allow_zero=False)
@@ -144,11 +149,12 @@ def prepare(definition: Definition, args: tuple[Any, ...], *, delay: Any = None,
     rows = new_run(definition, uuid.uuid4().hex, encoded, timeout_seconds=timeout_seconds, delay_ms=delay_ms,
                    not_before_ms=not_before_ms, retry_delay=retry_delay, limits=limits, key=key,
                    priority=run_priority)
-    return Prepared(definition, rows.run, rows.job, rows.pending, limits)
+    return Prepared(definition, rows.run, rows.job, rows.pending, limits, checked_tags)
 
 
 def prepare_many(definition: Definition, args_list: Iterable[Any], *, delay: Any = None,
-                 delay_until: Any = None, timeout: Any = None, priority: Any = None) -> list[Prepared]:
+                 delay_until: Any = None, timeout: Any = None, priority: Any = None,
+                 tags: Any = None) -> list[Prepared]:
     """Validate and encode many runs of ``definition`` that share their options
     (see `ductline.Pipeline.trigger_many`); nothing is written.
 
@@ -161,6 +167,7 @@ def prepare_many(definition: Definition, args_list: Iterable[Any], *, delay: Any
         raise TypeError(f"args_list must be a list (or other iterable) of arguments, not "
                         f"{type(args_list).__name__}")
     run_priority = definition.priority if priority is None else check_priority(priority)
+    checked_tags = check_tags(tags)
     timeout_seconds = optional_seconds(timeout, field="timeout", allow_zero=False)
     if timeout_seconds is None:
         timeout_seconds = definition.timeout
@@ -195,7 +202,7 @@ def prepare_many(definition: Definition, args_list: Iterable[Any], *, delay: Any
                    run_priority),
             NewJob.of(run_id, definition.name, start.name, "", stored_args, spec, status=JobStatus.PENDING.value,
                       delay_ms=delay_ms, not_before_ms=not_before_ms, job_id=job_id),
-            pending, limits))
+            pending, limits, checked_tags))
     return prepared
 
 
@@ -220,6 +227,7 @@ def insert_many(tx: Tx, prepared: list[Prepared]) -> list[Triggered]:
         if p.pending is not None:
             payloads.write(tx, p.run.id, p.pending, p.limits)
     tx.insert_jobs([p.job for p in prepared])
+    run_tags.write_many(tx, [(p.run.id, p.tags) for p in prepared])
     return [Triggered(run.id) for run in runs]
 
 
@@ -248,6 +256,7 @@ def insert(tx: Tx, prepared: Prepared) -> Triggered:
         raise StoreError(f"could not trigger with key {run.idempotency_key!r}: it is contended; try again")
     if prepared.pending is not None:
         payloads.write(tx, run.id, prepared.pending, prepared.limits)
+    run_tags.write(tx, run.id, prepared.tags)
     return Triggered(run.id)
 
 
@@ -261,21 +270,22 @@ def announce(prepared: Prepared, triggered: Triggered) -> None:
 
 def trigger_run(definition: Definition, args: tuple[Any, ...], *, database: Any = None, delay: Any = None,
                 delay_until: Any = None, timeout: Any = None, key: Any = None,
-                priority: Any = None) -> tuple["Store", Triggered]:
+                priority: Any = None, tags: Any = None) -> tuple["Store", Triggered]:
     """Start one run in its own transaction (see `ductline.Pipeline.trigger`).
 
     Returns:
         The store written to and the `Triggered` run.
     """
     prepared = prepare(definition, args, delay=delay, delay_until=delay_until, timeout=timeout, key=key,
-                       priority=priority)
+                       priority=priority, tags=tags)
     store = store_for(database)
     # The run, its first job and the wake-up are one statement (`Tx.insert_run_with_job`):
     # it commits alone, without the round trips of BEGIN and COMMIT. A held key's lookup
     # after it, and the check of `delay_until` before it, need no transaction: each reads
     # what is committed, as it would inside one. An argument stored out of line has its
-    # payload written with the run, in one transaction.
-    with store.statementwise() if prepared.pending is None else store.transaction() as tx:
+    # payload written with the run, in one transaction; so are its tags.
+    whole = prepared.pending is None and not prepared.tags
+    with store.statementwise() if whole else store.transaction() as tx:
         triggered = insert(tx, prepared)
     announce(prepared, triggered)
     return store, triggered
@@ -283,7 +293,7 @@ def trigger_run(definition: Definition, args: tuple[Any, ...], *, database: Any 
 
 def trigger_runs(definition: Definition, args_list: Iterable[Any], *, database: Any = None, delay: Any = None,
                  delay_until: Any = None, timeout: Any = None,
-                 priority: Any = None) -> tuple["Store", list[Triggered]]:
+                 priority: Any = None, tags: Any = None) -> tuple["Store", list[Triggered]]:
     """Start many runs in one transaction, all or nothing (see
     `ductline.Pipeline.trigger_many`).
 
@@ -291,7 +301,7 @@ def trigger_runs(definition: Definition, args_list: Iterable[Any], *, database: 
         The store written to and the `Triggered` runs, in the order of ``args_list``.
     """
     prepared = prepare_many(definition, args_list, delay=delay, delay_until=delay_until, timeout=timeout,
-                            priority=priority)
+                            priority=priority, tags=tags)
     store = store_for(database)
     if not prepared:
         return store, []

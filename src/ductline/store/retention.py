@@ -10,7 +10,7 @@ from ductline import faults
 from ductline.store.store import Store, Tx
 
 # What a run holds, child rows first (the order the foreign keys need).
-_TABLES = ("chunks", "payloads", "step_logs", "attempts", "context", "fanins", "jobs", "runs")
+_TABLES = ("chunks", "payloads", "step_logs", "attempts", "context", "fanins", "tags", "jobs", "runs")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ def take_turn(tx: Tx) -> bool:
 
 
 def delete_runs(tx: Tx, run_ids: list[str], statuses: list[str]) -> dict[str, int]:
-    """Delete these runs with their jobs, attempts, step logs, payloads and context, inside
+    """Delete these runs with their jobs, attempts, step logs, payloads, context and tags, inside
     ``tx`` -- only those still in ``statuses`` (and, on PostgreSQL, not held by
     another pruner). Returns the rows deleted per table (``runs`` included)."""
     locked = [r["id"] for r in tx.s.fetch("prune_lock", {"run_ids": json.dumps(sorted(run_ids)),

@@ -228,7 +228,13 @@ class Store:
         return rows[0] if rows else None
 
     def list_runs(self, status: str | None = None, pipeline: str | None = None,
-                  limit: int = 50) -> list[dict[str, Any]]:
+                  limit: int = 50, *, tags: tuple[tuple[str, str], ...] = ()) -> list[dict[str, Any]]:
+        """Runs newest first; with ``tags`` (checked by `ductline.model.tags.check_filter`)
+        only those carrying every one of them."""
+        if tags:
+            from ductline.store import tags as run_tags
+
+            return run_tags.runs(self.dialect, tags, status=status, pipeline=pipeline, limit=limit)
         with self.dialect.reader() as s:
             return s.fetch("list_runs", {"status": status, "pipeline": pipeline, "limit": limit})
 

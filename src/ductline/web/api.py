@@ -28,7 +28,7 @@ from ductline.web import events, runview, start
 from ductline.web.app import dashboard
 from ductline.web.charts import WINDOWS, Point
 from ductline.web.graph import Shown
-from ductline.web.reader import MAX_PAGE, STATUSES, BadQuery
+from ductline.web.reader import MAX_PAGE, STATUSES, BadQuery, check_tag_filter
 from ductline.web.runview import Data
 
 
@@ -119,6 +119,7 @@ def overview(request: Request) -> Response:
 @openapi(parameters=[
     _query("status", "only runs with this status", enum=list(STATUSES)),
     _query("pipeline", "only runs of this pipeline"),
+    _query("tag", "only runs carrying this tag, KEY=VALUE (repeat: runs carrying all of them)"),
     _query("after", "cursor: runs older than this (next_cursor of the previous page)"),
     _query("before", "cursor: runs newer than this (prev_cursor of the next page)"),
     _query("limit", f"runs per page, 1 to {MAX_PAGE} (default 50)", "integer"),
@@ -132,8 +133,10 @@ def list_runs(request: Request) -> Response:
     raw_limit = q.get("limit", "50")
     if not raw_limit.isdigit():
         raise BadQuery(f"limit must be an integer from 1 to {MAX_PAGE}, got {raw_limit[:20]!r}")
+    tags = check_tag_filter(q.getlist("tag"))
     page = dashboard(request).reader.runs_page(status=q.get("status"), pipeline=q.get("pipeline"),
-                                               after=q.get("after"), before=q.get("before"), limit=int(raw_limit))
+                                               after=q.get("after"), before=q.get("before"), limit=int(raw_limit),
+                                               tags=tags)
     return ApiResponse({"runs": [_summary(r) for r in page.runs], "next_cursor": page.older,
                         "prev_cursor": page.newer})
 
@@ -299,7 +302,11 @@ async def _body(request: Request) -> bytes:
                 "description": "idempotency key (no NUL): while a run of the pipeline holding it is active, "
                                "that run is returned (200, created: false) and nothing is started"},
         "priority": {"type": "integer", "minimum": -100, "maximum": 100,
-                     "description": "this run's priority instead of the pipeline's; higher is claimed first"}}}}}},
+                     "description": "this run's priority instead of the pipeline's; higher is claimed first"},
+        "tags": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 256},
+                 "maxProperties": 20,
+                 "description": "labels to find the run by (GET /api/runs?tag=KEY=VALUE); keys 1 to 64 "
+                                "letters, digits or _ . - : /"}}}}}},
     responses={"201": {"description": "a run was started: {run_id, pipeline, created: true, links}"},
                "200": {"description": "an active run already holds the key; nothing was started: "
                                       "{run_id, pipeline, created: false, links} of that run"},
@@ -334,7 +341,7 @@ async def start_run(request: Request) -> Response:
     try:
         handle = await run_in_threadpool(lambda: d.operations.trigger(
             pipeline.definition(), tuple(wanted.args), delay=wanted.delay, delay_until=wanted.delay_until,
-            timeout=wanted.timeout, key=wanted.key, priority=wanted.priority))
+            timeout=wanted.timeout, key=wanted.key, priority=wanted.priority, tags=wanted.tags or None))
     except (TypeError, ValueError) as exc:  # the trigger's own checks; it wrote nothing
         return json_error(422, str(exc))
     except DefinitionError as exc:

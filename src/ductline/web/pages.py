@@ -19,7 +19,7 @@ from ductline.views import RUN_ID_LENGTH
 from ductline.web import runpage, svgchart
 from ductline.web.app import dashboard
 from ductline.web.charts import WINDOWS
-from ductline.web.reader import STATUSES, BadQuery, check_filters
+from ductline.web.reader import STATUSES, BadQuery, check_filters, check_tag_filter
 from ductline.web.security import csrf_ok, csrf_token
 
 PAGE_SIZE = 50
@@ -94,15 +94,20 @@ def runs(request: Request) -> Response:
     d = dashboard(request)
     q = request.query_params
     status, pipeline = q.get("status") or None, q.get("pipeline") or None
+    # One text box of space-separated KEY=VALUE tags, or repeated ``tag=`` (as the API)
+    tag_texts = [t for text in q.getlist("tag") for t in text.split()]
+    tags = check_tag_filter(tag_texts)
     page = d.reader.runs_page(status=status, pipeline=pipeline, after=q.get("after") or None,
-                              before=q.get("before") or None, limit=PAGE_SIZE)
-    filters = {k: v for k, v in (("status", status), ("pipeline", pipeline)) if v}
+                              before=q.get("before") or None, limit=PAGE_SIZE, tags=tags)
+    filters: list[tuple[str, str]] = [(k, v) for k, v in (("status", status), ("pipeline", pipeline)) if v]
+    filters += [("tag", f"{k}={v}") for k, v in tags]
 
     def link(**cursor: str) -> str:
-        return "/runs?" + urlencode({**filters, **cursor}) if (filters or cursor) else "/runs"
+        return "/runs?" + urlencode([*filters, *cursor.items()]) if (filters or cursor) else "/runs"
 
     return render(request, "runs.html", {
         "page": page, "status": status or "", "pipeline": pipeline or "",
+        "tag_filter": " ".join(f"{k}={v}" for k, v in tags),
         "pipelines": d.reader.pipeline_names(),
         "older_link": link(after=page.older) if page.older else None,
         "newer_link": link(before=page.newer) if page.newer else None,
@@ -122,7 +127,8 @@ def run_page(request: Request) -> Response:
     definition = d.definition(run["pipeline"])
     page = runpage.build(run, d.reader.run_jobs(run_id), d.reader.run_attempts(run_id), definition, now_ms,
                          show_all=request.query_params.get("all"), logs=d.reader.step_logs(run_id))
-    return render(request, "run.html", {"page": page, "run": run, "known": definition is not None},
+    return render(request, "run.html", {"page": page, "run": run, "known": definition is not None,
+                                        "tags": d.reader.run_tags(run_id)},
                   now_ms=now_ms)
 
 

@@ -15,9 +15,11 @@ from typing import Any, Iterator
 
 from ductline import views
 from ductline.errors import RunNotFound
+from ductline.model import tags as tag_rules
 from ductline.model import workers as worker_rule
 from ductline.model.states import JobStatus, RunStatus
 from ductline.store import Store
+from ductline.store import tags as run_tags
 from ductline.web.graph import Shown
 
 # A cursor later than any run: the first page of a newest-first listing.
@@ -79,6 +81,19 @@ def check_filters(status: str | None, pipeline: str | None) -> tuple[str | None,
     if pipeline is not None and len(pipeline) > 200:
         raise BadQuery("pipeline filter is longer than 200 characters")
     return status, pipeline
+
+
+def check_tag_filter(texts: list[str]) -> tuple[tuple[str, str], ...]:
+    """Tag filters as given in a query string (``tag=customer=acme``, repeated: all of
+    them), checked (`ductline.model.tags.check_filter`).
+
+    Raises:
+        BadQuery: a filter that is not ``KEY=VALUE`` or is past a tag's limits.
+    """
+    try:
+        return tag_rules.check_filter(tag_rules.parse_tag(t) for t in texts if t)
+    except (TypeError, ValueError) as exc:
+        raise BadQuery(f"tag filter: {exc}") from None
 
 
 class DashboardReader:
@@ -167,8 +182,10 @@ class DashboardReader:
 
     # -- run listings ----------------------------------------------------------------
     def runs_page(self, *, status: str | None = None, pipeline: str | None = None, after: str | None = None,
-                  before: str | None = None, limit: int = 50) -> RunsPage:
-        """A page of runs newest first, filtered by status and pipeline.
+                  before: str | None = None, limit: int = 50,
+                  tags: tuple[tuple[str, str], ...] = ()) -> RunsPage:
+        """A page of runs newest first, filtered by status, pipeline and tags (checked
+        by `check_tag_filter`; a run must carry every one).
 
         Args:
             after: cursor of the last run of the previous page: list older runs.
@@ -183,6 +200,8 @@ class DashboardReader:
             raise BadQuery("give either after or before, not both")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
             raise BadQuery(f"limit must be an integer from 1 to {MAX_PAGE}")
+        if tags:
+            return self._tagged_page(tags, status, pipeline, after, before, limit)
         suffix = ("_pipeline" if pipeline else "") + ("_status" if status else "")
         params: dict[str, Any] = {"limit": limit + 1}
         if status:
@@ -205,6 +224,28 @@ class DashboardReader:
         rows = rows[:limit]
         return RunsPage(rows, encode_cursor(rows[-1]) if rows and more else None,
                         encode_cursor(rows[0]) if rows and after else (after if after else None))
+
+    def _tagged_page(self, tags: tuple[tuple[str, str], ...], status: str | None, pipeline: str | None,
+                     after: str | None, before: str | None, limit: int) -> RunsPage:
+        """`runs_page` with tags: the same pages, read through the tags' index."""
+        dialect = self._store.dialect
+        if before:
+            rows = run_tags.runs(dialect, tags, status=status, pipeline=pipeline, cursor=decode_cursor(before),
+                                 newer=True, limit=limit + 1)
+            if len(rows) <= limit:
+                return self._tagged_page(tags, status, pipeline, None, None, limit)
+            rows = list(reversed(rows[:limit]))
+            return RunsPage(rows, encode_cursor(rows[-1]), encode_cursor(rows[0]))
+        cursor = decode_cursor(after) if after else (_TOP_MS, "")
+        rows = run_tags.runs(dialect, tags, status=status, pipeline=pipeline, cursor=cursor, limit=limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return RunsPage(rows, encode_cursor(rows[-1]) if rows and more else None,
+                        encode_cursor(rows[0]) if rows and after else (after if after else None))
+
+    def run_tags(self, run_id: str) -> dict[str, str]:
+        """The run's tags, ``{key: value}`` in key order."""
+        return run_tags.of_run(self._store.dialect, run_id)
 
     # -- one run ---------------------------------------------------------------------
     def resolve(self, text: str) -> str:

@@ -98,6 +98,7 @@ def build(reader: DashboardReader, run_id: str) -> dict[str, Any]:
     return {
         "run_id": run["id"], "pipeline": run["pipeline"], "status": run["status"],
         "halt_reason": run["halt_reason"], "key": run.get("idempotency_key"), "priority": run["priority"],
+        "tags": reader.run_tags(run_id),
         # ductline's own JSON; shown as the other values are if it holds anything else
         "metadata": values.api_value(metadata),
         "args": _loaded(reader, run_id, run["args"]), "output": _loaded(reader, run_id, run["output"]),

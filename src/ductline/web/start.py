@@ -3,10 +3,10 @@
 Body (every field optional)::
 
     {"args": [...], "delay": 30, "delay_until": "2030-01-01T09:00:00+00:00", "timeout": 3600,
-     "key": "order-42", "priority": 10}
+     "key": "order-42", "priority": 10, "tags": {"customer": "acme"}}
 
 ``delay`` and ``timeout`` are whole seconds (`ductline.durations`: a duration is an int
-number of seconds); ``delay_until`` is ISO 8601 with a UTC offset; ``timeout`` is the run
+number of seconds); ``tags`` an object of string values (`ductline.model.tags`); ``delay_until`` is ISO 8601 with a UTC offset; ``timeout`` is the run
 deadline; ``key`` is an idempotency key (1 to 1000 characters without NUL) and
 ``priority`` the run's priority (an integer from -100 to 100), as for
 `Pipeline.trigger`. Then `Pipeline.trigger` applies the same rules as in Python (the
@@ -21,9 +21,10 @@ from datetime import datetime
 from typing import Any
 
 from ductline.dsl.options import MAX_PRIORITY, MIN_PRIORITY
+from ductline.model.tags import check_tags
 from ductline.operations.trigger import MAX_KEY_LENGTH
 
-FIELDS = ("args", "delay", "delay_until", "timeout", "key", "priority")
+FIELDS = ("args", "delay", "delay_until", "timeout", "key", "priority", "tags")
 MAX_BODY_BYTES = 1_048_576
 
 
@@ -43,6 +44,7 @@ class StartRequest:
     timeout: int | None = None
     key: str | None = None
     priority: int | None = None
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 def _seconds(body: dict[str, Any], name: str, *, minimum: int) -> int | None:
@@ -80,6 +82,18 @@ def _priority(body: dict[str, Any]) -> int | None:
     if not MIN_PRIORITY <= value <= MAX_PRIORITY:
         raise BadStart(f"priority must be from {MIN_PRIORITY} to {MAX_PRIORITY}, got {value}")
     return value
+
+
+def _tags(body: dict[str, Any]) -> dict[str, str]:
+    value = body.get("tags")
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadStart(f"tags must be a JSON object of string values, got {json.dumps(value)[:60]}")
+    try:
+        return dict(check_tags(value))
+    except (TypeError, ValueError) as exc:
+        raise BadStart(str(exc)) from None
 
 
 def parse(raw: bytes) -> StartRequest:
@@ -126,4 +140,4 @@ def parse(raw: bytes) -> StartRequest:
             raise BadStart(f"delay_until {when[:60]!r} has no UTC offset; add one, e.g. +00:00 or Z")
     if delay is not None and delay_until is not None:
         raise BadStart("give delay or delay_until, not both")
-    return StartRequest(args, delay, delay_until, timeout, _key(body), _priority(body))
+    return StartRequest(args, delay, delay_until, timeout, _key(body), _priority(body), _tags(body))

@@ -41,6 +41,9 @@ DELETE FROM ductline_context WHERE run_id IN (SELECT value FROM json_each(:run_i
 -- name: prune_fanins
 DELETE FROM ductline_fanins WHERE run_id IN (SELECT value FROM json_each(:run_ids));
 
+-- name: prune_tags
+DELETE FROM ductline_run_tags WHERE run_id IN (SELECT value FROM json_each(:run_ids));
+
 -- name: prune_jobs
 DELETE FROM ductline_jobs WHERE run_id IN (SELECT value FROM json_each(:run_ids));
 
