@@ -41,6 +41,10 @@ class RunNotFound(DuctlineError, LookupError):
     """No run has the given id."""
 
 
+class ScheduleNotFound(DuctlineError, LookupError):
+    """No schedule has the given name."""
+
+
 class PipelineNotFound(DuctlineError, LookupError):
     """No pipeline of the given name is known to this process."""
 

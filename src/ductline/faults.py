@@ -3,8 +3,11 @@
 ``DUCTLINE_FAULT=<name>`` makes the process SIGKILL itself the first time it passes
 that checkpoint; unset (always, in production) a checkpoint costs one comparison.
 Names: ``after_claim``, ``after_dispatch``, ``before_record``, ``after_record`` (the
-worker loop) and ``during_prune`` (inside a prune's transaction, after some rows of
-its runs were deleted and before it commits).
+worker loop), ``during_prune`` (inside a prune's transaction, after some rows of
+its runs were deleted and before it commits), ``during_catch_up`` (inside the
+transaction firing a schedule's missed ticks, after a tick's run was inserted) and
+``during_backfill`` (inside a backfill's transaction for one tick, after its run was
+inserted).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Never import this module in the pytest process: a worker built there (build_work
 serves every pipeline registered in the process) would also fire these schedules.
 
 Which schedules exist is chosen by the environment: ``SCHED_SET`` is a comma list of
-``every_second``, ``daily`` and ``hourly``; ``SCHED_CRON`` overrides the cron of ``hourly``.
+``every_second``, ``daily``, ``hourly`` and ``catching`` (daily, catch_up=3); ``SCHED_CRON`` overrides the cron of ``hourly``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ def tick(*args):
 
 ticking = Pipeline("sched_ticking").start(tick)
 daily = Pipeline("sched_daily").start(tick)
+catching = Pipeline("sched_catching").start(tick)
 
 WANTED = set(filter(None, os.environ.get("SCHED_SET", "").split(",")))
 
@@ -32,3 +33,5 @@ if "daily" in WANTED:
     ductline.schedule(daily, cron="0 0 * * *", args=(1, {"a": "b"}), name="daily")
 if "hourly" in WANTED:
     ductline.schedule(ticking, cron=os.environ.get("SCHED_CRON", "0 * * * *"), args=("h",), name="hourly")
+if "catching" in WANTED:
+    ductline.schedule(catching, cron="0 0 * * *", args=("c",), name="catching", catch_up=3)

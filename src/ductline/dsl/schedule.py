@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 _SCHEDULES: dict[str, "Schedule"] = {}
 
 MAX_NAME_LENGTH = 200
+# The most missed ticks one schedule runs after downtime (``catch_up=``): a day of a
+# quarter-hourly schedule. More would let one outage start an unbounded burst.
+MAX_CATCH_UP = 100
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class Schedule:
     pipeline: str
     cron: str
     args: str
+    catch_up: int = 1   # the most missed ticks fired after downtime, latest ones
 
 
 def _croniter() -> Any:
@@ -76,6 +80,48 @@ def count_ticks(cron: str, from_ms: int, before_ms: int, cap: int = 1000) -> int
     return count
 
 
+def ticks_between(cron: str, from_ms: int, to_ms: int, cap: int) -> list[int]:
+    """The ticks of ``cron`` in ``[from_ms, to_ms]`` (epoch ms, UTC), oldest first; at
+    most ``cap + 1`` of them, so a caller can tell a range holding more than ``cap``."""
+    found: list[int] = []
+    if from_ms > to_ms:
+        return found
+    it = _croniter()(cron, _utc(from_ms - 1))
+    while len(found) <= cap:
+        tick = _ms(it.get_next(datetime))
+        if tick > to_ms:
+            break
+        found.append(tick)
+    return found
+
+
+def last_ticks(cron: str, from_ms: int, to_ms: int, count: int) -> list[int]:
+    """The last ``count`` ticks of ``cron`` in ``[from_ms, to_ms]``, oldest first (read
+    backwards from ``to_ms``: a long outage costs ``count`` steps, not one per tick)."""
+    it = _croniter()(cron, _utc(to_ms + 1))
+    found: list[int] = []
+    while len(found) < count:
+        tick = _ms(it.get_prev(datetime))
+        if tick < from_ms:
+            break
+        found.append(tick)
+    return found[::-1]
+
+
+def check_catch_up(catch_up: Any) -> int:
+    """Validate ``catch_up=``: an ``int`` from 1 to `MAX_CATCH_UP`.
+
+    Raises:
+        TypeError: not an ``int``.
+        ValueError: outside 1 to `MAX_CATCH_UP` (the message names the limit).
+    """
+    if isinstance(catch_up, bool) or not isinstance(catch_up, int):
+        raise TypeError(f"catch_up must be an int, not {type(catch_up).__name__} ({catch_up!r})")
+    if not 1 <= catch_up <= MAX_CATCH_UP:
+        raise ValueError(f"catch_up must be from 1 to {MAX_CATCH_UP} (the limit), got {catch_up}")
+    return catch_up
+
+
 def tick_iso(tick_ms: int) -> str:
     """A tick as ISO 8601 UTC, e.g. ``2030-01-31T03:00:00Z``."""
     return _utc(tick_ms).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -112,15 +158,18 @@ def check_cron(cron: Any) -> str:
     return cron
 
 
-def schedule(pipeline: "Pipeline", cron: str, args: Any = (), name: str | None = None) -> Schedule:
+def schedule(pipeline: "Pipeline", cron: str, args: Any = (), name: str | None = None,
+             catch_up: int = 1) -> Schedule:
     """Trigger a run of ``pipeline`` at every tick of ``cron`` (UTC).
 
     Declare it at import time in a module the workers import (``--app``): a worker
     writes the schedules of the pipelines it serves to the database when it starts,
     and any worker serving the pipeline fires its ticks, exactly one run per tick
     (idempotency key ``schedule:<name>:<tick as ISO 8601 UTC>``). Missed ticks
-    (workers down, or every slot busy) are not replayed: one run fires for the
-    latest missed tick and the schedule moves on to the first tick after now.
+    (workers down, or every slot busy) are replayed up to ``catch_up``: the latest
+    ``catch_up`` of them fire, oldest first, one run each, and the schedule moves on
+    to the first tick after now. ``ductline schedules backfill`` starts the runs of
+    any range of past ticks; a tick never has two runs.
 
     Args:
         pipeline: the `Pipeline` to trigger.
@@ -130,6 +179,8 @@ def schedule(pipeline: "Pipeline", cron: str, args: Any = (), name: str | None =
             the JSON rule (``ductline.codec``).
         name: the schedule's unique name (at most 200 characters); defaults to the
             pipeline's name.
+        catch_up: the most missed ticks to run after downtime, 1 (the latest only,
+            the default) to `MAX_CATCH_UP` (100).
 
     Returns:
         The registered `Schedule`.
@@ -139,14 +190,15 @@ def schedule(pipeline: "Pipeline", cron: str, args: Any = (), name: str | None =
             ``str``, ``args`` is not a tuple or list or does not round-trip
             through JSON.
         ValueError: an invalid cron expression (the message names it), an empty
-            or too long name, or a name already used by another schedule in this
-            process.
+            or too long name, a name already used by another schedule in this
+            process, or ``catch_up`` outside 1 to 100.
     """
     from ductline.dsl.pipeline import PipelineBuilder as Pipeline
 
     if not isinstance(pipeline, Pipeline):
         raise TypeError(f"schedule() needs a ductline Pipeline, got {type(pipeline).__name__}")
     cron = check_cron(cron)
+    catch_up = check_catch_up(catch_up)
     if not isinstance(args, (tuple, list)):
         raise TypeError(f"args must be a tuple or list of arguments, not {type(args).__name__}")
     encoded = codec.dumps(list(args), what="schedule arguments")
@@ -160,7 +212,7 @@ def schedule(pipeline: "Pipeline", cron: str, args: Any = (), name: str | None =
     if name in _SCHEDULES:
         raise ValueError(f"a schedule named {name!r} is already defined (pipeline "
                          f"{_SCHEDULES[name].pipeline!r}); give each schedule a unique name=")
-    entry = Schedule(name=name, pipeline=pipeline.name, cron=cron, args=encoded)
+    entry = Schedule(name=name, pipeline=pipeline.name, cron=cron, args=encoded, catch_up=catch_up)
     _SCHEDULES[name] = entry
     return entry
 

@@ -14,11 +14,15 @@ number of workers and hosts.
   inserts the run with the idempotency key ``schedule:<name>:<tick ISO 8601 UTC>``.
   Racing workers: one update changes the row, the others change nothing and insert
   nothing.
-- **Catch-up.** Never a burst: when several ticks were missed (workers down, or
-  every slot busy), one run fires, for the latest missed tick, and the next fire
-  moves to the first tick after now. The run's metadata records ``schedule``,
-  ``tick`` and ``skipped_ticks`` (the missed ticks not fired, counted up to 1000),
-  and a log line says so.
+- **Catch-up.** Bounded: when several ticks were missed (workers down, or every
+  slot busy), the latest ``catch_up`` of them fire (default 1: the latest only; at
+  most `ductline.dsl.schedule.MAX_CATCH_UP`), oldest first, in the one transaction
+  of the compare-and-set, and the next fire moves to the first tick after now. Each
+  run's metadata records ``schedule``, ``tick`` and ``skipped_ticks`` (the missed
+  ticks not fired, counted up to 1000), and a log line says so.
+- **A tick has one run.** Every tick fired claims its row in
+  ``ductline_schedule_ticks`` in the transaction that inserts its run; a tick a
+  backfill (`ductline.operations.backfill`) already ran is not run again.
 - **After ready jobs.** The worker asks `Scheduler.fire_due` only when its claim
   found no more ready jobs for its free slots, so a backlog of ready work is served
   first; an idle worker sets its wake-up timer to the next fire, so a tick starts
@@ -30,12 +34,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ductline import codec
+from ductline import codec, faults
 from ductline.clock import DatabaseClock
 from ductline.dsl.graph import Definition
 from ductline.dsl.pipeline import registered
-from ductline.dsl.schedule import (count_ticks, latest_tick_ms, next_tick_ms, registered_schedules, tick_iso,
-                                   tick_key)
+from ductline.dsl.schedule import (count_ticks, last_ticks, latest_tick_ms, next_tick_ms, registered_schedules,
+                                   tick_iso, tick_key)
 from ductline.errors import StoreError
 from ductline.store import Store
 from ductline.store import schedules as rows
@@ -65,6 +69,7 @@ class Scheduler:
         self.store = store
         self.pipelines = sorted(definitions)
         self.schedules = registered_schedules(self.pipelines) if enabled else []
+        self._catch_up = {s.name: s.catch_up for s in self.schedules}
         self.synced = not enabled  # a disabled scheduler must not mark schedules removed
         self.next_fire_ms: int | None = None  # database clock; None: none known
         self._clock = clock
@@ -124,48 +129,65 @@ class Scheduler:
         return fired
 
     def _fire(self, row: rows.DueSchedule) -> tuple[int, int]:
-        """Fire the latest due tick of one schedule; ``(runs started, next fire)``."""
+        """Fire the latest due ticks of one schedule (up to its ``catch_up``);
+        ``(runs started, next fire)``."""
         latest = latest_tick_ms(row.cron, row.now_ms)
         next_fire = next_tick_ms(row.cron, row.now_ms)
         if latest < row.next_fire_ms:  # no tick between the recorded fire and now
             with self.store.transaction() as tx:
                 rows.advance(tx, row.name, row.cron, row.next_fire_ms, next_fire)
             return 0, next_fire
-        skipped = count_ticks(row.cron, row.next_fire_ms, latest, SKIP_COUNT_CAP)
-        key = tick_key(row.name, latest)
+        ticks = last_ticks(row.cron, row.next_fire_ms, latest, self._catch_up.get(row.name, 1)) or [latest]
+        skipped = count_ticks(row.cron, row.next_fire_ms, ticks[0], SKIP_COUNT_CAP)
+        started: list[tuple[Any, Any, int]] = []
         try:
             pipeline = registered(row.pipeline)
             # The stored arguments pass on as they are: a worker parent builds no user value.
-            prepared = prepare(pipeline.definition(), tuple(codec.structure(row.args)), key=key,
-                               encoded_args=row.args)
-            # The run commits together with the compare-and-set of the tick.
+            structure = tuple(codec.structure(row.args))
+            prepared = [(tick, prepare(pipeline.definition(), structure, key=tick_key(row.name, tick),
+                                       encoded_args=row.args)) for tick in ticks]
+            # The runs commit together with the compare-and-set of the tick.
             with self.store.transaction() as tx:
                 if not rows.advance(tx, row.name, row.cron, row.next_fire_ms, next_fire, last_fire_ms=latest):
                     return 0, next_fire  # another worker owns this tick
-                handle = insert(tx, prepared)
-                rows.set_last_run(tx, row.name, handle.run_id)
-                if handle.created:
-                    rows.set_run_metadata(tx, handle.run_id, {"schedule": row.name, "tick": tick_iso(latest),
-                                                          "skipped_ticks": skipped})
+                last_run = None
+                for tick, one in prepared:
+                    if not rows.claim_tick(tx, row.name, tick, one.run.id):
+                        log.info("Schedule %s: tick %s has a run already (a backfill); not run again",
+                                 row.name, tick_iso(tick))
+                        continue
+                    handle = insert(tx, one)
+                    last_run = handle.run_id
+                    if not handle.created:
+                        rows.set_tick_run(tx, row.name, tick, handle.run_id)
+                        log.warning("Schedule %s: tick %s already has an active run %s; nothing new started",
+                                    row.name, tick_key(row.name, tick), handle.run_id)
+                        continue
+                    rows.set_run_metadata(tx, handle.run_id, {"schedule": row.name, "tick": tick_iso(tick),
+                                                              "skipped_ticks": skipped})
+                    started.append((one, handle, tick))
+                    faults.checkpoint("during_catch_up")
+                if last_run is not None:
+                    rows.set_last_run(tx, row.name, last_run)
         except StoreError:
             raise
         except Exception:  # noqa: BLE001 - a tick that cannot start must not block the schedule
-            log.exception("Schedule %s: could not start the run of tick %s; skipping the tick", row.name, key)
+            log.exception("Schedule %s: could not start the run of tick %s; skipping the tick", row.name,
+                          tick_key(row.name, latest))
             with self.store.transaction() as tx:
                 rows.advance(tx, row.name, row.cron, row.next_fire_ms, next_fire, last_fire_ms=latest)
             return 0, next_fire
-        if not handle.created:
-            log.warning("Schedule %s: tick %s already has an active run %s; nothing new started",
-                        row.name, key, handle.run_id)
-            return 0, next_fire
-        announce(prepared, handle)
-        late = (row.now_ms - latest) / 1000
-        if skipped:
-            log.warning("Schedule %s fired tick %s (%.3f s late) as run %s; %d missed tick(s) skipped "
-                        "(catch-up fires only the latest)", row.name, tick_iso(latest), late, handle.run_id, skipped)
-        else:
-            log.info("Schedule %s fired tick %s (%.3f s late) as run %s", row.name, tick_iso(latest), late, handle.run_id)
-        return 1, next_fire
+        for one, handle, tick in started:
+            announce(one, handle)
+            late = (row.now_ms - tick) / 1000
+            if skipped and tick == ticks[0]:
+                log.warning("Schedule %s fired tick %s (%.3f s late) as run %s; %d missed tick(s) skipped "
+                            "(catch-up runs the latest %d)", row.name, tick_iso(tick), late, handle.run_id,
+                            skipped, self._catch_up.get(row.name, 1))
+            else:
+                log.info("Schedule %s fired tick %s (%.3f s late) as run %s", row.name, tick_iso(tick), late,
+                         handle.run_id)
+        return len(started), next_fire
 
 
 def earliest(*times: int | None) -> int | None:

@@ -107,3 +107,28 @@ def set_enabled(store: Store, name: str, enabled: bool, next_fire: Callable[[str
         tx.s.execute("set_schedule_enabled", {"name": name, "enabled": 1 if enabled else 0,
                                               "next_fire_ms": nxt})
         return True
+
+
+def get(store: Store, name: str) -> dict[str, Any] | None:
+    """The schedule row named ``name`` (``None``: there is none)."""
+    with store.dialect.reader() as s:
+        found = s.fetch("get_schedule", {"name": name})
+    return found[0] if found else None
+
+
+def claim_tick(tx: Tx, name: str, tick_ms: int, run_id: str) -> bool:
+    """Claim tick ``tick_ms`` of schedule ``name`` for run ``run_id`` inside ``tx`` (the
+    transaction that inserts the run). ``False``, with nothing written, when the tick
+    has a run already: a racing claim waits for the first one's commit, then finds it."""
+    return tx.s.execute("claim_schedule_tick", {"schedule": name, "tick_ms": tick_ms, "run_id": run_id}) == 1
+
+
+def set_tick_run(tx: Tx, name: str, tick_ms: int, run_id: str) -> None:
+    tx.s.execute("set_tick_run", {"schedule": name, "tick_ms": tick_ms, "run_id": run_id})
+
+
+def tick_runs(store: Store, name: str, from_ms: int, to_ms: int) -> dict[int, str]:
+    """``{tick_ms: run_id}`` of the ticks of ``name`` in ``[from_ms, to_ms]`` that have a run."""
+    with store.dialect.reader() as s:
+        return {int(r["tick_ms"]): r["run_id"] for r in s.fetch("tick_runs", {"schedule": name, "from_ms": from_ms,
+                                                                             "to_ms": to_ms})}

@@ -37,3 +37,24 @@ FROM ductline_schedules ORDER BY name;
 UPDATE ductline_schedules
 SET enabled = :enabled, next_fire_ms = coalesce(:next_fire_ms, next_fire_ms), updated_ms = ductline_now_ms()
 WHERE name = :name;
+
+-- name: claim_schedule_tick
+-- Claims one tick for the run about to be inserted in this transaction; 0 rows: the
+-- tick has a run already (tick_run names it).
+INSERT INTO ductline_schedule_ticks (schedule, tick_ms, run_id, created_ms)
+VALUES (:schedule, :tick_ms, :run_id, ductline_now_ms())
+ON CONFLICT (schedule, tick_ms) DO NOTHING;
+
+-- name: set_tick_run
+-- A claimed tick whose run was already started under the tick's key (an active run
+-- holding it): the tick names that run.
+UPDATE ductline_schedule_ticks SET run_id = :run_id WHERE schedule = :schedule AND tick_ms = :tick_ms;
+
+-- name: tick_runs
+-- The runs of a schedule's ticks in [from_ms, to_ms], oldest tick first.
+SELECT tick_ms, run_id FROM ductline_schedule_ticks
+WHERE schedule = :schedule AND tick_ms >= :from_ms AND tick_ms <= :to_ms
+ORDER BY tick_ms;
+
+-- name: get_schedule
+SELECT name, pipeline, cron, args, enabled, defined, next_fire_ms FROM ductline_schedules WHERE name = :name;
