@@ -304,7 +304,7 @@ def worker(apps: tuple[str, ...], concurrency: int | None, processes: int, metri
     stop = _stop_on_signals()
     store = _store_when_available(database, stop)
     w = build_worker(store, list(apps), slots, settings)
-    w.install_signal_handlers()  # from here a signal stops the worker gracefully
+    w.install_signal_handlers(bound_exit=True)  # from here a signal stops the worker gracefully
     if stop.is_set():  # asked while the apps were imported
         console.print("stopped before starting: nothing was claimed", highlight=False)
         return

@@ -28,6 +28,8 @@ from ductline.observability.events import EventName, emit
 from ductline.engine import record
 from ductline.engine.batch import job_extra
 from ductline.errors import StoreError
+from ductline.runtime.folding import FoldedWarning
+from ductline.runtime.outbox import OUTAGE_LOG_EVERY_SECONDS
 from ductline.store import Store
 
 log = logging.getLogger("ductline.worker")
@@ -90,6 +92,7 @@ class Maintainer:
         self._stopping = False
         self._watched = float("inf")  # the soonest deadline `watch` was told of (monotonic)
         self._thread = threading.Thread(target=self._run, daemon=True, name="ductline-maintenance")
+        self._unavailable = FoldedWarning(log, OUTAGE_LOG_EVERY_SECONDS, clock.now)
 
     def start(self) -> None:
         self._thread.start()
@@ -133,7 +136,7 @@ class Maintainer:
                     expire_due(self._store, self._definitions)
                 next_deadline = self._next_deadline()
             except StoreError as exc:
-                log.warning("Maintenance skipped: database unavailable: %s", exc)
+                self._unavailable.warning("Maintenance skipped: database unavailable: %s", exc)
                 next_deadline = next_round
             except Exception:  # keep maintaining; the next round may succeed
                 log.exception("Maintenance failed")

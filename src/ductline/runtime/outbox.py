@@ -30,12 +30,14 @@ from ductline.errors import DatabaseReplaced, StoreError, StoreUnavailable
 from ductline.model.states import AttemptResult
 from ductline.runtime import faults
 from ductline.engine.batch import Outcome, job_extra, record_batch
+from ductline.runtime.folding import FoldedWarning
 from ductline.store import Store, payloads
 from ductline.store.store import Tx
 
 log = logging.getLogger("ductline.worker")
 
 OUTAGE_BACKOFF_SECONDS = 0.5
+OUTAGE_LOG_EVERY_SECONDS = 60.0
 # The longest an outcome waits for others to share its commit (seconds), while
 # every child still has work queued: it bounds what grouping adds to a hop.
 HOLD_SECONDS = 0.005
@@ -49,6 +51,7 @@ class Outage:
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self.until = 0.0  # monotonic seconds
+        self._warning = FoldedWarning(log, OUTAGE_LOG_EVERY_SECONDS, clock.now)
 
     def ok(self) -> bool:
         return self._clock.now() >= self.until
@@ -63,7 +66,8 @@ class Outage:
         if isinstance(exc, DatabaseReplaced):
             log.error("Stopping: %s", exc)
             raise exc
-        log.warning("Database unavailable during %s: %s", what, exc)
+        # One line when an outage begins, then one a minute: not one per retry of every phase.
+        self._warning.warning("Database unavailable during %s: %s", what, exc)
         self.until = self._clock.now() + OUTAGE_BACKOFF_SECONDS
 
 

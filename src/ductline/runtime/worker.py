@@ -41,6 +41,7 @@ from ductline.runtime.prefetch import Prefetcher
 from ductline.runtime.readiness import ready as wait_ready
 from ductline.engine.record import Attempt
 from ductline.runtime.scheduler import Scheduler
+from ductline.runtime.shutdown import ExitGuard
 from ductline.runtime.slots import Slot
 from ductline.runtime.spares import Spares
 from ductline.runtime.wakeup import Wakeup
@@ -121,6 +122,10 @@ class Worker:
                                    prefetcher=self.prefetcher,
                                    check_every=None if getattr(store.dialect, "listens", False)
                                    else self.claimer.poll)
+        # Unrecorded outcomes may wait for the database while their leases hold.
+        self.exit_guard = ExitGuard(self.clock, grace=settings.shutdown_grace_seconds, at_stake=self._at_stake,
+                                    overtime=settings.kill_grace_seconds + settings.lease_seconds * LEASE_SAFETY_SHARE
+                                    + 1.0)
         self.events = ChildEvents(store, self.slots, limits, clock=self.clock, enforcer=self.enforcer,
                                   outbox=self.outbox, outage=self.outage, spares=self.spares, wakeup=self.wakeup,
                                   stopping=lambda: self.stopping, slot_ready=self.claimer.soon,
@@ -136,7 +141,11 @@ class Worker:
                      sum(s.busy for s in self.slots))
         self.wakeup.wake()
 
-    def install_signal_handlers(self) -> None:
+    def install_signal_handlers(self, *, bound_exit: bool = False) -> None:
+        """SIGTERM and SIGINT stop the worker (`request_stop`); a second SIGINT ends the
+        grace at once. ``bound_exit``: the process also ends when the database holds it
+        past the grace (`ductline.runtime.shutdown.ExitGuard`; for a process that is
+        only this worker)."""
         def handler(signum: int, frame: Any) -> None:
             self.interrupted = True
             if self.stopping and signum == signal.SIGINT:
@@ -145,6 +154,8 @@ class Worker:
 
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
+        if bound_exit:
+            self.exit_guard.listen()
 
     def run(self, stop_when: Callable[[], bool] | None = None) -> None:
         """Run until stopped (signal, `request_stop`, or ``stop_when()`` true)."""
@@ -198,6 +209,11 @@ class Worker:
             except StoreError:
                 pass
             log.info("Worker %s stopped", self.id[:8])
+
+    def _at_stake(self) -> bool:
+        """An attempt runs (or a child holds a job sent ahead) or an outcome waits to be
+        recorded: read from the exit guard's thread, a snapshot is enough."""
+        return bool(len(self.outbox)) or any((s.busy or s.sent) and not s.undead for s in list(self.slots))
 
     def _killing(self, index: int) -> bool:
         watch = self.enforcer.state(index)

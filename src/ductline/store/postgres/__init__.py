@@ -34,6 +34,7 @@ POOL_TIMEOUT_SECONDS = 15
 CHECK_IDLE_SECONDS = 1.0
 CHANNEL = "ductline_jobs"
 RUNS_CHANNEL = "ductline_runs"  # a run settled: the payload is its id
+LISTEN_RETRY_MAX_SECONDS = 5.0
 
 
 def _translate(exc: Exception, what: str) -> StoreError:
@@ -202,17 +203,27 @@ class PostgresDialect:
         url = self.listen_url
         if url is None:
             return
+        failures = 0  # in a row: one warning for an outage, not one per reconnect attempt
         while not stop.is_set():
             try:
                 with self._listen_connection(url) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
+                    if failures:
+                        log.warning("LISTEN connection restored (%d attempt(s) to reconnect failed)", failures - 1)
+                        failures = 0
                     on_notify("cancel")  # anything that happened while we were away
                     while not stop.is_set():
                         for notice in conn.notifies(timeout=0.5, stop_after=64):
                             on_notify(notice.payload)
             except psycopg.Error as exc:
-                log.warning("LISTEN connection lost: %s; reconnecting", exc)
-                stop.wait(1.0)
+                failures += 1
+                if failures == 1:
+                    log.warning("LISTEN connection lost: %s; reconnecting in the background (callers poll "
+                                "meanwhile; one line when it is back)", exc)
+                else:
+                    log.debug("LISTEN reconnect failed: %s", exc)
+                # Polling is the source of truth meanwhile: back off to a few seconds.
+                stop.wait(min(LISTEN_RETRY_MAX_SECONDS, 0.5 * 2 ** min(failures, 4)))
 
     @contextmanager
     def run_listener(self) -> Iterator[Callable[[float], list[str]] | None]:
