@@ -7,7 +7,7 @@ transaction, so a busy worker pays one commit for many completions.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from ductline.dsl.graph import Definition, TransitionKind
@@ -17,7 +17,7 @@ from ductline.observability.events import RESULT_LABELS, EventName, emit
 from ductline.engine.stop import Unchanged, expire
 from ductline.engine import record
 from ductline.engine.advance import Completed, advance_many
-from ductline.store.records import NewJob
+from ductline.store.records import ClaimedJob, NewJob
 from ductline.store.store import Tx
 from ductline.store import Store, payloads
 
@@ -44,6 +44,22 @@ class Outcome:
         return Ended(self.result, self.error_type, self.error)
 
 
+@dataclass(slots=True)
+class Handoff:
+    """A recording worker's free slots, offered to the next steps its batch makes
+    ready: up to ``slots`` of them are inserted already claimed by ``worker_id``
+    (`ductline.store.tx.Tx.insert_claimed`), without a claim that reads the ready
+    queues. Only jobs of ``pipelines`` (those the worker serves) are given.
+    ``claimed`` is what the last recording gave (set inside its transaction; emptied
+    when a transaction starts, so a rolled-back attempt leaves nothing)."""
+
+    worker_id: str
+    lease_ms: int
+    slots: int
+    pipelines: frozenset[str]
+    claimed: list[ClaimedJob] = field(default_factory=list)
+
+
 def job_extra(a: record.Attempt) -> dict[str, object]:
     return {"run_id": a.run_id, "job_id": a.job_id, "step": a.step, "attempt": a.attempt}
 
@@ -51,7 +67,7 @@ def job_extra(a: record.Attempt) -> dict[str, object]:
 def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, Definition],
                  retry_delay: int, limits: payloads.Limits | None = None, *,
                  now_ms: Callable[[], float], then: Callable[[Tx], None] | None = None,
-                 origin: str = "") -> list[record.Recorded]:
+                 origin: str = "", handoff: Handoff | None = None) -> list[record.Recorded]:
     """Record every outcome in one transaction. Raises `StoreError` (and records
     nothing) if the database fails; the caller keeps the batch and tries again.
 
@@ -64,13 +80,17 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
     ``then``, if given, runs last inside the same transaction (the worker claims
     there for the slots this batch freed: one commit for both). ``origin``, the
     recording worker's id, is the payload of the transaction's notifications
-    (`ductline.store.tx.Tx.origin`).
+    (`ductline.store.tx.Tx.origin`). ``handoff``, if given, takes the batch's ready
+    next steps for the recording worker's free slots as they are inserted (before
+    ``then``, which then sees them claimed).
     """
     limits = limits or payloads.DEFAULT_LIMITS
     results: list[record.Recorded | None] = [None] * len(outcomes)
     bulk = [i for i, o in enumerate(outcomes) if _plain_success(o, definitions)]
     plain = set(bulk)
     locks = [o.attempt.run_id for o in outcomes if not o.run_deadline]
+    if handoff is not None:
+        handoff.claimed = []
     with store.transaction() as tx:
         tx.origin = origin
         # The runs first: a stop of one of them (cancel, deadline) and this batch take
@@ -93,7 +113,11 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
                 results[i] = record.failure(tx, definition, o.attempt, o.ended(), o.traceback, retry_delay)
         if bulk:
             _record_successes(tx, outcomes, bulk, definitions, retry_delay, results, sink, limits, locks)
-        tx.insert_jobs(sink, notify=False)
+        if handoff is None:
+            tx.insert_jobs(sink, notify=False)
+        else:
+            handoff.claimed = tx.insert_claimed(sink, handoff.worker_id, handoff.lease_ms, handoff.slots,
+                                                handoff.pipelines)
         # Each ended attempt of a limited step frees a slot of its key: hand it on.
         limited = [o.attempt for o in outcomes if o.attempt.limit_key and not o.run_deadline]
         tx.release_slots([a.job_id for a in limited])

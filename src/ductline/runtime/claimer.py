@@ -28,6 +28,7 @@ from ductline.execution.enforcer import Enforcer
 from ductline.model.claim_order import FIRST_STEP
 from ductline.model.limits import step_limits
 from ductline.observability.events import EventName, emit
+from ductline.engine.batch import Handoff
 from ductline.engine.stop import expire_due
 from ductline.runtime import faults
 from ductline.runtime.ahead import Ahead
@@ -64,6 +65,7 @@ class Claimer:
         self._store = store
         self._definitions = definitions
         self._pipelines = sorted(definitions)
+        self._served = frozenset(definitions)
         self._limits = step_limits(definitions)
         self._settings = settings
         self._worker_id = worker_id
@@ -173,9 +175,8 @@ class Claimer:
             return  # unhealthy: stop claiming (the heartbeat reports it)
         free = [s for s in self._slots if s.free]
         now = self._clock.now()
-        due = now >= self.next_claim or (self.timer is not None and now >= self.timer) or self._wakeup.pending()
         # A queue waiting for its leases to be confirmed is served first (this turn).
-        if not self.hungry() or self.ahead.stale(now) or not due or not self._outage.ok():
+        if not self.hungry() or self.ahead.stale(now) or not self._due(now) or not self._outage.ok():
             return
         wanted = self._wanted(free)
         self._wakeup.clear()
@@ -199,6 +200,10 @@ class Claimer:
         except StoreError as exc:
             self._outage.failed("claiming", exc)
 
+    def _due(self, now: float) -> bool:
+        """Whether the loop claims now: its poll came, a timer fired, or it was woken."""
+        return now >= self.next_claim or (self.timer is not None and now >= self.timer) or self._wakeup.pending()
+
     def _ran_dry(self, now: float, wakeups: tuple[int | None, int | None]) -> None:
         """A claim found fewer ready jobs than it asked for: poll again later, fire
         the schedules that are due (now, and only now), and set the timers to
@@ -213,7 +218,7 @@ class Claimer:
             self._clock.to_monotonic(upcoming) + random.uniform(0.0005, 0.003)
         self.deadline_timer = None if deadline is None else self._clock.to_monotonic(deadline)
 
-    def claim_in(self) -> Callable[[Tx], Callable[[], None]] | None:
+    def claim_in(self) -> "Planned | None":
         """Plan a claim for the free slots (and the queue ahead), to run inside the
         transaction that records the outcomes that freed them; ``None`` if nothing
         is wanted. Planned here, on the loop's thread; the returned function runs in
@@ -224,8 +229,16 @@ class Claimer:
         It stands for the loop's claim: it runs after the batch made its jobs ready,
         so when it finds fewer than it asked for, no other job was ready then, and
         the same transaction reads when to wake next (as `claim` does); the loop
-        does not claim again after it, nor for this worker's own notifications."""
-        wanted = self._wanted([s for s in self._slots if s.free])
+        does not claim again after it, nor for this worker's own notifications.
+
+        An idle worker hands over instead (`ductline.engine.batch.Handoff`): when the
+        loop would not claim now (its last claim found no more ready jobs and nothing
+        woke it since) and nothing is queued ahead, the next steps the recording makes
+        ready are inserted already claimed for the free slots, and the claim runs only
+        if the transaction made anything else ready (`Tx.readied_only_claimed`): a
+        chain's next step starts without a claim reading the ready queues."""
+        free = [s for s in self._slots if s.free]
+        wanted = self._wanted(free)
         if len(self.ahead):
             # Claim even with the queue full: a run's next step that this recording
             # makes ready is then claimed by it (ahead of the queued first steps),
@@ -233,38 +246,55 @@ class Claimer:
             wanted = max(wanted, self._usable())
         if not wanted or not self._healthy():
             return None
+        handoff = None
+        if free and not len(self.ahead) and not self._due(self._clock.now()):
+            handoff = Handoff(self._worker_id, self._settings.lease_ms, len(free), self._served)
+        else:
+            self._wakeup.clear()  # what woke the loop until now, this claim sees
         self._claims += 1
         fifo = self._claims % FIFO_EVERY == 0
-        self._wakeup.clear()  # what woke the loop until now, this claim sees
 
         def claim(tx: Tx) -> Callable[[], None]:
             sent = self._clock.now()
-            jobs = tx.claim(self._worker_id, self._pipelines, wanted, self._settings.lease_ms,
-                            limits=self._limits, fifo=fifo)
+            given = [] if handoff is None else list(handoff.claimed)
+            if handoff is not None and tx.readied_only_claimed():
+                def handed() -> None:  # the timers and the next poll stay as the last claim set them
+                    self._dispatch(given, sent, sent, handed=len(given), claimed=False)
+                return handed
+            more = wanted - len(given)
+            jobs = given + (tx.claim(self._worker_id, self._pipelines, more, self._settings.lease_ms,
+                                     limits=self._limits, fifo=fifo) if more > 0 else [])
             received = self._clock.now()
             wakeups = None if len(jobs) == wanted else tx.next_wakeups(self._pipelines)
 
             def started() -> None:
-                self._dispatch(jobs, sent, received)
+                self._dispatch(jobs, sent, received, handed=len(given))
                 if wakeups is None:
                     self.next_claim = 0.0  # there may be more
                 else:
                     self._ran_dry(received, wakeups)
             return started
-        return claim
+        return Planned(claim, handoff)
 
-    def _dispatch(self, jobs: list[ClaimedJob], sent: float, received: float) -> None:
+    def _dispatch(self, jobs: list[ClaimedJob], sent: float, received: float, *, handed: int = 0,
+                  claimed: bool = True) -> None:
         """Start claimed ``jobs`` on the slots free now (after the claim committed;
-        the slots free when it was planned may have taken queued jobs meanwhile)."""
+        the slots free when it was planned may have taken queued jobs meanwhile).
+        The first ``handed`` of them were handed over before ``sent``; the others
+        were claimed between ``sent`` and ``received`` (``claimed``: a claim ran)."""
         free = [s for s in self._slots if s.free]
-        emit(EventName.CLAIM, asked=len(free), claimed=len(jobs), duration_seconds=received - sent)
+        if claimed:
+            emit(EventName.CLAIM, asked=len(free), claimed=len(jobs) - handed, duration_seconds=received - sent)
         deadlines = [j.run_deadline_ms for j in jobs if j.run_deadline_ms is not None]
         if deadlines:
             self.on_run_deadline(min(deadlines))
         self.ahead.observe_claim(len(jobs), sum(self._hands_on(job) for job in jobs))
-        if jobs:
-            self._clock.measure(jobs[0].started_ms, sent, received)
+        if len(jobs) > handed:
+            # Only a claim's start measures the database clock; a hand-over started
+            # before ``sent`` and renews nothing the enforcer counts on.
+            self._clock.measure(jobs[handed].started_ms, sent, received)
             self._enforcer.renewed(sent)  # a claim is a fresh lease
+        if jobs:
             faults.checkpoint("after_claim")
         # Jobs beyond the free slots wait in the queue ahead, their leases held since the claim.
         self.ahead.add(jobs[len(free):], sent, run_deadline=self._run_deadline)
@@ -315,6 +345,21 @@ class Claimer:
         except StoreError as exc:
             self._outage.failed("expiring runs", exc)
         self.next_claim = 0.0
+
+
+class Planned:
+    """A claim planned for a recording transaction (`Claimer.claim_in`): called in
+    it (after ``handoff``, if any, took the batch's next steps), it returns what
+    starts the attempts once the transaction committed."""
+
+    __slots__ = ("_claim", "handoff")
+
+    def __init__(self, claim: Callable[[Tx], Callable[[], None]], handoff: Handoff | None) -> None:
+        self._claim = claim
+        self.handoff = handoff
+
+    def __call__(self, tx: Tx) -> Callable[[], None]:
+        return self._claim(tx)
 
 
 def _started(job: ClaimedJob) -> None:

@@ -22,14 +22,14 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
 from ductline.clock import Clock
 from ductline.dsl.graph import Definition
 from ductline.errors import DatabaseReplaced, StoreError, StoreUnavailable
 from ductline.model.states import AttemptResult
 from ductline.runtime import faults
-from ductline.engine.batch import Outcome, job_extra, record_batch
+from ductline.engine.batch import Handoff, Outcome, job_extra, record_batch
 from ductline.runtime.folding import FoldedWarning
 from ductline.store import Store, payloads
 from ductline.store.store import Tx
@@ -71,9 +71,15 @@ class Outage:
         self.until = self._clock.now() + OUTAGE_BACKOFF_SECONDS
 
 
-# What claims inside a recording transaction (on the recorder's thread) and returns
-# what starts the claimed attempts once it committed (on the loop's thread).
-ClaimIn = Callable[[Tx], Callable[[], None]]
+class ClaimIn(Protocol):
+    """What claims inside a recording transaction (on the recorder's thread) and
+    returns what starts the claimed attempts once it committed (on the loop's
+    thread); its ``handoff``, if any, takes the batch's next steps as they are
+    inserted (`ductline.engine.batch.Handoff`)."""
+
+    handoff: Handoff | None
+
+    def __call__(self, tx: Tx) -> Callable[[], None]: ...
 
 
 @dataclass(slots=True)
@@ -234,7 +240,7 @@ class Outbox:
 
         try:
             faults.checkpoint("before_record")
-            self._record(batch, then)
+            self._record(batch, then, None if claim is None else claim.handoff)
         except StoreUnavailable as exc:
             return _Recorded(retry=batch, unavailable=exc)
         except Exception as exc:  # noqa: BLE001 - one bad outcome must not stall the rest
@@ -244,9 +250,10 @@ class Outbox:
         faults.checkpoint("after_record")
         return done
 
-    def _record(self, batch: list[Outcome], then: Callable[[Tx], None] | None = None) -> None:
+    def _record(self, batch: list[Outcome], then: Callable[[Tx], None] | None = None,
+                handoff: Handoff | None = None) -> None:
         record_batch(self._store, batch, self._definitions, self._retry_delay, self._limits,
-                     now_ms=self._now_ms, then=then, origin=self._origin)
+                     now_ms=self._now_ms, then=then, origin=self._origin, handoff=handoff)
 
     def _record_one_by_one(self, batch: list[Outcome], first_error: Exception) -> list[Outcome]:
         """A batch failed for a reason other than an outage: record its outcomes one

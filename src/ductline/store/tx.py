@@ -49,6 +49,10 @@ class Tx:
         self.origin = ""
         self._locked_runs: set[str] = set()  # by lock_runs, until the commit
         self.claimed: set[str] = set()  # ids of the jobs this transaction claimed
+        # What this transaction made ready or waiting, for `readied_only_claimed`: the
+        # jobs it inserted, and whether anything else asked to wake the workers.
+        self._inserted: set[str] = set()
+        self._woke = False
         # What the last claim read for next_wakeups, for these pipelines (taken by the
         # next call; the claimers call it right after the claim, before any write).
         self._wakeups: tuple[list[str], tuple[int | None, int | None]] | None = None
@@ -59,7 +63,14 @@ class Tx:
 
     def notify(self) -> None:
         """Wake workers when this transaction commits: jobs became ready."""
+        self._woke = True
         self.s.fetch("notify", {"origin": self.origin})
+
+    def readied_only_claimed(self) -> bool:
+        """Whether every job this transaction inserted so far was claimed by it and
+        nothing else asked to wake the workers (no job went back to pending, no run
+        was started): then a claim here could find only what was ready before."""
+        return not self._woke and self._inserted <= self.claimed
 
     def next_wakeups(self, pipelines: list[str]) -> tuple[int | None, int | None]:
         """`Store.next_wakeups`, read inside this transaction. Right after a claim
@@ -89,6 +100,11 @@ class Tx:
         rows = claims.claim_rows(self.s, per_level=self._per_level, pipelines=pipelines,
                                  limit=limit, lease_ms=lease_ms, worker_id=worker_id,
                                  limits=limits or {}, fifo=fifo)
+        return self._start_claimed(rows, worker_id)
+
+    def _start_claimed(self, rows: list[dict[str, Any]], worker_id: str) -> list[ClaimedJob]:
+        """Start the runs of claimed job ``rows`` (``claim_jobs`` columns), read their
+        deadlines and insert the attempts; returns the claimed jobs."""
         if not rows:
             return []
         # One statement starts every run of the batch, one reads their deadlines:
@@ -185,6 +201,7 @@ class Tx:
             return True
         # The run is new, so a job that takes its status from its run ('auto') is pending.
         status = "pending" if job.status == AUTO_STATUS else job.status
+        self._woke = True  # the statement notifies
         return bool(self.s.fetch("insert_run_with_job", {
             "id": run.id, "pipeline": run.pipeline, "args": run.args,
             "timeout_seconds": run.timeout_seconds, "delay_ms": run.delay_ms,
@@ -209,6 +226,7 @@ class Tx:
         ``notify=False``: the caller wakes the workers itself (`notify_unclaimed`)."""
         if not jobs:
             return
+        self._inserted.update(j.id for j in jobs)
         rows = [{
             "id": j.id, "run_id": j.run_id, "pipeline": j.pipeline, "step": j.step, "scope": j.scope,
             "parent_scope": j.parent_scope, "elem_index": j.elem_index, "status": j.status,
@@ -224,6 +242,47 @@ class Tx:
                 self.s.execute("insert_jobs", {"items": json.dumps(rows[start:start + INSERT_CHUNK])})
         if notify:
             self.notify()
+
+    def insert_claimed(self, jobs: list[NewJob], worker_id: str, lease_ms: int, limit: int,
+                       pipelines: frozenset[str]) -> list[ClaimedJob]:
+        """Insert ``jobs`` (as `insert_jobs`) and claim up to ``limit`` of them that are
+        ready for ``worker_id`` at once (jobs of ``pipelines``, those it serves), each
+        with its first attempt: the hand-off of a run's next steps to the worker that
+        recorded what made them ready, without reading the ready queues. Only a job ready now is given (no delay, no
+        limit key, status ``pending`` or ``auto``) and only in an active run that
+        is under way (not pending: its start is a claim's); any other job is just
+        inserted. The caller holds the runs' locks (it recorded their completions)
+        and wakes workers for what was not claimed (`notify_unclaimed`).
+
+        Returns:
+            The claimed jobs, a subset of ``jobs`` (in their order).
+        """
+        given = [j for j in jobs if j.pipeline in pipelines and handed_over(j)][:max(0, limit)]
+        taken = {j.id for j in given}
+        rest = [j for j in jobs if j.id not in taken]
+        self.insert_jobs(rest, notify=False)
+        if not given:
+            return []
+        if not self._fused:
+            self.insert_jobs(given, notify=False)
+            now = self.now_ms()
+            rows = self.s.fetch("claim_by_ids", {"ids": json.dumps([j.id for j in given]), "now_ms": now,
+                                                 "lease_ms": lease_ms, "worker_id": worker_id})
+            order = {j.id: i for i, j in enumerate(given)}
+            claimed = self._start_claimed(sorted(rows, key=lambda row: order[row["id"]]), worker_id)
+        else:
+            claimed = []
+            self._inserted.update(j.id for j in given)
+            for j in given:
+                for row in self.s.fetch("insert_claimed_job", {
+                        "id": j.id, "run_id": j.run_id, "pipeline": j.pipeline, "step": j.step, "scope": j.scope,
+                        "parent_scope": j.parent_scope, "elem_index": j.elem_index, "input": j.input,
+                        "max_retry": j.max_retry, "max_crash": j.max_crash,
+                        "retry_delay_seconds": j.retry_delay_seconds, "timeout_seconds": j.timeout_seconds,
+                        "priority": j.priority, "phase": j.phase, "lease_ms": lease_ms, "worker_id": worker_id}):
+                    claimed.append(_claimed(row, int(row["claimed_ms"]), row["deadline_ms"], row["run_deadline_ms"]))
+        self.claimed.update(c.job_id for c in claimed)
+        return claimed
 
     def notify_unclaimed(self, jobs: list[NewJob]) -> None:
         """Wake the workers for ``jobs`` (inserted with ``notify=False``) unless this
@@ -326,6 +385,7 @@ class Tx:
 
     def release_job(self, job_id: str, lease_token: str) -> bool:
         """Give a job back without charging any budget (worker shutdown)."""
+        self._woke = True  # ready again (the recording's claim, or the next one, takes it)
         return self.s.execute("release_job", {"job_id": job_id, "lease_token": lease_token}) == 1
 
     def close_attempt(self, job_id: str, attempt: int, lease_token: str, result: AttemptResult,
@@ -521,3 +581,22 @@ class Tx:
         rows = self.s.fetch("gather_branches", {"run_id": run_id, "scope": scope,
                                                 "steps": json.dumps(steps)})
         return {r["step"]: r["output"] for r in rows}
+
+
+def handed_over(job: NewJob) -> bool:
+    """Whether `Tx.insert_claimed` may claim ``job`` as it inserts it: ready now, without
+    a limit (whose admission is the claim's), and not waiting for anything."""
+    return (job.status in (AUTO_STATUS, JobStatus.PENDING.value) and job.delay_ms == 0
+            and job.not_before_ms is None and job.limit_key is None)
+
+
+def _claimed(row: dict[str, Any], started: int, deadline: Any, run_deadline: Any) -> ClaimedJob:
+    return ClaimedJob(
+        job_id=row["id"], run_id=row["run_id"], pipeline=row["pipeline"], step=row["step"],
+        scope=row["scope"], input=row["input"], attempt=int(row["attempts"]),
+        lease_token=row["lease_token"], timeout_seconds=row["timeout_seconds"],
+        boundary=row["boundary"], not_before_ms=int(row["not_before_ms"]), started_ms=started,
+        deadline_ms=None if deadline is None else int(deadline),
+        run_deadline_ms=None if run_deadline is None else int(run_deadline),
+        limit_key=row["limit_key"], priority=int(row["priority"]), phase=int(row["phase"]),
+    )

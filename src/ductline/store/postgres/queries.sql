@@ -73,6 +73,45 @@ SELECT :id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
 FROM (SELECT ductline_now_ms() AS now_ms) AS c
 ON CONFLICT (run_id, step, scope) DO NOTHING;
 
+-- name: insert_claimed_job
+-- A hand-off (Tx.insert_claimed): insert_job for a job ready now, claimed at once by
+-- :worker_id with its first attempt, as claim_start_jobs claims: one statement instead
+-- of the insert and a claim that reads the ready queues. The caller holds the run's
+-- lock (it recorded the completion that made the job ready). Only an active run under
+-- way gets its job claimed; in any other the job is inserted as insert_job inserts it
+-- (held once the run halted) and no row comes back, nor for a job that exists already.
+WITH c AS (SELECT ductline_now_ms() AS now_ms),
+r AS (SELECT r.status, r.status <> 'pending' AND r.status IN ({ACTIVE_RUN}) AS claimable, r.priority,
+             r.deadline_ms
+      FROM ductline_runs r WHERE r.id = :run_id),
+job AS (
+    INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
+                               not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds,
+                               created_ms, priority, limit_key, phase, attempts, lease_token,
+                               lease_expires_ms, worker_id)
+    SELECT :id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
+           CASE WHEN r.claimable THEN 'running' WHEN r.status IN ({ACTIVE_RUN}) THEN 'pending' ELSE 'held' END,
+           :input, c.now_ms, :max_retry, :max_crash, :retry_delay_seconds, :timeout_seconds, c.now_ms,
+           coalesce(r.priority, 0) + :priority, NULL, :phase,
+           CASE WHEN r.claimable THEN 1 ELSE 0 END,
+           CASE WHEN r.claimable THEN gen_random_uuid()::text END,
+           CASE WHEN r.claimable THEN c.now_ms + :lease_ms END,
+           CASE WHEN r.claimable THEN :worker_id::text END
+    FROM c LEFT JOIN r ON true
+    ON CONFLICT (run_id, step, scope) DO NOTHING
+    RETURNING id, run_id, pipeline, step, scope, input, attempts, lease_token, timeout_seconds, boundary,
+              not_before_ms, limit_key, priority, phase, status, created_ms AS claimed_ms
+), rows AS (
+    -- LEAST ignores NULLs: the earlier of the step's and the run's deadline, if any
+    SELECT job.*, r.deadline_ms AS run_deadline_ms,
+           LEAST(job.claimed_ms + job.timeout_seconds * 1000, r.deadline_ms) AS deadline_ms
+    FROM job CROSS JOIN r WHERE job.status = 'running'
+), attempts AS (
+    INSERT INTO ductline_attempts (job_id, attempt, run_id, lease_token, worker_id, started_ms, deadline_ms)
+    SELECT id, attempts, run_id, lease_token, :worker_id, claimed_ms, deadline_ms FROM rows
+)
+SELECT * FROM rows;
+
 -- name: claim_jobs
 -- SQLite's claim of one (priority, phase) queue. PostgreSQL claims, starts the runs and
 -- inserts the attempts in one statement, claim_start_jobs (the claim order and the

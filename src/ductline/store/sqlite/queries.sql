@@ -38,6 +38,11 @@ VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
         :phase)
 ON CONFLICT (run_id, step, scope) DO NOTHING;
 
+-- name: insert_claimed_job
+-- PostgreSQL's hand-off in one statement. Tx.insert_claimed runs insert_job and
+-- claim_by_ids here instead (statements cost no round trip): never run.
+SELECT NULL AS id WHERE false;
+
 -- name: claim_jobs
 -- SQLite serialises writers (BEGIN IMMEDIATE), so no row can be claimed twice.
 -- One (priority, phase) queue per statement (the store walks ready_queues in claim
