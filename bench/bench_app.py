@@ -99,3 +99,11 @@ def called_at(x=None):
 
 
 bench_called = Pipeline("bench_called").start(called_at)
+
+
+# -- the drain with thread isolation (bench/figures.py) ----------------------------------
+def thread_noop(x=None):
+    return x
+
+
+bench_noop_thread = Pipeline("bench_noop_thread").start(thread_noop, isolation="thread")
