@@ -376,6 +376,15 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
             expiry = f"; the pause expires at {s['pause_expires']}" if s["pause_expires"] else ""
             out.print(f"step {where} is paused, waiting for resume: ductline resume {view['run_id']} "
                       f"[--input JSON]{expiry}", highlight=False, soft_wrap=True, markup=False)
+        elif s["status"] == JobStatus.DEFERRED:
+            expiry = f"; the wait times out at {s['wait_expires']}" if s["wait_expires"] else ""
+            event = safetext.printable(str(s["waiting_for"]))
+            out.print(f"step {s['step']} waits for event {event!r}: ductline send {view['run_id']} {event} "
+                      f"[--data JSON]{expiry}", highlight=False, soft_wrap=True, markup=False)
+    kept = [e for e in view["events"] if e["consumed_by"] is None]
+    if kept:
+        names = ", ".join(repr(safetext.printable(str(e["name"]))) for e in kept)
+        out.print(f"events kept for a wait to come: {names}", highlight=False, soft_wrap=True, markup=False)
     if view["status"] == RunStatus.FAILED and view["metadata"].get("error"):
         out.print(f"failed: {safetext.printable(str(view['metadata']['error']))}", highlight=False, soft_wrap=True,
                   markup=False)
@@ -451,6 +460,45 @@ def resume(run_id: str, input_json: str | None, database: str | None) -> None:
     steps = ", ".join(sorted({r["step"] for r in resumed}))
     out.print(f"run {run_id} resumed" + (f": {steps}" if steps else "")
               + (" with a new input" if input_json is not None else ""), highlight=False, soft_wrap=True)
+
+
+@cli.command()
+@click.argument("run_id")
+@click.argument("event")
+@click.option("--data", "data_json", metavar="JSON",
+              help="The event's data: one JSON value, the waiting step's single argument (default null).")
+@click.option("--key", metavar="KEY",
+              help="An idempotency key: a second send with the same key to the run changes nothing.")
+@database_option
+def send(run_id: str, event: str, data_json: str | None, key: str | None, database: str | None) -> None:
+    """Send the event EVENT to a run (a step waiting for it runs with its data).
+
+    RUN_ID is a run id or a unique prefix of one (6 or more characters). An event
+    the run does not wait for yet is kept until it does.
+    """
+    from ductline.operations.send import send as send_event
+
+    value: Any = None
+    if data_json is not None:
+        try:
+            value = json.loads(data_json)
+        except json.JSONDecodeError as exc:
+            fail(f"--data is not valid JSON: {exc}")
+        except RecursionError:
+            fail("--data is nested too deeply")
+    store = _store(database)
+    run_id = views.resolve_run_id(store, run_id)
+    sent = send_event(store, run_id, event, value, key)
+    name = safetext.printable(event)
+    if sent.duplicate:
+        out.print(f"run {run_id}: event {name!r} with key {safetext.printable(str(key))!r} was sent already; "
+                  "nothing changed", highlight=False, soft_wrap=True, markup=False)
+    elif sent.step is not None:
+        out.print(f"run {run_id}: event {name!r} sent; step {sent.step} runs now", highlight=False,
+                  soft_wrap=True, markup=False)
+    else:
+        out.print(f"run {run_id}: event {name!r} kept until the run waits for it", highlight=False,
+                  soft_wrap=True, markup=False)
 
 
 @cli.command()

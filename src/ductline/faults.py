@@ -5,9 +5,10 @@ that checkpoint; unset (always, in production) a checkpoint costs one comparison
 Names: ``after_claim``, ``after_dispatch``, ``before_record``, ``after_record`` (the
 worker loop), ``during_prune`` (inside a prune's transaction, after some rows of
 its runs were deleted and before it commits), ``during_catch_up`` (inside the
-transaction firing a schedule's missed ticks, after a tick's run was inserted) and
+transaction firing a schedule's missed ticks, after a tick's run was inserted),
 ``during_backfill`` (inside a backfill's transaction for one tick, after its run was
-inserted).
+inserted) and ``during_send`` (inside a send's transaction, after the event was kept
+and its waiting step released, before it commits).
 """
 
 from __future__ import annotations

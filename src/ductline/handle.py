@@ -19,6 +19,7 @@ from ductline.errors import RunFailed, RunNotFound
 from ductline.model.states import SETTLED_RUN, RunStatus
 from ductline.model.inputs import NO_INPUT
 from ductline.operations.resume import resume
+from ductline.operations.send import Sent, send
 from ductline.operations.cancel import cancel_run
 from ductline.store import Store, payloads, sqlite_path
 from ductline.stores import store_for
@@ -224,6 +225,34 @@ class RunHandle:
         """
         resumed = resume(self._store, self.id, input)
         return sorted({r["step"] for r in resumed})
+
+    def send(self, event: str, data: Any = None, key: str | None = None) -> Sent:
+        """Send the event ``event`` to the run (``.wait_for(event, before=step)``).
+
+        If a step run waits for ``event`` it becomes ready at once (workers are
+        woken) with ``data`` as its single argument; otherwise the event is kept
+        until the run reaches the wait. Each event is consumed once.
+
+        Args:
+            event: the event's name (1 to 200 characters, no control characters).
+            data: the waiting step's single argument: any value that round-trips
+                through JSON (docs/howto/payloads.md); default ``None``.
+            key: an idempotency key: a second send with the same key to this run
+                writes nothing and returns ``Sent(duplicate=True)``.
+
+        Returns:
+            `ductline.operations.send.Sent`: ``event_id``, ``duplicate``, and
+            ``step``, the step the event released now (``None``: kept for later).
+
+        Raises:
+            TypeError, ValueError: a bad ``event`` or ``key``, or ``data`` that does
+                not round-trip. Nothing is written.
+            PayloadTooLarge: ``data`` is above ``payload_max_bytes`` as JSON.
+            InvalidStateError: the run finished (completed, failed, cancelled).
+                Nothing is written.
+            RunNotFound: no such run.
+        """
+        return send(self._store, self.id, event, data, key)
 
     def __repr__(self) -> str:
         return f"RunHandle({self.id!r})"

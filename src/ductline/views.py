@@ -129,6 +129,9 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
             "skip_root": job["skip_root"],
             # a paused step waits for `ductline resume`; null: the pause never expires
             "pause_expires": iso(job.get("pause_expires_ms")) if status is JobStatus.PAUSED else None,
+            # a deferred step waits for this event (`ductline send`); null: not waiting, or no timeout
+            "waiting_for": job.get("wait_event") if status is JobStatus.DEFERRED else None,
+            "wait_expires": iso(job.get("pause_expires_ms")) if status is JobStatus.DEFERRED else None,
             "priority": job["priority"], "limit_key": job["limit_key"],
             # pending but waiting for a slot of its concurrency limit (not claimable)
             "throttled": bool(job["throttled"]) and status is JobStatus.PENDING,
@@ -146,7 +149,20 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
         "not_before": iso(run["not_before_ms"]), "deadline": iso(run["deadline_ms"]),
         "created_at": iso(run["created_ms"]), "started_at": iso(run["started_ms"]),
         "finished_at": iso(run["finished_ms"]), "steps": steps,
+        "events": event_views(store, run_id, {j["id"]: j["step"] for j in jobs}),
     }
+
+
+def event_views(store: Store, run_id: str, steps: dict[str, str]) -> list[dict[str, Any]]:
+    """The events sent to a run, oldest first: ``name``, ``key``, ``data`` (as
+    structure: no user type is built), ``sent_at``, and ``consumed_by`` (the step
+    whose wait consumed it; null while it is kept) with ``consumed_at``."""
+    return [{
+        "id": e["id"], "name": e["name"], "key": e["key"],
+        "data": codec.loads(e["data"], user_types=False), "sent_at": iso(e["sent_ms"]),
+        "consumed_by": steps.get(e["job_id"]) if e["job_id"] is not None else None,
+        "consumed_at": iso(e["consumed_ms"]),
+    } for e in store.run_events(run_id)]
 
 
 HALT_HANDLER = "__on_halt__"  # the step of a pipeline's on_halt handler

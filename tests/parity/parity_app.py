@@ -569,6 +569,16 @@ pause_expired_sibling = (Pipeline("parity_pause_expired_sibling").start(prepare)
 pause_expired = (Pipeline("parity_pause_expired").start(prepare).chain(to=approve).chain(to=finish)
                  .pause(before=approve, timeout=1))
 
+# -- events ----------------------------------------------------------------------------------------
+event_before_wait = (Pipeline("parity_event_before_wait").start(prepare).chain(to=approve).chain(to=finish)
+                     .wait_for("approved", before=approve))
+event_when_waiting = (Pipeline("parity_event_when_waiting").start(prepare).chain(to=approve).chain(to=finish)
+                      .wait_for("approved", before=approve, timeout=600))
+event_divide = (Pipeline("parity_event_divide").start(prepare).divide(to=[approve, side]).combine(into=collect)
+                .wait_for("approved", before=approve))
+event_timed_out = (Pipeline("parity_event_timed_out").start(prepare).divide(to=[approve, hang])
+                   .combine(into=collect).wait_for("approved", before=approve, timeout=1))
+
 # -- expand errors ---------------------------------------------------------------------------------
 max_fanout = (Pipeline("parity_max_fanout").start(make_list).expand(to=square, max_fanout=3)
               .collapse(into=gather))

@@ -212,6 +212,16 @@ CASES: list[Case] = [
     Case("pause_expired_sibling_running", app.pause_expired_sibling, (7,), FAILED, "pause_expired", slots=2,
          seconds=2, check=steps(("approve", "", FAILED, []), ("hang", "", CANCELLED, [CANCELLED]),
                                 ("collect", "", "skipped", [], ("pause expired", "approve")))),
+    # -- events -----------------------------------------------------------------------------------
+    Case("event_sent_before_the_wait", app.event_before_wait, (7,), COMPLETED, events={"approved": {"by": "ana"}},
+         check=steps(("approve", "", COMPLETED, [OK], {"approved": {"by": "ana"}}))),
+    Case("event_sent_to_the_wait", app.event_when_waiting, (7,), COMPLETED, events={"approved": "yes"},
+         events_when_waiting=True, check=steps(("approve", "", COMPLETED, [OK], {"approved": "yes"}))),
+    Case("event_in_divide", app.event_divide, (5,), COMPLETED, events={"approved": None}, slots=2,
+         check=steps(("collect", "", COMPLETED, [OK], [{"approved": None}, {"side": 5}]))),
+    Case("event_timed_out_sibling_running", app.event_timed_out, (7,), FAILED, "event_timed_out", slots=2,
+         seconds=1, check=steps(("approve", "", FAILED, []), ("hang", "", CANCELLED, [CANCELLED]),
+                                ("collect", "", "skipped", [], ("event timed out", "approve")))),
     # -- expand errors ----------------------------------------------------------------------------
     Case("max_fanout_exceeded", app.max_fanout, (5,), HALTED, "max_fanout_exceeded",
          check=both(steps(("make_list", "", FAILED, [ERR])), absent("square", "gather"))),

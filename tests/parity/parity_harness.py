@@ -67,6 +67,10 @@ class Case:
         cancel_at: cancel the run once an attempt of this step is running.
         resume: ``{step: input}`` to resume a paused step with (`NO_INPUT`
             keeps its paused input); ``None`` never resumes.
+        events: ``{event: data}`` sent to the run: by a worker case right after
+            its trigger (before the run reaches its wait), or once a step run
+            waits for it (``events_when_waiting``); execute is given them
+            (``execute(events=)``), kept until the wait: the record is the same.
         slots: worker slots the case may hold at once; cases are triggered only
             while their slots are free, so a sibling that must be running when
             another step fails is not left waiting behind other cases.
@@ -81,6 +85,8 @@ class Case:
     halt: str | None = None
     cancel_at: str | None = None
     resume: dict[str, Any] | None = None
+    events: dict[str, Any] | None = None
+    events_when_waiting: bool = False
     slots: int = 1
     seconds: float = 0.0
     check: Callable[["Record"], None] | None = None
@@ -233,8 +239,12 @@ def _run_execute(case: Case, provider: Any) -> Any:
                                "tracer_provider": provider}
     if case.resume is not None:
         options["resume"] = dict(case.resume)
+    if case.events is not None:
+        options["events"] = dict(case.events)
     pauses = case.pipeline.definition().pauses
-    waits_forever = any(timeout is None and step not in (case.resume or {}) for step, timeout in pauses.items())
+    waits_forever = any(timeout is None and step not in (case.resume or {}) for step, timeout in pauses.items()) \
+        or any(w.timeout is None and w.event not in (case.events or {})
+               for w in getattr(case.pipeline.definition(), "waits", {}).values())
     if case.cancel_at is None and not waits_forever:
         return ductline.execute(case.pipeline, *case.args, **options)
     from ductline import local
@@ -366,6 +376,7 @@ class _Active:
     handle: Any
     cancelled: bool = False
     resumed: bool = False
+    sent: bool = False
 
 
 class Fleet:
@@ -465,6 +476,10 @@ class Fleet:
                     self.run_ids[case.name] = handle.id
                     self.timings[case.name] = (time.monotonic() - self.started, 0.0)
                     active[case.name] = _Active(case, handle)
+                    if case.events is not None and not case.events_when_waiting:
+                        for event, data in case.events.items():  # kept until the run reaches its wait
+                            handle.send(event, data)
+                        active[case.name].sent = True
                     used += case.slots
                 for name, item in list(active.items()):
                     try:
@@ -500,6 +515,13 @@ class Fleet:
                 item.handle.cancel()
                 item.cancelled = True
             return None
+        if case.events is not None and not item.sent and status not in SETTLED_RUN:
+            waiting = {j["wait_event"] for j in self.store.run_jobs(item.handle.id) if j["status"] == "deferred"}
+            if waiting:
+                for event in sorted(waiting & set(case.events)):
+                    item.handle.send(event, case.events[event])
+                item.sent = True
+                return None
         if case.resume is not None and not item.resumed and status == "paused":
             # One resume resumes every paused step run of the run, with one input.
             (value,) = case.resume.values()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Never, Self, Unpack
 
-from ductline.dsl.graph import TransitionKind, Transition
+from ductline.dsl.graph import EventWait, TransitionKind, Transition, check_event_name
 from ductline.dsl.options import (DEFAULT_MAX_FANOUT, MAX_FANOUT, StepOptions, StepOptionsArgs, build_options,
                                   check_option_names, unknown_keywords)
 from ductline.dsl.steps import check_name, reference, step_kind
@@ -46,6 +46,7 @@ class _Graph:
         self.pipeline = pipeline
         self.drafts: dict[str, _Draft] = {}
         self.pauses: dict[str, int | None] = {}
+        self.waits: dict[str, EventWait] = {}
         self.frozen = False
 
     def check_open(self) -> None:
@@ -53,6 +54,32 @@ class _Graph:
             raise DefinitionError(
                 f"pipeline {self.pipeline!r} is already in use (triggered or loaded by a worker); "
                 "define every transition before using it")
+
+    def step_before(self, before: Any, call: str, doing: str) -> str:
+        """The name of the step ``before`` names (its name or its callable) for
+        ``call(before=...)``.
+
+        Raises:
+            TypeError: ``before`` is neither a ``str`` nor a callable.
+            DefinitionError: no such step (yet), or several steps run that callable.
+        """
+        if isinstance(before, str):
+            if before not in self.drafts:
+                raise DefinitionError(f"{call}(before={before!r}): pipeline {self.pipeline!r} has no step "
+                                      f"named {before!r} (add the step before {doing})")
+            return before
+        if callable(before):
+            names = [d.name for d in self.drafts.values() if d.func is before]
+            label = getattr(before, "__name__", repr(before))
+            if not names:
+                raise DefinitionError(f"{call}(before={label}): pipeline {self.pipeline!r} has no step "
+                                      f"running {label} (add the step before {doing})")
+            if len(names) > 1:
+                raise DefinitionError(f"{call}(before={label}): steps {names} all run {label}; "
+                                      f"name the one to {call} before")
+            return names[0]
+        raise TypeError(f"{call}(before=...) takes a step's name or its callable, "
+                        f"not {type(before).__name__} ({before!r})")
 
     def add(self, step: Any, depth: int, name: str | None, opts: Mapping[str, Any], where: str = "a transition",
             keywords: tuple[str, ...] = ("name",)) -> str:
@@ -258,30 +285,73 @@ class Cursor:
         graph = self._graph
         graph.check_open()
         seconds = optional_seconds(timeout, field="pause timeout", allow_zero=False)
-        if isinstance(before, str):
-            if before not in graph.drafts:
-                raise DefinitionError(f"pause(before={before!r}): pipeline {graph.pipeline!r} has no step "
-                                      f"named {before!r} (add the step before pausing before it)")
-            name = before
-        elif callable(before):
-            names = [d.name for d in graph.drafts.values() if d.func is before]
-            label = getattr(before, "__name__", repr(before))
-            if not names:
-                raise DefinitionError(f"pause(before={label}): pipeline {graph.pipeline!r} has no step "
-                                      f"running {label} (add the step before pausing before it)")
-            if len(names) > 1:
-                raise DefinitionError(f"pause(before={label}): steps {names} all run {label}; "
-                                      "name the one to pause before")
-            name = names[0]
-        else:
-            raise TypeError(f"pause(before=...) takes a step's name or its callable, "
-                            f"not {type(before).__name__} ({before!r})")
+        name = graph.step_before(before, "pause", "pausing before it")
         if name == next(iter(graph.drafts)):
             raise DefinitionError(f"pause(before={name!r}): {name!r} is the start step; a run cannot "
                                   "pause before it starts (trigger it later, or pause before a later step)")
         if name in graph.pauses:
             raise DefinitionError(f"pipeline {graph.pipeline!r} already pauses before step {name!r}")
+        if name in graph.waits:
+            raise DefinitionError(f"pipeline {graph.pipeline!r} waits for event {graph.waits[name].event!r} "
+                                  f"before step {name!r}; a step may wait for a person or for an event, not both")
         graph.pauses[name] = seconds
+        return self
+
+    def wait_for(self, event: Any, before: Any, timeout: Any = None, **unknown: Never) -> Self:
+        """Make the run wait for the named event before step ``before`` runs.
+
+        When the step's job is created it is stored ``deferred`` (one row: no
+        slot, no thread, no lease); the run stays ``running`` and other branches
+        keep running. ``RunHandle.send(event, data)``, ``ductline send RUN EVENT
+        --data JSON``, the API or the dashboard delivers the event: the step then
+        runs with the event's data as its single argument (in place of the
+        previous step's output). An event sent before the run reaches the wait is
+        kept and consumed when it does; each event is consumed once.
+        The tail of the cursor does not move, so transitions chain on after it.
+
+        Args:
+            event: the event's name (``str``, 1 to 200 characters, no control
+                characters); unique among the pipeline's waits.
+            before: the step to wait before: its name (``str``) or its callable,
+                already added to this pipeline; not the start step and not a
+                step inside an ``expand``.
+            timeout: ``int`` seconds or a whole-second ``timedelta`` the wait may
+                last; when it passes without the event the run fails
+                (``failed``, reason ``event_timed_out``). ``None`` waits forever.
+
+        Raises:
+            TypeError: ``event`` is not a ``str``, ``before`` is neither a
+                ``str`` nor a callable, ``timeout`` is not a duration, or an
+                unknown keyword.
+            ValueError: ``event`` is empty, too long or has control characters;
+                ``timeout`` is negative or zero.
+            DefinitionError: no step ``before`` in this pipeline (yet), it is the
+                start step or inside an ``expand``, it already waits for an
+                event or is paused before, or another step waits for ``event``.
+        """
+        if unknown:
+            raise unknown_keywords("wait_for()", list(unknown), ("event", "before", "timeout"), "wait_for options")
+        graph = self._graph
+        graph.check_open()
+        check_event_name(event)
+        seconds = optional_seconds(timeout, field="event wait timeout", allow_zero=False)
+        name = graph.step_before(before, "wait_for", "waiting before it")
+        if name == next(iter(graph.drafts)):
+            raise DefinitionError(f"wait_for(before={name!r}): {name!r} is the start step; a run cannot wait "
+                                  "before it starts (trigger it when the event happens instead)")
+        if graph.drafts[name].depth > 0:
+            raise DefinitionError(f"wait_for(before={name!r}): {name!r} runs once per element of an expand; "
+                                  "one event cannot be consumed by each element (wait before the expand)")
+        if name in graph.waits:
+            raise DefinitionError(f"pipeline {graph.pipeline!r} already waits for event "
+                                  f"{graph.waits[name].event!r} before step {name!r}")
+        if name in graph.pauses:
+            raise DefinitionError(f"pipeline {graph.pipeline!r} pauses before step {name!r}; a step may "
+                                  "wait for a person or for an event, not both")
+        if any(w.event == event for w in graph.waits.values()):
+            raise DefinitionError(f"pipeline {graph.pipeline!r} already waits for event {event!r}; "
+                                  "an event name is waited for before one step only")
+        graph.waits[name] = EventWait(event, seconds)
         return self
 
     def branch(self, step: Any) -> "Cursor":

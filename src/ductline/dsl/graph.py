@@ -57,6 +57,40 @@ class Transition:
         return self.kind not in (TransitionKind.COMBINE, TransitionKind.COLLAPSE)
 
 
+EVENT_NAME_MAX = 200
+"""Characters an event's name (and a send's idempotency key) may have."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventWait:
+    """A wait for an event before a step (``.wait_for(event, before=step)``).
+
+    Attributes:
+        event: the event's name.
+        timeout: seconds the wait may last (``None``: forever).
+    """
+
+    event: str
+    timeout: int | None
+
+
+def check_event_name(name: object, what: str = "an event's name") -> str:
+    """``name`` if it is a valid event name (or send key): a ``str`` of 1 to
+    `EVENT_NAME_MAX` characters without control characters.
+
+    Raises:
+        TypeError: not a ``str``.
+        ValueError: empty, too long, or with a control character.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a str, not {type(name).__name__} ({name!r})")
+    if not name or len(name) > EVENT_NAME_MAX:
+        raise ValueError(f"{what} must have 1 to {EVENT_NAME_MAX} characters, not {len(name)}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ValueError(f"{what} must not contain control characters: {name!r}")
+    return name
+
+
 @dataclass(frozen=True, slots=True)
 class Node:
     """A step of the definition.
@@ -94,6 +128,8 @@ class Definition:
         priority: the default priority of its runs (a trigger may override it).
         pauses: steps that wait for a person before they run (``.pause(before=)``),
             by name, with the pause's timeout in seconds (``None``: no timeout).
+        waits: steps that wait for an event before they run (``.wait_for(event,
+            before=)``), by name.
     """
 
     name: str
@@ -104,6 +140,7 @@ class Definition:
     on_failure: str = "halt"
     priority: int = 0
     pauses: dict[str, int | None] = field(default_factory=dict)
+    waits: dict[str, EventWait] = field(default_factory=dict)
 
     def node(self, name: str) -> Node:
         if self.on_halt is not None and name == self.on_halt.name:

@@ -121,7 +121,8 @@ class PipelineBuilder(Cursor):
                 for d in self._graph.drafts.values()
             }
             self._definition = Definition(self.name, self._start, nodes, self.timeout, self._on_halt,
-                                          self.on_failure, self.priority, pauses=dict(self._graph.pauses))
+                                          self.on_failure, self.priority, pauses=dict(self._graph.pauses),
+                                          waits=dict(self._graph.waits))
             self._graph.frozen = True
         return self._definition
 

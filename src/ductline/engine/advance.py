@@ -16,6 +16,7 @@ from ductline import codec
 from ductline.dsl.graph import Definition
 from ductline.model.routing import ROUTE_NOT_TAKEN, Create, Routing, gathered_args, job_spec, route
 from ductline.model.states import JobStatus
+from ductline.engine.events import insert_deferred
 from ductline.engine.pause import insert_paused
 from ductline.store import payloads
 from ductline.store.records import NewJob
@@ -141,6 +142,8 @@ def _create(tx: Tx, definition: Definition, run_id: str, creates: list[Create], 
     waiting = jobs
     if definition.pauses:  # paused steps' jobs are inserted now, as 'paused' rows
         waiting = insert_paused(tx, definition, jobs)
+    if definition.waits:  # steps that wait for an event: deferred rows now, or ready with a kept event
+        waiting = insert_deferred(tx, definition, waiting, limits)
     if sink is None:
         tx.insert_jobs(waiting)
     else:
@@ -159,4 +162,8 @@ def _job(tx: Tx, definition: Definition, run_id: str, create: Create, retry_dela
     spec = job_spec(definition, create.step, create.scope, create.full_args or create.args, retry_delay)
     stored = payloads.spill(tx, run_id, create.args, limits) if create.spill else create.args
     job = NewJob.of(run_id, definition.name, create.step, create.scope, stored, spec)
-    return dataclasses.replace(job, status=JobStatus.PAUSED.value) if spec.paused else job
+    if spec.paused:
+        return dataclasses.replace(job, status=JobStatus.PAUSED.value)
+    if create.step in definition.waits:
+        return dataclasses.replace(job, status=JobStatus.DEFERRED.value)
+    return job

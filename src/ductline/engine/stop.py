@@ -98,7 +98,7 @@ def expire(tx: Tx, definition: Definition | None, run_id: str) -> bool:
 
 def expire_due(store: Store, definitions: dict[str, Definition]) -> int:
     """Expire every run whose deadline passed and fail every run whose pause
-    expired; returns how many this call ended."""
+    expired or whose wait for an event timed out; returns how many this call ended."""
     ended = 0
     for row in store.due_deadlines():
         try:
@@ -109,7 +109,7 @@ def expire_due(store: Store, definitions: dict[str, Definition]) -> int:
         if done:
             ended += 1
             emit(EventName.PIPELINE_FAILED, pipeline=row["pipeline"], run_id=row["id"])
-    return ended + expire_pauses(store, definitions)
+    return ended + expire_pauses(store, definitions) + expire_waits(store, definitions)
 
 
 def expire_pause(tx: Tx, definition: Definition | None, row: dict[str, Any]) -> str | None:
@@ -152,12 +152,57 @@ def expire_pauses(store: Store, definitions: dict[str, Definition], limit: int =
     return ended
 
 
+def expire_wait(tx: Tx, definition: Definition | None, row: dict[str, Any]) -> str | None:
+    """Fail the run of one deferred job whose wait for an event timed out (``row``:
+    an ``expired_waits`` row): the job is recorded ``failed`` (it never ran), the
+    run fails (``event_timed_out``).
+
+    Returns the reason if this call ended the run, else ``None``.
+
+    Raises:
+        Unchanged: the job stopped waiting or the run ended meanwhile.
+    """
+    info = tx.run_metadata(row["run_id"], for_stop=True)
+    if info is None or RunStatus(info["status"]) not in UNFINISHED_RUN:
+        return None
+    step = str(row["step"])
+    wait = definition.waits.get(step) if definition is not None else None
+    seconds = wait.timeout if wait is not None else None
+    if seconds is None:  # the pipeline is not loaded here: from the row's own times
+        seconds = max(0, round((int(row["pause_expires_ms"]) - int(row["created_ms"])) / 1000))
+    plan = stops.event_timed_out(step, str(row["wait_event"]), seconds)
+    if not tx.expire_deferred_job(row["id"], plan.metadata["error"]):
+        raise Unchanged()
+    apply_stop(tx, definition, row["run_id"], plan, info["metadata"], roots=[(step, str(row["scope"]))])
+    return str(plan.metadata["error"])
+
+
+def expire_waits(store: Store, definitions: dict[str, Definition], limit: int = 100) -> int:
+    """Fail every run whose wait for an event timed out; returns how many this call ended."""
+    ended = 0
+    for row in store.expired_waits(limit):
+        try:
+            with store.transaction() as tx:
+                reason = expire_wait(tx, definitions.get(row["pipeline"]), row)
+        except Unchanged:
+            continue
+        if reason is not None:
+            ended += 1
+            log.error("Run failed: the %s", reason, extra={"run_id": row["run_id"], "step": row["step"]})
+            emit(EventName.PIPELINE_FAILED, pipeline=row["pipeline"], run_id=row["run_id"],
+                 reason=HaltReason.EVENT_TIMED_OUT.value)
+    return ended
+
+
 def plan_for_ended(status: RunStatus, metadata: dict[str, Any], timeout_seconds: int | None) -> stops.StopPlan:
     """The stop that ended a run, told from its status and metadata."""
     if status is RunStatus.CANCELLED:
         return stops.cancel()
     if metadata.get("pause_expired"):
         return stops.pause_expired(str(metadata.get("paused_step")), int(metadata.get("pause_timeout_seconds") or 0))
+    if metadata.get("event_timed_out"):
+        return stops.event_timed_out(str(metadata.get("waiting_step")), str(metadata.get("event")),
+                                     int(metadata.get("event_timeout_seconds") or 0))
     return stops.deadline(timeout_seconds)
 
 

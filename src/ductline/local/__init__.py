@@ -16,11 +16,12 @@ It is also the test mode for users' pipelines: pass a ``clock`` to shorten delay
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from ductline.local.clock import Clock, RealClock
 from ductline.local.handle import LocalRun, start
-from ductline.local.options import OnUpdate, Resume, check_resumable, definition_of
+from ductline.local.options import OnUpdate, Resume, check_resumable, check_sendable, definition_of
 from ductline.local.results import AttemptRecord, LogEntry, StepResult, WorkflowResult
 
 __all__ = ["AttemptRecord", "Clock", "LocalRun", "LogEntry", "RealClock", "StepResult", "WorkflowResult", "execute",
@@ -39,6 +40,7 @@ async def execute_async(
     tracer_provider: Any = None,
     resume: Resume | None = None,
     log_level: str | None = None,
+    events: Mapping[str, Any] | None = None,
 ) -> WorkflowResult:
     """Run ``pipeline`` to its end in the running event loop; see `execute`.
 
@@ -46,9 +48,10 @@ async def execute_async(
     awaited) and raises `asyncio.CancelledError` again.
     """
     check_resumable(definition_of(pipeline), resume)
+    check_sendable(definition_of(pipeline), events)
     run = start(pipeline, *args, timeout=timeout, on_update=on_update, clock=clock, concurrency=concurrency,
                 retry_delay=retry_delay, kill_grace=kill_grace, tracer_provider=tracer_provider, resume=resume,
-                log_level=log_level)
+                log_level=log_level, events=events)
     return await run.result()
 
 
@@ -64,6 +67,7 @@ def execute(
     tracer_provider: Any = None,
     resume: Resume | None = None,
     log_level: str | None = None,
+    events: Mapping[str, Any] | None = None,
 ) -> WorkflowResult:
     """Run a pipeline in this process, without a database, and return its result.
 
@@ -107,6 +111,13 @@ def execute(
             ``step_log_level`` setting (``INFO``). Each attempt's records are in
             ``StepResult.history[i].logs`` (`LogEntry`), at most
             ``step_log_max_bytes`` (1 MiB) of text each, the cut marked.
+        events: events sent to the run as it begins, ``{event_name: data}``:
+            each is kept until the run reaches its wait (``.wait_for(event,
+            before=step)``), which then runs the step with ``data`` as its single
+            argument. A wait without a timeout must be given its event here; one
+            with a timeout that is not fails the run after it (``halt_reason``
+            ``event_timed_out``). To send while the run runs, use
+            `ductline.local.start` and `LocalRun.send`.
 
     Returns:
         A `WorkflowResult`: ``status`` (``completed``, ``halted``, ``failed`` or
@@ -126,7 +137,8 @@ def execute(
             find its steps (guard the call with ``if __name__ == "__main__":``).
         DefinitionError: the pipeline is invalid, a sync step lives where a child
             process cannot import it, or it pauses before a step without a
-            timeout that ``resume`` does not cover (nobody could resume it).
+            timeout that ``resume`` does not cover (nobody could resume it), or it
+            waits for an event without a timeout that ``events`` does not give.
         Exception: what a ``resume`` callable raised (the run is cancelled first).
     """
     try:
@@ -139,4 +151,4 @@ def execute(
     return asyncio.run(execute_async(
         pipeline, *args, timeout=timeout, on_update=on_update, clock=clock, concurrency=concurrency,
         retry_delay=retry_delay, kill_grace=kill_grace, tracer_provider=tracer_provider, resume=resume,
-        log_level=log_level))
+        log_level=log_level, events=events))

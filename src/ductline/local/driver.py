@@ -27,8 +27,8 @@ import uuid
 from typing import Any
 
 from ductline import codec
-from ductline.dsl.graph import Definition
-from ductline.engine import pause, stop
+from ductline.dsl.graph import Definition, check_event_name
+from ductline.engine import events as event_engine, pause, stop
 from ductline.engine.batch import Outcome as Recording, record_batch
 from ductline.engine.record import Outcome as Recorded
 from ductline.engine.start import new_run, write
@@ -111,6 +111,8 @@ class Driver:
                        retry_delay=options.retry_delay, limits=self.limits)
         with self.store.transaction() as tx:
             write(tx, rows)
+            for name, data in options.events:  # kept until the run reaches their waits
+                event_engine.send(tx, self.run_id, name, data, None, self.limits)
         self.first_step = rows.job.step
 
     # -- the store's clock ------------------------------------------------------------------------
@@ -167,6 +169,29 @@ class Driver:
         self.tracker.resumed(resumed, encoded is not None)
         self.wake()
         return sorted({row["step"] for row in resumed})
+
+    def send(self, event: str, data: Any = None, key: str | None = None) -> event_engine.Sent:
+        """Send an event to the run (`ductline.engine.events.send`).
+
+        Raises:
+            TypeError, ValueError, PayloadTooLarge, InvalidStateError: as
+                `ductline.local.LocalRun.send`.
+        """
+        check_event_name(event)
+        if key is not None:
+            check_event_name(key, "a send's key")
+        if self.finished:
+            raise InvalidStateError(f"run {self.run_id} is {self.status().value}; an event can be sent only "
+                                    "to an unfinished run")
+        encoded = event_engine.encode_data(data)
+        payloads.check_size(encoded, "event data", self.limits.max_bytes)
+        with self.store.transaction() as tx:
+            sent = event_engine.send(tx, self.run_id, event, encoded, key, self.limits)
+        if not sent.duplicate:
+            emit(EventName.EVENT_RECEIVED, pipeline=self.definition.name, run_id=self.run_id, event=event,
+                 step=sent.step)
+        self.wake()
+        return sent
 
     def wake(self) -> None:
         self._wake.set()
@@ -265,6 +290,9 @@ class Driver:
             return True
         if status is RunStatus.PAUSED:
             return False  # a resume, a cancel, its expiry or the deadline moves it on
+        if self.definition.waits and status is not RunStatus.HALTED \
+                and self.store.run_progress(self.run_id).get(JobStatus.DEFERRED.value):
+            return False  # an event, a cancel, its timeout or the deadline moves it on
         if self.store.next_wakeups([self.definition.name])[0] is not None:
             return False  # a job waits for its not-before time
         return not self.store.unthrottle_idle_keys()
@@ -395,6 +423,8 @@ class Driver:
                 changed = True
                 emit(EventName.PIPELINE_FAILED, pipeline=self.definition.name, run_id=self.run_id)
         if stop.expire_pauses(self.store, self.definitions):
+            changed = True
+        if self.definition.waits and stop.expire_waits(self.store, self.definitions):
             changed = True
         if changed:
             self._reap_lost()

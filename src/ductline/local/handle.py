@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from ductline import codec
 from ductline.execution import importing
 from ductline.model.inputs import NO_INPUT
 from ductline.local.clock import Clock
+from ductline.engine.events import Sent
 from ductline.local.driver import Driver
 from ductline.local.options import OnUpdate, Resume, definition_of, run_options
 from ductline.local.results import WorkflowResult
@@ -72,6 +74,28 @@ class LocalRun:
         """
         return self._driver.resume(input)
 
+    def send(self, event: str, data: Any = None, key: str | None = None) -> Sent:
+        """Send the event ``event`` to the run (``.wait_for(event, before=step)``):
+        a step run waiting for it becomes ready at once with ``data`` as its single
+        argument; otherwise the event is kept until the run reaches the wait.
+
+        Args:
+            event: the event's name.
+            data: any value that round-trips through JSON; default ``None``.
+            key: an idempotency key: a second send with the same key writes
+                nothing and returns ``Sent(duplicate=True)``.
+
+        Returns:
+            `ductline.engine.events.Sent` (``event_id``, ``duplicate``, ``step``).
+
+        Raises:
+            TypeError, ValueError: a bad ``event`` or ``key``, or ``data`` that
+                does not round-trip.
+            PayloadTooLarge: ``data`` is above ``payload_max_bytes`` as JSON.
+            InvalidStateError: the run already finished. Nothing is written.
+        """
+        return self._driver.send(event, data, key)
+
     async def result(self) -> WorkflowResult:
         """Wait for the run to end and return its result.
 
@@ -92,7 +116,7 @@ class LocalRun:
 def start(pipeline: Any, *args: Any, timeout: Any = None, on_update: OnUpdate | None = None,
           clock: Clock | None = None, concurrency: int | None = None, retry_delay: Any = None,
           kill_grace: Any = None, tracer_provider: Any = None, resume: Resume | None = None,
-          log_level: str | None = None, inline: bool = False) -> LocalRun:
+          log_level: str | None = None, inline: bool = False, events: Mapping[str, Any] | None = None) -> LocalRun:
     """Start a pipeline in the running event loop, without a database, and return
     its `LocalRun` at once (the options are those of `ductline.execute`).
 
@@ -100,7 +124,9 @@ def start(pipeline: Any, *args: Any, timeout: Any = None, on_update: OnUpdate | 
     processes (`ductline.testing`: mocks and ``monkeypatch`` reach them).
 
     Unlike `execute`, a pause without a timeout that ``resume`` does not cover is
-    allowed: the run waits in ``paused`` until `LocalRun.resume` or `LocalRun.cancel`.
+    allowed: the run waits in ``paused`` until `LocalRun.resume` or `LocalRun.cancel`;
+    so is a wait for an event without a timeout that ``events`` does not give
+    (`LocalRun.send` delivers it).
 
     Raises:
         RuntimeError: no event loop is running.
@@ -113,5 +139,6 @@ def start(pipeline: Any, *args: Any, timeout: Any = None, on_update: OnUpdate | 
     args_json = codec.dumps(list(args), what="arguments")
     options = run_options(definition, timeout=timeout, on_update=on_update, clock=clock,
                           concurrency=concurrency, retry_delay=retry_delay, kill_grace=kill_grace,
-                          tracer_provider=tracer_provider, resume=resume, log_level=log_level, inline=inline)
+                          tracer_provider=tracer_provider, resume=resume, log_level=log_level, inline=inline,
+                          events=events)
     return LocalRun(Driver(definition, args_json, options))

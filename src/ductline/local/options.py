@@ -10,7 +10,7 @@ from typing import Any, Awaitable, Callable, Union
 
 from ductline import codec
 from ductline.config import load_settings
-from ductline.dsl.graph import Definition
+from ductline.dsl.graph import Definition, check_event_name
 from ductline.errors import DefinitionError
 from ductline.model.inputs import NO_INPUT
 from ductline.local.clock import Clock, RealClock
@@ -39,6 +39,7 @@ class RunOptions:
     log_level: str = DEFAULT_LEVEL          # of steps without their own log_level
     log_max_bytes: int = DEFAULT_MAX_BYTES  # per attempt
     inline: bool = False                    # sync steps in threads of this process (ductline.testing)
+    events: tuple[tuple[str, str], ...] = ()  # (name, data JSON) sent as the run begins
 
 
 def seconds(value: Any, field: str, *, allow_zero: bool) -> float:
@@ -76,7 +77,8 @@ def definition_of(pipeline: Any) -> Definition:
 
 def run_options(definition: Definition, *, timeout: Any, on_update: OnUpdate | None, clock: Clock | None,
                 concurrency: int | None, retry_delay: Any, kill_grace: Any, tracer_provider: Any,
-                resume: Resume | None, log_level: str | None = None, inline: bool = False) -> RunOptions:
+                resume: Resume | None, log_level: str | None = None, inline: bool = False,
+                events: Mapping[str, Any] | None = None) -> RunOptions:
     """Check the options of `ductline.execute` (see there for their meaning).
 
     Raises:
@@ -84,7 +86,8 @@ def run_options(definition: Definition, *, timeout: Any, on_update: OnUpdate | N
             round-trip through JSON.
         ValueError: a negative or zero timeout, a bad ``concurrency``, or a
             ``resume`` mapping that names a step the pipeline does not pause before,
-            or a ``log_level`` that names no level.
+            an ``events`` mapping that names an event the pipeline does not wait
+            for, or a ``log_level`` that names no level.
     """
     limit = definition.timeout if timeout is None else timeout
     if concurrency is None:
@@ -102,7 +105,43 @@ def run_options(definition: Definition, *, timeout: Any, on_update: OnUpdate | N
                            allow_zero=True),
         tracer_provider=tracer_provider, resume=resume, max_payload_bytes=int(settings.payload_max_bytes),
         log_level=settings.step_log_level if log_level is None else check_level(log_level),
-        log_max_bytes=settings.step_log_max_bytes, inline=bool(inline))
+        log_max_bytes=settings.step_log_max_bytes, inline=bool(inline), events=_check_events(definition, events))
+
+
+def _check_events(definition: Definition, events: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
+    """The ``events`` option as ``(name, data JSON)`` pairs, checked."""
+    if events is None:
+        return ()
+    if not isinstance(events, Mapping):
+        raise TypeError(f"events must be a mapping {{event: data}}, not {type(events).__name__}")
+    awaited = {w.event for w in definition.waits.values()}
+    pairs = []
+    for name, data in events.items():
+        check_event_name(name)
+        if name not in awaited:
+            waited = ", ".join(repr(e) for e in sorted(awaited)) or "no event"
+            raise ValueError(f"events names event {name!r}, but pipeline {definition.name!r} waits for {waited}")
+        pairs.append((name, codec.dumps(data, what=f"data of event {name!r}")))
+    return tuple(pairs)
+
+
+def check_sendable(definition: Definition, events: Mapping[str, Any] | None) -> None:
+    """A run that nobody outside can send events to (`ductline.execute`) must be
+    given every event it waits for without a timeout.
+
+    Raises:
+        DefinitionError: a wait has no timeout and ``events`` does not give its event.
+    """
+    if events is not None and not isinstance(events, Mapping):
+        return  # run_options refuses it with a TypeError
+    given = set(events or ())
+    missing = sorted(w.event for w in definition.waits.values() if w.timeout is None and w.event not in given)
+    if missing:
+        names = ", ".join(repr(e) for e in missing)
+        raise DefinitionError(
+            f"execute() cannot run pipeline {definition.name!r}: it waits for event {names} without a timeout, "
+            "and nothing would send it. Pass events={event: data}, give the wait a timeout, or start it with "
+            "ductline.local.start and send it with LocalRun.send")
 
 
 def _check_resume(definition: Definition, resume: Resume | None) -> None:

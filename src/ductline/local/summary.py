@@ -99,6 +99,8 @@ def _error(status: RunStatus, meta: dict[str, Any], halt_reason: str | None, ste
         return error, TIMEOUT_ERROR_TYPE
     if halt_reason == HaltReason.PAUSE_EXPIRED:
         return meta.get("error"), "PauseExpired"
+    if halt_reason == HaltReason.EVENT_TIMED_OUT:
+        return meta.get("error"), "EventTimedOut"
     if status is RunStatus.CANCELLED:
         return "the run was cancelled", "Cancelled"
     if status is not RunStatus.COMPLETED:  # pragma: no cover - a validated graph reaches its end
@@ -125,6 +127,8 @@ def workflow_result(store: Store, definition: Definition, run_id: str, duration_
     failed_step = meta.get("halted_step")
     if failed_step is None and halt_reason == HaltReason.PAUSE_EXPIRED:
         failed_step = meta.get("paused_step")
+    if failed_step is None and halt_reason == HaltReason.EVENT_TIMED_OUT:
+        failed_step = meta.get("waiting_step")
     metadata: dict[str, Any] = {
         "run_id": run_id, "pipeline": definition.name, "timeout_exceeded": False,
         "timeout_seconds": run["timeout_seconds"], **meta,

@@ -27,6 +27,7 @@ class JobStatus(StrEnum):
     HELD = "held"              # its run halted: kept, not claimable until a retry
     RUNNING = "running"        # claimed by a worker under a lease
     PAUSED = "paused"          # waits for a resume (`.pause(before=)`); not claimable
+    DEFERRED = "deferred"      # waits for an event (`.wait_for(event, before=)`); not claimable, no slot
     COMPLETED = "completed"
     FAILED = "failed"
     SKIPPED = "skipped"
@@ -49,6 +50,7 @@ class HaltReason(StrEnum):
     UNSAFE_TO_RETRY = "unsafe_to_retry"
     NON_RETRYABLE_ERROR = "non_retryable_error"  # no_retry_on names the error's type, or it is deterministic
     PAUSE_EXPIRED = "pause_expired"              # a failed run's reason: its pause expired
+    EVENT_TIMED_OUT = "event_timed_out"          # a failed run's reason: an awaited event did not come in time
 
 
 class WorkerStatus(StrEnum):
@@ -93,9 +95,9 @@ RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
 # Waiting to be claimed (pending) or to be released by a retry (held).
 WAITING_JOB = frozenset({JobStatus.PENDING, JobStatus.HELD})
 # Not finished: a cancel or a deadline has to end these.
-OPEN_JOB = WAITING_JOB | {JobStatus.RUNNING, JobStatus.PAUSED}
-IDLE_JOB = WAITING_JOB | {JobStatus.PAUSED}
-"""Open but with no attempt under way (waiting or paused): a stop skips these and ends the running ones."""
+OPEN_JOB = WAITING_JOB | {JobStatus.RUNNING, JobStatus.PAUSED, JobStatus.DEFERRED}
+IDLE_JOB = WAITING_JOB | {JobStatus.PAUSED, JobStatus.DEFERRED}
+"""Open but with no attempt under way (waiting, paused or deferred): a stop skips these and ends the running ones."""
 TERMINAL_JOB = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.SKIPPED, JobStatus.CANCELLED})
 # A retry of a halted run makes these pending again (with fresh budgets).
 REVIVABLE_JOB = frozenset({JobStatus.FAILED, JobStatus.HELD, JobStatus.CANCELLED})
@@ -108,6 +110,8 @@ JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.RUNNING: frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.PENDING, JobStatus.HELD,
                                   JobStatus.CANCELLED}),
     JobStatus.PAUSED: frozenset({JobStatus.PENDING, JobStatus.FAILED, JobStatus.SKIPPED}),
+    # Its event arrives (pending, or held in a halted run), its wait times out, or a stop skips it.
+    JobStatus.DEFERRED: frozenset({JobStatus.PENDING, JobStatus.HELD, JobStatus.FAILED, JobStatus.SKIPPED}),
     JobStatus.COMPLETED: frozenset(),
     JobStatus.SKIPPED: frozenset(),
     # Only an operator's retry of a halted run moves these (back to pending).

@@ -20,6 +20,7 @@ from ductline.model.states import UNFINISHED_RUN, AttemptResult, HaltReason, Job
 WORKFLOW_TIMEOUT = "workflow timeout"   # skip reason after a run deadline
 CANCELLED = "cancelled"                 # skip reason after a cancel
 PAUSE_EXPIRED = "pause expired"         # skip reason after a pause expired
+EVENT_TIMED_OUT = "event timed out"     # skip reason after an awaited event did not come in time
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +94,24 @@ def pause_expired(step: str, seconds: int) -> StopPlan:
         attempt_result=AttemptResult.CANCELLED, error_type="PauseExpired", error=f"cancelled because the {reason}",
         skip_reason=PAUSE_EXPIRED, skip_root=step, halt_reason=HaltReason.PAUSE_EXPIRED,
         metadata={"pause_expired": True, "paused_step": step, "pause_timeout_seconds": seconds, "error": reason})
+
+
+def event_timed_out_reason(step: str, event: str, seconds: int) -> str:
+    """The error recorded on a run whose wait for ``event`` before ``step`` timed out."""
+    return f"event {event!r} awaited before step {step!r} did not come within {seconds} s"
+
+
+def event_timed_out(step: str, event: str, seconds: int) -> StopPlan:
+    """A wait for ``event`` before ``step`` passed its timeout: the run fails
+    (``halt_reason`` ``event_timed_out``), as an expired pause fails it; the
+    deferred job itself is recorded ``failed`` (it never ran)."""
+    reason = event_timed_out_reason(step, event, seconds)
+    return StopPlan(
+        run_status=RunStatus.FAILED, from_statuses=UNFINISHED_RUN, job_status=JobStatus.CANCELLED,
+        attempt_result=AttemptResult.CANCELLED, error_type="EventTimedOut", error=f"cancelled because the {reason}",
+        skip_reason=EVENT_TIMED_OUT, skip_root=step, halt_reason=HaltReason.EVENT_TIMED_OUT,
+        metadata={"event_timed_out": True, "waiting_step": step, "event": event, "event_timeout_seconds": seconds,
+                  "error": reason})
 
 
 def fail_fast(step: str) -> StopPlan:

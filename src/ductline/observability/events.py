@@ -29,6 +29,7 @@ class EventName(StrEnum):
     PIPELINE_CANCELLED = "pipeline.cancelled"   # run_id
     PIPELINE_PAUSED = "pipeline.paused"         # run_id, step (a step waits for a resume)
     PIPELINE_RESUMED = "pipeline.resumed"       # run_id, steps, input_replaced
+    EVENT_RECEIVED = "event.received"           # run_id, event, step (the step it released, or None: kept)
     JOB_ENQUEUED = "job.enqueued"               # step, count
     ATTEMPT_STARTED = "attempt.started"         # job fields, pickup_latency_seconds, deadline_ms
     JOB_COMPLETED = "job.completed"             # job fields, result, runtime_seconds, error_type, outcome,

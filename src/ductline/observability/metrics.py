@@ -105,6 +105,10 @@ METRICS: tuple[MetricSpec, ...] = (
                "Runs in the database, by status (pruned runs are not counted)."),
     MetricSpec("ductline.runs.triggered", GAUGE, PIPELINE,
                "Runs ever triggered that are still in the database (all statuses)."),
+    MetricSpec("ductline.events.received", COUNTER, PIPELINE,
+               "Events sent to runs and kept (a repeated send with the same key is not counted)."),
+    MetricSpec("ductline.events.waiting", GAUGE, PIPELINE,
+               "Step runs waiting for an event (deferred: no slot held)."),
 )
 
 SPECS: dict[str, MetricSpec] = {m.name: m for m in METRICS}
@@ -113,6 +117,7 @@ DELAYED = "ductline.jobs.delayed"
 THROTTLED = "ductline.jobs.throttled"
 RUNS = "ductline.runs"
 RUNS_TRIGGERED = "ductline.runs.triggered"
+EVENTS_WAITING = "ductline.events.waiting"
 
 LabelValues = tuple[str, ...]
 
@@ -172,13 +177,15 @@ class Registry:
     """
 
     def __init__(self, gauge_source: Callable[[], dict[str, tuple[int, int, int]]] | None = None,
-                 run_source: Callable[[], dict[tuple[str, str], int]] | None = None) -> None:
+                 run_source: Callable[[], dict[tuple[str, str], int]] | None = None,
+                 wait_source: Callable[[], dict[str, int]] | None = None) -> None:
         self._lock = threading.Lock()
         self._counters: dict[str, dict[LabelValues, float]] = {}
         self._histograms: dict[str, dict[LabelValues, Histogram]] = {}
         self._sinks: list[Sink] = []
         self.gauge_source = gauge_source
         self.run_source = run_source
+        self.wait_source = wait_source
 
     # -- sinks ---------------------------------------------------------------------
     def add_sink(self, sink: Sink) -> None:
@@ -277,6 +284,13 @@ class Registry:
                 for (pipeline, _), n in runs.items():
                     triggered[(pipeline,)] = triggered.get((pipeline,), 0.0) + n
                 gauges[RUNS_TRIGGERED] = triggered
+        if self.wait_source is not None:
+            try:
+                waiting = self.wait_source()
+            except StoreError as exc:
+                log.warning("event wait gauge unavailable: %s", exc)
+            else:
+                gauges[EVENTS_WAITING] = {(p,): float(n) for p, n in waiting.items()}
         return gauges
 
 
@@ -339,6 +353,32 @@ class RunCounts:
                 with self.store.dialect.reader() as session:
                     rows = session.fetch("metrics_run_counts", {})
                 self._cached, self._at = {(r["pipeline"], r["status"]): int(r["n"]) for r in rows}, now
+            return dict(self._cached)
+
+
+class EventWaits:
+    """A gauge source of the step runs waiting for an event per pipeline
+    (``metrics_event_waits``, over the partial index of deferred jobs); remembers
+    the pipelines it has seen (they read 0 once nothing waits) and caches a reading
+    for ``cache_seconds``."""
+
+    def __init__(self, store: Any, cache_seconds: float = 1.0) -> None:
+        self.store = store
+        self.cache_seconds = cache_seconds
+        self._known: set[str] = set()
+        self._lock = threading.Lock()
+        self._cached: dict[str, int] | None = None
+        self._at = 0.0
+
+    def __call__(self) -> dict[str, int]:
+        with self._lock:
+            now = time.monotonic()
+            if self._cached is None or now - self._at >= self.cache_seconds:
+                with self.store.dialect.reader() as session:
+                    rows = session.fetch("metrics_event_waits", {})
+                found = {r["pipeline"]: int(r["n"]) for r in rows}
+                self._known.update(found)
+                self._cached, self._at = {p: found.get(p, 0) for p in sorted(self._known)}, now
             return dict(self._cached)
 
 
@@ -405,6 +445,8 @@ class MetricsSubscriber:
             r.add("ductline.process.undead", pipeline=pipeline, step=step)
         elif name is EventName.LEASE_LOST:
             r.add("ductline.lease.lost", pipeline=pipeline, step=step)
+        elif name is EventName.EVENT_RECEIVED:
+            r.add("ductline.events.received", pipeline=pipeline)
         elif name in _RUN_ENDS:
             self._run_ended(name, a)
 

@@ -437,6 +437,10 @@ class TracingSubscriber:
             result = "failure"
             error_type = HaltReason.PAUSE_EXPIRED.value
             message = _metadata(row.get("metadata")).get("error") or "a pause expired without a resume"
+        elif a.get("reason") == HaltReason.EVENT_TIMED_OUT:  # an awaited event did not come: not the run deadline
+            result = "failure"
+            error_type = HaltReason.EVENT_TIMED_OUT.value
+            message = _metadata(row.get("metadata")).get("error") or "an awaited event did not come in time"
         else:
             result = "timeout"
             metadata = _metadata(row.get("metadata"))

@@ -10,16 +10,18 @@ from ductline.dsl.graph import Definition
 from ductline.operations import cancel, revive
 from ductline.model.inputs import NO_INPUT
 from ductline.operations.resume import resume
+from ductline.operations.send import Sent, send
 from ductline.operations.trigger import Triggered, trigger_run
 from ductline.store import Store
 
 
 @dataclass(frozen=True, slots=True)
 class RunOperations:
-    """Trigger, retry, cancel and resume runs in ``store``; each raises what the
-    operation it calls documents (`ductline.operations.trigger.trigger_run`,
-    `ductline.operations.revive.retry_run`, `ductline.operations.cancel.cancel_run`,
-    `ductline.operations.resume.resume`)."""
+    """Trigger, retry, cancel and resume runs in ``store`` and send them events;
+    each raises what the operation it calls documents
+    (`ductline.operations.trigger.trigger_run`, `ductline.operations.revive.retry_run`,
+    `ductline.operations.cancel.cancel_run`, `ductline.operations.resume.resume`,
+    `ductline.operations.send.send`)."""
 
     store: Store
 
@@ -34,3 +36,6 @@ class RunOperations:
 
     def resume(self, run_id: str, input: Any = NO_INPUT) -> list[dict[str, Any]]:
         return resume(self.store, run_id, input)
+
+    def send(self, run_id: str, event: str, data: Any = None, key: str | None = None) -> Sent:
+        return send(self.store, run_id, event, data, key)

@@ -10,7 +10,7 @@ from ductline import faults
 from ductline.store.store import Store, Tx
 
 # What a run holds, child rows first (the order the foreign keys need).
-_TABLES = ("chunks", "payloads", "step_logs", "attempts", "context", "fanins", "tags", "jobs", "runs")
+_TABLES = ("chunks", "payloads", "step_logs", "events", "attempts", "context", "fanins", "tags", "jobs", "runs")
 
 
 @dataclass(frozen=True, slots=True)

@@ -221,7 +221,20 @@ class Store:
         with self.dialect.reader() as s:
             return s.fetch("expired_pauses", {"limit": limit})
 
+    def expired_waits(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Deferred jobs whose wait for an event timed out on the database clock,
+        earliest first (with ``wait_event``)."""
+        with self.dialect.reader() as s:
+            return s.fetch("expired_waits", {"limit": limit})
+
     # -- reads -----------------------------------------------------------------------
+    def run_events(self, run_id: str) -> list[dict[str, Any]]:
+        """The events sent to a run, oldest first: ``id``, ``name``, ``key``,
+        ``data`` (JSON text), ``sent_ms``, ``job_id`` and ``consumed_ms`` (``None``
+        while it is kept for a wait)."""
+        with self.dialect.reader() as s:
+            return s.fetch("run_events", {"run_id": run_id})
+
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         with self.dialect.reader() as s:
             rows = s.fetch("get_run", {"run_id": run_id})

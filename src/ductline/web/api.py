@@ -442,6 +442,58 @@ async def resume_run(request: Request) -> Response:
     return ApiResponse({"run_id": run_id, "resumed": True, "steps": sorted({r["step"] for r in resumed})})
 
 
+@openapi(parameters=[_path("run_id")], requestBody={"required": True, "content": {"application/json": {
+    "schema": {"type": "object", "additionalProperties": False, "required": ["event"], "properties": {
+        "event": {"type": "string", "description": "the event's name (1 to 200 characters)"},
+        "data": {"description": "the event's data: any JSON value, the waiting step's single argument "
+                                "(default null)"},
+        "key": {"type": "string", "description": "an idempotency key: a second send with the same key "
+                                                 "changes nothing (duplicate: true)"}}}}}},
+    responses={"200": {"description": "{run_id, event, event_id, duplicate, step}: step is the step the event "
+                                      "released now, null when it is kept for a wait to come"},
+               "400": {"description": "body is not a JSON object"},
+               "401": {"description": "missing or wrong bearer token"}, "403": {"description": "read-only"},
+               "404": {"description": "no such run"},
+               "409": {"description": "the run finished (completed, failed, cancelled)"},
+               "422": {"description": "a missing or bad field, or data that does not round-trip through JSON"}},
+    security=[{"bearer": []}])
+async def send_event(request: Request) -> Response:
+    """Send an event to a run: a step waiting for it runs now with its data; else it is kept.
+
+    Nothing is written when the answer is not 200.
+    """
+    refused = _refused(request)
+    if refused is not None:
+        return refused
+    d = dashboard(request)
+    run_id = request.path_params["run_id"]
+    try:
+        raw = await _body(request)
+    except start.BadStart as exc:
+        return json_error(exc.status, str(exc))
+    try:
+        body = json.loads(raw) if raw.strip() else None
+    except (ValueError, RecursionError) as exc:
+        return json_error(400, f"request body is not valid JSON: {exc}")
+    if not isinstance(body, dict):
+        return json_error(400, f"request body must be a JSON object, got {type(body).__name__}")
+    unknown = sorted(set(body) - {"event", "data", "key"})
+    if unknown:
+        return json_error(422, f"unknown field(s) {unknown}; the fields are 'event', 'data' and 'key'")
+    if "event" not in body:
+        return json_error(422, "the field 'event' (the event's name) is required")
+    await run_in_threadpool(d.reader.run, run_id)  # 404 for an unknown run
+    try:
+        sent = await run_in_threadpool(
+            lambda: d.operations.send(run_id, body["event"], body.get("data"), body.get("key")))
+    except InvalidStateError as exc:
+        return json_error(409, str(exc))
+    except (TypeError, ValueError) as exc:
+        return json_error(422, str(exc))
+    return ApiResponse({"run_id": run_id, "event": body["event"], "event_id": sent.event_id,
+                        "duplicate": sent.duplicate, "step": sent.step})
+
+
 class _Schema(SchemaGenerator):
     def parse_docstring(self, func_or_method: Callable[..., Any]) -> dict[str, Any]:
         summary, _, description = (inspect.getdoc(func_or_method) or "").partition("\n\n")
@@ -472,6 +524,7 @@ routes = [
     Route("/api/runs/{run_id}/retry", retry_run, methods=["POST"]),
     Route("/api/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
     Route("/api/runs/{run_id}/resume", resume_run, methods=["POST"]),
+    Route("/api/runs/{run_id}/send", send_event, methods=["POST"]),
     Route("/api/charts", charts),
     Route("/api/workers", list_workers),
     Route("/api/pipelines", list_pipelines),

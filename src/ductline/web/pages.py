@@ -1,4 +1,4 @@
-"""The HTML pages: overview, runs list, run page, login, and the retry/cancel/resume forms."""
+"""The HTML pages: overview, runs list, run page, login, and the retry/cancel/resume/send forms."""
 
 from __future__ import annotations
 
@@ -260,6 +260,42 @@ async def resume(request: Request) -> Response:
     return RedirectResponse(f"/runs/{run_id}", 303)
 
 
+async def send(request: Request) -> Response:
+    """Send an event to a run (`ductline.operations.send.send`): the form's ``event``,
+    its ``data`` (JSON; empty is null) and an optional idempotency ``key``."""
+    import json
+
+    form, refused = await _authorised_form(request)
+    if refused is not None:
+        return refused
+    assert form is not None
+    d = dashboard(request)
+    run_id = request.path_params["run_id"]
+    await run_in_threadpool(d.reader.run, run_id)  # 404 for an unknown run
+    event = str(form.get("event") or "")
+    text = str(form.get("data") or "").strip()
+    key = str(form.get("key") or "").strip() or None
+    value: Any = None
+    if text:
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            flash(request, "error", f"Not sent: the data is not valid JSON ({exc}).")
+            return RedirectResponse(f"/runs/{run_id}", 303)
+    try:
+        sent = await run_in_threadpool(lambda: d.operations.send(run_id, event, value, key))
+    except (InvalidStateError, TypeError, ValueError) as exc:
+        flash(request, "error", f"Not sent: {exc}")
+    else:
+        if sent.duplicate:
+            flash(request, "ok", f"Event {event!r} with this key was sent already: nothing changed.")
+        elif sent.step is not None:
+            flash(request, "ok", f"Event {event!r} sent: step {sent.step} runs now.")
+        else:
+            flash(request, "ok", f"Event {event!r} sent: kept until the run waits for it.")
+    return RedirectResponse(f"/runs/{run_id}", 303)
+
+
 routes = [
     Route("/", overview, include_in_schema=False),
     Route("/runs", runs, include_in_schema=False),
@@ -268,6 +304,7 @@ routes = [
     Route("/runs/{run_id}/retry", retry, methods=["POST"], include_in_schema=False),
     Route("/runs/{run_id}/cancel", cancel, methods=["POST"], include_in_schema=False),
     Route("/runs/{run_id}/resume", resume, methods=["POST"], include_in_schema=False),
+    Route("/runs/{run_id}/send", send, methods=["POST"], include_in_schema=False),
     Route("/login", login, methods=["GET", "POST"], include_in_schema=False),
     Route("/logout", logout, methods=["POST"], include_in_schema=False),
 ]

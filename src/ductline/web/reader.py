@@ -316,6 +316,10 @@ class DashboardReader:
 
         return payloads.stream(self._store, run_id, payload_id)
 
+    def sent_events(self, run_id: str) -> list[dict[str, Any]]:
+        """The events sent to the run, oldest first (`ductline.store.Store.run_events`)."""
+        return self._store.run_events(run_id)
+
     def run_events(self, run_id: str) -> list[dict[str, Any]]:
         """Every attempt of the run with its step, oldest first (the event stream's source)."""
         return self._fetch("web_run_events", {"run_id": run_id})

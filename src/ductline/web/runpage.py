@@ -63,6 +63,8 @@ class StepRunView:
     pause_expires_ms: int | None = None  # a paused step run: when its pause expires (None: never)
     skip_root: str | None = None  # a skipped step run: the step whose stop made it unreachable
     failed: Failures = Failures()  # its failed attempts, free and paid
+    wait_event: str | None = None  # a deferred step run: the event it waits for
+    wait_expires_ms: int | None = None  # ... and when its wait times out (None: never)
 
 
 @dataclass(slots=True)
@@ -112,6 +114,7 @@ class RunPage:
     graph: RunGraph
     now_ms: int
     failed: Failures = Failures()  # the run's failed attempts, free and paid
+    declared_events: tuple[str, ...] = ()  # the events its pipeline waits for (when imported here)
 
     @property
     def status(self) -> str:
@@ -149,6 +152,19 @@ class RunPage:
         return self.status == RunStatus.PAUSED
 
     @property
+    def can_send(self) -> bool:
+        """An event can be sent: the run is unfinished and its pipeline waits for
+        events (or, not imported here, a step run waits for one now)."""
+        return self.status in UNFINISHED_RUN and bool(self.awaited_events)
+
+    @property
+    def awaited_events(self) -> list[str]:
+        """The events the run's pipeline waits for (those its step runs wait for
+        now first), for the send form."""
+        waiting = sorted({r.wait_event for step in self.steps for r in step.runs if r.wait_event})
+        return waiting + [e for e in self.declared_events if e not in waiting]
+
+    @property
     def delayed_start(self) -> bool:
         return self.status == RunStatus.PENDING and int(self.run["not_before_ms"]) > self.now_ms
 
@@ -171,7 +187,7 @@ def _attempts(rows: list[dict[str, Any]], logs: list[dict[str, Any]]) -> dict[st
 
 _URGENCY: dict[State, int] = {
     JobStatus.FAILED: 0, JobStatus.PAUSED: 1, JobStatus.RUNNING: 1, JobStatus.HELD: 2, Shown.READY: 3,
-    Shown.THROTTLED: 3, Shown.DELAYED: 4, JobStatus.CANCELLED: 5, JobStatus.SKIPPED: 6, JobStatus.COMPLETED: 7,
+    Shown.THROTTLED: 3, Shown.DELAYED: 4, JobStatus.DEFERRED: 4, JobStatus.CANCELLED: 5, JobStatus.SKIPPED: 6, JobStatus.COMPLETED: 7,
 }
 
 
@@ -197,7 +213,10 @@ def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[di
             j["skip_reason"], j["output"], attempts.get(j["id"], []),
             pause_expires_ms=None if j.get("pause_expires_ms") is None or j["status"] != JobStatus.PAUSED
             else int(j["pause_expires_ms"]), skip_root=j.get("skip_root"),
-            failed=failures.of_step_run(j, [a.result for a in attempts.get(j["id"], [])])))
+            failed=failures.of_step_run(j, [a.result for a in attempts.get(j["id"], [])]),
+            wait_event=j.get("wait_event") if j["status"] == JobStatus.DEFERRED else None,
+            wait_expires_ms=None if j.get("pause_expires_ms") is None or j["status"] != JobStatus.DEFERRED
+            else int(j["pause_expires_ms"])))
     steps = []
     for node in graph.nodes:
         runs = by_step.get(node.name, [])
@@ -215,7 +234,8 @@ def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[di
     if not isinstance(metadata, dict):
         metadata = {"value": metadata}
     failed = failures.total(r.failed for runs in by_step.values() for r in runs)
-    return RunPage(run, metadata, _reason(run, metadata, by_step), steps, graph, now_ms, failed)
+    declared = tuple(sorted({w.event for w in definition.waits.values()})) if definition is not None else ()
+    return RunPage(run, metadata, _reason(run, metadata, by_step), steps, graph, now_ms, failed, declared)
 
 
 def _said(value: Any) -> str:

@@ -88,6 +88,8 @@ def build(reader: DashboardReader, run_id: str) -> dict[str, Any]:
             # the step whose stop made this step run unreachable (null: skipped itself, or not skipped)
             "skip_root": job["skip_root"],
             "pause_expires": views.iso(job.get("pause_expires_ms")) if status is JobStatus.PAUSED else None,
+            "waiting_for": job.get("wait_event") if status is JobStatus.DEFERRED else None,
+            "wait_expires": views.iso(job.get("pause_expires_ms")) if status is JobStatus.DEFERRED else None,
             "priority": job["priority"], "limit_key": job["limit_key"],
             "throttled": bool(job["throttled"]) and status is JobStatus.PENDING,
             "output": _step_output(run_id, job.get("output")),
@@ -105,5 +107,16 @@ def build(reader: DashboardReader, run_id: str) -> dict[str, Any]:
         "not_before": views.iso(run["not_before_ms"]), "deadline": views.iso(run["deadline_ms"]),
         "created_at": views.iso(run["created_ms"]), "started_at": views.iso(run["started_ms"]),
         "finished_at": views.iso(run["finished_ms"]), "failures": spent.as_dict(), "steps": steps,
+        "events": _events(reader, run_id, {j["id"]: j["step"] for j in jobs}),
     }
+
+
+def _events(reader: DashboardReader, run_id: str, steps: dict[str, str]) -> list[dict[str, Any]]:
+    """The events sent to the run, as ``ductline show --json`` lists them."""
+    return [{
+        "id": e["id"], "name": e["name"], "key": e["key"], "data": Data(values.api_value(values.decode(e["data"]))),
+        "sent_at": views.iso(e["sent_ms"]),
+        "consumed_by": steps.get(e["job_id"]) if e["job_id"] is not None else None,
+        "consumed_at": views.iso(e["consumed_ms"]),
+    } for e in reader.sent_events(run_id)]
 

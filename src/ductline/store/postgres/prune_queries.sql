@@ -40,6 +40,9 @@ DELETE FROM ductline_payload_chunks WHERE payload_id IN (
 -- name: prune_payloads
 DELETE FROM ductline_payloads WHERE run_id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb));
 
+-- name: prune_events
+DELETE FROM ductline_events WHERE run_id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb));
+
 -- name: prune_step_logs
 DELETE FROM ductline_step_logs WHERE run_id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb));
 

@@ -306,6 +306,10 @@ SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
             UNION ALL
             SELECT min(pause_expires_ms) FROM ductline_jobs
             WHERE status = 'paused' AND pause_expires_ms IS NOT NULL
+              AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
+            UNION ALL
+            SELECT min(pause_expires_ms) FROM ductline_jobs
+            WHERE status = 'deferred' AND pause_expires_ms IS NOT NULL
               AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))) AS due) AS deadline_ms;
 
 -- name: stop_run
@@ -484,6 +488,10 @@ WITH picked AS (
                     UNION ALL
                     SELECT min(pause_expires_ms) FROM ductline_jobs
                     WHERE status = 'paused' AND pause_expires_ms IS NOT NULL
+                      AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
+                    UNION ALL
+                    SELECT min(pause_expires_ms) FROM ductline_jobs
+                    WHERE status = 'deferred' AND pause_expires_ms IS NOT NULL
                       AND pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))) AS due) END
                AS next_deadline_ms,
            (SELECT count(*) FROM claimed) < :limit AS ran_dry

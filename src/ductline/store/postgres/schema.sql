@@ -63,7 +63,8 @@ CREATE TABLE ductline_jobs (
     throttled BIGINT NOT NULL DEFAULT 0,
     pause_expires_ms BIGINT,
     rate_slot_ms BIGINT,
-    phase BIGINT NOT NULL DEFAULT 0
+    phase BIGINT NOT NULL DEFAULT 0,
+    wait_event TEXT
 );
 -- A step run exists once per (run, step, scope): creating it twice is impossible.
 CREATE UNIQUE INDEX ductline_jobs_identity ON ductline_jobs (run_id, step, scope);
@@ -259,3 +260,23 @@ CREATE TABLE ductline_schedule_ticks (
     created_ms BIGINT NOT NULL,
     PRIMARY KEY (schedule, tick_ms)
 );
+
+-- 0011: events (ductline.engine.events): a job waiting for an event is 'deferred'
+-- (wait_event names the event, pause_expires_ms is its expiry); an event sent to a
+-- run is kept in ductline_events until a wait consumes it (job_id, consumed_ms).
+CREATE INDEX ductline_jobs_deferred ON ductline_jobs (pause_expires_ms) WHERE status = 'deferred';
+CREATE INDEX ductline_jobs_awaiting ON ductline_jobs (run_id, wait_event) WHERE status = 'deferred';
+CREATE TABLE ductline_events (
+    id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    name TEXT NOT NULL,
+    key TEXT,
+    data TEXT NOT NULL,
+    sent_ms BIGINT NOT NULL,
+    job_id TEXT,
+    consumed_ms BIGINT
+);
+CREATE UNIQUE INDEX ductline_events_key ON ductline_events (run_id, key) WHERE key IS NOT NULL;
+-- seq: the run's events in the order they were sent (sends to a run take its lock in turn).
+CREATE UNIQUE INDEX ductline_events_order ON ductline_events (run_id, seq);

@@ -133,7 +133,7 @@ FROM ductline_runs WHERE id = :run_id;
 -- name: run_jobs
 SELECT id, step, scope, parent_scope, elem_index, status, output, not_before_ms, attempts, failures,
        crashes, boundary, skip_reason, skip_root, created_ms, finished_ms, pause_expires_ms, priority,
-       limit_key, throttled
+       limit_key, throttled, wait_event
 FROM ductline_jobs WHERE run_id = :run_id ORDER BY created_ms, coalesce(elem_index, -1), scope;
 
 -- name: run_attempts

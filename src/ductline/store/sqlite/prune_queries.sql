@@ -29,6 +29,9 @@ DELETE FROM ductline_payload_chunks WHERE payload_id IN (
 -- name: prune_payloads
 DELETE FROM ductline_payloads WHERE run_id IN (SELECT value FROM json_each(:run_ids));
 
+-- name: prune_events
+DELETE FROM ductline_events WHERE run_id IN (SELECT value FROM json_each(:run_ids));
+
 -- name: prune_step_logs
 DELETE FROM ductline_step_logs WHERE run_id IN (SELECT value FROM json_each(:run_ids));
 

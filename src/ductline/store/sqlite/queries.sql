@@ -226,6 +226,10 @@ SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
             UNION ALL
             SELECT min(pause_expires_ms) FROM ductline_jobs
             WHERE status = 'paused' AND pause_expires_ms IS NOT NULL
+              AND pipeline IN (SELECT value FROM json_each(:pipelines))
+            UNION ALL
+            SELECT min(pause_expires_ms) FROM ductline_jobs
+            WHERE status = 'deferred' AND pause_expires_ms IS NOT NULL
               AND pipeline IN (SELECT value FROM json_each(:pipelines))) AS due) AS deadline_ms;
 
 -- name: stop_run
