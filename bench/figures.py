@@ -64,32 +64,58 @@ def median(values: list[float]) -> float:
 # ======================================================================================
 # trigger() against a bare INSERT
 # ======================================================================================
+def _backend_cpu(conn: Any, where: str) -> float:
+    """CPU seconds used so far by the PostgreSQL backends ``where`` selects
+    (pg_stat_activity; the server runs on this host)."""
+    total = 0.0
+    for (pid,) in conn.execute(f"SELECT pid FROM pg_stat_activity WHERE {where}").fetchall():
+        total += core._cpu_seconds(int(pid))
+    return total
+
+
 def bench_trigger(pg: core.PgBackend, n: int, block: int = 100) -> dict[str, float]:
+    """Rates, and CPU per call of this process and of the server backend serving it
+    (less sensitive to a busy machine than the rates)."""
     url = pg.fresh()
     raw = pg.fresh_raw()
     store = open_store(url)
     bare_s = trig_s = 0.0
+    cpu = {"bare_client": 0.0, "trigger_client": 0.0, "bare_server": 0.0, "trigger_server": 0.0}
     try:
-        with psycopg.connect(raw, autocommit=True) as conn:
+        with psycopg.connect(raw, autocommit=True) as conn, psycopg.connect(raw, autocommit=True) as watch:
             conn.execute("CREATE TABLE bench_rows (id bigserial PRIMARY KEY, payload jsonb)")
             for i in range(10):  # both warm: connections up, statements prepared
                 conn.execute("INSERT INTO bench_rows (payload) VALUES (%s)", (json.dumps([i]),))
                 bench_app.bench_noop.trigger(i, database=store)
+            bare_pid = f"pid = {conn.info.backend_pid}"
+            ours = (f"datname = '{url.rpartition('/')[2]}' AND application_name = 'ductline'")
             for start in range(0, n, block):
+                c0, s0 = time.process_time(), _backend_cpu(watch, bare_pid)
                 t0 = time.perf_counter()
                 for i in range(start, start + block):
                     conn.execute("INSERT INTO bench_rows (payload) VALUES (%s)", (json.dumps([i]),))
                 t1 = time.perf_counter()
+                c1, s1 = time.process_time(), _backend_cpu(watch, bare_pid)
+                s1b = _backend_cpu(watch, ours)
+                c1b = time.process_time()
+                t1b = time.perf_counter()
                 for i in range(start, start + block):
                     bench_app.bench_noop.trigger(i, database=store)
                 t2 = time.perf_counter()
+                c2, s2 = time.process_time(), _backend_cpu(watch, ours)
                 bare_s += t1 - t0
-                trig_s += t2 - t1
+                trig_s += t2 - t1b
+                cpu["bare_client"] += c1 - c0
+                cpu["bare_server"] += s1 - s0
+                cpu["trigger_client"] += c2 - c1b
+                cpu["trigger_server"] += s2 - s1b
     finally:
         store.close()
-    res = {"bare": n / bare_s, "trigger": n / trig_s}
+    res = {"bare": n / bare_s, "trigger": n / trig_s, **{k: v / n * 1e6 for k, v in cpu.items()}}
     res["ratio"] = res["trigger"] / res["bare"]
-    core.log(f"trigger: {res['trigger']:.0f}/s against a bare INSERT {res['bare']:.0f}/s: {res['ratio']:.2f}x")
+    core.log(f"trigger: {res['trigger']:.0f}/s against a bare INSERT {res['bare']:.0f}/s: {res['ratio']:.2f}x; "
+             f"CPU per call (us) client {res['trigger_client']:.0f} / {res['bare_client']:.0f}, "
+             f"server {res['trigger_server']:.0f} / {res['bare_server']:.0f}")
     return res
 
 
@@ -259,6 +285,10 @@ def main() -> int:
         row("trigger(), one call per run", [x["trigger"] for x in t], ".0f", "runs/s")
         row("bare INSERT of one JSON row, autocommit", [x["bare"] for x in t], ".0f", "rows/s")
         row("RATIO trigger / bare INSERT (target >= 0.8)", [x["ratio"] for x in t], ".2f", "x")
+        for who in ("client", "server"):
+            row(f"  CPU per trigger(), {who} (this process / its PostgreSQL backend)",
+                [x[f"trigger_{who}"] for x in t], ".0f", "us")
+            row(f"  CPU per bare INSERT, {who}", [x[f"bare_{who}"] for x in t], ".0f", "us")
     for b in ("postgresql", "sqlite"):
         h = got.get(f"hop_{b}")
         if h:
