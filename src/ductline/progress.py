@@ -46,6 +46,8 @@ class RunProgress:
         text = f"running: {current}" if current else ""
         if counts.get(JobStatus.PAUSED):  # waits for a person: say how to let it go on
             text = (text + "; " if text else "") + f"paused: `ductline resume {self._run_id}`"
+        if counts.get(JobStatus.DEFERRED):  # waits for an event: say how to send it
+            text = (text + "; " if text else "") + f"waiting for an event: `ductline send {self._run_id} EVENT`"
         if counts.get(JobStatus.FAILED):  # the bar counts every step that ended: say which did not succeed
             text = (text + "; " if text else "") + f"{counts[JobStatus.FAILED]} failed"
         self._progress.update(self._task, total=max(total, 1), completed=done, current=text)

@@ -90,6 +90,8 @@ def test_sending_to_a_finished_run_or_no_run_is_refused_and_writes_nothing(store
     handle = events_app.orders.trigger(1, database=store)
     wait_for(lambda: deferred(store, handle.id), 30)
     handle.cancel()
+    ship = jobs_by_step(store, handle.id)["ship"]
+    assert (ship["status"], ship["skip_reason"]) == ("skipped", "cancelled")
     with pytest.raises(InvalidStateError, match="is cancelled; an event can be sent only to an unfinished run"):
         handle.send("paid", 1)
     assert store.run_events(handle.id) == []
@@ -218,3 +220,17 @@ def test_the_waiting_gauge_and_the_received_counter(store):
         assert registry.gauges()["ductline.events.waiting"] == {("events_orders",): 0.0}
     finally:
         unsubscribe()
+
+
+def test_an_event_sent_to_a_halted_run_releases_its_step_held_until_the_retry(store):
+    handle = events_app.orders.trigger(4, database=store)
+    assert drive(store, events_app.orders) == ["prepare"]
+    with store.transaction() as tx:  # another branch gave up: the run halts, the wait goes on
+        assert tx.halt_run(handle.id, "job_retries_exhausted", {"halted_step": "elsewhere"})
+    sent = handle.send("paid", "late")
+    assert sent.step == "ship"
+    assert jobs_by_step(store, handle.id)["ship"]["status"] == "held"
+    assert drive(store, events_app.orders) == []  # nothing starts in a halted run
+    assert store.revive_run(handle.id)
+    assert drive(store, events_app.orders) == ["ship", "finish"]
+    assert handle.output() == {"shipped": "late"}

@@ -576,6 +576,8 @@ event_when_waiting = (Pipeline("parity_event_when_waiting").start(prepare).chain
                       .wait_for("approved", before=approve, timeout=600))
 event_divide = (Pipeline("parity_event_divide").start(prepare).divide(to=[approve, side]).combine(into=collect)
                 .wait_for("approved", before=approve))
+event_past_deadline = (Pipeline("parity_event_past_deadline", timeout=2).start(prepare).chain(to=approve)
+                       .chain(to=finish).wait_for("approved", before=approve))
 event_timed_out = (Pipeline("parity_event_timed_out").start(prepare).divide(to=[approve, hang])
                    .combine(into=collect).wait_for("approved", before=approve, timeout=1))
 

@@ -219,6 +219,8 @@ CASES: list[Case] = [
          events_when_waiting=True, check=steps(("approve", "", COMPLETED, [OK], {"approved": "yes"}))),
     Case("event_in_divide", app.event_divide, (5,), COMPLETED, events={"approved": None}, slots=2,
          check=steps(("collect", "", COMPLETED, [OK], [{"approved": None}, {"side": 5}]))),
+    Case("event_wait_past_the_run_deadline", app.event_past_deadline, (7,), FAILED, seconds=2,
+         check=both(steps(("approve", "", "skipped", []), ("finish", "", "skipped", [])), deadline_exceeded)),
     Case("event_timed_out_sibling_running", app.event_timed_out, (7,), FAILED, "event_timed_out", slots=2,
          seconds=1, check=steps(("approve", "", FAILED, []), ("hang", "", CANCELLED, [CANCELLED]),
                                 ("collect", "", "skipped", [], ("event timed out", "approve")))),
