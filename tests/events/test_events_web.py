@@ -46,6 +46,7 @@ def test_the_run_page_shows_the_wait_and_sends_the_event_with_csrf(client, store
     handle = waiting(store)
     anonymous = client.get(f"/runs/{handle.id}").text
     assert "waiting for event <code>paid</code> · no timeout" in anonymous and 'id="send"' not in anonymous
+    assert "Running: waiting for an event" in anonymous and "Its wait has no timeout." in anonymous
     forged = client.post(f"/runs/{handle.id}/send", data={"csrf": "made-up", "event": "paid", "data": "1"},
                          follow_redirects=False)
     assert forged.status_code == 403 and store.run_events(handle.id) == []
@@ -104,3 +105,18 @@ def test_the_api_sends_with_a_bearer_token(client, store):
     schema = client.get("/api/openapi.json").json()
     assert schema["paths"]["/api/runs/{run_id}/send"]["post"]["summary"] == (
         "Send an event to a run: a step waiting for it runs now with its data; else it is kept.")
+
+
+def test_a_run_failed_by_a_wait_that_timed_out_explains_why(client, store):
+    import time
+
+    from ductline.engine import stop
+
+    handle = events_app.expiring.trigger(2, database=store)
+    assert drive(store, events_app.expiring, skip=("slow_side",)) == ["prepare"]
+    time.sleep(1.2)  # the wait's timeout (1 s) passes on the database clock
+    assert stop.expire_waits(store, {"events_expiring": events_app.expiring.definition()}) == 1
+    page = client.get(f"/runs/{handle.id}").text
+    assert "Failed: event timed out" in page
+    assert "The event &#39;paid&#39; awaited before step &#39;ship&#39; did not come within 1 s, so the run " \
+           "failed." in page

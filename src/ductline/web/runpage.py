@@ -100,7 +100,7 @@ class StepView:
 
 @dataclass(slots=True)
 class Reason:
-    kind: str  # the run's status (halted, failed, cancelled, paused), or "timeout": failed by its deadline
+    kind: str  # the run's status (halted, failed, cancelled, paused, running), or "timeout": failed by its deadline
     title: str
     chain: list[str] = field(default_factory=list)
 
@@ -300,8 +300,28 @@ def _reason(run: dict[str, Any], metadata: dict[str, Any], by_step: dict[str, li
         if skipped:
             chain.append(skipped)
         return Reason(RunStatus.FAILED, "Failed: pause expired", chain)
+    if status == RunStatus.FAILED and metadata.get("event_timed_out"):
+        chain = [f"The {_said(metadata.get('error') or 'awaited event did not come in time')}, so the run failed."]
+        skipped = _skipped(by_step, "event timed out")
+        cancelled = sum(1 for runs in by_step.values() for r in runs if r.state is JobStatus.CANCELLED)
+        if cancelled:
+            chain.append(f"{cancelled} in-flight step run(s) cancelled.")
+        if skipped:
+            chain.append(skipped)
+        return Reason(RunStatus.FAILED, "Failed: event timed out", chain)
     if status == RunStatus.FAILED:
         return Reason(RunStatus.FAILED, "Failed", [_said(metadata.get("error") or "see metadata")])
+    if status == RunStatus.RUNNING:
+        chain = []
+        for name, runs in by_step.items():
+            for r in runs:
+                if r.state is JobStatus.DEFERRED:
+                    chain.append(f"Step {name} is waiting for event {r.wait_event!r}: send it here or with "
+                                 f"`ductline send {run['id']} {r.wait_event} [--data JSON]`.")
+                    chain.append("Its wait has no timeout." if r.wait_expires_ms is None else
+                                 "If the event does not come, the run fails when its wait times out.")
+        if chain:
+            return Reason(RunStatus.RUNNING, "Running: waiting for an event", chain)
     if status == RunStatus.PAUSED:
         chain = []
         for name, runs in by_step.items():
