@@ -22,7 +22,8 @@ import steps_for_tests as S
 from ductline.dsl.backoff import Backoff
 from ductline.dsl.options import StepOptions, build_options, error_type_name
 from ductline.model.outcomes import (
-    COMPLETE, Action, Budget, Charge, Ended, Verdict, check_expand_output, child_died_message, crash_backoff_ms,
+    COMPLETE, MAX_RELEASES, Action, Budget, Charge, Ended, Verdict, check_expand_output, child_died_message,
+    crash_backoff_ms,
     decide, halt_detail, requested_delay_ms, timeout_message,
 )
 from ductline.model.states import AttemptResult, HaltReason
@@ -62,6 +63,10 @@ def requested(delay: object = 0, reason: str = "") -> Ended:
 
 def released() -> Ended:
     return Ended(CANCEL, "Released", "the worker shut down", released=True)
+
+
+def interrupted() -> Ended:
+    return Ended(CANCEL, "Released", "the worker shut down", released=True, interrupted=True)
 
 
 def never(*_: Any) -> float:
@@ -258,6 +263,19 @@ DECISIONS = [
     pytest.param(released(), B(max_retry=0, max_crash=0), opts(max_retry=0, max_crash=0), Verdict(Action.RELEASE),
                  id="release-zero-budgets"),
     pytest.param(released(), B(), None, Verdict(Action.RELEASE), id="release-unknown-step"),
+    # -- interrupted by the shutdown grace while it ran: counted, MAX_RELEASES in a row halt -----
+    pytest.param(interrupted(), B(), DEFAULT, Verdict(Action.RELEASE, charge=Charge.RELEASE),
+                 id="interrupted-counts"),
+    pytest.param(interrupted(), B(releases=MAX_RELEASES - 2, failures=2, crashes=9), DEFAULT,
+                 Verdict(Action.RELEASE, charge=Charge.RELEASE), id="interrupted-below-the-limit"),
+    pytest.param(interrupted(), B(releases=MAX_RELEASES - 1), DEFAULT,
+                 Verdict(Action.FAIL, charge=Charge.RELEASE, halt=HaltReason.JOB_RELEASES_EXHAUSTED,
+                         detail=f"interrupted by a worker's shutdown grace {MAX_RELEASES} times in a row "
+                                f"(at most {MAX_RELEASES}): the worker shut down"), id="interrupted-at-the-limit"),
+    pytest.param(released(), B(releases=MAX_RELEASES + 3), DEFAULT, Verdict(Action.RELEASE),
+                 id="given-back-never-counts"),
+    pytest.param(interrupted(), B(boundary="pay"), DEFAULT, fail(UNSAFE, "crossed boundary 'pay': the worker shut down", charge=None),
+                 id="interrupted-past-its-boundary"),
 ]
 
 

@@ -34,13 +34,15 @@ class Outcome:
     error: str | None = None
     traceback: str | None = None
     release: bool = False  # give the job back without charging a budget
+    interrupted: bool = False  # released by the shutdown grace while it ran (`Ended.interrupted`)
     run_deadline: bool = False  # the run deadline killed it: end the whole run
     route_key: str | None = None  # str(output) as the child rendered it (a divert's key)
 
     def ended(self) -> Ended:
         """How the attempt ended, for the rulebook."""
         if self.release:
-            return Ended(AttemptResult.CANCELLED, RELEASED_TYPE, self.error, released=True)
+            return Ended(AttemptResult.CANCELLED, RELEASED_TYPE, self.error, released=True,
+                         interrupted=self.interrupted)
         return Ended(self.result, self.error_type, self.error)
 
 

@@ -146,7 +146,8 @@ def failure(tx: Tx, definition: Definition | None, a: Attempt, ended: Ended, tra
     released by a worker's shutdown) as the rulebook decides (`decide`)."""
     tx.lock_runs([a.run_id])  # before any job row: the order stops take too (no deadlock)
     row = tx.job_budget(a.job_id)
-    budget = Budget(row.failures, row.crashes, row.max_retry, row.max_crash, row.retry_delay_seconds, row.boundary)
+    budget = Budget(row.failures, row.crashes, row.max_retry, row.max_crash, row.retry_delay_seconds, row.boundary,
+                    row.releases)
     verdict = decide(ended, budget, _options(definition, a.step), handler=a.step == ON_HALT_STEP)
     if (row.lease_token, row.status) != (a.lease_token, JobStatus.RUNNING):
         return LOST
@@ -173,11 +174,11 @@ def _apply(tx: Tx, a: Attempt, verdict: Verdict) -> bool:
         return tx.retry_job(a.job_id, a.lease_token, verdict.delay_ms, crashed=crashed,
                             charged=verdict.charge is not None)
     if verdict.action is Action.RELEASE:
-        released = tx.release_job(a.job_id, a.lease_token)
+        released = tx.release_job(a.job_id, a.lease_token, counted=verdict.charge is Charge.RELEASE)
         if released and not a.begun:
             tx.unstart_run(a.run_id)  # if nothing of the run ran, its clock starts with the next claim
         return released
-    return tx.fail_job(a.job_id, a.lease_token, crashed=crashed)
+    return tx.fail_job(a.job_id, a.lease_token, crashed=crashed, released=verdict.charge is Charge.RELEASE)
 
 
 def _options(definition: Definition | None, step: str) -> StepOptions | None:

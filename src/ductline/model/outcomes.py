@@ -43,6 +43,11 @@ from ductline.dsl.graph import Node, TransitionKind
 from ductline.dsl.options import StepOptions
 from ductline.model.states import AttemptResult, HaltReason
 
+# A job whose attempts are interrupted by its worker's shutdown grace this many times
+# in a row (each one released, nothing charged) halts its run with
+# `HaltReason.JOB_RELEASES_EXHAUSTED`: a step longer than every deploy allows would
+# otherwise start again forever. An attempt that ends any other way resets the count.
+MAX_RELEASES = 5
 CRASH_BACKOFF_BASE_MS = 1_000
 CRASH_BACKOFF_CAP_MS = 60_000
 
@@ -78,6 +83,7 @@ class Action(StrEnum):
 class Charge(StrEnum):
     FAILURE = "failure"     # counts against max_retry
     CRASH = "crash"         # counts against max_crash
+    RELEASE = "release"     # counts against MAX_RELEASES (consecutive interrupted attempts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +97,7 @@ class Budget:
     max_crash: int = 10
     retry_delay_seconds: float = 10  # a worker stores whole seconds; the in-process executor may use fractions
     boundary: str | None = None
+    releases: int = 0  # consecutive attempts interrupted by a worker's shutdown grace
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,12 +110,16 @@ class Ended:
         error: the error's message.
         released: the worker gave the job back unfinished (shutdown); ``result``
             is then `AttemptResult.CANCELLED`.
+        interrupted: released because the worker's shutdown grace ran out while the
+            attempt ran (it counts toward `MAX_RELEASES`); not a job claimed ahead
+            and given back, nor one that began in a child killed for another.
     """
 
     result: AttemptResult
     error_type: str | None = None
     error: str | None = None
     released: bool = False
+    interrupted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +217,14 @@ def _decide_failure(ended: Ended, budget: Budget, options: StepOptions | None,
         return Verdict(Action.FAIL, charge=charge, halt=HaltReason.UNSAFE_TO_RETRY,
                        detail=halt_detail(ended.error, budget.boundary))
     if ended.released:
-        return Verdict(Action.RELEASE)
+        if not ended.interrupted:
+            return Verdict(Action.RELEASE)
+        releases = budget.releases + 1
+        if releases >= MAX_RELEASES:
+            return Verdict(Action.FAIL, charge=Charge.RELEASE, halt=HaltReason.JOB_RELEASES_EXHAUSTED,
+                           detail=f"interrupted by a worker's shutdown grace {releases} times in a row "
+                                  f"(at most {MAX_RELEASES}): {ended.error}")
+        return Verdict(Action.RELEASE, charge=Charge.RELEASE)
     if crashed:
         crashes = budget.crashes + 1
         if crashes >= budget.max_crash:

@@ -45,6 +45,7 @@ class AttemptResult(StrEnum):
 class HaltReason(StrEnum):
     JOB_RETRIES_EXHAUSTED = "job_retries_exhausted"
     JOB_CRASHES_EXHAUSTED = "job_crashes_exhausted"
+    JOB_RELEASES_EXHAUSTED = "job_releases_exhausted"  # released at a worker's shutdown grace too often in a row
     MAX_FANOUT_EXCEEDED = "max_fanout_exceeded"
     CONDITION_UNMATCHED = "condition_unmatched"
     UNSAFE_TO_RETRY = "unsafe_to_retry"

@@ -97,7 +97,8 @@ TASK_RESULTS = {RESULT_LABELS[result]: task for result, task in (
     (AttemptResult.SUCCEEDED, "success"), (AttemptResult.ERRORED, "failure"), (AttemptResult.TIMED_OUT, "timeout"),
     (AttemptResult.CRASHED, "error"), (AttemptResult.CANCELLED, "cancellation"))}
 # Halt reasons that are the system's fault rather than the step's.
-_ERROR_HALTS = frozenset({HaltReason.JOB_CRASHES_EXHAUSTED, HaltReason.MAX_FANOUT_EXCEEDED})
+_ERROR_HALTS = frozenset({HaltReason.JOB_CRASHES_EXHAUSTED, HaltReason.JOB_RELEASES_EXHAUSTED,
+                          HaltReason.MAX_FANOUT_EXCEEDED})
 MAX_OPEN_SPANS = 10_000
 
 

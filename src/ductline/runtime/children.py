@@ -260,7 +260,7 @@ class ChildEvents:
                      overrun_seconds=max(0.0, self._clock.now() - watch.deadline), **job_extra(slot.attempt()))
             self._queue_timeout(slot, job)
         elif reason is Reason.SHUTDOWN:
-            self._queue(slot, AttemptResult.CANCELLED, release=True,
+            self._queue(slot, AttemptResult.CANCELLED, release=True, interrupted=True,
                         error="worker shut down before the attempt finished")
         elif reason is Reason.LEASE:
             slot.release()  # the lease is gone; whoever holds the job records it

@@ -132,3 +132,4 @@ class JobBudget:
     pipeline: str
     status: str
     lease_token: str | None
+    releases: int = 0

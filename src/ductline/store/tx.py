@@ -372,10 +372,13 @@ class Tx:
             self.notify()
         return changed
 
-    def fail_job(self, job_id: str, lease_token: str, *, crashed: bool = False) -> bool:
+    def fail_job(self, job_id: str, lease_token: str, *, crashed: bool = False, released: bool = False) -> bool:
+        """Fail a job for good, charging a crash, a release (``released``: its last
+        attempt was interrupted by a shutdown) or else a failure."""
         return self.s.execute("fail_job", {
             "job_id": job_id, "lease_token": lease_token,
-            "failed": 0 if crashed else 1, "crashed": 1 if crashed else 0,
+            "failed": 0 if crashed or released else 1, "crashed": 1 if crashed else 0,
+            "released": 1 if released else 0,
         }) == 1
 
     def unstart_run(self, run_id: str) -> bool:
@@ -383,10 +386,12 @@ class Tx:
         to pending, its start and deadline cleared (the next claim starts them)."""
         return self.s.execute("unstart_run", {"run_id": run_id, "given_back": GIVEN_BACK_PATTERN}) == 1
 
-    def release_job(self, job_id: str, lease_token: str) -> bool:
-        """Give a job back without charging any budget (worker shutdown)."""
+    def release_job(self, job_id: str, lease_token: str, *, counted: bool = False) -> bool:
+        """Give a job back without charging the retry or crash budget (worker shutdown);
+        ``counted``: one more consecutive release (`ductline.model.outcomes.MAX_RELEASES`)."""
         self._woke = True  # ready again (the recording's claim, or the next one, takes it)
-        return self.s.execute("release_job", {"job_id": job_id, "lease_token": lease_token}) == 1
+        return self.s.execute("release_job", {"job_id": job_id, "lease_token": lease_token,
+                                              "counted": 1 if counted else 0}) == 1
 
     def close_attempt(self, job_id: str, attempt: int, lease_token: str, result: AttemptResult,
                       error_type: str | None = None, error: str | None = None,

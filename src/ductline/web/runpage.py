@@ -18,6 +18,9 @@ SHOWN_PER_STEP = 25
 HALT_EXPLAINED: dict[str, str] = {
     HaltReason.JOB_RETRIES_EXHAUSTED: "a step failed on every attempt its retry budget (max_retry) allows",
     HaltReason.JOB_CRASHES_EXHAUSTED: "a step's attempts crashed their worker more often than max_crash allows",
+    HaltReason.JOB_RELEASES_EXHAUSTED: "a step's attempts were interrupted by a worker's shutdown grace (a deploy, "
+                                       "a scale-down) too many times in a row, so it was not started again: it "
+                                       "needs more time than the workers' shutdown grace gives it",
     HaltReason.UNSAFE_TO_RETRY: "a step failed after crossing an irreversible boundary, so it was not retried",
     HaltReason.NON_RETRYABLE_ERROR: "a step raised an error its no_retry_on names, returned an output above "
                                     "payload_max_bytes (PayloadTooLarge) or was given arguments its signature "

@@ -64,7 +64,9 @@ CREATE TABLE ductline_jobs (
     pause_expires_ms BIGINT,
     rate_slot_ms BIGINT,
     phase BIGINT NOT NULL DEFAULT 0,
-    wait_event TEXT
+    wait_event TEXT,
+    -- 0012: consecutive releases at a worker's shutdown grace (ductline.model.outcomes.MAX_RELEASES).
+    releases BIGINT NOT NULL DEFAULT 0
 );
 -- A step run exists once per (run, step, scope): creating it twice is impossible.
 CREATE UNIQUE INDEX ductline_jobs_identity ON ductline_jobs (run_id, step, scope);

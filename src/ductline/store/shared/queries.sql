@@ -48,18 +48,18 @@ UPDATE ductline_jobs
 SET status = CASE WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = ductline_jobs.run_id) IN ({ACTIVE_RUN})
                   THEN 'pending' ELSE 'held' END, failures = failures + :failed, crashes = crashes + :crashed,
     not_before_ms = ductline_now_ms() + :delay_ms, lease_token = NULL, lease_expires_ms = NULL,
-    worker_id = NULL
+    worker_id = NULL, releases = 0
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
 
 -- name: fail_job
 UPDATE ductline_jobs
 SET status = 'failed', failures = failures + :failed, crashes = crashes + :crashed,
-    lease_token = NULL, lease_expires_ms = NULL, finished_ms = ductline_now_ms()
+    releases = releases + :released, lease_token = NULL, lease_expires_ms = NULL, finished_ms = ductline_now_ms()
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
 
 -- name: job_budget
 SELECT failures, crashes, max_retry, max_crash, retry_delay_seconds, boundary, run_id, step, pipeline,
-       status, lease_token
+       status, lease_token, releases
 FROM ductline_jobs WHERE id = :job_id;
 
 -- name: mark_boundary
@@ -92,11 +92,12 @@ WHERE run_id = :run_id AND step = :step AND parent_scope = :parent_scope AND sta
 ORDER BY elem_index;
 
 -- name: release_job
--- Given back uncharged, to waiting as in retry_job (held if its run halted meanwhile).
+-- Given back uncharged, to waiting as in retry_job (held if its run halted meanwhile);
+-- :counted adds one to its consecutive releases (ductline.model.outcomes.MAX_RELEASES).
 UPDATE ductline_jobs
 SET status = CASE WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = ductline_jobs.run_id) IN ({ACTIVE_RUN})
                   THEN 'pending' ELSE 'held' END, not_before_ms = ductline_now_ms(), lease_token = NULL, lease_expires_ms = NULL,
-    worker_id = NULL
+    worker_id = NULL, releases = releases + :counted
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
 
 -- name: context_get

@@ -130,7 +130,7 @@ WHERE id = :run_id AND status = 'halted';
 
 -- name: revive_jobs
 UPDATE ductline_jobs
-SET status = 'pending', failures = 0, crashes = 0, finished_ms = NULL, throttled = 0,
+SET status = 'pending', failures = 0, crashes = 0, releases = 0, finished_ms = NULL, throttled = 0,
     -- Why it was cancelled or skipped no longer holds: it waits to run again.
     skip_reason = NULL, skip_root = NULL,
     not_before_ms = CASE WHEN not_before_ms > ductline_now_ms() THEN not_before_ms ELSE ductline_now_ms() END,

@@ -51,7 +51,7 @@ CREATE TABLE ductline_jobs (
     skip_root TEXT,
     created_ms INTEGER NOT NULL,
     finished_ms INTEGER
-, priority INTEGER NOT NULL DEFAULT 0, limit_key TEXT, throttled INTEGER NOT NULL DEFAULT 0, pause_expires_ms INTEGER, rate_slot_ms INTEGER, phase INTEGER NOT NULL DEFAULT 0, wait_event TEXT);
+, priority INTEGER NOT NULL DEFAULT 0, limit_key TEXT, throttled INTEGER NOT NULL DEFAULT 0, pause_expires_ms INTEGER, rate_slot_ms INTEGER, phase INTEGER NOT NULL DEFAULT 0, wait_event TEXT, releases INTEGER NOT NULL DEFAULT 0);
 -- A step run exists once per (run, step, scope): creating it twice is impossible.
 CREATE UNIQUE INDEX ductline_jobs_identity ON ductline_jobs (run_id, step, scope);
 CREATE INDEX ductline_jobs_leases ON ductline_jobs (lease_expires_ms) WHERE status = 'running';
@@ -266,3 +266,5 @@ CREATE TABLE ductline_events (
 CREATE UNIQUE INDEX ductline_events_key ON ductline_events (run_id, key) WHERE key IS NOT NULL;
 -- seq: the run's events in the order they were sent (sends to a run take its lock in turn).
 CREATE UNIQUE INDEX ductline_events_order ON ductline_events (run_id, seq);
+-- 0012: ductline_jobs.releases (in the table above): a job's consecutive releases at a
+-- worker's shutdown grace; the run halts at ductline.model.outcomes.MAX_RELEASES.

@@ -1,0 +1,60 @@
+"""A step that every shutdown interrupts does not start again forever: its attempts
+are released (nothing charged) up to `MAX_RELEASES` times in a row, then the run
+halts with ``job_releases_exhausted`` (real workers, SIGTERM, both backends)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import rt_app
+from ductline.model.outcomes import MAX_RELEASES, RELEASED_TYPE
+from ductline.model.states import HaltReason
+from helpers import start_worker, stop_worker, wait_for
+
+ENV = {"DUCTLINE_SHUTDOWN_GRACE_SECONDS": "0.2", "DUCTLINE_KILL_GRACE_SECONDS": "0.2"}
+
+
+def attempts(store, run_id):
+    return store.run_attempts(run_id)
+
+
+def test_a_step_every_shutdown_interrupts_halts_its_run_after_max_releases(store, db_url):
+    handle = rt_app.busy.trigger(600, database=store)  # naps ten minutes: every deploy cuts it
+    for n in range(1, MAX_RELEASES + 1):
+        proc = start_worker(db_url, concurrency=1, env=ENV)
+        try:
+            wait_for(lambda: any(a["result"] is None for a in attempts(store, handle.id)))
+        finally:
+            assert stop_worker(proc) == 0
+        wait_for(lambda: all(a["result"] is not None for a in attempts(store, handle.id)))
+        if n < MAX_RELEASES:
+            job = store.run_jobs(handle.id)[0]
+            assert (store.get_run(handle.id)["status"], job["status"]) == ("running", "pending")
+    run = store.get_run(handle.id)
+    assert run["status"] == "halted" and run["halt_reason"] == HaltReason.JOB_RELEASES_EXHAUSTED
+    ended = attempts(store, handle.id)
+    assert len(ended) == MAX_RELEASES
+    assert {(a["result"], a["error_type"]) for a in ended} == {("cancelled", RELEASED_TYPE)}
+    job = store.run_jobs(handle.id)[0]
+    assert (job["status"], job["failures"], job["crashes"]) == ("failed", 0, 0)
+    # The CLI says why, in words.
+    shown = subprocess.run([sys.executable, "-m", "ductline", "show", handle.id, "--database", db_url],
+                           capture_output=True, text=True, timeout=60)
+    assert "job_releases_exhausted" in shown.stdout
+    assert f"interrupted by a worker's shutdown grace {MAX_RELEASES} times in a row" in shown.stdout
+
+
+def test_an_attempt_that_ends_otherwise_resets_the_count(store, db_url):
+    handle = rt_app.flaky_pipeline.trigger(1, database=store)
+    job = store.run_jobs(handle.id)[0]
+    claimed = store.claim("w", ["rt_flaky"], 1, 30_000)[0]
+    assert claimed.job_id == job["id"]
+    with store.transaction() as tx:
+        assert tx.release_job(claimed.job_id, claimed.lease_token, counted=True)
+        assert tx.job_budget(claimed.job_id).releases == 1
+    claimed = store.claim("w", ["rt_flaky"], 1, 30_000)[0]
+    with store.transaction() as tx:
+        assert tx.retry_job(claimed.job_id, claimed.lease_token, 0)
+        budget = tx.job_budget(claimed.job_id)
+        assert (budget.releases, budget.failures) == (0, 1)
