@@ -390,7 +390,8 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
                   markup=False)
     if view["status"] == RunStatus.HALTED:
         if view["metadata"].get("error"):  # what the halt recorded, e.g. how often a shutdown interrupted it
-            out.print(f"halted ({view['halt_reason']}): {safetext.printable(str(view['metadata']['error']))}",
+            out.print(f"halted ({view['halt_reason']}): "
+                      f"{safetext.printable(str(view['metadata']['error']), newlines=False)}",
                       highlight=False, soft_wrap=True, markup=False)
         short = views.short_ids(store, [view["run_id"]])[view["run_id"]]
         out.print(f"halted: `ductline retry {short}` revives it from its failed step(s)", highlight=False,

@@ -58,9 +58,9 @@ JOB_PAIRS = [
     pytest.param(JobStatus, ["pending", "held", "running", "paused", "deferred", "completed", "failed", "skipped",
                              "cancelled"], id="job"),
     pytest.param(AttemptResult, ["succeeded", "errored", "timed_out", "crashed", "cancelled"], id="attempt"),
-    pytest.param(HaltReason, ["job_retries_exhausted", "job_crashes_exhausted", "max_fanout_exceeded",
-                              "condition_unmatched", "unsafe_to_retry", "non_retryable_error", "pause_expired",
-                              "event_timed_out"],
+    pytest.param(HaltReason, ["job_retries_exhausted", "job_crashes_exhausted", "job_releases_exhausted",
+                              "max_fanout_exceeded", "condition_unmatched", "unsafe_to_retry", "non_retryable_error",
+                              "pause_expired", "event_timed_out"],
                  id="halt"),
     pytest.param(WorkerStatus, ["running", "stopping", "stopped", "unhealthy"], id="worker"),
 ])
