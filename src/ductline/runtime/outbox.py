@@ -185,10 +185,13 @@ class Outbox:
         # a child that just finished gets its next job without another commit, and
         # a chain's next step (inserted just before) can be claimed right away.
         claim = self.claim_in() if self.claim_in is not None else None
-        if claim is not None and not self._claimed_first and any(_slow(o) for o in self.pending):
+        if claim is not None and claim.handoff is None and not self._claimed_first \
+                and any(_slow(o) for o in self.pending):
             # Failures are recorded one by one (a timed-out attempt that halts its run
             # takes several statements): the free slots get their jobs from a quick
-            # claim first, and these outcomes are recorded right after it.
+            # claim first, and these outcomes are recorded right after it. Not on an
+            # idle worker, which is not due to claim (a hand-off): there the claim
+            # would find nothing, and the failure would wait for its empty commit.
             self._claimed_first = True
             self._submit([], claim)
             return
