@@ -388,6 +388,12 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
     if view["status"] == RunStatus.FAILED and view["metadata"].get("error"):
         out.print(f"failed: {safetext.printable(str(view['metadata']['error']))}", highlight=False, soft_wrap=True,
                   markup=False)
+    for action in view.get("operator_actions", []):
+        where = action["step"] + ("" if action["index"] is None else f"[{action['index']}]")
+        why = f": {action['reason']}" if action["reason"] else ""
+        out.print(safetext.printable(f"{action['at']} {action['actor']} marked {where} succeeded (it was "
+                                     f"{action['previous_status']}){why}"),
+                  highlight=False, soft_wrap=True, markup=False)
     if view["status"] == RunStatus.HALTED:
         if view["metadata"].get("error"):  # what the halt recorded, e.g. how often a shutdown interrupted it
             out.print(f"halted ({view['halt_reason']}): "
@@ -561,3 +567,6 @@ cli.add_command(schedules)
 
 from ductline.logs_command import logs  # noqa: E402
 cli.add_command(logs)
+
+from ductline.mark_command import mark_succeeded  # noqa: E402
+cli.add_command(mark_succeeded)

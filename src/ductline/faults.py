@@ -7,8 +7,10 @@ worker loop), ``during_prune`` (inside a prune's transaction, after some rows of
 its runs were deleted and before it commits), ``during_catch_up`` (inside the
 transaction firing a schedule's missed ticks, after a tick's run was inserted),
 ``during_backfill`` (inside a backfill's transaction for one tick, after its run was
-inserted) and ``during_send`` (inside a send's transaction, after the event was kept
-and its waiting step released, before it commits).
+inserted), ``during_send`` (inside a send's transaction, after the event was kept
+and its waiting step released, before it commits) and ``during_mark`` (inside a
+mark-succeeded's transaction, after the step run was marked, the action written and
+the run advanced).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from ductline import codec
 from ductline.errors import RunNotFound
 from ductline.model.states import WAITING_JOB, JobStatus
 from ductline.store import Store, payloads, steplogs
+from ductline.store import operator
 from ductline.store import tags as run_tags
 
 
@@ -150,6 +151,7 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
         "created_at": iso(run["created_ms"]), "started_at": iso(run["started_ms"]),
         "finished_at": iso(run["finished_ms"]), "steps": steps,
         "events": event_views(store, run_id, {j["id"]: j["step"] for j in jobs}),
+        "operator_actions": operator_actions(store, run_id),
     }
 
 
@@ -163,6 +165,17 @@ def event_views(store: Store, run_id: str, steps: dict[str, str]) -> list[dict[s
         "consumed_by": steps.get(e["job_id"]) if e["job_id"] is not None else None,
         "consumed_at": iso(e["consumed_ms"]),
     } for e in store.run_events(run_id)]
+
+
+def operator_actions(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """The run's operator actions, oldest first: who marked which step run succeeded,
+    when, why, with which output (as `ductline show` shows values) and what it was."""
+    by_job = {j["id"]: j["elem_index"] for j in store.run_jobs(run_id)}
+    return [{"action": a["action"], "step": a["step"], "index": by_job.get(a["job_id"]), "scope": a["scope"],
+             "actor": a["actor"], "reason": a["reason"], "at": iso(a["at_ms"]),
+             "previous_status": a["previous_status"],
+             "output": codec.loads(payloads.load(store, run_id, a["output"]), user_types=False)}
+            for a in operator.actions_of_run(store.dialect, run_id)]
 
 
 HALT_HANDLER = "__on_halt__"  # the step of a pipeline's on_halt handler

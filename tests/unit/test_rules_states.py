@@ -30,14 +30,14 @@ RUN_ALLOWED: dict[RunStatus, set[RunStatus]] = {
 
 JOB_ALLOWED: dict[JobStatus, set[JobStatus]] = {
     J.PENDING: {J.RUNNING, J.HELD, J.SKIPPED},
-    J.HELD: {J.PENDING, J.SKIPPED},
+    J.HELD: {J.PENDING, J.SKIPPED, J.COMPLETED},
     J.RUNNING: {J.COMPLETED, J.FAILED, J.PENDING, J.HELD, J.CANCELLED},
     J.PAUSED: {J.PENDING, J.FAILED, J.SKIPPED},
     J.DEFERRED: {J.PENDING, J.HELD, J.FAILED, J.SKIPPED},
     J.COMPLETED: set(),
     J.SKIPPED: set(),
-    J.FAILED: {J.PENDING},
-    J.CANCELLED: {J.PENDING},
+    J.FAILED: {J.PENDING, J.COMPLETED},    # retry; mark-succeeded
+    J.CANCELLED: {J.PENDING, J.COMPLETED},
 }
 
 RUN_PAIRS = [
@@ -148,10 +148,10 @@ def test_a_run_never_changes_exactly_when_terminal(status: RunStatus) -> None:
 
 
 @pytest.mark.parametrize("status", sorted(TERMINAL_JOB), ids=str)
-def test_a_terminal_job_goes_back_to_pending_only_by_revive(status: JobStatus) -> None:
-    # Failed and cancelled jobs are revived (to pending, and nothing else); completed
-    # and skipped ones never move again.
-    expected = {J.PENDING} if status in REVIVABLE_JOB else set()
+def test_a_terminal_job_moves_only_by_an_operator(status: JobStatus) -> None:
+    # Failed and cancelled jobs are revived (to pending) or marked succeeded (completed),
+    # and nothing else; completed and skipped ones never move again.
+    expected = {J.PENDING, J.COMPLETED} if status in REVIVABLE_JOB else set()
     assert states.JOB_TRANSITIONS[status] == expected
     assert {J.FAILED, J.CANCELLED} == TERMINAL_JOB & REVIVABLE_JOB
 

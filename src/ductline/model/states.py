@@ -102,10 +102,13 @@ IDLE_JOB = WAITING_JOB | {JobStatus.PAUSED, JobStatus.DEFERRED}
 TERMINAL_JOB = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.SKIPPED, JobStatus.CANCELLED})
 # A retry of a halted run makes these pending again (with fresh budgets).
 REVIVABLE_JOB = frozenset({JobStatus.FAILED, JobStatus.HELD, JobStatus.CANCELLED})
+# step runs an operator may mark succeeded (ductline.model.marking): failed for good, held by a
+# halt, or cancelled (e.g. by a fail_fast sibling); never running, completed, skipped or waiting
+MARKABLE_JOB = REVIVABLE_JOB
 
 JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.PENDING: frozenset({JobStatus.RUNNING, JobStatus.HELD, JobStatus.SKIPPED}),
-    JobStatus.HELD: frozenset({JobStatus.PENDING, JobStatus.SKIPPED}),
+    JobStatus.HELD: frozenset({JobStatus.PENDING, JobStatus.SKIPPED, JobStatus.COMPLETED}),
     # An attempt ends: done, failed for good, back to waiting (retry, release), or
     # stopped by a cancel, a deadline or fail-fast.
     JobStatus.RUNNING: frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.PENDING, JobStatus.HELD,
@@ -115,9 +118,10 @@ JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.DEFERRED: frozenset({JobStatus.PENDING, JobStatus.HELD, JobStatus.FAILED, JobStatus.SKIPPED}),
     JobStatus.COMPLETED: frozenset(),
     JobStatus.SKIPPED: frozenset(),
-    # Only an operator's retry of a halted run moves these (back to pending).
-    JobStatus.FAILED: frozenset({JobStatus.PENDING}),
-    JobStatus.CANCELLED: frozenset({JobStatus.PENDING}),
+    # Only an operator moves these: a retry of a halted run (back to pending), or a
+    # mark-succeeded of the step run (completed with the operator's output).
+    JobStatus.FAILED: frozenset({JobStatus.PENDING, JobStatus.COMPLETED}),
+    JobStatus.CANCELLED: frozenset({JobStatus.PENDING, JobStatus.COMPLETED}),
 }
 
 # -- workers -----------------------------------------------------------------------------

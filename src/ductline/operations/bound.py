@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ductline.dsl.graph import Definition
-from ductline.operations import cancel, revive
+from ductline.operations import cancel, mark, revive
 from ductline.model.inputs import NO_INPUT
 from ductline.operations.resume import resume
 from ductline.operations.send import Sent, send
@@ -17,11 +17,11 @@ from ductline.store import Store
 
 @dataclass(frozen=True, slots=True)
 class RunOperations:
-    """Trigger, retry, cancel and resume runs in ``store`` and send them events;
-    each raises what the operation it calls documents
+    """Trigger, retry, cancel and resume runs in ``store``, send them events and mark
+    their step runs succeeded; each raises what the operation it calls documents
     (`ductline.operations.trigger.trigger_run`, `ductline.operations.revive.retry_run`,
     `ductline.operations.cancel.cancel_run`, `ductline.operations.resume.resume`,
-    `ductline.operations.send.send`)."""
+    `ductline.operations.send.send`, `ductline.operations.mark.mark_succeeded`)."""
 
     store: Store
 
@@ -39,3 +39,6 @@ class RunOperations:
 
     def send(self, run_id: str, event: str, data: Any = None, key: str | None = None) -> Sent:
         return send(self.store, run_id, event, data, key)
+
+    def mark_succeeded(self, definition: Definition, run_id: str, step: str, output: Any, **options: Any) -> Any:
+        return mark.mark_succeeded(self.store, definition, run_id, step, output, **options)

@@ -10,7 +10,8 @@ from ductline import faults
 from ductline.store.store import Store, Tx
 
 # What a run holds, child rows first (the order the foreign keys need).
-_TABLES = ("chunks", "payloads", "step_logs", "events", "attempts", "context", "fanins", "tags", "jobs", "runs")
+_TABLES = ("chunks", "payloads", "step_logs", "events", "attempts", "context", "fanins", "tags", "operator_actions",
+           "jobs", "runs")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +42,7 @@ def take_turn(tx: Tx) -> bool:
 
 
 def delete_runs(tx: Tx, run_ids: list[str], statuses: list[str]) -> dict[str, int]:
-    """Delete these runs with their jobs, attempts, step logs, payloads, context and tags, inside
+    """Delete these runs with their jobs, attempts, step logs, payloads, context, tags and operator actions, inside
     ``tx`` -- only those still in ``statuses`` (and, on PostgreSQL, not held by
     another pruner). Returns the rows deleted per table (``runs`` included)."""
     locked = [r["id"] for r in tx.s.fetch("prune_lock", {"run_ids": json.dumps(sorted(run_ids)),

@@ -374,6 +374,61 @@ async def retry_run(request: Request) -> Response:
     return ApiResponse({"run_id": run_id, "revived": True})
 
 
+@openapi(parameters=[_path("run_id")], requestBody={"required": True, "content": {"application/json": {
+    "schema": {"type": "object", "additionalProperties": False, "required": ["step", "output"], "properties": {
+        "step": {"type": "string", "description": "the step to mark succeeded"},
+        "index": {"type": "integer", "minimum": 0,
+                  "description": "its element index, for a step with several step runs (an expand)"},
+        "output": {"description": "the step's output: any JSON value, what its next step receives"},
+        "reason": {"type": "string", "maxLength": 1000, "description": "why, for the run's history"}}}}}},
+    responses={"200": {"description": "{run_id, step, revived, enqueued, run_completed}"},
+               "400": {"description": "body is not a JSON object"},
+               "401": {"description": "missing or wrong bearer token"}, "403": {"description": "read-only"},
+               "404": {"description": "no such run, or its pipeline is not known to this dashboard"},
+               "409": {"description": "the run is finished, or the step run is completed, running or waiting"},
+               "422": {"description": "a field is wrong, or an output the step's transition cannot take"}},
+    security=[{"bearer": []}])
+async def mark_step_succeeded(request: Request) -> Response:
+    """Mark a failed, held or cancelled step run succeeded with an output, without
+    running it; the run continues from there (a halted run is revived as a retry
+    revives it). Recorded in the run's history with who (``dashboard`` and the
+    client's address), when and why. Nothing is changed when the answer is not 200.
+    """
+    refused = _refused(request)
+    if refused is not None:
+        return refused
+    d = dashboard(request)
+    run_id = request.path_params["run_id"]
+    run = await run_in_threadpool(d.reader.run, run_id)  # RunNotFound -> 404
+    definition = d.definition(run["pipeline"])
+    if definition is None:
+        return json_error(404, f"pipeline {run['pipeline']!r} is not known to this dashboard: start it with "
+                               "--app MODULE for the module that defines it")
+    try:
+        body = json.loads((await _body(request)).decode("utf-8") or "null")
+    except (ValueError, RecursionError, start.BadStart) as exc:
+        return json_error(400, f"request body is not valid JSON: {exc}")
+    if not isinstance(body, dict):
+        return json_error(400, "request body must be a JSON object with step and output")
+    unknown = sorted(set(body) - {"step", "index", "output", "reason"})
+    if unknown or "step" not in body or "output" not in body:
+        return json_error(422, "give step and output (and optionally index, reason)"
+                          + (f"; unknown field(s) {', '.join(map(repr, unknown))}" if unknown else ""))
+    step, index, reason = body["step"], body.get("index"), body.get("reason")
+    if not isinstance(step, str) or (index is not None and (isinstance(index, bool) or not isinstance(index, int))):
+        return json_error(422, "step must be a string and index an integer")
+    client = request.client.host if request.client else "unknown"
+    try:
+        marked = await run_in_threadpool(lambda: d.operations.mark_succeeded(
+            definition, run_id, step, body["output"], index=index, reason=reason, actor=f"dashboard ({client})"))
+    except InvalidStateError as exc:
+        return json_error(409, str(exc))
+    except (TypeError, ValueError) as exc:
+        return json_error(422, str(exc))
+    return ApiResponse({"run_id": run_id, "step": step, "revived": marked.revived, "enqueued": marked.enqueued,
+                        "run_completed": marked.run_completed})
+
+
 @openapi(parameters=[_path("run_id")],
          responses={"200": {"description": "{cancelled: bool}"}, "409": {"description": "already finished"}},
          security=[{"bearer": []}])
@@ -525,6 +580,7 @@ routes = [
     Route("/api/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
     Route("/api/runs/{run_id}/resume", resume_run, methods=["POST"]),
     Route("/api/runs/{run_id}/send", send_event, methods=["POST"]),
+    Route("/api/runs/{run_id}/mark-succeeded", mark_step_succeeded, methods=["POST"]),
     Route("/api/charts", charts),
     Route("/api/workers", list_workers),
     Route("/api/pipelines", list_pipelines),

@@ -14,7 +14,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from ductline.errors import InvalidStateError
-from ductline.model.states import RunStatus
+from ductline.model.states import MARKABLE_JOB, TERMINAL_RUN, JobStatus, RunStatus
 from ductline.views import RUN_ID_LENGTH
 from ductline.web import runpage, svgchart
 from ductline.web.app import dashboard
@@ -127,8 +127,13 @@ def run_page(request: Request) -> Response:
     definition = d.definition(run["pipeline"])
     page = runpage.build(run, d.reader.run_jobs(run_id), d.reader.run_attempts(run_id), definition, now_ms,
                          show_all=request.query_params.get("all"), logs=d.reader.step_logs(run_id))
+    # Step runs an operator may mark succeeded (`ductline.model.marking`), by "step" or "step[index]"
+    markable = [] if definition is None or RunStatus(run["status"]) in TERMINAL_RUN else [
+        j["step"] + ("" if j["elem_index"] is None else f"[{j['elem_index']}]")
+        for j in d.reader.run_jobs(run_id) if JobStatus(j["status"]) in MARKABLE_JOB]
     return render(request, "run.html", {"page": page, "run": run, "known": definition is not None,
-                                        "tags": d.reader.run_tags(run_id)},
+                                        "tags": d.reader.run_tags(run_id), "markable": markable,
+                                        "operator_actions": d.reader.operator_actions(run_id)},
                   now_ms=now_ms)
 
 
@@ -227,6 +232,43 @@ async def cancel(request: Request) -> Response:
     return RedirectResponse(f"/runs/{run_id}", 303)
 
 
+async def mark_succeeded(request: Request) -> Response:
+    """Mark a step run succeeded (`ductline.operations.mark.mark_succeeded`) with the
+    form's ``output`` (JSON) and ``reason``; ``step`` is ``step`` or ``step[index]``."""
+    import json
+    import re
+
+    form, refused = await _authorised_form(request)
+    if refused is not None:
+        return refused
+    assert form is not None
+    d = dashboard(request)
+    run_id = request.path_params["run_id"]
+    run = await run_in_threadpool(d.reader.run, run_id)  # 404 for an unknown run
+    definition = d.definition(run["pipeline"])
+    chosen = re.fullmatch(r"(?P<step>.+?)(?:\[(?P<index>\d+)\])?", str(form.get("step") or ""))
+    try:
+        if definition is None:
+            raise ValueError(f"pipeline {run['pipeline']!r} is not known to this dashboard (start it with --app)")
+        if chosen is None:
+            raise ValueError("choose a step")
+        output = json.loads(str(form.get("output") or ""))
+    except (ValueError, RecursionError) as exc:
+        flash(request, "error", f"Not marked: {exc}")
+        return RedirectResponse(f"/runs/{run_id}", 303)
+    index = None if chosen["index"] is None else int(chosen["index"])
+    reason = str(form.get("reason") or "").strip() or None
+    client = request.client.host if request.client else "unknown"
+    try:
+        await run_in_threadpool(lambda: d.operations.mark_succeeded(
+            definition, run_id, chosen["step"], output, index=index, reason=reason, actor=f"dashboard ({client})"))
+    except (InvalidStateError, TypeError, ValueError) as exc:
+        flash(request, "error", f"Not marked: {exc}")
+    else:
+        flash(request, "ok", f"Step {chosen[0]} marked succeeded: the run continues from it.")
+    return RedirectResponse(f"/runs/{run_id}", 303)
+
+
 async def resume(request: Request) -> Response:
     """Resume a paused run (`ductline.operations.resume.resume`), with the form's
     ``input`` (JSON) as the paused step's new input when it is not empty."""
@@ -305,6 +347,7 @@ routes = [
     Route("/runs/{run_id}/cancel", cancel, methods=["POST"], include_in_schema=False),
     Route("/runs/{run_id}/resume", resume, methods=["POST"], include_in_schema=False),
     Route("/runs/{run_id}/send", send, methods=["POST"], include_in_schema=False),
+    Route("/runs/{run_id}/mark-succeeded", mark_succeeded, methods=["POST"], include_in_schema=False),
     Route("/login", login, methods=["GET", "POST"], include_in_schema=False),
     Route("/logout", logout, methods=["POST"], include_in_schema=False),
 ]

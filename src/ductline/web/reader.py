@@ -243,6 +243,11 @@ class DashboardReader:
         return RunsPage(rows, encode_cursor(rows[-1]) if rows and more else None,
                         encode_cursor(rows[0]) if rows and after else (after if after else None))
 
+    def operator_actions(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's operator actions (who marked which step run succeeded, when, why),
+        oldest first, as `ductline show --json` gives them."""
+        return views.operator_actions(self._store, run_id)
+
     def run_tags(self, run_id: str) -> dict[str, str]:
         """The run's tags, ``{key: value}`` in key order."""
         return run_tags.of_run(self._store.dialect, run_id)

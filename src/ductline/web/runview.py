@@ -101,6 +101,8 @@ def build(reader: DashboardReader, run_id: str) -> dict[str, Any]:
         "run_id": run["id"], "pipeline": run["pipeline"], "status": run["status"],
         "halt_reason": run["halt_reason"], "key": run.get("idempotency_key"), "priority": run["priority"],
         "tags": reader.run_tags(run_id),
+        # who marked which step run succeeded, when and why (`ductline mark-succeeded`)
+        "operator_actions": reader.operator_actions(run_id),
         # ductline's own JSON; shown as the other values are if it holds anything else
         "metadata": values.api_value(metadata),
         "args": _loaded(reader, run_id, run["args"]), "output": _loaded(reader, run_id, run["output"]),

@@ -58,6 +58,9 @@ DELETE FROM ductline_fanins WHERE run_id IN (SELECT jsonb_array_elements_text(:r
 -- name: prune_tags
 DELETE FROM ductline_run_tags WHERE run_id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb));
 
+-- name: prune_operator_actions
+DELETE FROM ductline_operator_actions WHERE run_id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb));
+
 -- name: prune_jobs
 DELETE FROM ductline_jobs WHERE run_id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb));
 

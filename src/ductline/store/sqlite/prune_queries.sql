@@ -47,6 +47,9 @@ DELETE FROM ductline_fanins WHERE run_id IN (SELECT value FROM json_each(:run_id
 -- name: prune_tags
 DELETE FROM ductline_run_tags WHERE run_id IN (SELECT value FROM json_each(:run_ids));
 
+-- name: prune_operator_actions
+DELETE FROM ductline_operator_actions WHERE run_id IN (SELECT value FROM json_each(:run_ids));
+
 -- name: prune_jobs
 DELETE FROM ductline_jobs WHERE run_id IN (SELECT value FROM json_each(:run_ids));
 

@@ -268,3 +268,22 @@ CREATE UNIQUE INDEX ductline_events_key ON ductline_events (run_id, key) WHERE k
 CREATE UNIQUE INDEX ductline_events_order ON ductline_events (run_id, seq);
 -- 0012: ductline_jobs.releases (in the table above): a job's consecutive releases at a
 -- worker's shutdown grace; the run halts at ductline.model.outcomes.MAX_RELEASES.
+
+-- 0013: what operators did to a run's steps, for its history (ductline.engine.mark):
+-- one row per action, written in the transaction that applies it; deleted with the run.
+-- action 'mark_succeeded': the step run was recorded completed with the operator's
+-- output, without running it.
+CREATE TABLE ductline_operator_actions (
+    id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    step TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    action TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    reason TEXT,
+    previous_status TEXT NOT NULL,
+    output TEXT NOT NULL,
+    at_ms INTEGER NOT NULL
+);
+CREATE INDEX ductline_operator_actions_run ON ductline_operator_actions (run_id, at_ms);

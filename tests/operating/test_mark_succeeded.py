@@ -1,0 +1,207 @@
+"""Mark succeeded on both backends, with real workers: a step run that failed, is held
+or was cancelled by a fail_fast sibling is recorded completed with the operator's
+output without running it, and the run continues from there (a halted run revived as
+a retry revives it); the history says who, when and why; refusals change nothing; a
+process killed inside the mark leaves nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+import rt_app
+from helpers import APP, start_worker, stop_worker, wait_for
+
+from ductline.errors import InvalidStateError
+from ductline.handle import RunHandle
+from ductline.operations.mark import mark_succeeded
+from ductline.views import run_view
+
+
+def halted(store, db_url, pipeline, *args):
+    run = pipeline.trigger(*args, database=store)
+    proc = start_worker(db_url, concurrency=2)
+    try:
+        wait_for(lambda: run.status() == "halted"
+                 and all(j["status"] not in ("running", "pending") for j in store.run_jobs(run.id)), timeout=60)
+    finally:
+        stop_worker(proc)
+    return run
+
+
+def step_run(store, run_id, step):
+    (found,) = [s for s in run_view(store, run_id)["steps"] if s["step"] == step]
+    return found
+
+
+def test_a_paid_step_that_failed_after_paying_is_marked_and_the_run_completes(db_url, store):
+    run = halted(store, db_url, rt_app.unsafe, 1)
+    assert store.get_run(run.id)["halt_reason"] == "unsafe_to_retry"
+    marked = mark_succeeded(store, rt_app.unsafe.definition(), run.id, "pays_then_fails", {"charge": "ch_1"},
+                            reason="the provider charged the card", actor="ana")
+    assert marked.revived and marked.run_completed
+    view = run_view(store, run.id)
+    assert view["status"] == "completed" and view["output"] == {"charge": "ch_1"}
+    step = step_run(store, run.id, "pays_then_fails")
+    assert step["status"] == "completed" and [a["result"] for a in step["attempts"]] == ["errored"]
+    (action,) = view["operator_actions"]
+    assert (action["action"], action["step"], action["actor"], action["reason"], action["previous_status"],
+            action["output"]) == ("mark_succeeded", "pays_then_fails", "ana", "the provider charged the card",
+                                  "failed", {"charge": "ch_1"})
+    assert action["at"]
+    with pytest.raises(InvalidStateError, match="completed"):  # a finished run is never changed
+        mark_succeeded(store, rt_app.unsafe.definition(), run.id, "pays_then_fails", 1)
+
+
+def test_a_halted_run_continues_through_its_next_steps_on_a_worker(db_url, store):
+    run = halted(store, db_url, rt_app.failing, 1)
+    marked = mark_succeeded(store, rt_app.failing.definition(), run.id, "always_fails", 41, actor="ops")
+    assert marked.revived and marked.enqueued == {"never_runs": 1} and not marked.run_completed
+    assert store.get_run(run.id)["status"] == "running"
+    proc = start_worker(db_url, concurrency=1)
+    try:
+        assert RunHandle(run.id, store).wait(60) == "completed"
+    finally:
+        stop_worker(proc)
+    assert json.loads(store.get_run(run.id)["output"]) == 41
+    assert step_run(store, run.id, "never_runs")["attempts"][0]["result"] == "succeeded"
+
+
+def test_a_step_cancelled_by_fail_fast_is_marked_and_the_fan_in_gathers_it(db_url, store):
+    run = halted(store, db_url, rt_app.fail_fast, 1)
+    assert step_run(store, run.id, "stuck")["status"] == "cancelled"
+    with pytest.raises(InvalidStateError, match="quick has completed already"):
+        mark_succeeded(store, rt_app.fail_fast.definition(), run.id, "quick", 0)
+    first = mark_succeeded(store, rt_app.fail_fast.definition(), run.id, "stuck", "slow one", actor="ops")
+    # Revived as a retry revives it: the failed sibling runs again (and fails again).
+    assert first.revived and step_run(store, run.id, "fails_at_once")["status"] == "pending"
+    again = halted_again(store, db_url, run.id)
+    assert again == "halted" and step_run(store, run.id, "stuck")["status"] == "completed"
+    second = mark_succeeded(store, rt_app.fail_fast.definition(), run.id, "fails_at_once", "fixed", actor="ops")
+    assert second.enqueued == {"after": 1}
+    proc = start_worker(db_url, concurrency=1)
+    try:
+        assert RunHandle(run.id, store).wait(60) == "completed"
+    finally:
+        stop_worker(proc)
+    assert json.loads(store.get_run(run.id)["output"]) == ["fixed", "slow one"]  # in to= order
+    assert [a["step"] for a in run_view(store, run.id)["operator_actions"]] == ["stuck", "fails_at_once"]
+
+
+def halted_again(store, db_url, run_id):
+    proc = start_worker(db_url, concurrency=1)
+    try:
+        wait_for(lambda: store.get_run(run_id)["status"] == "halted", timeout=60)
+    finally:
+        stop_worker(proc)
+    return store.get_run(run_id)["status"]
+
+
+def test_refusals_change_nothing(store):
+    run = rt_app.chain.trigger(1, database=store)
+    definition = rt_app.chain.definition()
+    with pytest.raises(InvalidStateError, match="add_one is pending"):
+        mark_succeeded(store, definition, run.id, "add_one", 2)
+    with pytest.raises(InvalidStateError, match="no step run double"):
+        mark_succeeded(store, definition, run.id, "double", 2)
+    with pytest.raises(InvalidStateError, match="no step 'nope'"):
+        mark_succeeded(store, definition, run.id, "nope", 2)
+    with pytest.raises(TypeError):
+        mark_succeeded(store, definition, run.id, "add_one", {1, 2})
+    with pytest.raises(ValueError, match="at most 1000"):
+        mark_succeeded(store, definition, run.id, "add_one", 2, reason="x" * 1001)
+    run.cancel()
+    with pytest.raises(InvalidStateError, match="the run is cancelled"):
+        mark_succeeded(store, definition, run.id, "add_one", 2)
+    assert run_view(store, run.id)["operator_actions"] == []
+    assert step_run(store, run.id, "add_one")["status"] == "skipped"  # as the cancel left it
+
+
+def cli(db_url, *args, env=None):
+    return subprocess.run([sys.executable, "-m", "ductline", "mark-succeeded", *args, "--app", APP,
+                           "--database", db_url], capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_cli_killed_inside_the_mark_leaves_nothing_then_marks_once(db_url, store):
+    run = halted(store, db_url, rt_app.unsafe, 1)
+    killed = cli(db_url, run.id, "pays_then_fails", "--output", '"paid"',
+                 env={**os.environ, "DUCTLINE_FAULT": "during_mark"})
+    assert killed.returncode == -signal.SIGKILL
+    assert store.get_run(run.id)["status"] == "halted" and run_view(store, run.id)["operator_actions"] == []
+    assert step_run(store, run.id, "pays_then_fails")["status"] == "failed"
+    done = cli(db_url, run.id[:8], "pays_then_fails", "--output", '"paid"', "--reason", "charged")
+    assert done.returncode == 0, done.stderr
+    assert "marked succeeded" in done.stdout and "the run completed" in done.stdout
+    again = cli(db_url, run.id, "pays_then_fails", "--output", '"paid"')
+    assert again.returncode != 0 and "completed" in again.stderr
+    bad = cli(db_url, run.id, "pays_then_fails", "--output", "{nope")
+    assert bad.returncode != 0 and "not valid JSON" in bad.stderr
+    shown = subprocess.run([sys.executable, "-m", "ductline", "show", run.id, "--database", db_url],
+                           capture_output=True, text=True, timeout=60)
+    assert "marked pays_then_fails succeeded (it was failed): charged" in shown.stdout
+    assert len(run_view(store, run.id)["operator_actions"]) == 1
+
+
+TOKEN = "mark-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+def client(store, monkeypatch):
+    from starlette.testclient import TestClient
+
+    from ductline.web import create_app
+
+    monkeypatch.delenv("DUCTLINE_DASHBOARD_TOKEN", raising=False)
+    with TestClient(create_app(store, token=TOKEN, poll_seconds=0.05), base_url="http://localhost") as c:
+        yield c
+
+
+def test_api_marks_with_the_token_and_refuses_precisely(db_url, store, client):
+    run = halted(store, db_url, rt_app.failing, 1)
+    url = f"/api/runs/{run.id}/mark-succeeded"
+    assert client.post(url, json={"step": "always_fails", "output": 1}).status_code == 401
+    assert client.post(url, json={"step": "always_fails"}, headers=AUTH).status_code == 422
+    assert client.post(url, json={"step": "never_runs", "output": 1}, headers=AUTH).status_code == 409
+    assert client.post("/api/runs/nope0000/mark-succeeded", json={"step": "x", "output": 1},
+                       headers=AUTH).status_code == 404
+    assert run_view(store, run.id)["operator_actions"] == []
+    done = client.post(url, json={"step": "always_fails", "output": [1, 2], "reason": "fixed by hand"},
+                       headers=AUTH)
+    assert done.status_code == 200, done.text
+    assert done.json() == {"run_id": run.id, "step": "always_fails", "revived": True,
+                           "enqueued": {"never_runs": 1}, "run_completed": False}
+    (action,) = client.get(f"/api/runs/{run.id}").json()["operator_actions"]
+    assert action["actor"] == "dashboard (testclient)" and action["reason"] == "fixed by hand"
+    assert action["output"] == [1, 2]
+    again = client.post(url, json={"step": "always_fails", "output": 1}, headers=AUTH)
+    assert again.status_code == 409 and "completed already" in again.json()["error"]
+
+
+def test_dashboard_action_needs_login_and_csrf_and_shows_the_history(db_url, store, client):
+    import re
+
+    run = halted(store, db_url, rt_app.unsafe, 1)
+    page = client.get(f"/runs/{run.id}").text
+    assert "mark-succeeded" not in page  # not logged in: no action form
+    csrf = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text).group(1)
+    client.post("/login", data={"token": TOKEN, "csrf": csrf, "next": "/"}, follow_redirects=False)
+    page = client.get(f"/runs/{run.id}").text
+    assert 'action="/runs/' + run.id + '/mark-succeeded"' in page and '<option value="pays_then_fails">' in page
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+    forged = client.post(f"/runs/{run.id}/mark-succeeded",
+                         data={"csrf": "wrong", "step": "pays_then_fails", "output": "1"}, follow_redirects=False)
+    assert forged.status_code == 403 and store.get_run(run.id)["status"] == "halted"
+    bad = client.post(f"/runs/{run.id}/mark-succeeded",
+                      data={"csrf": csrf, "step": "pays_then_fails", "output": "{nope"}, follow_redirects=True)
+    assert "Not marked" in bad.text and store.get_run(run.id)["status"] == "halted"
+    done = client.post(f"/runs/{run.id}/mark-succeeded",
+                       data={"csrf": csrf, "step": "pays_then_fails", "output": '"paid"', "reason": "charged"},
+                       follow_redirects=True)
+    assert "marked succeeded" in done.text
+    assert store.get_run(run.id)["status"] == "completed"
+    assert "Operator actions" in done.text and "charged" in done.text
