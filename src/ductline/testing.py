@@ -25,7 +25,8 @@ Example::
         assert [a.result for a in result.step("charge").history] == ["succeeded"]
 
 `start_pipeline` gives a `PipelineTest` handle for runs a test acts on while
-they run (resume a paused step, advance the clock, cancel).
+they run (resume a paused step, send an event to a step that waits for one,
+advance the clock, cancel).
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ import concurrent.futures
 import threading
 from typing import Any, Coroutine, Mapping, TypeVar
 
+from ductline.engine.events import Sent
+
 from ductline.errors import DuctlineError
 from ductline.model.inputs import NO_INPUT
 from ductline.local import LocalRun, WorkflowResult, start
 from ductline.local.clock import FakeClock
-from ductline.local.options import Resume
+from ductline.local.options import Resume, check_sendable, definition_of
 
 __all__ = ["FakeClock", "PipelineTest", "run_pipeline", "start_pipeline"]
 
@@ -49,7 +52,8 @@ T = TypeVar("T")
 
 def run_pipeline(pipeline: Any, *args: Any, inline: bool = True, clock: FakeClock | None = None,
                  timeout: Any = None, resume: Resume | None = None, concurrency: int | None = None,
-                 retry_delay: Any = None, log_level: str | None = None) -> WorkflowResult:
+                 retry_delay: Any = None, log_level: str | None = None,
+                 events: Mapping[str, Any] | None = None) -> WorkflowResult:
     """Run ``pipeline`` to its end in this process, on a fake clock, and return its
     `ductline.WorkflowResult` (``status``, ``output``, ``step(name)``, each step's
     ``history`` of attempts with their ``logs``).
@@ -68,40 +72,52 @@ def run_pipeline(pipeline: Any, *args: Any, inline: bool = True, clock: FakeCloc
         concurrency: the run's slots, as for `ductline.execute` (default 4).
         retry_delay: the default seconds between attempts (a step's own wins).
         log_level: the lowest step log level kept, as for `ductline.execute`.
+        events: ``{event: data}`` sent as the run begins, as for `ductline.execute`:
+            each is kept until its wait (``.wait_for``); a wait with a timeout whose
+            event is not given times out in the clock's time.
 
     Raises:
         RuntimeError: called inside a running event loop (use `start_pipeline`).
-        TypeError, ValueError, DefinitionError: as `ductline.execute`.
+        TypeError, ValueError, DefinitionError: as `ductline.execute` (also a wait
+            without a timeout whose event ``events`` does not give).
     """
-    with start_pipeline(pipeline, *args, inline=inline, clock=clock, timeout=timeout, resume=resume,
-                        concurrency=concurrency, retry_delay=retry_delay, log_level=log_level) as test:
+    check_sendable(definition_of(pipeline), events)
+    _check_no_loop()
+    # Nobody sends while it runs: a wait's timeout passes in the clock's time.
+    with PipelineTest(pipeline, args, clock=clock or FakeClock(), inline=inline, timeout=timeout, resume=resume,
+                      concurrency=concurrency, retry_delay=retry_delay, log_level=log_level, events=events,
+                      hold_waits=False) as test:
         return test.result()
 
 
 def start_pipeline(pipeline: Any, *args: Any, inline: bool = True, clock: FakeClock | None = None,
                    timeout: Any = None, resume: Resume | None = None, concurrency: int | None = None,
-                   retry_delay: Any = None, log_level: str | None = None) -> "PipelineTest":
+                   retry_delay: Any = None, log_level: str | None = None,
+                   events: Mapping[str, Any] | None = None) -> "PipelineTest":
     """Start ``pipeline`` in an event loop of its own (a background thread) and
     return a `PipelineTest` at once; use it as a context manager so the run is
     cancelled and its loop closed when the test ends. The arguments are those of
     `run_pipeline`.
 
-    When a step pauses, the clock stops jumping (its pause timeout does not run
-    out behind the test's back) until `PipelineTest.resume` or
-    `PipelineTest.advance`.
+    When a step pauses, or waits for an event, the clock stops jumping (its
+    timeout does not run out behind the test's back) until `PipelineTest.resume`,
+    `PipelineTest.send` or `PipelineTest.advance`.
 
     Raises:
         TypeError, ValueError, DefinitionError: as `ductline.execute`, before
             anything runs.
     """
+    _check_no_loop()
+    return PipelineTest(pipeline, args, clock=clock or FakeClock(), inline=inline, timeout=timeout, resume=resume,
+                        concurrency=concurrency, retry_delay=retry_delay, log_level=log_level, events=events)
+
+
+def _check_no_loop() -> None:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        pass
-    else:
-        raise RuntimeError("ductline.testing runs its own event loop; call it from a plain (sync) test")
-    return PipelineTest(pipeline, args, clock=clock or FakeClock(), inline=inline, timeout=timeout, resume=resume,
-                        concurrency=concurrency, retry_delay=retry_delay, log_level=log_level)
+        return
+    raise RuntimeError("ductline.testing runs its own event loop; call it from a plain (sync) test")
 
 
 class PipelineTest:
@@ -116,10 +132,12 @@ class PipelineTest:
 
     def __init__(self, pipeline: Any, args: tuple[Any, ...], *, clock: FakeClock, inline: bool,
                  timeout: Any, resume: Resume | None, concurrency: int | None, retry_delay: Any,
-                 log_level: str | None) -> None:
+                 log_level: str | None, events: Mapping[str, Any] | None = None, hold_waits: bool = True) -> None:
         self.clock = clock
         self.events: list[dict[str, Any]] = []
         self._paused = threading.Event()
+        self._waiting = threading.Event()
+        self._hold_waits = hold_waits  # a step waiting for an event stops the clock (the test sends)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="ductline test loop", daemon=True)
         self._thread.start()
@@ -127,7 +145,7 @@ class PipelineTest:
         async def begin() -> LocalRun:
             return start(pipeline, *args, timeout=timeout, on_update=self._on_update, clock=clock,
                          concurrency=concurrency, retry_delay=retry_delay, resume=resume, log_level=log_level,
-                         inline=inline)
+                         inline=inline, events=events)
 
         try:
             self._run: LocalRun = self._call(begin())
@@ -178,6 +196,32 @@ class PipelineTest:
 
         return self._call(go())
 
+    def wait_waiting(self, timeout: float = DEFAULT_WAIT_SECONDS) -> list[str]:
+        """Wait until a step run waits for an event; returns the events waited for.
+
+        Raises:
+            TimeoutError: no step waited within ``timeout`` real seconds.
+        """
+        if not self._waiting.wait(timeout):
+            raise TimeoutError(f"no step waited for an event within {timeout} s (run status {self._run.status})")
+        return [str(e["event"]) for e in self.events if e["type"] == "step_waiting"]
+
+    def send(self, event: str, data: Any = None, key: str | None = None) -> Sent:
+        """Send an event to the run (`ductline.local.LocalRun.send`), and let the
+        clock jump again.
+
+        Raises:
+            InvalidStateError: the run has ended.
+            TypeError, ValueError: a bad name or key, or data that does not round-trip.
+        """
+        async def go() -> Sent:
+            sent = self._run.send(event, data, key)
+            self._waiting.clear()
+            self.clock.thaw()
+            return sent
+
+        return self._call(go())
+
     def advance(self, seconds: float) -> None:
         """Move the clock on by ``seconds`` by hand (e.g. past a pause timeout), then
         let it jump again."""
@@ -205,6 +249,10 @@ class PipelineTest:
         if event.get("type") == "step_paused":
             self.clock.frozen = True  # before the loop turns: the pause timeout waits for the test
             self._paused.set()
+        if event.get("type") == "step_waiting":
+            if self._hold_waits:
+                self.clock.frozen = True  # the wait's timeout waits for the test, as a pause's does
+            self._waiting.set()
 
     def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(DEFAULT_WAIT_SECONDS)

@@ -134,3 +134,33 @@ def test_a_local_run_waits_for_its_event_until_it_is_sent():
 
     result = asyncio.run(main())
     assert (result.status, result.metadata["output"]) == ("completed", {"shipped": "cash"})
+
+
+# -- ductline.testing --------------------------------------------------------------------------------
+def test_run_pipeline_delivers_events_and_lets_an_unsent_wait_time_out_in_the_clock_time():
+    from ductline.testing import run_pipeline
+
+    done = run_pipeline(events_app.orders, 1, events={"paid": "cash"})
+    assert (done.status, done.metadata["output"]) == ("completed", {"shipped": "cash"})
+    clock = FakeClock()
+    timed_out = run_pipeline(events_app.hour_wait, 1, clock=clock)
+    assert (timed_out.status, timed_out.metadata["halt_reason"]) == ("failed", "event_timed_out")
+    assert clock.now() >= 3600
+    with pytest.raises(DefinitionError, match="waits for event 'paid' without a timeout"):
+        run_pipeline(events_app.orders, 1)
+
+
+def test_a_pipeline_test_holds_the_clock_while_a_step_waits_and_sends_the_event():
+    from ductline.testing import start_pipeline
+
+    with start_pipeline(events_app.hour_wait, 2) as test:
+        assert test.wait_waiting() == ["paid"]
+        waiting = [{k: e[k] for k in ("step", "index", "scope", "event", "wait_timeout_seconds")}
+                   for e in test.events if e["type"] == "step_waiting"]
+        assert waiting == [{"step": "ship", "index": None, "scope": "", "event": "paid",
+                            "wait_timeout_seconds": 3600}]
+        assert test.clock.now() < 3600  # the wait's timeout waits for the test
+        sent = test.send("paid", {"amount": 1})
+        assert (sent.step, sent.duplicate) == ("ship", False)
+        result = test.result()
+    assert (result.status, result.metadata["output"]) == ("completed", {"shipped": {"amount": 1}})

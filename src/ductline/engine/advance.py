@@ -38,6 +38,7 @@ class Advanced:
     enqueued: dict[str, int]   # jobs created, by step
     run_completed: bool = False
     paused: tuple[str, ...] = ()  # steps whose jobs were created paused
+    deferred: tuple[str, ...] = ()  # steps whose jobs were created waiting for an event
     completes_run: bool = False  # the run's completion was handed to the caller's ``finish`` list
     skipped: tuple[str, ...] = ()  # steps recorded skipped (a divert's routes not taken)
 
@@ -142,8 +143,11 @@ def _create(tx: Tx, definition: Definition, run_id: str, creates: list[Create], 
     waiting = jobs
     if definition.pauses:  # paused steps' jobs are inserted now, as 'paused' rows
         waiting = insert_paused(tx, definition, jobs)
+    deferred: tuple[str, ...] = ()
     if definition.waits:  # steps that wait for an event: deferred rows now, or ready with a kept event
         waiting = insert_deferred(tx, definition, waiting, limits)
+        released = {j.id for j in waiting}
+        deferred = tuple(sorted({j.step for j in jobs if j.status == JobStatus.DEFERRED and j.id not in released}))
     if sink is None:
         tx.insert_jobs(waiting)
     else:
@@ -152,7 +156,7 @@ def _create(tx: Tx, definition: Definition, run_id: str, creates: list[Create], 
     for job in jobs:
         enqueued[job.step] = enqueued.get(job.step, 0) + 1
     paused = tuple(sorted({j.step for j in jobs if j.status == JobStatus.PAUSED}))
-    return Advanced(enqueued, paused=paused)
+    return Advanced(enqueued, paused=paused, deferred=deferred)
 
 
 def _job(tx: Tx, definition: Definition, run_id: str, create: Create, retry_delay: int,

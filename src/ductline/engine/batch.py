@@ -196,7 +196,7 @@ def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
         if moved.completes_run:
             ending.append(i)
         results[i] = record.Recorded(record.Outcome.COMPLETED, run_completed=moved.run_completed, enqueued=moved.enqueued,
-                                     paused=moved.paused, skipped=moved.skipped)
+                                     paused=moved.paused, skipped=moved.skipped, deferred=moved.deferred)
     if finish:
         completed = tx.complete_runs(finish)
         for i in ending:
@@ -261,5 +261,7 @@ def _log(o: Outcome, done: record.Recorded) -> None:
         log.warning("Job crashed: %s", o.error, extra=extra)
     if done.paused:
         log.info("Run paused before step(s) %s: waiting for resume", ", ".join(done.paused), extra=extra)
+    if done.deferred:
+        log.info("Run waits for an event before step(s) %s", ", ".join(done.deferred), extra=extra)
     if done.halted:
         log.error("Pipeline halted: %s", done.reason, extra=extra)

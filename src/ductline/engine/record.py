@@ -66,6 +66,7 @@ class Recorded:
     enqueued: dict[str, int] | None = None
     paused: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()  # steps recorded skipped (a divert's routes not taken)
+    deferred: tuple[str, ...] = ()  # steps whose step runs now wait for an event
 
 
 LOST = Recorded(Outcome.LOST)
@@ -121,7 +122,7 @@ def success(tx: Tx, definition: Definition, a: Attempt, output: str, retry_delay
                                               output if pending is not None else None, route_key),
                     retry_delay, sink, limits)
     return Recorded(Outcome.COMPLETED, run_completed=moved.run_completed, enqueued=moved.enqueued, paused=moved.paused,
-                    skipped=moved.skipped)
+                    skipped=moved.skipped, deferred=moved.deferred)
 
 
 def needs_route_key(definition: Definition, step: str, output: str, route_key: str | None) -> bool:

@@ -80,7 +80,7 @@ def execute(
             during delays and pauses.
         on_update: called with an event dict (``type`` ``workflow_start``,
             ``step_start``, ``step_end``, ``step_held``, ``step_paused``,
-            ``step_resumed`` or ``workflow_end``; ``workflow_end`` has a ``status``
+            ``step_resumed``, ``step_waiting`` or ``workflow_end``; ``workflow_end`` has a ``status``
             of ``success``, ``failed``, ``timeout`` or ``cancelled``; see
             `ductline.local.report`). An exception it raises is logged and changes
             nothing.

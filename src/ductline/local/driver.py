@@ -371,7 +371,8 @@ class Driver:
             assert r.outcome is not None and status is not None
             self.tracker.ended(r.job, self._seconds(r), status.value, r.outcome.result.value, r.outcome.error_type,
                                r.outcome.error)
-            moved = moved or recorded.halted or recorded.run_failed or bool(recorded.paused or recorded.skipped)
+            moved = moved or recorded.halted or recorded.run_failed or bool(recorded.paused or recorded.skipped
+                                                                             or recorded.deferred)
         if moved:
             self._reap_lost()  # a fail-fast halt or the run deadline took the siblings' leases
             self.tracker.sync()

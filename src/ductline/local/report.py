@@ -11,7 +11,8 @@ Events (each with ``run_id``, ``pipeline`` and ``time``; step events with
   ends without an attempt (skipped, or failed because its pause expired;
   ``skip_reason``, ``skip_root``);
 - ``step_held`` (a waiting step run held by a halt), ``step_paused``
-  (``pause_timeout_seconds``) and ``step_resumed`` (``input_replaced``).
+  (``pause_timeout_seconds``), ``step_resumed`` (``input_replaced``) and
+  ``step_waiting`` (a step run waits for an event: ``event``, ``wait_timeout_seconds``).
 
 An ``on_update`` that raises is logged and changes nothing. Spans, metrics and the
 worker's log lines come from the engine's events (`ductline.observability.events`),
@@ -90,6 +91,9 @@ class Reporter:
 
     def step_paused(self, job: dict[str, Any], pause_timeout_seconds: int | None) -> None:
         self.emit({"type": "step_paused", **_ident(job), "pause_timeout_seconds": pause_timeout_seconds})
+
+    def step_waiting(self, job: dict[str, Any], event: str | None, timeout_seconds: int | None) -> None:
+        self.emit({"type": "step_waiting", **_ident(job), "event": event, "wait_timeout_seconds": timeout_seconds})
 
     def step_resumed(self, job: dict[str, Any], input_replaced: bool) -> None:
         self.emit({"type": "step_resumed", **_ident(job), "input_replaced": input_replaced})

@@ -72,7 +72,8 @@ class Tracker:
 
     def sync(self) -> None:
         """Tell what the engine did to jobs no attempt of this run reported: held by
-        a halt, paused, skipped, or failed without running (an expired pause)."""
+        a halt, paused, waiting for an event, skipped, or failed without running (an
+        expired pause, a wait that timed out)."""
         for job in self.store.run_jobs(self.run_id):
             status = job["status"]
             before = self._told.get(job["id"])
@@ -84,5 +85,8 @@ class Tracker:
             elif status == JobStatus.PAUSED:
                 self.report.step_paused(job, self.definition.pauses.get(job["step"]))
                 self.paused(job)
+            elif status == JobStatus.DEFERRED:
+                wait = self.definition.waits.get(job["step"])
+                self.report.step_waiting(job, job.get("wait_event"), None if wait is None else wait.timeout)
             elif status in _ENDED_WITHOUT_ATTEMPT and before != JobStatus.RUNNING:
                 self.report.step_ended(job)
