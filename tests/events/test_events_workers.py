@@ -234,3 +234,41 @@ def test_an_event_sent_to_a_halted_run_releases_its_step_held_until_the_retry(st
     assert store.revive_run(handle.id)
     assert drive(store, events_app.orders) == ["ship", "finish"]
     assert handle.output() == {"shipped": "late"}
+
+
+def test_racing_sends_store_one_event_per_key_and_release_the_step_once(store):
+    import threading
+
+    def race(run_id, sends):
+        barrier = threading.Barrier(len(sends))
+        results = [None] * len(sends)
+
+        def one(i, data, key):
+            barrier.wait()
+            results[i] = RunHandle(run_id, store).send("paid", data, key=key)
+
+        threads = [threading.Thread(target=one, args=(i, *s)) for i, s in enumerate(sends)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        return results
+
+    same = events_app.orders.trigger(1, database=store)
+    assert drive(store, events_app.orders) == ["prepare"]
+    results = race(same.id, [(i, "one-key") for i in range(6)])
+    first = [r for r in results if not r.duplicate]
+    assert len(first) == 1 and first[0].step == "ship"
+    assert {r.event_id for r in results} == {first[0].event_id}
+    assert len(store.run_events(same.id)) == 1
+
+    distinct = events_app.orders.trigger(2, database=store)
+    assert sorted(drive(store, events_app.orders)) == ["finish", "prepare", "ship"]  # the first run ends
+    results = race(distinct.id, [(i, f"key-{i}") for i in range(6)])
+    assert sorted(r.step or "" for r in results) == ["", "", "", "", "", "ship"]
+    events = store.run_events(distinct.id)
+    consumed = [e for e in events if e["job_id"] is not None]
+    assert len(events) == 6 and len(consumed) == 1
+    assert drive(store, events_app.orders) == ["ship", "finish"]
+    assert distinct.output() == {"shipped": json.loads(consumed[0]["data"])}
+    assert same.output() == {"shipped": json.loads(store.run_events(same.id)[0]["data"])}
