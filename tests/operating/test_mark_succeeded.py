@@ -205,3 +205,20 @@ def test_dashboard_action_needs_login_and_csrf_and_shows_the_history(db_url, sto
     assert "marked succeeded" in done.text
     assert store.get_run(run.id)["status"] == "completed"
     assert "Operator actions" in done.text and "charged" in done.text
+
+
+def test_execute_marks_a_halted_step_and_checks_its_option():
+    import ductline
+
+    result = ductline.execute(rt_app.halts_before_deadline, 1, mark_succeeded={"fails_at_once": [5]},
+                              retry_delay=0)
+    assert result.status == "completed" and result.metadata["output"] == [5]
+    assert [(s.step, s.status) for s in result.steps] == [("quick", "completed"), ("fails_at_once", "completed")]
+    untouched = ductline.execute(rt_app.chain, 1, mark_succeeded={"double": 0}, retry_delay=0)
+    assert untouched.status == "completed" and untouched.metadata["output"] == 16  # nothing failed
+    with pytest.raises(ValueError, match="no such step"):
+        ductline.execute(rt_app.chain, 1, mark_succeeded={"nope": 1})
+    with pytest.raises(TypeError, match="mapping"):
+        ductline.execute(rt_app.chain, 1, mark_succeeded=["double"])
+    with pytest.raises(TypeError):
+        ductline.execute(rt_app.chain, 1, mark_succeeded={"double": {1, 2}})

@@ -680,3 +680,9 @@ halt_then_deadline = (Pipeline("parity_halt_then_deadline", timeout=8).start(ide
 # The first branch fails at once; the other starts all the same in a free slot.
 fail_at_once = (Pipeline("parity_fail_at_once").start(identity)
                 .divide(to=[fail_always, quick_ok], max_retry=1).combine(into=after))
+
+
+# -- mark succeeded: a failed step recorded succeeded by an operator, and the run goes on ------
+mark_chain = _after_start("parity_mark_chain").chain(to=fail_always, max_retry=1).chain(to=never)
+mark_fan_in = (Pipeline("parity_mark_fan_in").start(identity)
+               .divide(to=[fail_always, quick_ok], max_retry=1).combine(into=after))

@@ -179,6 +179,13 @@ CASES: list[Case] = [
     Case("halt_then_deadline", app.halt_then_deadline, (1,), FAILED, RETRIES, slots=2, seconds=9,
          check=both(steps(("fail_soon", "", FAILED, [ERR]), ("hang_sibling", "", FAILED, [TIMED_OUT]),
                           ("after", "", "skipped", [], ("workflow timeout", "hang_sibling"))), deadline_exceeded)),
+    # -- mark succeeded (ductline mark-succeeded; execute's mark_succeeded option) -------------------
+    Case("mark_succeeded_chain", app.mark_chain, (1,), COMPLETED, mark={"fail_always": {"fixed": 1}},
+         check=steps(("fail_always", "", COMPLETED, [ERR], {"fixed": 1}),
+                     ("never", "", COMPLETED, [OK], {"fixed": 1}))),
+    Case("mark_succeeded_fan_in", app.mark_fan_in, (1,), COMPLETED, mark={"fail_always": "marked"}, slots=2,
+         check=steps(("fail_always", "", COMPLETED, [ERR], "marked"),
+                     ("quick_ok", "", COMPLETED, [OK], {"quick": 1}))),
     Case("fail_at_once", app.fail_at_once, (1,), HALTED, RETRIES, slots=2,
          check=both(steps(("fail_always", "", FAILED, [ERR]), ("quick_ok", "", COMPLETED, [OK], {"quick": 1})),
                     absent("after"))),

@@ -71,6 +71,10 @@ class Case:
             its trigger (before the run reaches its wait), or once a step run
             waits for it (``events_when_waiting``); execute is given them
             (``execute(events=)``), kept until the wait: the record is the same.
+        mark: ``{step: output}`` marked succeeded once the run halted with nothing
+            of it running: on a worker through `ductline.operations.mark` (as
+            ``ductline mark-succeeded``), by execute through its
+            ``mark_succeeded`` option; both apply the engine's one mark.
         slots: worker slots the case may hold at once; cases are triggered only
             while their slots are free, so a sibling that must be running when
             another step fails is not left waiting behind other cases.
@@ -87,6 +91,7 @@ class Case:
     resume: dict[str, Any] | None = None
     events: dict[str, Any] | None = None
     events_when_waiting: bool = False
+    mark: dict[str, Any] | None = None
     slots: int = 1
     seconds: float = 0.0
     check: Callable[["Record"], None] | None = None
@@ -241,6 +246,8 @@ def _run_execute(case: Case, provider: Any) -> Any:
         options["resume"] = dict(case.resume)
     if case.events is not None:
         options["events"] = dict(case.events)
+    if case.mark is not None:
+        options["mark_succeeded"] = dict(case.mark)
     pauses = case.pipeline.definition().pauses
     waits_forever = any(timeout is None and step not in (case.resume or {}) for step, timeout in pauses.items()) \
         or any(w.timeout is None and w.event not in (case.events or {})
@@ -377,6 +384,7 @@ class _Active:
     cancelled: bool = False
     resumed: bool = False
     sent: bool = False
+    marked: bool = False
 
 
 class Fleet:
@@ -535,6 +543,13 @@ class Fleet:
             return None
         if any(j["status"] in MOVING_JOB for j in self.store.run_jobs(item.handle.id)):
             return None  # halted, and a sibling (or the on_halt handler) is still running
+        if case.mark is not None and not item.marked and status == "halted":
+            from ductline.operations.mark import mark_succeeded
+
+            for step, output in case.mark.items():
+                mark_succeeded(self.store, case.pipeline.definition(), item.handle.id, step, output, actor="parity")
+            item.marked = True
+            return None
         if case.cancel_at is not None and not item.cancelled:
             raise AssertionError(f"run {item.handle.id} settled {status} before step {case.cancel_at!r} ran")
         return from_store(self.store, item.handle.id, case.pipeline.definition(), self.spans)

@@ -41,6 +41,7 @@ async def execute_async(
     resume: Resume | None = None,
     log_level: str | None = None,
     events: Mapping[str, Any] | None = None,
+    mark_succeeded: Mapping[str, Any] | None = None,
 ) -> WorkflowResult:
     """Run ``pipeline`` to its end in the running event loop; see `execute`.
 
@@ -51,7 +52,7 @@ async def execute_async(
     check_sendable(definition_of(pipeline), events)
     run = start(pipeline, *args, timeout=timeout, on_update=on_update, clock=clock, concurrency=concurrency,
                 retry_delay=retry_delay, kill_grace=kill_grace, tracer_provider=tracer_provider, resume=resume,
-                log_level=log_level, events=events)
+                log_level=log_level, events=events, mark_succeeded=mark_succeeded)
     return await run.result()
 
 
@@ -68,6 +69,7 @@ def execute(
     resume: Resume | None = None,
     log_level: str | None = None,
     events: Mapping[str, Any] | None = None,
+    mark_succeeded: Mapping[str, Any] | None = None,
 ) -> WorkflowResult:
     """Run a pipeline in this process, without a database, and return its result.
 
@@ -118,6 +120,13 @@ def execute(
             with a timeout that is not fails the run after it (``halt_reason``
             ``event_timed_out``). To send while the run runs, use
             `ductline.local.start` and `LocalRun.send`.
+        mark_succeeded: ``{step_name: output}``: when the run halts with nothing
+            left running, each named step's failed, held or cancelled step run
+            (the first, in element order) is marked succeeded with ``output``
+            without running it, as an operator's ``ductline mark-succeeded`` marks
+            it on a database (`ductline.engine.mark`: the halted run is revived
+            as a retry revives it and continues from that step). Each step is
+            marked once; a step that never fails is never marked.
 
     Returns:
         A `WorkflowResult`: ``status`` (``completed``, ``halted``, ``failed`` or
@@ -151,4 +160,4 @@ def execute(
     return asyncio.run(execute_async(
         pipeline, *args, timeout=timeout, on_update=on_update, clock=clock, concurrency=concurrency,
         retry_delay=retry_delay, kill_grace=kill_grace, tracer_provider=tracer_provider, resume=resume,
-        log_level=log_level, events=events))
+        log_level=log_level, events=events, mark_succeeded=mark_succeeded))

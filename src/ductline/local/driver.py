@@ -39,6 +39,7 @@ from ductline.local.childapps import child_setup
 from ductline.local.children import ChildStartError, Pool
 from ductline.local.clock import RealClock, activity, is_virtual
 from ductline.local.deadline import RunDeadline
+from ductline.local.marker import apply_marks
 from ductline.local.options import RunOptions
 from ductline.local.report import EndStatus, Reporter
 from ductline.local.resumer import Resumer
@@ -114,6 +115,7 @@ class Driver:
             for name, data in options.events:  # kept until the run reaches their waits
                 event_engine.send(tx, self.run_id, name, data, None, self.limits)
         self.first_step = rows.job.step
+        self._marks = dict(options.marks)  # the mark_succeeded option, consumed step by step
 
     # -- the store's clock ------------------------------------------------------------------------
     def _db_now_ms(self) -> int:
@@ -255,6 +257,10 @@ class Driver:
                 if self.bug is not None:
                     raise self.bug
                 status = self.status()
+                if status is RunStatus.HALTED and self._marks and not self.running \
+                        and apply_marks(self.store, self.definition, self.run_id, self._marks,
+                                        self.options.retry_delay, self.limits):
+                    status = self.status()  # the mark_succeeded option revived the run
                 if status not in TERMINAL_RUN:
                     self._claim()
                 if self._over(status):

@@ -116,7 +116,8 @@ class LocalRun:
 def start(pipeline: Any, *args: Any, timeout: Any = None, on_update: OnUpdate | None = None,
           clock: Clock | None = None, concurrency: int | None = None, retry_delay: Any = None,
           kill_grace: Any = None, tracer_provider: Any = None, resume: Resume | None = None,
-          log_level: str | None = None, inline: bool = False, events: Mapping[str, Any] | None = None) -> LocalRun:
+          log_level: str | None = None, inline: bool = False, events: Mapping[str, Any] | None = None,
+          mark_succeeded: Mapping[str, Any] | None = None) -> LocalRun:
     """Start a pipeline in the running event loop, without a database, and return
     its `LocalRun` at once (the options are those of `ductline.execute`).
 
@@ -140,5 +141,5 @@ def start(pipeline: Any, *args: Any, timeout: Any = None, on_update: OnUpdate | 
     options = run_options(definition, timeout=timeout, on_update=on_update, clock=clock,
                           concurrency=concurrency, retry_delay=retry_delay, kill_grace=kill_grace,
                           tracer_provider=tracer_provider, resume=resume, log_level=log_level, inline=inline,
-                          events=events)
+                          events=events, mark_succeeded=mark_succeeded)
     return LocalRun(Driver(definition, args_json, options))

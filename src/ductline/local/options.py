@@ -40,6 +40,7 @@ class RunOptions:
     log_max_bytes: int = DEFAULT_MAX_BYTES  # per attempt
     inline: bool = False                    # sync steps in threads of this process (ductline.testing)
     events: tuple[tuple[str, str], ...] = ()  # (name, data JSON) sent as the run begins
+    marks: tuple[tuple[str, str], ...] = ()   # (step, output JSON) marked succeeded when the run halts
 
 
 def seconds(value: Any, field: str, *, allow_zero: bool) -> float:
@@ -78,7 +79,8 @@ def definition_of(pipeline: Any) -> Definition:
 def run_options(definition: Definition, *, timeout: Any, on_update: OnUpdate | None, clock: Clock | None,
                 concurrency: int | None, retry_delay: Any, kill_grace: Any, tracer_provider: Any,
                 resume: Resume | None, log_level: str | None = None, inline: bool = False,
-                events: Mapping[str, Any] | None = None) -> RunOptions:
+                events: Mapping[str, Any] | None = None,
+                mark_succeeded: Mapping[str, Any] | None = None) -> RunOptions:
     """Check the options of `ductline.execute` (see there for their meaning).
 
     Raises:
@@ -87,7 +89,8 @@ def run_options(definition: Definition, *, timeout: Any, on_update: OnUpdate | N
         ValueError: a negative or zero timeout, a bad ``concurrency``, or a
             ``resume`` mapping that names a step the pipeline does not pause before,
             an ``events`` mapping that names an event the pipeline does not wait
-            for, or a ``log_level`` that names no level.
+            for, a ``mark_succeeded`` mapping that names a step it does not have,
+            or a ``log_level`` that names no level.
     """
     limit = definition.timeout if timeout is None else timeout
     if concurrency is None:
@@ -105,7 +108,23 @@ def run_options(definition: Definition, *, timeout: Any, on_update: OnUpdate | N
                            allow_zero=True),
         tracer_provider=tracer_provider, resume=resume, max_payload_bytes=int(settings.payload_max_bytes),
         log_level=settings.step_log_level if log_level is None else check_level(log_level),
-        log_max_bytes=settings.step_log_max_bytes, inline=bool(inline), events=_check_events(definition, events))
+        log_max_bytes=settings.step_log_max_bytes, inline=bool(inline), events=_check_events(definition, events),
+        marks=_check_marks(definition, mark_succeeded))
+
+
+def _check_marks(definition: Definition, marks: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
+    """The ``mark_succeeded`` option as ``(step, output JSON)`` pairs, checked."""
+    if marks is None:
+        return ()
+    if not isinstance(marks, Mapping):
+        raise TypeError(f"mark_succeeded must be a mapping {{step: output}}, not {type(marks).__name__}")
+    checked = []
+    for step, output in marks.items():
+        if step not in definition.nodes:
+            raise ValueError(f"mark_succeeded names step {step!r}, but pipeline {definition.name!r} has no such "
+                             "step")
+        checked.append((step, codec.dumps(output, what=f"mark_succeeded output of {step!r}")))
+    return tuple(checked)
 
 
 def _check_events(definition: Definition, events: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
