@@ -156,16 +156,16 @@ def stop_worker(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeou
     return proc.returncode
 
 
-def drive(store: Any, pipeline: Any, skip: tuple[str, ...] = ()) -> list[str]:
-    """Run every ready job of ``pipeline`` in this process (each step's function is
-    called with its stored input) until none is ready; returns the steps run."""
+def drive(store: Any, pipeline: Any, skip: tuple[str, ...] = (), queues: tuple[str, ...] = ("default",)) -> list[str]:
+    """Run every ready job of ``pipeline`` in ``queues`` in this process (each step's
+    function is called with its stored input) until none is ready; returns the steps run."""
     from ductline import codec
     from ductline.engine import record
 
     definition = pipeline.definition()
     ran: list[str] = []
     while True:
-        jobs = [j for j in store.claim("test-driver", [pipeline.name], 10, 60_000)]
+        jobs = [j for j in store.claim("test-driver", [pipeline.name], 10, 60_000, queues=queues)]
         if not jobs:
             return ran
         for job in jobs:

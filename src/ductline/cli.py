@@ -286,12 +286,17 @@ def run(target: str, args_json: str | None, concurrency: int | None, timeout: st
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
               help="Serve Prometheus metrics on this port (process i of --processes uses PORT+i).")
 @click.option("--metrics-host", default=None, help="Address for --metrics-port (default 127.0.0.1).")
+@click.option("--queue", "queues", multiple=True,
+              help="Claim jobs of this queue (repeat for several; default: DUCTLINE_QUEUES, else 'default').")
 @database_option
 def worker(apps: tuple[str, ...], concurrency: int | None, processes: int, metrics_port: int | None,
-           metrics_host: str | None, database: str | None) -> None:
+           metrics_host: str | None, queues: tuple[str, ...], database: str | None) -> None:
     """Run a worker: claim jobs of the apps' pipelines and run them."""
     from ductline.runtime.launch import build_worker, supervise, worker_argv
 
+    if queues:
+        # Through the environment, so the processes of --processes serve them too.
+        os.environ["DUCTLINE_QUEUES"] = ",".join(queues)
     if metrics_port is not None:
         os.environ["DUCTLINE_METRICS_PORT"] = str(metrics_port)
     if metrics_host:

@@ -9,7 +9,7 @@ Environment variables: ``DUCTLINE_DATABASE_URL``, ``DUCTLINE_LEASE_SECONDS``,
 ``DUCTLINE_RUN_LOG_LEVEL``,
 ``DUCTLINE_STEP_LOG_MAX_BYTES``, ``DUCTLINE_POOL_MAX_CONNECTIONS``,
 ``DUCTLINE_POOL_IDLE_SECONDS``, ``DUCTLINE_DATABASE_POOLING``, ``DUCTLINE_LISTEN_DATABASE_URL``,
-``DUCTLINE_HOSTNAME``. The TOML file is ``ductline.toml`` in the
+``DUCTLINE_HOSTNAME``, ``DUCTLINE_QUEUES``. The TOML file is ``ductline.toml`` in the
 working directory (or the path in ``DUCTLINE_CONFIG``), with the same names in
 lower case without the prefix, e.g. ``database_url = "postgresql://..."``.
 """
@@ -23,6 +23,7 @@ import tomllib
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from ductline.dsl.options import check_queue
 from ductline.durations import parse_cli_duration
 from ductline.errors import ConfigurationError
 from ductline.loglevels import check_level
@@ -84,6 +85,9 @@ class Settings:
             pooler) for the LISTEN connection. Empty: ``database_url`` is used,
             unless ``database_pooling`` is ``"transaction"`` (then: polling).
         hostname: the host name a worker registers under (default: the machine's).
+        queues: the queues a worker claims from, separated by commas (default
+            ``default``; ``ductline worker --queue`` wins). `queue_names` gives them
+            as a list.
     """
 
     database_url: str = "sqlite:///ductline.db"
@@ -108,6 +112,12 @@ class Settings:
     database_pooling: str = ""
     listen_database_url: str = ""
     hostname: str = ""
+    queues: str = "default"
+
+    @property
+    def queue_names(self) -> list[str]:
+        """``queues`` as a sorted list of distinct names."""
+        return sorted({name.strip() for name in self.queues.split(",") if name.strip()})
 
     @property
     def retention_seconds(self) -> int | None:
@@ -122,7 +132,7 @@ class Settings:
 _POSITIVE = ("lease_seconds", "undead_after_seconds", "payload_inline_bytes", "payload_max_bytes",
              "step_log_max_bytes", "pool_max_connections", "pool_idle_seconds")
 _TEXTS = ("database_url", "retention", "step_log_level", "run_log_level", "database_pooling", "listen_database_url",
-          "hostname")
+          "hostname", "queues")
 _INTS = ("retry_delay", "max_undead", "spare_children", "payload_inline_bytes", "payload_max_bytes", "step_log_max_bytes",
          "pool_max_connections")
 POOLING_MODES = ("", "transaction")
@@ -235,6 +245,13 @@ def _build(overrides: dict[str, Any]) -> Settings:
         raise ConfigurationError(f"{sources.get('database_pooling', 'default')}: invalid value "
                                  f"{settings.database_pooling!r} for database_pooling: use \"transaction\" "
                                  "(behind PgBouncer in transaction mode) or leave it empty")
+    try:
+        if not settings.queue_names:
+            raise ValueError("queues must name at least one queue")
+        for name in settings.queue_names:
+            check_queue(name, "queues")
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"{sources.get('queues', 'default')}: {exc}") from None
     try:
         settings.retention_seconds  # noqa: B018 - validated here, once, for every caller
     except ValueError as exc:

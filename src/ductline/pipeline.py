@@ -25,13 +25,17 @@ class Pipeline(PipelineBuilder):
             (siblings still running are cancelled at once).
         priority: default priority of its runs, -100 to 100 (default 0); a
             trigger may override it, and each step's ``priority=`` is added.
+        queue: the queue of its steps that name none with ``queue=`` (default
+            ``"default"``); a worker claims only the queues it serves
+            (``ductline worker --queue``).
 
     Raises:
         TypeError: ``name`` is not a ``str``, ``timeout`` is not a duration,
             ``priority`` is not an ``int``, or an option it does not take (the
             message names the closest valid one and lists them; so does every
             transition for an unknown step option).
-        ValueError: ``timeout`` is negative or zero, or ``priority`` is outside -100..100.
+        ValueError: ``timeout`` is negative or zero, ``priority`` is outside -100..100,
+            or ``queue`` is not a queue name (`ductline.dsl.options.check_queue`).
         DefinitionError: ``name`` is longer than 200 characters or not printable
             text (`ductline.dsl.steps.check_name`); step names follow the same rule.
 

@@ -461,6 +461,7 @@ def claim_select_sql(now_literal: int | None = None) -> str:
     assert "status = 'pending'" in select and "not_before_ms <=" in select
     assert "ORDER BY j.not_before_ms" in select and "SKIP LOCKED" in select
     select = select.replace(":pipelines::jsonb", "'[\"delay_waiting\"]'::jsonb").replace(":limit", "4")
+    select = select.replace(":queues::jsonb", "'[\"default\"]'::jsonb").replace(":definitions::jsonb", "NULL::jsonb")
     if now_literal is not None:
         select = select.replace("ductline_now_ms()", str(now_literal))
     assert ":" not in select.replace("::", ""), select
@@ -508,7 +509,7 @@ def test_postgres_claim_plan_uses_the_ready_index(db_url):
     text = json.dumps(nodes)
     assert "ductline_jobs_ready" in text
     scans = jobs_scans(nodes)
-    # The priority levels (ductline_ready_levels) and each level's jobs: all from the ready index.
+    # The queues and priority levels (ductline_ready_queues) and each level's jobs: all from the ready index.
     assert {n.get("Index Name") for n in scans} == {"ductline_jobs_ready"}, text
     [level_scan] = [n for n in scans if "not_before_ms" in n.get("Index Cond", "")]
     assert "priority" in level_scan["Index Cond"], level_scan
@@ -570,6 +571,7 @@ def test_postgres_next_not_before_is_an_index_lookup(db_url):
     fill_waiting_jobs(db_url, 20_000)
     text = queries.parse(queries.read("postgres", "queries.sql"))["next_not_before"]
     query = text.replace(":pipelines::jsonb", "'[\"delay_waiting\"]'::jsonb")
+    query = query.replace(":queues::jsonb", "'[\"default\"]'::jsonb").replace(":definitions::jsonb", "NULL::jsonb")
     nodes = explain(db_url, query, analyze=True)
     scans = jobs_scans(nodes)
     require(scans, json.dumps(nodes))

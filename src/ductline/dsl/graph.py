@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Callable
 
-from ductline.dsl.options import StepOptions
+from ductline.dsl.options import DEFAULT_QUEUE, StepOptions
 
 
 class TransitionKind(StrEnum):
@@ -130,6 +130,9 @@ class Definition:
             by name, with the pause's timeout in seconds (``None``: no timeout).
         waits: steps that wait for an event before they run (``.wait_for(event,
             before=)``), by name.
+        queue: the queue of its steps that name none (``Pipeline(queue=)``).
+        fingerprint: what identifies this version of the graph among deploys
+            (`ductline.dsl.fingerprint`); ``""`` for none.
     """
 
     name: str
@@ -141,6 +144,18 @@ class Definition:
     priority: int = 0
     pauses: dict[str, int | None] = field(default_factory=dict)
     waits: dict[str, EventWait] = field(default_factory=dict)
+    queue: str = DEFAULT_QUEUE
+    fingerprint: str = ""
+
+    def queue_of(self, step: str) -> str:
+        """The queue jobs of ``step`` wait in: its own ``queue=``, else the pipeline's."""
+        return self.node(step).options.queue or self.queue
+
+    @property
+    def queues(self) -> list[str]:
+        """Every queue a job of this pipeline can wait in, sorted."""
+        steps = [*self.nodes, *([] if self.on_halt is None else [self.on_halt.name])]
+        return sorted({self.queue_of(step) for step in steps})
 
     def node(self, name: str) -> Node:
         if self.on_halt is not None and name == self.on_halt.name:
@@ -154,6 +169,13 @@ class Definition:
             if node.next is None and node.depth == 0:
                 return node.name
         raise AssertionError("a validated definition has a last step")
+
+
+def served_definitions(definitions: dict[str, Definition]) -> list[str]:
+    """The fingerprints a worker that loaded ``definitions`` claims jobs of: theirs,
+    and ``""`` (runs started before versions were recorded, which any worker of
+    their pipeline serves)."""
+    return sorted({"", *(d.fingerprint for d in definitions.values())})
 
 
 def find_node(definitions: dict[str, Definition], pipeline: str, step: str) -> Node | None:

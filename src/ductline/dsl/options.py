@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, Sequence, TypedDict
@@ -29,6 +30,10 @@ MIN_PRIORITY, MAX_PRIORITY = -100, 100
 # Attempts per second; below one a week, start slots of a long queue would leave the
 # range of a millisecond timestamp.
 MIN_RATE, MAX_RATE = 1 / (7 * 86400), 10_000
+# Queue names: what `ductline worker --queue` takes on a command line and metrics
+# carry as a label, so plain and short.
+DEFAULT_QUEUE = "default"
+QUEUE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +75,8 @@ class StepOptions:
         log_level: the lowest level of the step's own log records kept
             (``"DEBUG"`` .. ``"CRITICAL"``), or ``None`` for the worker's
             ``step_log_level`` (default ``INFO``).
+        queue: the queue its jobs wait in (only workers serving it claim them,
+            ``ductline worker --queue``), or ``None`` for the pipeline's queue.
     """
 
     timeout: "int | ScaledTimeout | None" = None
@@ -88,6 +95,7 @@ class StepOptions:
     log_level: str | None = None
     memory_limit: int | None = None
     cpu_limit: float | None = None
+    queue: str | None = None
 
     @property
     def limited(self) -> bool:
@@ -117,6 +125,7 @@ class StepOptionsArgs(TypedDict, total=False):
                        "debug", "info", "warning", "error", "critical"]
     memory_limit: int
     cpu_limit: float
+    queue: str
 
 
 OPTION_NAMES = tuple(StepOptionsArgs.__annotations__)
@@ -171,6 +180,22 @@ def check_priority(value: Any, field: str = "priority") -> int:
         raise TypeError(f"{field} must be an int, not {type(value).__name__} ({value!r})")
     if not MIN_PRIORITY <= value <= MAX_PRIORITY:
         raise ValueError(f"{field} must be from {MIN_PRIORITY} to {MAX_PRIORITY}, got {value}")
+    return value
+
+
+def check_queue(value: Any, field: str = "queue") -> str:
+    """Validate a queue name: a ``str`` of 1 to 100 letters, digits, ``_``, ``.``,
+    ``:`` or ``-``, starting with a letter or digit.
+
+    Raises:
+        TypeError: not a ``str``.
+        ValueError: empty, too long, or another character.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{field} must be a str, not {type(value).__name__} ({value!r})")
+    if QUEUE_PATTERN.fullmatch(value) is None:
+        raise ValueError(f"{field} must be 1 to 100 letters, digits, '_', '.', ':' or '-' starting with a "
+                         f"letter or digit, got {value!r}")
     return value
 
 
@@ -292,6 +317,7 @@ def build_options(
     log_level: Any = None,
     memory_limit: Any = None,
     cpu_limit: Any = None,
+    queue: Any = None,
 ) -> StepOptions:
     """Validate the keyword options of a transition (the duration rule of `ductline.durations`).
 
@@ -308,7 +334,8 @@ def build_options(
             ``concurrency_key`` that is not a field name or has nothing to limit;
             a ``log_level`` that names no level (`ductline.loglevels.check_level`);
             a ``memory_limit`` that is not an ``int`` more than 0, a ``cpu_limit``
-            that is not a number more than 0, either with ``isolation="thread"``.
+            that is not a number more than 0, either with ``isolation="thread"``;
+            a ``queue`` that is not a queue name (`check_queue`).
     """
     iso = "process" if isolation is None else isolation
     if iso not in ISOLATIONS:
@@ -341,4 +368,5 @@ def build_options(
         log_level=None if log_level is None else check_level(log_level),
         memory_limit=memory,
         cpu_limit=cpu,
+        queue=None if queue is None else check_queue(queue),
     )

@@ -5,11 +5,13 @@ pipelines defined in this process. `ductline.Pipeline` adds the client verbs
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any, Never, Self, Unpack
 
 from ductline.dsl.builder import Cursor, _Graph
+from ductline.dsl.fingerprint import fingerprint
 from ductline.dsl.graph import Definition, Node
-from ductline.dsl.options import StepOptionsArgs, build_options, check_priority, unknown_keywords
+from ductline.dsl.options import StepOptionsArgs, DEFAULT_QUEUE, build_options, check_priority, check_queue, unknown_keywords
 from ductline.dsl.steps import check_name, reference, step_kind
 from ductline.durations import optional_seconds
 from ductline.errors import DefinitionError, PipelineNotFound
@@ -54,10 +56,10 @@ class PipelineBuilder(Cursor):
     transitions (arguments and errors: see `ductline.Pipeline`)."""
 
     # The options `__init__` takes, listed by the error for one it does not.
-    OPTIONS = ("name", "timeout", "on_failure", "priority")
+    OPTIONS = ("name", "timeout", "on_failure", "priority", "queue")
 
     def __init__(self, name: str, timeout: Any = None, *, on_failure: str = "halt",
-                 priority: int = 0, **unknown: Never) -> None:
+                 priority: int = 0, queue: str = DEFAULT_QUEUE, **unknown: Never) -> None:
         # ``**unknown`` catches a misspelt option so the error can name the valid
         # ones; typed ``Never`` so a type checker still flags it.
         if unknown:
@@ -69,6 +71,7 @@ class PipelineBuilder(Cursor):
             raise ValueError(f"on_failure must be 'halt' or 'fail_fast', got {on_failure!r}")
         self.on_failure = on_failure
         self.priority = check_priority(priority)
+        self.queue = check_queue(queue)
         self.name = name
         self.timeout = optional_seconds(timeout, field="timeout", allow_zero=False)
         graph = _Graph(name)
@@ -120,9 +123,10 @@ class PipelineBuilder(Cursor):
                 d.name: Node(d.name, d.ref, d.kind, d.options, d.depth, d.next, d.func)
                 for d in self._graph.drafts.values()
             }
-            self._definition = Definition(self.name, self._start, nodes, self.timeout, self._on_halt,
-                                          self.on_failure, self.priority, pauses=dict(self._graph.pauses),
-                                          waits=dict(self._graph.waits))
+            built = Definition(self.name, self._start, nodes, self.timeout, self._on_halt,
+                               self.on_failure, self.priority, pauses=dict(self._graph.pauses),
+                               waits=dict(self._graph.waits), queue=self.queue)
+            self._definition = replace(built, fingerprint=fingerprint(built))
             self._graph.frozen = True
         return self._definition
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ductline.dsl.graph import Definition, TransitionKind
+from ductline.dsl.options import DEFAULT_QUEUE
 from ductline.model.outcomes import RELEASED_TYPE, Ended
 from ductline.model.states import AttemptResult, JobStatus
 from ductline.observability.events import RESULT_LABELS, EventName, emit
@@ -51,7 +52,7 @@ class Handoff:
     """A recording worker's free slots, offered to the next steps its batch makes
     ready: up to ``slots`` of them are inserted already claimed by ``worker_id``
     (`ductline.store.tx.Tx.insert_claimed`), without a claim that reads the ready
-    queues. Only jobs of ``pipelines`` (those the worker serves) are given.
+    queues. Only jobs of ``pipelines`` in ``queues`` (those the worker serves) are given.
     ``claimed`` is what the last recording gave (set inside its transaction; emptied
     when a transaction starts, so a rolled-back attempt leaves nothing)."""
 
@@ -60,6 +61,7 @@ class Handoff:
     slots: int
     pipelines: frozenset[str]
     claimed: list[ClaimedJob] = field(default_factory=list)
+    queues: frozenset[str] = frozenset({DEFAULT_QUEUE})
 
 
 def job_extra(a: record.Attempt) -> dict[str, object]:
@@ -119,7 +121,7 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
             tx.insert_jobs(sink, notify=False)
         else:
             handoff.claimed = tx.insert_claimed(sink, handoff.worker_id, handoff.lease_ms, handoff.slots,
-                                                handoff.pipelines)
+                                                handoff.pipelines, handoff.queues)
         # Each ended attempt of a limited step frees a slot of its key: hand it on.
         limited = [o.attempt for o in outcomes if o.attempt.limit_key and not o.run_deadline]
         tx.release_slots([a.job_id for a in limited])

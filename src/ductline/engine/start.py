@@ -40,7 +40,7 @@ def new_run(definition: Definition, run_id: str, encoded_args: str, *, timeout_s
     stored_args, pending = payloads.prepare(encoded_args, limits)
     spec = job_spec(definition, start.name, "", encoded_args, retry_delay)
     run = NewRun(run_id, definition.name, stored_args, timeout_seconds, delay_ms,  # type: ignore[arg-type]
-                 not_before_ms, key, definition.priority if priority is None else priority)
+                 not_before_ms, key, definition.priority if priority is None else priority, definition.fingerprint)
     job = NewJob.of(run_id, definition.name, start.name, "", stored_args, spec, status=JobStatus.PENDING.value,
                     delay_ms=delay_ms, not_before_ms=not_before_ms, job_id=job_id)
     return NewRunRows(run, job, pending, limits)

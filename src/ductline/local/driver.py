@@ -299,7 +299,7 @@ class Driver:
         if self.definition.waits and status is not RunStatus.HALTED \
                 and self.store.run_progress(self.run_id).get(JobStatus.DEFERRED.value):
             return False  # an event, a cancel, its timeout or the deadline moves it on
-        if self.store.next_wakeups([self.definition.name])[0] is not None:
+        if self.store.next_wakeups([self.definition.name], self.definition.queues)[0] is not None:
             return False  # a job waits for its not-before time
         return not self.store.unthrottle_idle_keys()
 
@@ -308,7 +308,9 @@ class Driver:
         free = self.options.concurrency - len(self.running)
         if free <= 0:
             return
-        jobs = self.store.claim(self.worker_id, [self.definition.name], free, LEASE_MS, limits=self.step_limits)
+        # Every queue: execute is the whole fleet in one process.
+        jobs = self.store.claim(self.worker_id, [self.definition.name], free, LEASE_MS, limits=self.step_limits,
+                                queues=self.definition.queues)
         for job in jobs:
             self.deadline.started(job.run_deadline_ms)
             running = Running(job)
@@ -445,7 +447,7 @@ class Driver:
         if self._wake.is_set():
             self._wake.clear()
             return
-        not_before_ms, due_ms = self.store.next_wakeups([self.definition.name])
+        not_before_ms, due_ms = self.store.next_wakeups([self.definition.name], self.definition.queues)
         timers: list[tuple[float, bool]] = []  # (seconds, passive) on the driver's clock
         if not_before_ms is not None and len(self.running) < self.options.concurrency:
             timers.append((self._seconds_until(not_before_ms), False))

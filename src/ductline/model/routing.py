@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from ductline import codec
 from ductline.dsl.graph import Definition, TransitionKind
+from ductline.dsl.options import DEFAULT_QUEUE
 from ductline.dsl.timeouts import ScaledTimeout
 from ductline.model import scopes
 from ductline.model.cascade import Dependent, dependents
@@ -198,6 +199,9 @@ class JobSpec:
         phase: its place in the claim order at equal priority
             (`ductline.model.claim_order`: the first step of a run comes after
             the jobs of runs already under way).
+        queue: the queue it waits in (`Definition.queue_of`).
+        definition: the fingerprint of the definition that created it: only a
+            worker that loaded that definition claims it.
     """
 
     parent_scope: str | None
@@ -212,6 +216,8 @@ class JobSpec:
     paused: bool
     pause_timeout_seconds: int | None
     phase: int = UNDER_WAY
+    queue: str = DEFAULT_QUEUE
+    definition: str = ""
 
 
 def timeout_floor(timeout: object) -> int | None:
@@ -236,7 +242,8 @@ def job_spec(definition: Definition, step: str, scope: str, input_json: str,
         timeout_seconds=timeout_floor(options.timeout), priority=options.priority,
         limit_key=limit_key(definition.name, step, options, input_json),
         paused=step in definition.pauses, pause_timeout_seconds=definition.pauses.get(step),
-        phase=phase_of(definition, step, scope),
+        phase=phase_of(definition, step, scope), queue=definition.queue_of(step),
+        definition=definition.fingerprint,
     )
 
 

@@ -199,7 +199,7 @@ def prepare_many(definition: Definition, args_list: Iterable[Any], *, delay: Any
         prepared.append(Prepared(
             definition,
             NewRun(run_id, definition.name, stored_args, timeout_seconds, delay_ms, not_before_ms, None,
-                   run_priority),
+                   run_priority, definition.fingerprint),
             NewJob.of(run_id, definition.name, start.name, "", stored_args, spec, status=JobStatus.PENDING.value,
                       delay_ms=delay_ms, not_before_ms=not_before_ms, job_id=job_id),
             pending, limits, checked_tags))

@@ -21,7 +21,7 @@ from typing import Callable
 
 from ductline.clock import DatabaseClock
 from ductline.config import Settings
-from ductline.dsl.graph import Definition, find_node
+from ductline.dsl.graph import Definition, find_node, served_definitions
 from ductline.dsl.options import StepOptions
 from ductline.errors import StoreError
 from ductline.execution.enforcer import Enforcer
@@ -66,6 +66,10 @@ class Claimer:
         self._definitions = definitions
         self._pipelines = sorted(definitions)
         self._served = frozenset(definitions)
+        # What this worker serves: its queues, and the definitions it loaded (with
+        # "", the runs started before versions were recorded).
+        self._queues = settings.queue_names
+        self._versions = served_definitions(definitions)
         self._limits = step_limits(definitions)
         self._settings = settings
         self._worker_id = worker_id
@@ -186,12 +190,14 @@ class Claimer:
             self._claims += 1
             with self._store.transaction() as tx:
                 jobs = tx.claim(self._worker_id, self._pipelines, wanted, self._settings.lease_ms,
-                                limits=self._limits, fifo=self._claims % FIFO_EVERY == 0)
+                                limits=self._limits, fifo=self._claims % FIFO_EVERY == 0,
+                                queues=self._queues, definitions=self._versions)
                 received = self._clock.now()
                 # When to wake next is read in the claim's transaction (as the recording's
                 # claim does), not after the dispatch: a read there kept the loop from the
                 # result of an attempt that had just started.
-                wakeups = None if len(jobs) == wanted else tx.next_wakeups(self._pipelines)
+                wakeups = None if len(jobs) == wanted else tx.next_wakeups(self._pipelines, self._queues,
+                                                                           self._versions)
             self._dispatch(jobs, sent, received)
             if wakeups is None:
                 self.next_claim = 0.0  # there may be more
@@ -248,7 +254,8 @@ class Claimer:
             return None
         handoff = None
         if free and not len(self.ahead) and not self._due(self._clock.now()):
-            handoff = Handoff(self._worker_id, self._settings.lease_ms, len(free), self._served)
+            handoff = Handoff(self._worker_id, self._settings.lease_ms, len(free), self._served,
+                              queues=frozenset(self._queues))
         else:
             self._wakeup.clear()  # what woke the loop until now, this claim sees
         self._claims += 1
@@ -263,9 +270,11 @@ class Claimer:
                 return handed
             more = wanted - len(given)
             jobs = given + (tx.claim(self._worker_id, self._pipelines, more, self._settings.lease_ms,
-                                     limits=self._limits, fifo=fifo) if more > 0 else [])
+                                     limits=self._limits, fifo=fifo, queues=self._queues,
+                                     definitions=self._versions) if more > 0 else [])
             received = self._clock.now()
-            wakeups = None if len(jobs) == wanted else tx.next_wakeups(self._pipelines)
+            wakeups = None if len(jobs) == wanted else tx.next_wakeups(self._pipelines, self._queues,
+                                                                       self._versions)
 
             def started() -> None:
                 self._dispatch(jobs, sent, received, handed=len(given))

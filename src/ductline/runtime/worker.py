@@ -46,7 +46,7 @@ from ductline.runtime.slots import Slot
 from ductline.runtime.spares import Spares
 from ductline.runtime.wakeup import Wakeup
 from ductline.store import Store, payloads
-from ductline.store.records import ClaimedJob
+from ductline.store.records import ClaimedJob, LoadedDefinition
 
 log = logging.getLogger("ductline.worker")
 
@@ -237,7 +237,8 @@ class Worker:
             try:
                 sent = self.clock.now()
                 self.store.register_worker(self.id, self.settings.hostname or socket.gethostname(), os.getpid(),
-                                           len(self.slots))
+                                           len(self.slots), queues=self.settings.queue_names,
+                                           definitions=[LoadedDefinition.of(d) for d in self.definitions.values()])
                 self.clock.measure(self.store.now_ms(), sent, self.clock.now())
                 return True
             except StoreError as exc:

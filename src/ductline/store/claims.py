@@ -7,8 +7,10 @@ oldest not-before time. So that a steady stream of high-priority work (or of run
 flight) cannot starve the rest, every `FIFO_EVERY`-th claim of a worker takes the
 oldest ready jobs whatever their priority and phase: a ready job is passed over by at
 most ``FIFO_EVERY - 1`` consecutive claims of any one worker once it is the oldest.
-Claims read the ready index one (priority, phase) queue at a time, in not-before
-order (PostgreSQL in one statement, SQLite one statement per queue).
+Claims read the ready index one (queue, priority, phase) range at a time, in
+not-before order, and only the queues the worker serves (PostgreSQL in one
+statement, SQLite one statement per range): jobs waiting in other queues are never
+read, however many there are.
 
 Limits are enforced where jobs are claimed, in the claim's transaction, so they hold
 across every worker and host: candidates are read (locked with SKIP LOCKED on
@@ -44,7 +46,8 @@ MAX_ROUNDS = 4  # candidate rounds per claim when some were throttled or deferre
 
 
 def claim_rows(s: Session, *, per_level: bool, pipelines: list[str], limit: int, lease_ms: int,
-               worker_id: str, limits: dict[tuple[str, str], StepLimit], fifo: bool) -> list[dict[str, Any]]:
+               worker_id: str, limits: dict[tuple[str, str], StepLimit], fifo: bool,
+               serving: dict[str, str | None]) -> list[dict[str, Any]]:
     """Claim up to ``limit`` jobs; returns the claimed rows (``claim_jobs`` columns).
 
     Args:
@@ -52,14 +55,16 @@ def claim_rows(s: Session, *, per_level: bool, pipelines: list[str], limit: int,
             statement (SQLite).
         limits: ``{(pipeline, step): StepLimit}`` of the limited steps served.
         fifo: take the oldest ready jobs whatever their priority.
+        serving: the ``:queues`` and ``:definitions`` served (`ductline.store.tx.served`).
     """
-    base = {"pipelines": json.dumps(pipelines), "lease_ms": lease_ms, "worker_id": worker_id}
+    base = {"pipelines": json.dumps(pipelines), "lease_ms": lease_ms, "worker_id": worker_id, **serving}
     if per_level and not limits and not fifo:
         # The plain claim of a dialect without a fused one (PostgreSQL's is
         # claim_start_jobs, in `Tx`); anywhere else the candidate path below serves.
         rows: list[dict[str, Any]] = []
-        for level, phase in _queues(s):
-            rows += s.fetch("claim_jobs", {**base, "limit": limit - len(rows), "priority": level, "phase": phase})
+        for queue, level, phase in _queues(s, base):
+            rows += s.fetch("claim_jobs", {**base, "limit": limit - len(rows), "queue": queue, "priority": level,
+                                           "phase": phase})
             if len(rows) >= limit:
                 break
         return rows
@@ -77,22 +82,25 @@ def claim_rows(s: Session, *, per_level: bool, pipelines: list[str], limit: int,
     return claimed
 
 
-def _queues(s: Session) -> list[tuple[int, int]]:
-    """The ``(priority, phase)`` queues holding ready jobs, in claim order."""
-    return [(int(r["priority"]), int(r["phase"])) for r in s.fetch("ready_queues")]
+def _queues(s: Session, base: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """The ``(queue, priority, phase)`` ranges of the served queues holding ready
+    jobs, in claim order."""
+    return [(str(r["queue"]), int(r["priority"]), int(r["phase"]))
+            for r in s.fetch("ready_queues", {"queues": base["queues"]})]
 
 
 def _candidates(s: Session, per_level: bool, fifo: bool, base: dict[str, Any],
                 limit: int) -> list[dict[str, Any]]:
     name = "claim_candidates_fifo" if fifo else "claim_candidates"
     if not per_level:
-        return s.fetch(name, {**base, "limit": limit, "priority": 0, "phase": 0})
+        return s.fetch(name, {**base, "limit": limit, "queue": "", "priority": 0, "phase": 0})
     found: list[dict[str, Any]] = []
-    for level, phase in _queues(s):
+    for queue, level, phase in _queues(s, base):
+        where = {"queue": queue, "priority": level, "phase": phase}
         if fifo:  # the oldest of every queue, then the oldest of those
-            found += s.fetch(name, {**base, "limit": limit, "priority": level, "phase": phase})
+            found += s.fetch(name, {**base, "limit": limit, **where})
             continue
-        found += s.fetch(name, {**base, "limit": limit - len(found), "priority": level, "phase": phase})
+        found += s.fetch(name, {**base, "limit": limit - len(found), **where})
         if len(found) >= limit:
             break
     if fifo:

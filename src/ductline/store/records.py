@@ -5,11 +5,14 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from ductline.dsl.graph import Definition
+from ductline.dsl.options import DEFAULT_QUEUE
 from ductline.model.claim_order import UNDER_WAY
 from ductline.model.limits import StepLimit
 from ductline.model.routing import JobSpec
 
-__all__ = ["ClaimedJob", "ExpiredLease", "JobBudget", "NewJob", "NewRun", "StepLimit", "AUTO_STATUS"]
+__all__ = ["ClaimedJob", "ExpiredLease", "JobBudget", "LoadedDefinition", "NewJob", "NewRun", "StepLimit",
+           "AUTO_STATUS"]
 
 # A new job's status decided by the insert itself from its run's status, in the
 # same statement (`ductline.model.states.waiting_status`: pending, or held in a
@@ -27,6 +30,7 @@ class NewRun:
     not_before_ms: int | None  # absolute start (delay_until), else now + delay_ms
     idempotency_key: str | None = None  # at most one active run per (pipeline, key)
     priority: int = 0          # the pipeline's default or the trigger's override
+    definition: str = ""       # the fingerprint of its definition (ductline.dsl.fingerprint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +53,8 @@ class NewJob:
     priority: int = 0          # the step's, added to its run's by the insert
     limit_key: str | None = None  # concurrency/rate limit key, None when unlimited
     phase: int = UNDER_WAY     # claim order at equal priority (ductline.model.claim_order)
+    queue: str = DEFAULT_QUEUE  # only workers serving it claim the job
+    definition: str = ""       # its run's definition fingerprint: only workers that loaded it claim the job
 
     @classmethod
     def of(cls, run_id: str, pipeline: str, step: str, scope: str, input_json: str, spec: JobSpec, *,
@@ -64,7 +70,7 @@ class NewJob:
             max_retry=spec.max_retry, max_crash=spec.max_crash,
             retry_delay_seconds=_whole(spec.retry_delay_seconds),
             timeout_seconds=spec.timeout_seconds, priority=spec.priority, limit_key=spec.limit_key,
-            phase=spec.phase,
+            phase=spec.phase, queue=spec.queue, definition=spec.definition,
         )
 
 
@@ -107,6 +113,22 @@ class ClaimedJob:
         return ClaimedJob(self.job_id, self.run_id, self.pipeline, self.step, self.scope, self.input, self.attempt,
                           self.lease_token, self.timeout_seconds, self.boundary, self.not_before_ms, started_ms,
                           deadline_ms, run_deadline_ms, self.limit_key, self.priority, self.phase)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedDefinition:
+    """A definition a worker loaded, as the store keeps it: its fingerprint, its
+    pipeline, its step names (the halt handler's included) and its queues."""
+
+    fingerprint: str
+    pipeline: str
+    steps: tuple[str, ...]
+    queues: tuple[str, ...]
+
+    @classmethod
+    def of(cls, definition: Definition) -> "LoadedDefinition":
+        steps = [*definition.nodes, *([] if definition.on_halt is None else [definition.on_halt.name])]
+        return cls(definition.fingerprint, definition.name, tuple(steps), tuple(definition.queues))
 
 
 @dataclass(frozen=True, slots=True)

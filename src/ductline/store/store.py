@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
+
+from ductline.dsl.options import DEFAULT_QUEUE
 
 from ductline.model.outcomes import GIVEN_BACK_PATTERN
 from ductline.model.states import WorkerStatus
 from ductline.store import migrations, payloads
-from ductline.store.records import ClaimedJob, ExpiredLease, StepLimit
+from ductline.store.records import ClaimedJob, ExpiredLease, LoadedDefinition, StepLimit
 from ductline.store.session import Dialect
-from ductline.store.tx import Tx, next_wakeups
+from ductline.store.tx import Tx, next_wakeups, served
 
 __all__ = ["Store", "Tx"]
 
@@ -78,7 +80,8 @@ class Store:
 
     # -- claiming ------------------------------------------------------------------
     def claim(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int, *,
-              limits: dict[tuple[str, str], StepLimit] | None = None, fifo: bool = False) -> list[ClaimedJob]:
+              limits: dict[tuple[str, str], StepLimit] | None = None, fifo: bool = False,
+              queues: Sequence[str] = (DEFAULT_QUEUE,), definitions: Sequence[str] | None = None) -> list[ClaimedJob]:
         """Claim up to ``limit`` ready jobs of the given pipelines for one worker.
 
         Higher priority first; at equal priority the jobs of runs under way before
@@ -93,11 +96,15 @@ class Store:
                 ``pipelines``; their limits are enforced by this claim.
             fifo: take the oldest ready jobs whatever their priority (workers do
                 every `claims.FIFO_EVERY`-th claim so, to bound starvation).
+            queues: only jobs waiting in these queues (default: ``"default"``).
+            definitions: only jobs of runs of these definition fingerprints
+                (``""``: runs started before versions); ``None``: of any.
         """
         if limit <= 0:
             return []
         with self.transaction() as tx:
-            return tx.claim(worker_id, pipelines, limit, lease_ms, limits=limits, fifo=fifo)
+            return tx.claim(worker_id, pipelines, limit, lease_ms, limits=limits, fifo=fifo,
+                            queues=queues, definitions=definitions)
 
     def unthrottle_idle_keys(self) -> int:
         """Make throttled jobs ready again where nothing of their limit key runs (a
@@ -168,24 +175,36 @@ class Store:
             return s.execute("set_attempt_deadline", {"job_id": job_id, "attempt": attempt,
                                                       "lease_token": lease_token, "deadline_ms": deadline_ms}) == 1
 
-    def next_wakeups(self, pipelines: list[str]) -> tuple[int | None, int | None]:
+    def next_wakeups(self, pipelines: list[str], queues: Sequence[str] = (DEFAULT_QUEUE,),
+                     definitions: Sequence[str] | None = None) -> tuple[int | None, int | None]:
         """``(earliest pending not-before, earliest active run deadline)`` in one query:
-        what an idle worker sets its timers to."""
+        what an idle worker sets its timers to (``queues`` and ``definitions`` as in
+        `claim`: only jobs it could claim count)."""
         with self.dialect.reader() as s:
-            return next_wakeups(s, pipelines)
+            return next_wakeups(s, pipelines, queues, definitions)
 
-    def next_not_before(self, pipelines: list[str]) -> int | None:
+    def next_not_before(self, pipelines: list[str], queues: Sequence[str] = (DEFAULT_QUEUE,),
+                        definitions: Sequence[str] | None = None) -> int | None:
         """The earliest not-before time of any pending job (the wake-up timer)."""
         with self.dialect.reader() as s:
-            rows = s.fetch("next_not_before", {"pipelines": json.dumps(pipelines)})
+            rows = s.fetch("next_not_before", {"pipelines": json.dumps(pipelines), **served(queues, definitions)})
         value = rows[0]["not_before_ms"] if rows else None
         return None if value is None else int(value)
 
     # -- workers -------------------------------------------------------------------
-    def register_worker(self, worker_id: str, host: str, pid: int, concurrency: int) -> None:
+    def register_worker(self, worker_id: str, host: str, pid: int, concurrency: int, *,
+                        queues: Sequence[str] = (DEFAULT_QUEUE,),
+                        definitions: Sequence[LoadedDefinition] = ()) -> None:
+        """Record a worker as running, with the queues it claims from and the
+        definitions it loaded (each kept in ``ductline_definitions`` too)."""
         with self.dialect.transaction() as s:
+            for d in definitions:
+                s.execute("insert_definition", {"fingerprint": d.fingerprint, "pipeline": d.pipeline,
+                                                "steps": json.dumps(list(d.steps)),
+                                                "queues": json.dumps(list(d.queues))})
             s.execute("upsert_worker", {"id": worker_id, "host": host, "pid": pid,
-                                        "concurrency": concurrency})
+                                        "concurrency": concurrency, "queues": json.dumps(sorted(queues)),
+                                        "definitions": json.dumps(sorted(d.fingerprint for d in definitions))})
 
     def worker_stopped(self, worker_id: str) -> None:
         with self.dialect.transaction() as s:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
+from typing import Any, Sequence
 
+from ductline.dsl.options import DEFAULT_QUEUE
 from ductline.model.outcomes import GIVEN_BACK_PATTERN
 from ductline.model.states import AttemptResult, JobStatus, RunStatus
 from ductline.store import claims
@@ -22,11 +23,19 @@ from ductline.store.session import Session
 INSERT_CHUNK = 2000
 
 
-def next_wakeups(s: Session, pipelines: list[str]) -> tuple[int | None, int | None]:
+def served(queues: Sequence[str], definitions: Sequence[str] | None) -> dict[str, str | None]:
+    """The ``:queues`` and ``:definitions`` parameters of the claim statements
+    (``definitions`` ``None``: any definition)."""
+    return {"queues": json.dumps(sorted(queues)),
+            "definitions": None if definitions is None else json.dumps(sorted(definitions))}
+
+
+def next_wakeups(s: Session, pipelines: list[str], queues: Sequence[str] = (DEFAULT_QUEUE,),
+                 definitions: Sequence[str] | None = None) -> tuple[int | None, int | None]:
     """``(earliest pending not-before, earliest active run deadline)`` of ``pipelines``
     in one query (epoch ms; ``None``: there is none): what an idle worker's timers are
-    set to."""
-    row = s.fetch("next_wakeups", {"pipelines": json.dumps(pipelines)})[0]
+    set to. Only jobs of the served ``queues`` and ``definitions`` count (`Store.claim`)."""
+    row = s.fetch("next_wakeups", {"pipelines": json.dumps(pipelines), **served(queues, definitions)})[0]
     return _wakeups(row["not_before_ms"], row["deadline_ms"])
 
 
@@ -53,9 +62,10 @@ class Tx:
         # jobs it inserted, and whether anything else asked to wake the workers.
         self._inserted: set[str] = set()
         self._woke = False
-        # What the last claim read for next_wakeups, for these pipelines (taken by the
-        # next call; the claimers call it right after the claim, before any write).
-        self._wakeups: tuple[list[str], tuple[int | None, int | None]] | None = None
+        # What the last claim read for next_wakeups, for these pipelines and served
+        # queues and definitions (taken by the next call; the claimers call it right
+        # after the claim, before any write).
+        self._wakeups: tuple[tuple[Any, ...], tuple[int | None, int | None]] | None = None
 
     def now_ms(self) -> int:
         """The database clock, read inside this transaction."""
@@ -72,34 +82,38 @@ class Tx:
         was started): then a claim here could find only what was ready before."""
         return not self._woke and self._inserted <= self.claimed
 
-    def next_wakeups(self, pipelines: list[str]) -> tuple[int | None, int | None]:
+    def next_wakeups(self, pipelines: list[str], queues: Sequence[str] = (DEFAULT_QUEUE,),
+                     definitions: Sequence[str] | None = None) -> tuple[int | None, int | None]:
         """`Store.next_wakeups`, read inside this transaction. Right after a claim
         that found fewer jobs than it asked for, the claim's statement has read them
         already (PostgreSQL's claim_start_jobs) and no round trip is made."""
         read, self._wakeups = self._wakeups, None
-        if read is not None and read[0] == pipelines:
+        if read is not None and read[0] == (pipelines, served(queues, definitions)):
             return read[1]
-        return next_wakeups(self.s, pipelines)
+        return next_wakeups(self.s, pipelines, queues, definitions)
 
     # -- claiming --------------------------------------------------------------
     def claim(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int, *,
-              limits: dict[tuple[str, str], StepLimit] | None = None, fifo: bool = False) -> list[ClaimedJob]:
+              limits: dict[tuple[str, str], StepLimit] | None = None, fifo: bool = False,
+              queues: Sequence[str] = (DEFAULT_QUEUE,), definitions: Sequence[str] | None = None) -> list[ClaimedJob]:
         """Claim up to ``limit`` ready jobs inside this transaction (see `Store.claim`)."""
         self._wakeups = None
-        jobs = self._claim(worker_id, pipelines, limit, lease_ms, limits=limits, fifo=fifo)
+        jobs = self._claim(worker_id, pipelines, limit, lease_ms, limits=limits, fifo=fifo,
+                           serving=served(queues, definitions))
         self.claimed.update(j.job_id for j in jobs)
         return jobs
 
     def _claim(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int, *,
-               limits: dict[tuple[str, str], StepLimit] | None, fifo: bool) -> list[ClaimedJob]:
+               limits: dict[tuple[str, str], StepLimit] | None, fifo: bool,
+               serving: dict[str, str | None]) -> list[ClaimedJob]:
         if self._fused and not fifo:
-            claimed = self._claim_fused(worker_id, pipelines, limit, lease_ms, gated=bool(limits))
+            claimed = self._claim_fused(worker_id, pipelines, limit, lease_ms, gated=bool(limits), serving=serving)
             if claimed is not None:
                 return claimed
             # A job of a limited step is among the next ones: the limits decide below.
         rows = claims.claim_rows(self.s, per_level=self._per_level, pipelines=pipelines,
                                  limit=limit, lease_ms=lease_ms, worker_id=worker_id,
-                                 limits=limits or {}, fifo=fifo)
+                                 limits=limits or {}, fifo=fifo, serving=serving)
         return self._start_claimed(rows, worker_id)
 
     def _start_claimed(self, rows: list[dict[str, Any]], worker_id: str) -> list[ClaimedJob]:
@@ -139,17 +153,17 @@ class Tx:
         return claimed
 
     def _claim_fused(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int, *,
-                     gated: bool) -> list[ClaimedJob] | None:
+                     gated: bool, serving: dict[str, str | None]) -> list[ClaimedJob] | None:
         """`claim` in one statement (claim_start_jobs): same rows, same deadlines.
         ``gated``: the worker serves limited steps; if the next ready jobs include one
         of them, nothing is claimed and ``None`` returned (the candidate path decides)."""
         rows = self.s.fetch("claim_start_jobs", {"pipelines": json.dumps(pipelines), "limit": limit,
                                                  "lease_ms": lease_ms, "worker_id": worker_id,
-                                                 "gated": gated})
+                                                 "gated": gated, **serving})
         if rows and rows[0]["limited"]:
             return None
         if rows and rows[0]["ran_dry"]:
-            self._wakeups = (pipelines, _wakeups(rows[0]["next_not_before_ms"], rows[0]["next_deadline_ms"]))
+            self._wakeups = ((pipelines, serving), _wakeups(rows[0]["next_not_before_ms"], rows[0]["next_deadline_ms"]))
         rows = [row for row in rows if row["id"] is not None]
         stale = sorted({row["run_id"] for row in rows if row["stale"]})
         fixed: dict[str, Any] = {}
@@ -186,7 +200,7 @@ class Tx:
             "id": run.id, "pipeline": run.pipeline, "args": run.args,
             "timeout_seconds": run.timeout_seconds, "delay_ms": run.delay_ms,
             "not_before_ms": run.not_before_ms, "idempotency_key": run.idempotency_key,
-            "priority": run.priority,
+            "priority": run.priority, "definition": run.definition,
         }) == 1
 
     def insert_run_with_job(self, run: NewRun, job: NewJob) -> bool:
@@ -206,14 +220,14 @@ class Tx:
             "id": run.id, "pipeline": run.pipeline, "args": run.args,
             "timeout_seconds": run.timeout_seconds, "delay_ms": run.delay_ms,
             "not_before_ms": run.not_before_ms, "idempotency_key": run.idempotency_key,
-            "priority": run.priority,
+            "priority": run.priority, "definition": run.definition,
             "job_id": job.id, "step": job.step, "scope": job.scope, "parent_scope": job.parent_scope,
             "elem_index": job.elem_index, "job_status": status, "input": job.input,
             "job_not_before_ms": job.not_before_ms, "job_delay_ms": job.delay_ms,
             "max_retry": job.max_retry, "max_crash": job.max_crash,
             "retry_delay_seconds": job.retry_delay_seconds, "job_timeout_seconds": job.timeout_seconds,
             "job_priority": job.priority, "limit_key": job.limit_key, "phase": job.phase,
-            "origin": self.origin,
+            "queue": job.queue, "origin": self.origin,
         }))
 
     def active_run_by_key(self, pipeline: str, key: str) -> str | None:
@@ -234,6 +248,7 @@ class Tx:
             "max_retry": j.max_retry, "max_crash": j.max_crash,
             "retry_delay_seconds": j.retry_delay_seconds, "timeout_seconds": j.timeout_seconds,
             "priority": j.priority, "limit_key": j.limit_key, "phase": j.phase,
+            "queue": j.queue, "definition": j.definition,
         } for j in jobs]
         if len(rows) == 1:
             self.s.execute("insert_job", rows[0])
@@ -244,9 +259,10 @@ class Tx:
             self.notify()
 
     def insert_claimed(self, jobs: list[NewJob], worker_id: str, lease_ms: int, limit: int,
-                       pipelines: frozenset[str]) -> list[ClaimedJob]:
+                       pipelines: frozenset[str], queues: frozenset[str] = frozenset({DEFAULT_QUEUE})
+                       ) -> list[ClaimedJob]:
         """Insert ``jobs`` (as `insert_jobs`) and claim up to ``limit`` of them that are
-        ready for ``worker_id`` at once (jobs of ``pipelines``, those it serves), each
+        ready for ``worker_id`` at once (jobs of ``pipelines`` in ``queues``, those it serves), each
         with its first attempt: the hand-off of a run's next steps to the worker that
         recorded what made them ready, without reading the ready queues. Only a job ready now is given (no delay, no
         limit key, status ``pending`` or ``auto``) and only in an active run that
@@ -257,7 +273,7 @@ class Tx:
         Returns:
             The claimed jobs, a subset of ``jobs`` (in their order).
         """
-        given = [j for j in jobs if j.pipeline in pipelines and handed_over(j)][:max(0, limit)]
+        given = [j for j in jobs if j.pipeline in pipelines and j.queue in queues and handed_over(j)][:max(0, limit)]
         taken = {j.id for j in given}
         rest = [j for j in jobs if j.id not in taken]
         self.insert_jobs(rest, notify=False)
@@ -279,7 +295,8 @@ class Tx:
                         "parent_scope": j.parent_scope, "elem_index": j.elem_index, "input": j.input,
                         "max_retry": j.max_retry, "max_crash": j.max_crash,
                         "retry_delay_seconds": j.retry_delay_seconds, "timeout_seconds": j.timeout_seconds,
-                        "priority": j.priority, "phase": j.phase, "lease_ms": lease_ms, "worker_id": worker_id}):
+                        "priority": j.priority, "phase": j.phase, "lease_ms": lease_ms, "worker_id": worker_id,
+                        "queue": j.queue, "definition": j.definition}):
                     claimed.append(_claimed(row, int(row["claimed_ms"]), row["deadline_ms"], row["run_deadline_ms"]))
         self.claimed.update(c.job_id for c in claimed)
         return claimed
@@ -299,6 +316,7 @@ class Tx:
             inserted += self.s.execute("insert_runs", {"items": json.dumps([{
                 "id": r.id, "pipeline": r.pipeline, "args": r.args, "timeout_seconds": r.timeout_seconds,
                 "delay_ms": r.delay_ms, "not_before_ms": r.not_before_ms, "priority": r.priority,
+                "definition": r.definition,
             } for r in runs[start:start + INSERT_CHUNK]])})
         return inserted
 

@@ -3,47 +3,52 @@
 -- each limit key's lock, counts and admits, then claims the admitted ones by id.
 
 -- name: ready_queues
--- The (priority, phase) queues holding ready jobs, in claim order (SQLite claims queue
--- by queue): one index lookup each.
-SELECT q.priority, q.phase FROM ductline_ready_queues q
-WHERE EXISTS (SELECT 1 FROM ductline_jobs j
-              WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = q.priority
+-- The (queue, priority, phase) ranges of the served :queues holding ready jobs, in
+-- claim order (SQLite claims range by range): one index lookup each.
+SELECT q.queue, q.priority, q.phase FROM ductline_ready_queues q
+WHERE :queues::jsonb ? q.queue
+  AND EXISTS (SELECT 1 FROM ductline_jobs j
+              WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue = q.queue AND j.priority = q.priority
                 AND j.phase = q.phase AND j.not_before_ms <= (SELECT ductline_now_ms()))
-ORDER BY q.priority DESC, q.phase;
+ORDER BY q.priority DESC, q.phase, q.queue;
 
 -- name: claim_candidates
--- The rows claim_jobs would take, locked but not claimed. :priority and :phase are
--- unused here.
+-- The rows claim_jobs would take, locked but not claimed, from every served queue at
+-- once: :queue, :priority and :phase are unused here.
 SELECT c.id, c.limit_key, c.pipeline, c.step, c.rate_slot_ms, c.not_before_ms
 FROM ductline_ready_queues queues CROSS JOIN LATERAL (
     -- The runs are share-locked as claim_jobs does (a stop waits, or is skipped).
     SELECT j.id, j.priority, j.phase, j.not_before_ms, j.limit_key, j.pipeline, j.step, j.rate_slot_ms
     FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
-    WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = queues.priority
+    WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue = queues.queue AND j.priority = queues.priority
       AND j.phase = queues.phase AND j.not_before_ms <= (SELECT ductline_now_ms())
       AND j.pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
+      AND (:definitions::jsonb IS NULL OR :definitions::jsonb ? j.definition)
     ORDER BY j.not_before_ms
     LIMIT :limit
     FOR UPDATE OF j SKIP LOCKED FOR KEY SHARE OF r SKIP LOCKED
 ) c
+WHERE :queues::jsonb ? queues.queue
 ORDER BY c.priority DESC, c.phase, c.not_before_ms
 LIMIT :limit;
 
 -- name: claim_candidates_fifo
 -- Oldest not-before first whatever the priority and phase: the claim that bounds
--- starvation. Each queue gives its oldest; the oldest of those are taken. :priority
--- and :phase are unused.
+-- starvation. Each queue gives its oldest; the oldest of those are taken. :queue,
+-- :priority and :phase are unused.
 SELECT c.id, c.limit_key, c.pipeline, c.step, c.rate_slot_ms, c.not_before_ms
 FROM ductline_ready_queues queues CROSS JOIN LATERAL (
     -- The runs are share-locked as claim_jobs does (a stop waits, or is skipped).
     SELECT j.id, j.not_before_ms, j.limit_key, j.pipeline, j.step, j.rate_slot_ms FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
-    WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = queues.priority
+    WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue = queues.queue AND j.priority = queues.priority
       AND j.phase = queues.phase AND j.not_before_ms <= (SELECT ductline_now_ms())
       AND j.pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
+      AND (:definitions::jsonb IS NULL OR :definitions::jsonb ? j.definition)
     ORDER BY j.not_before_ms
     LIMIT :limit
     FOR UPDATE OF j SKIP LOCKED FOR KEY SHARE OF r SKIP LOCKED
 ) c
+WHERE :queues::jsonb ? queues.queue
 ORDER BY c.not_before_ms
 LIMIT :limit;
 

@@ -9,10 +9,10 @@
 -- {UNFINISHED_RUN} renders as that index's predicate is written in schema.sql (the
 -- statuses in declaration order): SQLite matches the conflict target by its text.
 INSERT INTO ductline_runs (id, pipeline, status, args, timeout_seconds, not_before_ms, created_ms,
-                           idempotency_key, priority)
+                           idempotency_key, priority, definition)
 -- One clock read per row: its not-before time and created time come from the same instant.
 SELECT :id, :pipeline, 'pending', :args, :timeout_seconds,
-       coalesce(:not_before_ms, c.now_ms + :delay_ms), c.now_ms, :idempotency_key, :priority
+       coalesce(:not_before_ms, c.now_ms + :delay_ms), c.now_ms, :idempotency_key, :priority, :definition
 FROM (SELECT ductline_now_ms() AS now_ms) AS c
 ON CONFLICT (pipeline, idempotency_key)
     WHERE idempotency_key IS NOT NULL AND status IN ({UNFINISHED_RUN})
@@ -27,9 +27,9 @@ DO NOTHING;
 WITH c AS (SELECT ductline_now_ms() AS now_ms),
 run AS (
     INSERT INTO ductline_runs (id, pipeline, status, args, timeout_seconds, not_before_ms, created_ms,
-                               idempotency_key, priority)
+                               idempotency_key, priority, definition)
     SELECT :id, :pipeline, 'pending', :args, :timeout_seconds,
-           coalesce(:not_before_ms, c.now_ms + :delay_ms), c.now_ms, :idempotency_key, :priority
+           coalesce(:not_before_ms, c.now_ms + :delay_ms), c.now_ms, :idempotency_key, :priority, :definition
     FROM c
     ON CONFLICT (pipeline, idempotency_key)
         WHERE idempotency_key IS NOT NULL AND status IN ({UNFINISHED_RUN})
@@ -38,11 +38,11 @@ run AS (
 ), job AS (
     INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
                                not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds,
-                               created_ms, priority, limit_key, phase)
+                               created_ms, priority, limit_key, phase, queue, definition)
     SELECT :job_id, run.id, :pipeline, :step, :scope, :parent_scope, :elem_index, :job_status::text, :input,
            coalesce(:job_not_before_ms, c.now_ms + :job_delay_ms), :max_retry, :max_crash,
            :retry_delay_seconds, :job_timeout_seconds, c.now_ms, run.priority + :job_priority, :limit_key,
-           :phase
+           :phase, :queue, :definition
     FROM run, c
     ON CONFLICT (run_id, step, scope) DO NOTHING
 )
@@ -57,7 +57,7 @@ SELECT run.id, pg_notify('ductline_jobs', :origin::text) AS notified FROM run;
 -- once it halted (so nothing new starts until a retry).
 INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
                            not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds, created_ms,
-                           priority, limit_key, phase)
+                           priority, limit_key, phase, queue, definition)
 SELECT :id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
        CASE WHEN :status::text <> 'auto' THEN :status::text
             WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = :run_id) IN ({ACTIVE_RUN}) THEN 'pending'
@@ -69,7 +69,7 @@ SELECT :id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
        coalesce((SELECT r.priority FROM ductline_runs r WHERE r.id = :run_id), 0) + :priority, :limit_key,
        -- the claim order at equal priority: a run's first step after the jobs of runs
        -- under way (ductline.model.claim_order)
-       :phase
+       :phase, :queue, :definition
 FROM (SELECT ductline_now_ms() AS now_ms) AS c
 ON CONFLICT (run_id, step, scope) DO NOTHING;
 
@@ -88,7 +88,7 @@ job AS (
     INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
                                not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds,
                                created_ms, priority, limit_key, phase, attempts, lease_token,
-                               lease_expires_ms, worker_id)
+                               lease_expires_ms, worker_id, queue, definition)
     SELECT :id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
            CASE WHEN r.claimable THEN 'running' WHEN r.status IN ({ACTIVE_RUN}) THEN 'pending' ELSE 'held' END,
            :input, c.now_ms, :max_retry, :max_crash, :retry_delay_seconds, :timeout_seconds, c.now_ms,
@@ -96,7 +96,7 @@ job AS (
            CASE WHEN r.claimable THEN 1 ELSE 0 END,
            CASE WHEN r.claimable THEN gen_random_uuid()::text END,
            CASE WHEN r.claimable THEN c.now_ms + :lease_ms END,
-           CASE WHEN r.claimable THEN :worker_id::text END
+           CASE WHEN r.claimable THEN :worker_id::text END, :queue, :definition
     FROM c LEFT JOIN r ON true
     ON CONFLICT (run_id, step, scope) DO NOTHING
     RETURNING id, run_id, pipeline, step, scope, input, attempts, lease_token, timeout_seconds, boundary,
@@ -195,14 +195,16 @@ SET status = 'pending', failures = 0, crashes = 0, releases = 0, finished_ms = N
 WHERE run_id = :run_id AND status IN ({REVIVABLE_JOB});
 
 -- name: next_not_before
--- The earliest not-before time of a claimable job: one index lookup per queue
--- (priority level and phase), however many jobs wait.
+-- The earliest not-before time of a claimable job: one index lookup per served
+-- queue, priority level and phase, however many jobs wait.
 SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
-                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = q.priority
-                   AND j.phase = q.phase
+                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue = q.queue
+                   AND j.priority = q.priority AND j.phase = q.phase
                    AND j.pipeline = ANY(ARRAY(SELECT jsonb_array_elements_text(:pipelines::jsonb)))
+                   AND (:definitions::jsonb IS NULL OR :definitions::jsonb ? j.definition)
                  ORDER BY j.not_before_ms LIMIT 1))
-        FROM ductline_ready_queues q) AS not_before_ms;
+        FROM ductline_ready_queues q
+        WHERE :queues::jsonb ? q.queue) AS not_before_ms;
 
 -- name: list_runs
 SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
@@ -294,11 +296,13 @@ SELECT id, deadline_ms FROM ductline_runs WHERE id = ANY(ARRAY(SELECT jsonb_arra
 -- pending job and the earliest deadline of an active run or expiry of a pause
 -- (index lookups): at either, the worker ends what is due (abort.expire_due).
 SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
-                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = q.priority
-                   AND j.phase = q.phase
+                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue = q.queue
+                   AND j.priority = q.priority AND j.phase = q.phase
                    AND j.pipeline = ANY(ARRAY(SELECT jsonb_array_elements_text(:pipelines::jsonb)))
+                   AND (:definitions::jsonb IS NULL OR :definitions::jsonb ? j.definition)
                  ORDER BY j.not_before_ms LIMIT 1))
-        FROM ductline_ready_queues q) AS not_before_ms,
+        FROM ductline_ready_queues q
+        WHERE :queues::jsonb ? q.queue) AS not_before_ms,
        (SELECT min(due_ms) FROM (
             SELECT min(deadline_ms) AS due_ms FROM ductline_runs
             WHERE status IN ({UNFINISHED_RUN}) AND deadline_ms IS NOT NULL
@@ -352,7 +356,7 @@ SELECT id, pg_notify('ductline_runs', id) AS notified FROM done;
 -- steps, trigger_many's first jobs); the same rules row by row.
 INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
                            not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds, created_ms,
-                           priority, limit_key, phase)
+                           priority, limit_key, phase, queue, definition)
 SELECT x.id, x.run_id, x.pipeline, x.step, x.scope, x.parent_scope, x.elem_index,
        CASE WHEN x.status <> 'auto' THEN x.status
             WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = x.run_id) IN ({ACTIVE_RUN})
@@ -360,7 +364,7 @@ SELECT x.id, x.run_id, x.pipeline, x.step, x.scope, x.parent_scope, x.elem_index
        x.input, coalesce(x.not_before_ms, x.now_ms + x.delay_ms), x.max_retry, x.max_crash,
        x.retry_delay_seconds, x.timeout_seconds, x.now_ms,
        coalesce((SELECT r.priority FROM ductline_runs r WHERE r.id = x.run_id), 0) + x.priority, x.limit_key,
-       x.phase
+       x.phase, x.queue, x.definition
 -- Rows go in the order given (no join to reorder them): of two rows for one step
 -- run the first is kept, and not-before times follow the order.
 -- The clock is read once per row (a volatile column keeps the subquery apart): a row's
@@ -369,18 +373,18 @@ FROM (SELECT r.*, ductline_now_ms() AS now_ms
       FROM jsonb_to_recordset(:items::jsonb) AS r(id text, run_id text, pipeline text, step text, scope text,
          parent_scope text, elem_index bigint, status text, input text, not_before_ms bigint, delay_ms bigint,
          max_retry bigint, max_crash bigint, retry_delay_seconds bigint, timeout_seconds bigint,
-         priority bigint, limit_key text, phase bigint)) AS x
+         priority bigint, limit_key text, phase bigint, queue text, definition text)) AS x
 ON CONFLICT (run_id, step, scope) DO NOTHING;
 
 -- name: insert_runs
 -- insert_run for many runs without idempotency keys (trigger_many): one statement.
 INSERT INTO ductline_runs (id, pipeline, status, args, timeout_seconds, not_before_ms, created_ms,
-                           idempotency_key, priority)
+                           idempotency_key, priority, definition)
 SELECT x.id, x.pipeline, 'pending', x.args, x.timeout_seconds,
-       coalesce(x.not_before_ms, x.now_ms + x.delay_ms), x.now_ms, NULL, x.priority
+       coalesce(x.not_before_ms, x.now_ms + x.delay_ms), x.now_ms, NULL, x.priority, x.definition
 FROM (SELECT r.*, ductline_now_ms() AS now_ms
       FROM jsonb_to_recordset(:items::jsonb) AS r(id text, pipeline text, args text, timeout_seconds bigint,
-         delay_ms bigint, not_before_ms bigint, priority bigint)) AS x;
+         delay_ms bigint, not_before_ms bigint, priority bigint, definition text)) AS x;
 
 -- name: insert_attempts
 -- insert_attempt for every job of a claim in one statement (one round trip).
@@ -394,9 +398,10 @@ FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt bigint, run_id 
 -- claim; Tx.claim takes this path when no limit or oldest-first rule applies).
 -- Highest priority first, then jobs of runs under way before first steps (phase), then
 -- the oldest not-before (ductline.model.claim_order). SKIP LOCKED lets any number of
--- workers claim side by side. Each (priority, phase) queue of the claimable jobs
--- (ductline_ready_queues) is read in not-before order from the ready index, so the
--- claim never scans delayed jobs.
+-- workers claim side by side. Each (queue, priority, phase) range of the claimable
+-- jobs of the served :queues (ductline_ready_queues) is read in not-before order from
+-- the ready index, so the claim never scans delayed jobs nor jobs of other queues.
+-- :definitions: the definitions the worker loaded (NULL: any).
 -- Each picked job's run row is share-locked (FOR KEY SHARE) until commit: a stop of
 -- the run (cancel, deadline, expired pause) locks it FOR UPDATE, so it either waits for
 -- this claim and then ends the attempt it created, or holds the run first and this
@@ -416,13 +421,16 @@ WITH picked AS (
     SELECT c.id, c.limit_key FROM ductline_ready_queues queues CROSS JOIN LATERAL (
         SELECT j.id, j.priority, j.phase, j.not_before_ms, j.limit_key
         FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
-        WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = queues.priority
+        WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue = queues.queue
+          AND j.priority = queues.priority
           AND j.phase = queues.phase AND j.not_before_ms <= (SELECT ductline_now_ms())
           AND j.pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
+          AND (:definitions::jsonb IS NULL OR :definitions::jsonb ? j.definition)
         ORDER BY j.not_before_ms
         LIMIT :limit
         FOR UPDATE OF j SKIP LOCKED FOR KEY SHARE OF r SKIP LOCKED
     ) c
+    WHERE :queues::jsonb ? queues.queue
     ORDER BY c.priority DESC, c.phase, c.not_before_ms
     LIMIT :limit
 ), gate AS (
@@ -472,12 +480,15 @@ WITH picked AS (
     -- Read only then (a CASE evaluates the branch it takes).
     SELECT CASE WHEN (SELECT count(*) FROM claimed) < :limit THEN
                (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
-                            WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = q.priority
-                              AND j.phase = q.phase
+                            WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue = q.queue
+                              AND j.priority = q.priority AND j.phase = q.phase
                               AND j.pipeline = ANY(ARRAY(SELECT jsonb_array_elements_text(:pipelines::jsonb)))
+                              AND (:definitions::jsonb IS NULL OR :definitions::jsonb ? j.definition)
                               AND j.id <> ALL(ARRAY(SELECT id FROM claimed))
                             ORDER BY j.not_before_ms LIMIT 1))
-                FROM ductline_ready_queues q) END AS next_not_before_ms,
+                FROM ductline_ready_queues q
+                WHERE :queues::jsonb ? q.queue) END
+               AS next_not_before_ms,
            CASE WHEN (SELECT count(*) FROM claimed) < :limit THEN
                (SELECT min(due_ms) FROM (
                     SELECT min(deadline_ms) AS due_ms FROM ductline_runs

@@ -112,9 +112,21 @@ INSERT INTO ductline_context (run_id, key, value) VALUES (:run_id, :key, :value)
 ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value;
 
 -- name: upsert_worker
-INSERT INTO ductline_workers (id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_ms)
-VALUES (:id, :host, :pid, :concurrency, 0, 0, 'running', ductline_now_ms(), ductline_now_ms())
-ON CONFLICT (id) DO UPDATE SET heartbeat_ms = ductline_now_ms(), status = 'running';
+-- :queues and :definitions: JSON lists of what the worker claims (queue names,
+-- definition fingerprints), read by `ductline show`, the dashboard and the metrics.
+INSERT INTO ductline_workers (id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_ms,
+                              queues, definitions)
+VALUES (:id, :host, :pid, :concurrency, 0, 0, 'running', ductline_now_ms(), ductline_now_ms(),
+        :queues, :definitions)
+ON CONFLICT (id) DO UPDATE SET heartbeat_ms = ductline_now_ms(), status = 'running',
+                               queues = excluded.queues, definitions = excluded.definitions;
+
+-- name: insert_definition
+-- A definition a worker loaded: its steps (a JSON list of names) and queues. A
+-- fingerprint names one graph, so the first row written stays.
+INSERT INTO ductline_definitions (fingerprint, pipeline, steps, queues, created_ms)
+VALUES (:fingerprint, :pipeline, :steps, :queues, ductline_now_ms())
+ON CONFLICT (fingerprint) DO NOTHING;
 
 -- name: worker_heartbeat
 UPDATE ductline_workers SET heartbeat_ms = ductline_now_ms(), busy = :busy, undead = :undead, status = :status

@@ -3,20 +3,23 @@
 -- claim's transaction needs no further lock.
 
 -- name: ready_queues
--- The (priority, phase) queues holding ready jobs, in claim order (highest priority
--- first, then jobs of runs under way before first steps): a few index lookups per level.
-SELECT q.priority, q.phase FROM ductline_ready_queues q
-WHERE EXISTS (SELECT 1 FROM ductline_jobs j
-              WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = q.priority
+-- The (queue, priority, phase) ranges of the served :queues holding ready jobs, in
+-- claim order (highest priority first, then jobs of runs under way before first
+-- steps): a few index lookups per level.
+SELECT q.queue, q.priority, q.phase FROM ductline_ready_queues q
+WHERE q.queue IN (SELECT value FROM json_each(:queues))
+  AND EXISTS (SELECT 1 FROM ductline_jobs j
+              WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue = q.queue AND j.priority = q.priority
                 AND j.phase = q.phase AND j.not_before_ms <= ductline_now_ms())
-ORDER BY q.priority DESC, q.phase;
+ORDER BY q.priority DESC, q.phase, q.queue;
 
 -- name: claim_candidates
--- One (priority, phase) queue's ready jobs, oldest first, not yet claimed.
+-- One (queue, priority, phase) range's ready jobs, oldest first, not yet claimed.
 SELECT id, limit_key, pipeline, step, rate_slot_ms, not_before_ms FROM ductline_jobs
-WHERE status = 'pending' AND throttled = 0 AND priority = :priority AND phase = :phase
+WHERE status = 'pending' AND throttled = 0 AND queue = :queue AND priority = :priority AND phase = :phase
   AND not_before_ms <= ductline_now_ms()
   AND pipeline IN (SELECT value FROM json_each(:pipelines))
+  AND (:definitions IS NULL OR definition IN (SELECT value FROM json_each(:definitions)))
 ORDER BY not_before_ms
 LIMIT :limit;
 
@@ -24,9 +27,10 @@ LIMIT :limit;
 -- One queue's oldest ready jobs; the store takes the oldest over all queues (the claim
 -- that bounds starvation takes the oldest whatever the priority and phase).
 SELECT id, limit_key, pipeline, step, rate_slot_ms, not_before_ms FROM ductline_jobs
-WHERE status = 'pending' AND throttled = 0 AND priority = :priority AND phase = :phase
+WHERE status = 'pending' AND throttled = 0 AND queue = :queue AND priority = :priority AND phase = :phase
   AND not_before_ms <= ductline_now_ms()
   AND pipeline IN (SELECT value FROM json_each(:pipelines))
+  AND (:definitions IS NULL OR definition IN (SELECT value FROM json_each(:definitions)))
 ORDER BY not_before_ms
 LIMIT :limit;
 

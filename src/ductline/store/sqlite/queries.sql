@@ -9,9 +9,10 @@
 -- {UNFINISHED_RUN} renders as that index's predicate is written in schema.sql (the
 -- statuses in declaration order): SQLite matches the conflict target by its text.
 INSERT INTO ductline_runs (id, pipeline, status, args, timeout_seconds, not_before_ms, created_ms,
-                           idempotency_key, priority)
+                           idempotency_key, priority, definition)
 VALUES (:id, :pipeline, 'pending', :args, :timeout_seconds,
-        coalesce(:not_before_ms, ductline_now_ms() + :delay_ms), ductline_now_ms(), :idempotency_key, :priority)
+        coalesce(:not_before_ms, ductline_now_ms() + :delay_ms), ductline_now_ms(), :idempotency_key, :priority,
+        :definition)
 ON CONFLICT (pipeline, idempotency_key)
     WHERE idempotency_key IS NOT NULL AND status IN ({UNFINISHED_RUN})
 DO NOTHING;
@@ -24,7 +25,7 @@ DO NOTHING;
 -- once it halted (so nothing new starts until a retry).
 INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
                            not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds, created_ms,
-                           priority, limit_key, phase)
+                           priority, limit_key, phase, queue, definition)
 VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
         CASE WHEN :status <> 'auto' THEN :status
              WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = :run_id) IN ({ACTIVE_RUN}) THEN 'pending'
@@ -35,7 +36,7 @@ VALUES (:id, :run_id, :pipeline, :step, :scope, :parent_scope, :elem_index,
         coalesce((SELECT r.priority FROM ductline_runs r WHERE r.id = :run_id), 0) + :priority, :limit_key,
         -- the claim order at equal priority: a run's first step after the jobs of runs
         -- under way (ductline.model.claim_order)
-        :phase)
+        :phase, :queue, :definition)
 ON CONFLICT (run_id, step, scope) DO NOTHING;
 
 -- name: insert_claimed_job
@@ -45,17 +46,19 @@ SELECT NULL AS id WHERE false;
 
 -- name: claim_jobs
 -- SQLite serialises writers (BEGIN IMMEDIATE), so no row can be claimed twice.
--- One (priority, phase) queue per statement (the store walks ready_queues in claim
--- order, ductline.model.claim_order), read in not-before order from the ready index:
--- delayed jobs are never scanned.
+-- One (queue, priority, phase) range per statement (the store walks ready_queues in
+-- claim order, ductline.model.claim_order), read in not-before order from the ready
+-- index: delayed jobs, and jobs of queues the worker does not serve, are never scanned.
+-- :definitions: the definitions the worker loaded (NULL: any).
 UPDATE ductline_jobs
 SET status = 'running', attempts = attempts + 1, lease_token = lower(hex(randomblob(16))),
     lease_expires_ms = ductline_now_ms() + :lease_ms, worker_id = :worker_id
 WHERE id IN (
     SELECT id FROM ductline_jobs
-    WHERE status = 'pending' AND throttled = 0 AND priority = :priority AND phase = :phase
+    WHERE status = 'pending' AND throttled = 0 AND queue = :queue AND priority = :priority AND phase = :phase
       AND not_before_ms <= ductline_now_ms()
       AND pipeline IN (SELECT value FROM json_each(:pipelines))
+      AND (:definitions IS NULL OR definition IN (SELECT value FROM json_each(:definitions)))
     ORDER BY not_before_ms
     LIMIT :limit
 )
@@ -139,13 +142,15 @@ SET status = 'pending', failures = 0, crashes = 0, releases = 0, finished_ms = N
 WHERE run_id = :run_id AND status IN ({REVIVABLE_JOB});
 
 -- name: next_not_before
--- The earliest not-before time of a claimable job: one index lookup per queue
--- (priority level and phase), however many jobs wait.
+-- The earliest not-before time of a claimable job: one index lookup per served
+-- queue, priority level and phase, however many jobs wait.
 SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
-                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = q.priority
-                   AND j.phase = q.phase AND j.pipeline IN (SELECT value FROM json_each(:pipelines))
+                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue = q.queue
+                   AND j.priority = q.priority AND j.phase = q.phase
+                   AND j.pipeline IN (SELECT value FROM json_each(:pipelines))
+                   AND (:definitions IS NULL OR j.definition IN (SELECT value FROM json_each(:definitions)))
                  ORDER BY j.not_before_ms LIMIT 1))
-        FROM ductline_ready_queues q) AS not_before_ms;
+        FROM ductline_ready_queues q WHERE q.queue IN (SELECT value FROM json_each(:queues))) AS not_before_ms;
 
 -- name: list_runs
 SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
@@ -215,10 +220,12 @@ SELECT id, deadline_ms FROM ductline_runs WHERE id IN (SELECT value FROM json_ea
 -- pending job and the earliest deadline of an active run or expiry of a pause
 -- (each an index lookup): at either, the worker ends what is due (abort.expire_due).
 SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
-                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority = q.priority
-                   AND j.phase = q.phase AND j.pipeline IN (SELECT value FROM json_each(:pipelines))
+                 WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue = q.queue
+                   AND j.priority = q.priority AND j.phase = q.phase
+                   AND j.pipeline IN (SELECT value FROM json_each(:pipelines))
+                   AND (:definitions IS NULL OR j.definition IN (SELECT value FROM json_each(:definitions)))
                  ORDER BY j.not_before_ms LIMIT 1))
-        FROM ductline_ready_queues q) AS not_before_ms,
+        FROM ductline_ready_queues q WHERE q.queue IN (SELECT value FROM json_each(:queues))) AS not_before_ms,
        (SELECT min(due_ms) FROM (
             SELECT min(deadline_ms) AS due_ms FROM ductline_runs
             WHERE status IN ({UNFINISHED_RUN}) AND deadline_ms IS NOT NULL
@@ -265,14 +272,14 @@ RETURNING ductline_runs.id AS id;
 -- needs it before ON CONFLICT after a SELECT.)
 INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
                            not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds, created_ms,
-                           priority, limit_key, phase)
+                           priority, limit_key, phase, queue, definition)
 SELECT x.id, x.run_id, x.pipeline, x.step, x.scope, x.parent_scope, x.elem_index,
        CASE WHEN x.status <> 'auto' THEN x.status
             WHEN r.status IN ({ACTIVE_RUN}) THEN 'pending'
             ELSE 'held' END,
        x.input, coalesce(x.not_before_ms, ductline_now_ms() + x.delay_ms), x.max_retry, x.max_crash,
        x.retry_delay_seconds, x.timeout_seconds, ductline_now_ms(),
-       coalesce(r.priority, 0) + x.priority, x.limit_key, x.phase
+       coalesce(r.priority, 0) + x.priority, x.limit_key, x.phase, x.queue, x.definition
 FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.run_id') AS run_id,
              json_extract(value, '$.pipeline') AS pipeline, json_extract(value, '$.step') AS step,
              json_extract(value, '$.scope') AS scope, json_extract(value, '$.parent_scope') AS parent_scope,
@@ -283,7 +290,8 @@ FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.run_id') 
              json_extract(value, '$.retry_delay_seconds') AS retry_delay_seconds,
              json_extract(value, '$.timeout_seconds') AS timeout_seconds,
              json_extract(value, '$.priority') AS priority, json_extract(value, '$.limit_key') AS limit_key,
-             json_extract(value, '$.phase') AS phase, key AS position
+             json_extract(value, '$.phase') AS phase, json_extract(value, '$.queue') AS queue,
+             json_extract(value, '$.definition') AS definition, key AS position
       FROM json_each(:items)) AS x
 LEFT JOIN ductline_runs r ON r.id = x.run_id
 WHERE true
@@ -293,11 +301,11 @@ ON CONFLICT (run_id, step, scope) DO NOTHING;
 -- name: insert_runs
 -- insert_run for many runs without idempotency keys (trigger_many): one statement.
 INSERT INTO ductline_runs (id, pipeline, status, args, timeout_seconds, not_before_ms, created_ms,
-                           idempotency_key, priority)
+                           idempotency_key, priority, definition)
 SELECT json_extract(value, '$.id'), json_extract(value, '$.pipeline'), 'pending', json_extract(value, '$.args'),
        json_extract(value, '$.timeout_seconds'),
        coalesce(json_extract(value, '$.not_before_ms'), ductline_now_ms() + json_extract(value, '$.delay_ms')),
-       ductline_now_ms(), NULL, json_extract(value, '$.priority')
+       ductline_now_ms(), NULL, json_extract(value, '$.priority'), json_extract(value, '$.definition')
 FROM json_each(:items) ORDER BY key;
 
 -- name: insert_attempts

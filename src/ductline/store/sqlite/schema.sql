@@ -18,7 +18,7 @@ CREATE TABLE ductline_runs (
     created_ms INTEGER NOT NULL,
     started_ms INTEGER,
     finished_ms INTEGER
-, idempotency_key TEXT, priority INTEGER NOT NULL DEFAULT 0);
+, idempotency_key TEXT, priority INTEGER NOT NULL DEFAULT 0, definition TEXT NOT NULL DEFAULT '');
 CREATE INDEX ductline_runs_listing ON ductline_runs (created_ms);
 CREATE INDEX ductline_runs_status ON ductline_runs (status, created_ms);
 -- Workers set a timer to the earliest run deadline they know of.
@@ -51,7 +51,7 @@ CREATE TABLE ductline_jobs (
     skip_root TEXT,
     created_ms INTEGER NOT NULL,
     finished_ms INTEGER
-, priority INTEGER NOT NULL DEFAULT 0, limit_key TEXT, throttled INTEGER NOT NULL DEFAULT 0, pause_expires_ms INTEGER, rate_slot_ms INTEGER, phase INTEGER NOT NULL DEFAULT 0, wait_event TEXT, releases INTEGER NOT NULL DEFAULT 0);
+, priority INTEGER NOT NULL DEFAULT 0, limit_key TEXT, throttled INTEGER NOT NULL DEFAULT 0, pause_expires_ms INTEGER, rate_slot_ms INTEGER, phase INTEGER NOT NULL DEFAULT 0, wait_event TEXT, releases INTEGER NOT NULL DEFAULT 0, queue TEXT NOT NULL DEFAULT 'default', definition TEXT NOT NULL DEFAULT '');
 -- A step run exists once per (run, step, scope): creating it twice is impossible.
 CREATE UNIQUE INDEX ductline_jobs_identity ON ductline_jobs (run_id, step, scope);
 CREATE INDEX ductline_jobs_leases ON ductline_jobs (lease_expires_ms) WHERE status = 'running';
@@ -100,7 +100,7 @@ CREATE TABLE ductline_workers (
     status TEXT NOT NULL,
     started_ms INTEGER NOT NULL,
     heartbeat_ms INTEGER NOT NULL
-);
+, queues TEXT NOT NULL DEFAULT '["default"]', definitions TEXT NOT NULL DEFAULT '[]');
 
 -- 0002: indexes for the dashboard's run listing (keyset pagination newest first by
 -- (created_ms, id), optionally filtered by pipeline and status).
@@ -121,19 +121,6 @@ CREATE UNIQUE INDEX ductline_runs_idempotency ON ductline_runs (pipeline, idempo
 CREATE INDEX ductline_attempts_open ON ductline_attempts (job_id, attempt) WHERE result IS NULL;
 
 -- 0005: operating features, second part; columns are in the tables above.
--- The distinct priorities of claimable jobs, highest first: a recursive walk down the
--- ready index (0008), one index lookup per level.
-CREATE VIEW ductline_ready_levels AS
-WITH RECURSIVE levels(priority) AS (
-    SELECT (SELECT priority FROM ductline_jobs WHERE status = 'pending' AND throttled = 0
-            ORDER BY priority DESC LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.priority FROM ductline_jobs j
-            WHERE j.status = 'pending' AND j.throttled = 0 AND j.priority < levels.priority
-            ORDER BY j.priority DESC LIMIT 1)
-    FROM levels WHERE levels.priority IS NOT NULL
-)
-SELECT priority FROM levels WHERE priority IS NOT NULL;
 -- A limited job holds a slot of its key while it has a lease: running, or ended by a
 -- cancel or deadline while its worker may still be killing the attempt (the worker
 -- releases the slot once the attempt is gone, else the lease runs out).
@@ -212,16 +199,6 @@ CREATE INDEX ductline_step_logs_run ON ductline_step_logs (run_id);
 
 -- 0008: started runs first: at equal priority a claim takes the jobs of runs already
 -- under way (phase 0) before the first step of a run (phase 1; ductline.model.claim_order).
--- The ready index: claims (highest priority first, then phase, then oldest) and the
--- wake-up timer read only this, one (priority, phase) queue at a time
--- (ductline_ready_queues).
-CREATE INDEX ductline_jobs_ready ON ductline_jobs (priority, phase, not_before_ms) WHERE status = 'pending' AND throttled = 0;
--- The queues of claimable jobs: every priority level (ductline_ready_levels, one index
--- lookup per level) with each phase. Each queue is read in not-before order from the
--- ready index, so delayed jobs are never scanned.
-CREATE VIEW ductline_ready_queues AS
-SELECT levels.priority, phases.phase
-FROM ductline_ready_levels levels CROSS JOIN (SELECT 0 AS phase UNION ALL SELECT 1) AS phases;
 
 -- 0009: run tags (ductline.model.tags): labels a run carries, written with the run,
 -- deleted with it (prune_tags). Runs are found by tag through the (key, value) index;
@@ -287,3 +264,48 @@ CREATE TABLE ductline_operator_actions (
     at_ms INTEGER NOT NULL
 );
 CREATE INDEX ductline_operator_actions_run ON ductline_operator_actions (run_id, at_ms);
+
+-- 0014: queues and definition versions (columns are in the tables above).
+CREATE TABLE ductline_definitions (
+    fingerprint TEXT PRIMARY KEY,
+    pipeline TEXT NOT NULL,
+    steps TEXT NOT NULL,
+    queues TEXT NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+-- The ready index: claims (per queue: highest priority first, then phase, then oldest)
+-- and the wake-up timer read only this, one (queue, priority, phase) range at a time.
+CREATE INDEX ductline_jobs_ready ON ductline_jobs (queue, priority, phase, not_before_ms)
+    WHERE status = 'pending' AND throttled = 0;
+-- Runs by definition: `ductline runs --version` and `ductline runs move`.
+CREATE INDEX ductline_runs_definition ON ductline_runs (definition, created_ms);
+-- The queues of claimable jobs, as (queue, priority, phase) in no particular order:
+-- a recursive walk down the ready index, first over its distinct queue names, then
+-- over each queue's priority levels -- one index lookup per name and per level,
+-- however many jobs wait -- with each phase. Each of them is read in not-before
+-- order from the ready index, so delayed jobs are never scanned and the jobs of a
+-- queue a worker does not serve are never read.
+CREATE VIEW ductline_ready_queues AS
+WITH RECURSIVE names(queue) AS (
+    SELECT (SELECT queue FROM ductline_jobs WHERE status = 'pending' AND throttled = 0
+            ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM ductline_jobs j
+            WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue > names.queue
+            ORDER BY j.queue LIMIT 1)
+    FROM names WHERE names.queue IS NOT NULL
+), levels(queue, priority) AS (
+    SELECT names.queue, (SELECT j.priority FROM ductline_jobs j
+                         WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue = names.queue
+                         ORDER BY j.priority DESC LIMIT 1)
+    FROM names WHERE names.queue IS NOT NULL
+    UNION ALL
+    SELECT levels.queue, (SELECT j.priority FROM ductline_jobs j
+                          WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue = levels.queue
+                            AND j.priority < levels.priority
+                          ORDER BY j.priority DESC LIMIT 1)
+    FROM levels WHERE levels.priority IS NOT NULL
+)
+SELECT levels.queue, levels.priority, phases.phase
+FROM levels CROSS JOIN (SELECT 0 AS phase UNION ALL SELECT 1) AS phases
+WHERE levels.priority IS NOT NULL;
