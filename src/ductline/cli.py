@@ -317,32 +317,48 @@ def worker(apps: tuple[str, ...], concurrency: int | None, processes: int, metri
     runlog.uninstall()  # the lines of the last runs it ended are written before it exits
 
 
-@cli.command()
+@cli.group(invoke_without_command=True)
 @click.option("--status", type=click.Choice([s.value for s in RunStatus]),
               help="Only runs with this status (halted: a step gave up, `retry` revives it; failed: its deadline "
                    "passed, it is over).")
 @click.option("--pipeline", help="Only runs of this pipeline.")
 @click.option("--tag", "tag_texts", multiple=True, metavar="KEY=VALUE",
               help="Only runs carrying this tag (repeat: runs carrying all of them).")
+@click.option("--version", "version", metavar="FINGERPRINT",
+              help="Only runs of this definition (its fingerprint or first digits, as `show` prints it; "
+                   "'-' for runs started before versions were recorded).")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @database_option
-def runs(status: str | None, pipeline: str | None, tag_texts: tuple[str, ...], limit: int, as_json: bool,
-         database: str | None) -> None:
-    """List runs, newest first.
+@click.pass_context
+def runs(ctx: click.Context, status: str | None, pipeline: str | None, tag_texts: tuple[str, ...],
+         version: str | None, limit: int, as_json: bool, database: str | None) -> None:
+    """List runs, newest first (`runs move` moves runs to another definition).
 
     In a narrow terminal runs are shown by a short unique prefix of their id (which
     every command taking RUN_ID accepts) and times compactly, in local time; a wide
     one, or --json, gives whole ids and ISO 8601 UTC times.
     """
+    if ctx.invoked_subcommand is not None:
+        return
     from ductline.model.tags import check_filter
 
     try:
         wanted = check_filter(_tags(tag_texts, "--tag").items())
     except ValueError as exc:
         fail(f"--tag: {exc}")
+    if version is not None and wanted:
+        fail("give --version or --tag, not both")
     store = _store(database, read_only=True)
-    found = store.list_runs(status, pipeline, limit, tags=wanted)
+    if version is not None:
+        from ductline.store import fleet
+
+        try:
+            found = fleet.runs_of(store, version, status=status, pipeline=pipeline, limit=limit)
+        except ValueError as exc:
+            fail(f"--version: {exc}")
+    else:
+        found = store.list_runs(status, pipeline, limit, tags=wanted)
     if as_json:
         print(json.dumps([views.run_summary(r) for r in found]))
         return
@@ -360,7 +376,8 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
     step says why, and which step's stop made it unreachable (its root).
     """
     store = _store(database, read_only=True)
-    view = views.run_view(store, views.resolve_run_id(store, run_id))
+    view = views.run_view(store, views.resolve_run_id(store, run_id),
+                          live_within_seconds=load_settings(database_url=database).lease_seconds)
     if as_json:
         print(views.to_json(view))
         return
@@ -369,6 +386,8 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
     if view.get("tags"):
         out.print("tags: " + " ".join(safetext.printable(f"{k}={v}") for k, v in view["tags"].items()),
                   highlight=False, soft_wrap=True, markup=False)
+    out.print(f"definition {view['definition'] or '- (started before versions were recorded)'}",
+              highlight=False, markup=False)
     out.print(tables.steps_table(out, view))
     # Every attempt with its own timings: where a run spent its time, and how long
     # each failed attempt took before the next one.
@@ -376,6 +395,9 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
     if attempts.row_count:
         out.print(attempts)
     for s in view["steps"]:
+        if s["waiting_for"]:
+            where = s["step"] + ("" if s["index"] is None else f"[{s['index']}]")
+            out.print(f"step {where} waits: {s['waiting_for']}", highlight=False, soft_wrap=True, markup=False)
         if s["status"] == JobStatus.PAUSED:
             where = s["step"] + ("" if s["index"] is None else f"[{s['index']}]")
             expiry = f"; the pause expires at {s['pause_expires']}" if s["pause_expires"] else ""
@@ -575,3 +597,7 @@ cli.add_command(logs)
 
 from ductline.mark_command import mark_succeeded  # noqa: E402
 cli.add_command(mark_succeeded)
+
+from ductline.fleet_command import definitions, move  # noqa: E402
+runs.add_command(move)
+cli.add_command(definitions)

@@ -49,6 +49,10 @@ class PipelineNotFound(DuctlineError, LookupError):
     """No pipeline of the given name is known to this process."""
 
 
+class DefinitionNotFound(DuctlineError, LookupError):
+    """No definition a worker loaded has that fingerprint (or a prefix names several)."""
+
+
 class InvalidStateError(DuctlineError):
     """The requested operation does not apply to the run's current state."""
 

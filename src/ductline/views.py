@@ -10,8 +10,9 @@ from typing import Any
 
 from ductline import codec
 from ductline.errors import RunNotFound
+from ductline.model import serving
 from ductline.model.states import WAITING_JOB, JobStatus
-from ductline.store import Store, payloads, steplogs
+from ductline.store import Store, fleet, payloads, steplogs
 from ductline.store import operator
 from ductline.store import tags as run_tags
 
@@ -84,11 +85,15 @@ def compact_duration(ms: int | None) -> str:
 def run_summary(row: dict[str, Any]) -> dict[str, Any]:
     return {"run_id": row["id"], "pipeline": row["pipeline"], "status": row["status"],
             "halt_reason": row["halt_reason"], "created_at": iso(row["created_ms"]),
-            "finished_at": iso(row["finished_ms"])}
+            "finished_at": iso(row["finished_ms"]), "definition": row.get("definition", "")}
 
 
-def run_view(store: Store, run_id: str) -> dict[str, Any]:
+def run_view(store: Store, run_id: str, *, live_within_seconds: float = fleet.LIVE_WITHIN_SECONDS) -> dict[str, Any]:
     """The run as ``ductline show --json`` prints it.
+
+    A pending step no live worker can claim (none serves its queue, or none loaded
+    its run's definition) says why in ``waiting_for`` (`ductline.model.serving`); a
+    worker is live while it heartbeats within ``live_within_seconds``.
 
     Raises:
         RunNotFound: no such run.
@@ -120,8 +125,11 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
     # attempt's start then orders steps as they ran, and element index within an expand.
     jobs.sort(key=lambda j: (j["created_ms"], started.get(j["id"]) or float("inf"),
                              -1 if j["elem_index"] is None else j["elem_index"]))
+    offers = fleet.live_offers(store, live_within_seconds) if any(j["status"] == JobStatus.PENDING for j in jobs) \
+        else []
     for job in jobs:
         status = JobStatus(job["status"])
+        waiting = status is JobStatus.PENDING and not job["throttled"]
         steps.append({
             "step": job["step"], "index": job["elem_index"], "scope": job["scope"], "status": status.value,
             "not_before": iso(job["not_before_ms"]) if status in WAITING_JOB else None,
@@ -136,12 +144,17 @@ def run_view(store: Store, run_id: str) -> dict[str, Any]:
             "priority": job["priority"], "limit_key": job["limit_key"],
             # pending but waiting for a slot of its concurrency limit (not claimable)
             "throttled": bool(job["throttled"]) and status is JobStatus.PENDING,
+            "queue": job["queue"],
+            # pending, and no live worker can claim it: why (null: one can, or it is not pending)
+            "waiting_for": serving.unserved(job["step"], job["queue"], job["definition"], offers) if waiting else None,
             "attempts": attempts.get(job["id"], []),
         })
     return {
         "run_id": run["id"], "pipeline": run["pipeline"], "status": run["status"],
         "halt_reason": run["halt_reason"], "key": run.get("idempotency_key"), "priority": run["priority"],
         "tags": run_tags.of_run(store.dialect, run_id),
+        # the fingerprint of the definition the run follows ("": started before versions)
+        "definition": run["definition"],
         "metadata": json.loads(run["metadata"] or "{}"),
         # Out-of-line arguments and output (ductline.store.payloads) are read back in full.
         # Enums, dataclasses and models stay their tagged JSON: readers import no user code.

@@ -61,7 +61,7 @@ def test_the_catalogue_has_the_issue_names_and_no_run_id_labels():
                   "thread.undead", "process.undead", "lease.lost"):
         assert f"ductline.{short}" in names
     for m in METRICS:
-        assert set(m.labels) <= {"pipeline", "step", "result", "reason", "status"}
+        assert set(m.labels) <= {"pipeline", "step", "result", "reason", "status", "queue"}
     assert {m.prometheus_name for m in METRICS if m.unit == "s"} == {
         "ductline_pipeline_runtime_seconds", "ductline_job_runtime_seconds",
         "ductline_job_pickup_latency_seconds", "ductline_timeout_overrun_seconds"}

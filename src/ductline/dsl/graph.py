@@ -178,6 +178,16 @@ def served_definitions(definitions: dict[str, Definition]) -> list[str]:
     return sorted({"", *(d.fingerprint for d in definitions.values())})
 
 
+def definition_for(definitions: dict[str, Definition], pipeline: str, fingerprint: str) -> Definition | None:
+    """The definition of ``pipeline`` this process loaded, if it is the one a run
+    with ``fingerprint`` follows (or either is from before versions): another
+    version's graph must not route, gather or skip for that run."""
+    definition = definitions.get(pipeline)
+    if definition is None or not fingerprint or not definition.fingerprint:
+        return definition
+    return definition if definition.fingerprint == fingerprint else None
+
+
 def find_node(definitions: dict[str, Definition], pipeline: str, step: str) -> Node | None:
     """The node of ``step`` in ``pipeline`` among ``definitions``, if this process knows it
     (a worker may claim a job of a step a deploy renamed or removed)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ductline.dsl.graph import Definition
+from ductline.dsl.graph import Definition, definition_for
 from ductline.errors import InvalidStateError, RunNotFound
 from ductline.model import stops
 from ductline.model.cascade import dependents
@@ -103,7 +103,7 @@ def expire_due(store: Store, definitions: dict[str, Definition]) -> int:
     for row in store.due_deadlines():
         try:
             with store.transaction() as tx:
-                done = expire(tx, definitions.get(row["pipeline"]), row["id"])
+                done = expire(tx, definition_for(definitions, row["pipeline"], row["definition"]), row["id"])
         except Unchanged:
             continue
         if done:
@@ -141,7 +141,7 @@ def expire_pauses(store: Store, definitions: dict[str, Definition], limit: int =
     for row in store.expired_pauses(limit):
         try:
             with store.transaction() as tx:
-                reason = expire_pause(tx, definitions.get(row["pipeline"]), row)
+                reason = expire_pause(tx, definition_for(definitions, row["pipeline"], row["definition"]), row)
         except Unchanged:
             continue
         if reason is not None:

@@ -109,6 +109,9 @@ METRICS: tuple[MetricSpec, ...] = (
                "Events sent to runs and kept (a repeated send with the same key is not counted)."),
     MetricSpec("ductline.events.waiting", GAUGE, PIPELINE,
                "Step runs waiting for an event (deferred: no slot held)."),
+    # A queue with ready jobs and no live worker is work nobody will do.
+    MetricSpec("ductline.queue.ready", GAUGE, ("queue",), "Pending jobs ready to claim, by queue."),
+    MetricSpec("ductline.queue.workers", GAUGE, ("queue",), "Live workers serving the queue."),
 )
 
 SPECS: dict[str, MetricSpec] = {m.name: m for m in METRICS}
@@ -118,6 +121,8 @@ THROTTLED = "ductline.jobs.throttled"
 RUNS = "ductline.runs"
 RUNS_TRIGGERED = "ductline.runs.triggered"
 EVENTS_WAITING = "ductline.events.waiting"
+QUEUE_READY = "ductline.queue.ready"
+QUEUE_WORKERS = "ductline.queue.workers"
 
 LabelValues = tuple[str, ...]
 
@@ -178,7 +183,9 @@ class Registry:
 
     def __init__(self, gauge_source: Callable[[], dict[str, tuple[int, int, int]]] | None = None,
                  run_source: Callable[[], dict[tuple[str, str], int]] | None = None,
-                 wait_source: Callable[[], dict[str, int]] | None = None) -> None:
+                 wait_source: Callable[[], dict[str, int]] | None = None,
+
+                 queue_source: Callable[[], dict[str, tuple[int, int]]] | None = None) -> None:
         self._lock = threading.Lock()
         self._counters: dict[str, dict[LabelValues, float]] = {}
         self._histograms: dict[str, dict[LabelValues, Histogram]] = {}
@@ -186,6 +193,7 @@ class Registry:
         self.gauge_source = gauge_source
         self.run_source = run_source
         self.wait_source = wait_source
+        self.queue_source = queue_source  # {queue: (ready jobs, live workers)}
 
     # -- sinks ---------------------------------------------------------------------
     def add_sink(self, sink: Sink) -> None:
@@ -291,6 +299,14 @@ class Registry:
                 log.warning("event wait gauge unavailable: %s", exc)
             else:
                 gauges[EVENTS_WAITING] = {(p,): float(n) for p, n in waiting.items()}
+        if self.queue_source is not None:
+            try:
+                queues = self.queue_source()
+            except StoreError as exc:
+                log.warning("queue gauges unavailable: %s", exc)
+            else:
+                gauges[QUEUE_READY] = {(q,): float(r) for q, (r, _) in queues.items()}
+                gauges[QUEUE_WORKERS] = {(q,): float(w) for q, (_, w) in queues.items()}
         return gauges
 
 
@@ -333,6 +349,34 @@ class QueueDepths:
             result = {p: depths.get(p, (0, 0, 0)) for p in sorted(self._known)}
             self._cached, self._at = result, now
             return dict(result)
+
+
+class QueueServing:
+    """A gauge source of the ready jobs and live workers of each queue
+    (`ductline.store.fleet`), cached for ``cache_seconds``; a queue once seen reads 0
+    instead of vanishing."""
+
+    def __init__(self, store: Any, cache_seconds: float = 1.0) -> None:
+        self.store = store
+        self.cache_seconds = cache_seconds
+        self._known: set[str] = set()
+        self._lock = threading.Lock()
+        self._cached: dict[str, tuple[int, int]] | None = None
+        self._at = 0.0
+
+    def __call__(self) -> dict[str, tuple[int, int]]:
+        from ductline.model.serving import workers_per_queue
+        from ductline.store import fleet
+
+        with self._lock:
+            now = time.monotonic()
+            if self._cached is None or now - self._at >= self.cache_seconds:
+                ready = fleet.ready_per_queue(self.store)
+                workers = workers_per_queue(fleet.live_offers(self.store))
+                self._known.update(ready, workers)
+                self._cached = {q: (ready.get(q, 0), workers.get(q, 0)) for q in sorted(self._known)}
+                self._at = now
+            return dict(self._cached)
 
 
 class RunCounts:

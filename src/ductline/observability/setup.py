@@ -29,7 +29,8 @@ from typing import Any, Callable
 
 from ductline.errors import ConfigurationError, StoreError
 from ductline.observability import events
-from ductline.observability.metrics import EventWaits, MetricsSubscriber, QueueDepths, Registry, RunCounts
+from ductline.observability.metrics import (EventWaits, MetricsSubscriber, QueueDepths, QueueServing, Registry,
+                                                 RunCounts)
 
 log = logging.getLogger("ductline.observability")
 
@@ -160,7 +161,8 @@ def install(metrics_port: int | None = None, metrics_host: str = "127.0.0.1", st
     gauges = None if store is None else QueueDepths(store, cache_seconds=gauge_cache_seconds)
     runs = None if store is None else RunCounts(store, cache_seconds=gauge_cache_seconds)
     waits = None if store is None else EventWaits(store, cache_seconds=gauge_cache_seconds)
-    obs = Observability(Registry(gauge_source=gauges, run_source=runs, wait_source=waits))
+    queues = None if store is None else QueueServing(store, cache_seconds=gauge_cache_seconds)
+    obs = Observability(Registry(gauge_source=gauges, run_source=runs, wait_source=waits, queue_source=queues))
     try:
         obs._subscribe(MetricsSubscriber(obs.registry, store))
         if metrics_port is not None:

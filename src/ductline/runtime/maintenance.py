@@ -18,7 +18,7 @@ import logging
 import threading
 
 from ductline.clock import DatabaseClock
-from ductline.dsl.graph import Definition
+from ductline.dsl.graph import Definition, definition_for
 from ductline.model.limits import step_limits
 from ductline.model.outcomes import Ended
 from ductline.model.states import AttemptResult
@@ -45,7 +45,7 @@ def rescue_expired(store: Store, definitions: dict[str, Definition], limit: int 
         attempt = record.Attempt(lease.job_id, lease.run_id, lease.step, "", lease.attempt, lease.lease_token)
         with store.transaction() as tx:
             tx.lock_runs([lease.run_id])
-            done = record.failure(tx, definitions.get(lease.pipeline), attempt,
+            done = record.failure(tx, definition_for(definitions, lease.pipeline, lease.definition), attempt,
                                   Ended(AttemptResult.CRASHED, "WorkerLost",
                                         "the lease expired: its worker stopped heartbeating"), None)
         if done.outcome is not record.Outcome.LOST:

@@ -118,17 +118,24 @@ class ClaimedJob:
 @dataclass(frozen=True, slots=True)
 class LoadedDefinition:
     """A definition a worker loaded, as the store keeps it: its fingerprint, its
-    pipeline, its step names (the halt handler's included) and its queues."""
+    pipeline, and each step's queue by step name (the halt handler's included)."""
 
     fingerprint: str
     pipeline: str
-    steps: tuple[str, ...]
-    queues: tuple[str, ...]
+    step_queues: tuple[tuple[str, str], ...]  # (step, queue) in declaration order
+
+    @property
+    def steps(self) -> list[str]:
+        return [step for step, _ in self.step_queues]
+
+    @property
+    def queues(self) -> list[str]:
+        return sorted({queue for _, queue in self.step_queues})
 
     @classmethod
     def of(cls, definition: Definition) -> "LoadedDefinition":
         steps = [*definition.nodes, *([] if definition.on_halt is None else [definition.on_halt.name])]
-        return cls(definition.fingerprint, definition.name, tuple(steps), tuple(definition.queues))
+        return cls(definition.fingerprint, definition.name, tuple((s, definition.queue_of(s)) for s in steps))
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +146,7 @@ class ExpiredLease:
     step: str
     attempt: int
     lease_token: str
+    definition: str = ""  # the fingerprint of its run's definition
 
 
 @dataclass(frozen=True, slots=True)

@@ -141,7 +141,7 @@ class Store:
         with self.dialect.reader() as s:
             rows = s.fetch("expired_leases", {"limit": limit})
         return [ExpiredLease(r["id"], r["run_id"], r["pipeline"], r["step"], int(r["attempts"]),
-                             r["lease_token"]) for r in rows]
+                             r["lease_token"], r["definition"]) for r in rows]
 
     def mark_boundary(self, job_id: str, lease_token: str, reason: str) -> bool:
         """Record that an attempt crossed an irreversible boundary (committed on return)."""
@@ -200,8 +200,8 @@ class Store:
         with self.dialect.transaction() as s:
             for d in definitions:
                 s.execute("insert_definition", {"fingerprint": d.fingerprint, "pipeline": d.pipeline,
-                                                "steps": json.dumps(list(d.steps)),
-                                                "queues": json.dumps(list(d.queues))})
+                                                "steps": json.dumps(dict(d.step_queues)),
+                                                "queues": json.dumps(d.queues)})
             s.execute("upsert_worker", {"id": worker_id, "host": host, "pid": pid,
                                         "concurrency": concurrency, "queues": json.dumps(sorted(queues)),
                                         "definitions": json.dumps(sorted(d.fingerprint for d in definitions))})

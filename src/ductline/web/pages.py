@@ -62,6 +62,7 @@ def overview(request: Request) -> Response:
         "counts": reader.run_counts(), "jobs": jobs, "pipelines": reader.pipeline_counts(),
         "workers": reader.workers(d.lease_seconds), "problems": problems[:10],
         "lease_seconds": d.lease_seconds, "schedules": reader.schedules(),
+        "queues": reader.queues(d.lease_seconds),
     }, now_ms=jobs["now_ms"])
 
 
@@ -126,7 +127,8 @@ def run_page(request: Request) -> Response:
     now_ms = d.reader.now_ms()
     definition = d.definition(run["pipeline"])
     page = runpage.build(run, d.reader.run_jobs(run_id), d.reader.run_attempts(run_id), definition, now_ms,
-                         show_all=request.query_params.get("all"), logs=d.reader.step_logs(run_id))
+                         show_all=request.query_params.get("all"), logs=d.reader.step_logs(run_id),
+                         offers=d.reader.offers(d.lease_seconds))
     # Step runs an operator may mark succeeded (`ductline.model.marking`), by "step" or "step[index]"
     markable = [] if definition is None or RunStatus(run["status"]) in TERMINAL_RUN else [
         j["step"] + ("" if j["elem_index"] is None else f"[{j['elem_index']}]")

@@ -18,6 +18,7 @@ from ductline.errors import RunNotFound
 from ductline.model import tags as tag_rules
 from ductline.model import workers as worker_rule
 from ductline.model.states import JobStatus, RunStatus
+from ductline.model.serving import Offer, workers_per_queue
 from ductline.store import Store
 from ductline.store import tags as run_tags
 from ductline.web.graph import Shown
@@ -149,6 +150,23 @@ class DashboardReader:
         from ductline.store import schedules
 
         return schedules.list_all(self._store)
+
+    def offers(self, lease_seconds: float) -> list[Offer]:
+        """What each live worker claims (heartbeat within a lease: `workers`'s healthy
+        and late ones)."""
+        from ductline.store import fleet
+
+        return fleet.live_offers(self._store, lease_seconds)
+
+    def queues(self, lease_seconds: float) -> list[dict[str, Any]]:
+        """Each queue with ready jobs or live workers: ``{queue, ready, workers}``,
+        by name (a queue with ready jobs and no live worker is work nobody does)."""
+        from ductline.store import fleet
+
+        ready = fleet.ready_per_queue(self._store)
+        workers = workers_per_queue(self.offers(lease_seconds))
+        return [{"queue": q, "ready": ready.get(q, 0), "workers": workers.get(q, 0)}
+                for q in sorted(set(ready) | set(workers))]
 
     def workers(self, lease_seconds: float, limit: int = 100) -> list[dict[str, Any]]:
         """Worker processes with their health, judged by heartbeat age against the lease

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ductline.dsl.graph import Definition
+from ductline.model import serving
+from ductline.model.serving import Offer
 from ductline.model.states import ACTIVE_RUN, UNFINISHED_RUN, HaltReason, JobStatus, RunStatus
 from ductline.web import graph as run_graph
 from ductline.web import failures, values
@@ -68,6 +70,7 @@ class StepRunView:
     failed: Failures = Failures()  # its failed attempts, free and paid
     wait_event: str | None = None  # a deferred step run: the event it waits for
     wait_expires_ms: int | None = None  # ... and when its wait times out (None: never)
+    waiting_for: str | None = None  # pending, and no live worker can claim it: why (`ductline.model.serving`)
 
 
 @dataclass(slots=True)
@@ -196,7 +199,7 @@ _URGENCY: dict[State, int] = {
 
 def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[dict[str, Any]],
           definition: Definition | None, now_ms: int, *, show_all: str | None = None,
-          logs: list[dict[str, Any]] | None = None) -> RunPage:
+          logs: list[dict[str, Any]] | None = None, offers: list[Offer] | None = None) -> RunPage:
     """The run page's model.
 
     Args:
@@ -205,6 +208,7 @@ def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[di
         now_ms: the database clock.
         show_all: a step whose step runs are all listed (others fold after 25).
         logs: the run's step log records (`ductline.web.reader.Reader.step_logs`).
+        offers: what the live workers claim; a ready step run none can claim says why.
     """
     attempts = _attempts(attempt_rows, logs or [])
     graph = run_graph.build(definition, jobs, now_ms)
@@ -219,7 +223,9 @@ def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[di
             failed=failures.of_step_run(j, [a.result for a in attempts.get(j["id"], [])]),
             wait_event=j.get("wait_event") if j["status"] == JobStatus.DEFERRED else None,
             wait_expires_ms=None if j.get("pause_expires_ms") is None or j["status"] != JobStatus.DEFERRED
-            else int(j["pause_expires_ms"])))
+            else int(j["pause_expires_ms"]),
+            waiting_for=serving.unserved(j["step"], j["queue"], j["definition"], offers or [])
+            if offers is not None and j["status"] == JobStatus.PENDING and not j["throttled"] else None))
     steps = []
     for node in graph.nodes:
         runs = by_step.get(node.name, [])

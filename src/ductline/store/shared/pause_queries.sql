@@ -22,7 +22,7 @@ WHERE id = :run_id AND status = 'paused'
 -- The clock in a scalar subquery: PostgreSQL reads its (volatile) ductline_now_ms()
 -- once there, as an index bound, rather than once per row; SQLite reads 'now' once
 -- per statement either way.
-SELECT id, run_id, pipeline, step, scope, elem_index, pause_expires_ms, created_ms FROM ductline_jobs
+SELECT id, run_id, pipeline, step, scope, elem_index, pause_expires_ms, created_ms, definition FROM ductline_jobs
 WHERE status = 'paused' AND pause_expires_ms <= (SELECT ductline_now_ms())
 ORDER BY pause_expires_ms
 LIMIT :limit;

@@ -140,13 +140,13 @@ FROM ductline_workers ORDER BY started_ms DESC LIMIT :limit;
 
 -- name: get_run
 SELECT id, pipeline, status, args, output, halt_reason, metadata, timeout_seconds, deadline_ms,
-       not_before_ms, created_ms, started_ms, finished_ms, idempotency_key, priority
+       not_before_ms, created_ms, started_ms, finished_ms, idempotency_key, priority, definition
 FROM ductline_runs WHERE id = :run_id;
 
 -- name: run_jobs
 SELECT id, step, scope, parent_scope, elem_index, status, output, not_before_ms, attempts, failures,
        crashes, boundary, skip_reason, skip_root, created_ms, finished_ms, pause_expires_ms, priority,
-       limit_key, throttled, wait_event
+       limit_key, throttled, wait_event, queue, definition
 FROM ductline_jobs WHERE run_id = :run_id ORDER BY created_ms, coalesce(elem_index, -1), scope;
 
 -- name: run_attempts
@@ -190,7 +190,7 @@ WHERE run_id = :run_id AND status IN ({IDLE_JOB});
 -- The clock in a scalar subquery: PostgreSQL reads its (volatile) ductline_now_ms()
 -- once there, as an index bound, rather than once per row; SQLite reads 'now' once
 -- per statement either way.
-SELECT id, pipeline, timeout_seconds, metadata FROM ductline_runs
+SELECT id, pipeline, timeout_seconds, metadata, definition FROM ductline_runs
 WHERE status IN ({UNFINISHED_RUN}) AND deadline_ms <= (SELECT ductline_now_ms())
 ORDER BY deadline_ms
 LIMIT :limit;

@@ -111,7 +111,7 @@ WHERE run_id = :run_id AND scope = :scope AND status = 'completed'
   AND step IN (SELECT value FROM json_each(:steps));
 
 -- name: expired_leases
-SELECT id, run_id, pipeline, step, scope, attempts, lease_token FROM ductline_jobs
+SELECT id, run_id, pipeline, step, scope, attempts, lease_token, definition FROM ductline_jobs
 WHERE status = 'running' AND lease_expires_ms < ductline_now_ms()
 ORDER BY lease_expires_ms
 LIMIT :limit;
@@ -153,7 +153,7 @@ SELECT (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
         FROM ductline_ready_queues q WHERE q.queue IN (SELECT value FROM json_each(:queues))) AS not_before_ms;
 
 -- name: list_runs
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE (:status IS NULL OR status = :status) AND (:pipeline IS NULL OR pipeline = :pipeline)
 ORDER BY created_ms DESC, id DESC

@@ -7,7 +7,8 @@
 -- definitions it loaded ('' for runs started before versions: any worker of the
 -- pipeline serves those). Workers record the queues and definitions they serve, and
 -- the steps of each definition they loaded are kept in ductline_definitions (what
--- `ductline runs move` checks a move against).
+-- `ductline runs move` checks a move against): steps is a JSON object of each step's
+-- queue by step name.
 ALTER TABLE ductline_runs ADD COLUMN definition TEXT NOT NULL DEFAULT '';
 ALTER TABLE ductline_jobs ADD COLUMN queue TEXT NOT NULL DEFAULT 'default';
 ALTER TABLE ductline_jobs ADD COLUMN definition TEXT NOT NULL DEFAULT '';
