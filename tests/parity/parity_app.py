@@ -398,6 +398,13 @@ def lengths(texts):
 # -- transitions --------------------------------------------------------------------------------
 chain = Pipeline("parity_chain").start(add_one).chain(to=double).chain(to=async_square)
 
+# Steps in two queues (the worker serves both, execute runs every queue), a
+# divide whose branches wait in different queues, and priorities within them.
+queued = (Pipeline("parity_queued", queue="parity_side")
+          .start(add_one)
+          .divide(to=[double, square], name=["q_double", "q_square"])
+          .combine(into=identity, name="q_gather", queue="default", priority=3))
+
 chain_delay = Pipeline("parity_chain_delay").start(add_one).chain(to=double, delay=1)
 
 start_args = Pipeline("parity_start_args").start(pair_sum).chain(to=identity)

@@ -87,6 +87,7 @@ CASES: list[Case] = [
     # -- transitions ---------------------------------------------------------------------
     Case("chain", app.chain, (3,), COMPLETED, check=steps(("async_square", "", COMPLETED, [OK], 64))),
     Case("chain_delay", app.chain_delay, (3,), COMPLETED, seconds=1),
+    Case("queued", app.queued, (3,), COMPLETED, check=steps(("q_gather", "", COMPLETED, [OK], [8, 16]))),
     Case("start_args", app.start_args, (2, 3), COMPLETED),
     Case("class_step", app.class_step, ("ana",), COMPLETED),
     Case("context", app.context_values, (5,), COMPLETED),

@@ -42,8 +42,9 @@ log = logging.getLogger("parity")
 SLOTS = 8
 EXECUTE_PARALLEL = 3                  # cases run through execute at once
 KILL_GRACE_SECONDS = 1
-WORKER_ENV = {"DUCTLINE_RETRY_DELAY": "0", "DUCTLINE_KILL_GRACE_SECONDS": str(KILL_GRACE_SECONDS),
-              "DUCTLINE_LEASE_SECONDS": "15"}
+# The workers serve every queue of the corpus (execute runs every queue).
+WORKER_ENV = {"DUCTLINE_QUEUES": "default,parity_side", "DUCTLINE_RETRY_DELAY": "0",
+              "DUCTLINE_KILL_GRACE_SECONDS": str(KILL_GRACE_SECONDS), "DUCTLINE_LEASE_SECONDS": "15"}
 SETTLED_RUN = ("completed", "halted", "failed", "cancelled")
 MOVING_JOB = ("pending", "running")   # a settled run with these is still recording
 POLL_SECONDS = 0.05                   # between looks at the active runs of a worker

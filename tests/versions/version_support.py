@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import sqlite3
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import psycopg
 
 from ductline import codec
 from ductline.engine import record
@@ -57,3 +60,15 @@ def drive(store: Any, definition: Any, steps: int = 1000) -> list[str]:
             assert done.outcome == "completed", done
             ran.append(job.step)
     return ran
+
+
+def sql(db_url: str, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Read the database directly (what a second host would see)."""
+    if db_url.startswith("sqlite"):
+        conn = sqlite3.connect(db_url.removeprefix("sqlite:///"))
+        try:
+            return conn.execute(query.replace("%s", "?"), params).fetchall()
+        finally:
+            conn.close()
+    with psycopg.connect(db_url) as conn:
+        return conn.execute(query, params).fetchall()

@@ -9,6 +9,7 @@ from typing import Any, Iterable
 from ductline.dsl.graph import Definition
 from ductline.operations import cancel, mark, revive
 from ductline.model.inputs import NO_INPUT
+from ductline.operations.move import MoveResult, move_runs
 from ductline.operations.resume import resume
 from ductline.operations.send import Sent, send
 from ductline.operations.trigger import Triggered, trigger_run
@@ -17,11 +18,12 @@ from ductline.store import Store
 
 @dataclass(frozen=True, slots=True)
 class RunOperations:
-    """Trigger, retry, cancel and resume runs in ``store``, send them events and mark
-    their step runs succeeded; each raises what the operation it calls documents
+    """Trigger, retry, cancel, resume and move runs in ``store``, send them events and
+    mark their step runs succeeded; each raises what the operation it calls documents
     (`ductline.operations.trigger.trigger_run`, `ductline.operations.revive.retry_run`,
     `ductline.operations.cancel.cancel_run`, `ductline.operations.resume.resume`,
-    `ductline.operations.send.send`, `ductline.operations.mark.mark_succeeded`)."""
+    `ductline.operations.send.send`, `ductline.operations.mark.mark_succeeded`,
+    `ductline.operations.move.move_runs`)."""
 
     store: Store
 
@@ -42,3 +44,7 @@ class RunOperations:
 
     def mark_succeeded(self, definition: Definition, run_id: str, step: str, output: Any, **options: Any) -> Any:
         return mark.mark_succeeded(self.store, definition, run_id, step, output, **options)
+
+    def move(self, from_definition: str, to_definition: str, mapping: dict[str, str],
+             run_id: str | None = None) -> MoveResult:
+        return move_runs(self.store, from_definition, to_definition, mapping, run_id=run_id)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from ductline import faults
+from ductline.dsl.fingerprint import LENGTH
 from ductline.engine.move import Moved, move
 from ductline.errors import DefinitionNotFound
 from ductline.model.moves import MoveRefused, check_mapping, plan_run
@@ -99,9 +101,13 @@ def move_runs(store: Store, from_definition: str, to_definition: str, mapping: d
         with store.transaction() as tx:
             batch = [r for r in fleet.runs_to_move(tx, target.pipeline, source, BATCH + len(done), run_id)
                      if r not in done][:BATCH]
-            outcomes = {r: move(tx, r, source, target, steps) for r in batch}
+            outcomes: dict[str, Moved] = {}
+            for r in batch:
+                outcomes[r] = move(tx, r, source, target, steps)
+                faults.checkpoint("during_move")
         if not batch:
             break
+        faults.checkpoint("after_move")
         done.update(batch)
         result.moved += [r for r, o in outcomes.items() if o is Moved.MOVED]
         result.busy += [r for r, o in outcomes.items() if o is Moved.BUSY]
@@ -119,6 +125,8 @@ def _source(store: Store, text: str, pipeline: str) -> str:
     except DefinitionNotFound:
         # Runs triggered by code no worker loaded: named by the fingerprint they follow.
         followed = fleet.run_definitions(store, pipeline, prefix)
+        if not followed and len(prefix) == LENGTH:
+            return prefix  # a whole fingerprint no run follows (any more): nothing to move
         if len(followed) != 1:
             raise DefinitionNotFound(f"{prefix} names {'no' if not followed else 'several'} definition(s) that "
                                      f"unfinished runs of {pipeline!r} follow") from None

@@ -30,7 +30,7 @@ from ductline.errors import StoreError
 from ductline.execution.enforcer import LEASE_SAFETY_SHARE, Enforcer, Reason
 from ductline.model.outcomes import GIVEN_BACK, KILLED_WITH_CHILD
 from ductline.model.states import AttemptResult, WorkerStatus
-from ductline.runtime import maintenance
+from ductline.runtime import faults, maintenance
 from ductline.runtime.ahead import Ahead
 from ductline.runtime.children import ChildEvents
 from ductline.runtime.claimer import Claimer
@@ -240,6 +240,7 @@ class Worker:
                                            len(self.slots), queues=self.settings.queue_names,
                                            definitions=[LoadedDefinition.of(d) for d in self.definitions.values()])
                 self.clock.measure(self.store.now_ms(), sent, self.clock.now())
+                faults.checkpoint("after_register")
                 return True
             except StoreError as exc:
                 log.warning("Database unavailable at start (%s); retrying in %.1f s", exc, delay)

@@ -549,6 +549,60 @@ async def send_event(request: Request) -> Response:
                         "duplicate": sent.duplicate, "step": sent.step})
 
 
+@openapi(requestBody={"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "additionalProperties": False, "required": ["from", "to"], "properties": {
+        "from": {"type": "string", "description": "the definition the runs follow (fingerprint or first digits; "
+                                                  "'-': runs from before versions)"},
+        "to": {"type": "string", "description": "a definition a worker loaded (fingerprint or first digits)"},
+        "map": {"type": "object", "additionalProperties": {"type": "string"},
+                "description": "renamed steps, {old: new}"},
+        "run_id": {"type": "string", "description": "move only this run"}}}}}},
+    responses={"200": {"description": "{pipeline, from, to, moved: [run ids], busy: [run ids left: an attempt ran]}"},
+               "400": {"description": "body is not a JSON object of strings"},
+               "401": {"description": "missing or wrong bearer token"}, "403": {"description": "read-only"},
+               "404": {"description": "no loaded definition matches"},
+               "409": {"description": "refused: a job that may still run would have no step (nothing written)"}},
+    security=[{"bearer": []}])
+async def move_runs(request: Request) -> Response:
+    """Move the unfinished runs of one definition to another of the same pipeline.
+
+    Refused, with nothing written, when the mapping leaves a job that may still run
+    without a step in the target definition (docs/howto/rolling-deploy.md).
+    """
+    from ductline.errors import DefinitionNotFound
+    from ductline.model.moves import MoveRefused, check_mapping
+
+    refused = _refused(request)
+    if refused is not None:
+        return refused
+    d = dashboard(request)
+    try:
+        body = json.loads(await _body(request) or b"null")
+    except start.BadStart as exc:
+        return json_error(exc.status, str(exc))
+    except (ValueError, RecursionError) as exc:
+        return json_error(400, f"request body is not valid JSON: {exc}")
+    mapping = body.get("map", {}) if isinstance(body, dict) else None
+    if (not isinstance(body, dict) or set(body) - {"from", "to", "map", "run_id"}
+            or not isinstance(body.get("from"), str) or not isinstance(body.get("to"), str)
+            or not isinstance(body.get("run_id", ""), str) or not isinstance(mapping, dict)
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in mapping.items())):
+        return json_error(400, "the body is {\"from\": FP, \"to\": FP, \"map\": {OLD: NEW}, \"run_id\": ID}, "
+                               "all strings (map and run_id optional)")
+    try:
+        check_mapping(mapping)
+        result = await run_in_threadpool(lambda: d.operations.move(body["from"], body["to"], mapping,
+                                                                   body.get("run_id")))
+    except DefinitionNotFound as exc:
+        return json_error(404, str(exc))
+    except MoveRefused as exc:
+        return json_error(409, str(exc))
+    except ValueError as exc:
+        return json_error(400, str(exc))
+    return ApiResponse({"pipeline": result.pipeline, "from": result.from_definition, "to": result.to_definition,
+                        "moved": result.moved, "busy": result.busy})
+
+
 class _Schema(SchemaGenerator):
     def parse_docstring(self, func_or_method: Callable[..., Any]) -> dict[str, Any]:
         summary, _, description = (inspect.getdoc(func_or_method) or "").partition("\n\n")
@@ -572,6 +626,7 @@ routes = [
     Route("/readyz", readyz),
     Route("/api/overview", overview),
     Route("/api/runs", list_runs),
+    Route("/api/runs/move", move_runs, methods=["POST"]),
     Route("/api/runs/{run_id}", get_run),
     Route("/api/runs/{run_id}/events", run_events),
     Route("/api/runs/{run_id}/logs", run_logs),
