@@ -88,7 +88,7 @@ def run_summary(row: dict[str, Any]) -> dict[str, Any]:
             "finished_at": iso(row["finished_ms"]), "definition": row.get("definition", "")}
 
 
-def run_view(store: Store, run_id: str, *, live_within_seconds: float = fleet.LIVE_WITHIN_SECONDS) -> dict[str, Any]:
+def run_view(store: Store, run_id: str, *, live_within_seconds: float = serving.LIVE_WITHIN_SECONDS) -> dict[str, Any]:
     """The run as ``ductline show --json`` prints it.
 
     A pending step no live worker can claim (none serves its queue, or none loaded

@@ -16,6 +16,11 @@ from ductline.dsl.fingerprint import short
 from ductline.dsl.options import DEFAULT_QUEUE
 
 
+# A worker heartbeats every third of its lease; without one for a whole lease (the
+# default's 30 s) it is lost and serves nothing (`ductline.model.workers`).
+LIVE_WITHIN_SECONDS = 30.0
+
+
 @dataclass(frozen=True, slots=True)
 class Offer:
     """What one live worker claims: its queues and the fingerprints it loaded."""

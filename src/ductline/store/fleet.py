@@ -11,13 +11,10 @@ from typing import Any
 
 from ductline.errors import DefinitionNotFound
 from ductline.model.moves import JobMove
-from ductline.model.serving import Offer
+from ductline.model.serving import LIVE_WITHIN_SECONDS, Offer
 from ductline.store.records import LoadedDefinition
 from ductline.store.store import Store, Tx
 
-# A worker heartbeats every third of its lease; without one for a whole lease (the
-# default's 30 s) it is lost and serves nothing (`ductline.model.workers`).
-LIVE_WITHIN_SECONDS = 30.0
 _HEX = re.compile(r"[0-9a-f]{1,64}")
 
 

@@ -155,7 +155,8 @@ def get_run(request: Request) -> Response:
     ``{"type": "payload", "text", "id", "size", "link"}``. Every other text is safe
     to show: control characters come escaped (``\\x1b``).
     """
-    return ApiResponse(runview.build(dashboard(request).reader, request.path_params["run_id"]))
+    d = dashboard(request)
+    return ApiResponse(runview.build(d.reader, request.path_params["run_id"], d.lease_seconds))
 
 
 def _point(p: Point) -> dict[str, Any]:

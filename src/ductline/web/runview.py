@@ -14,6 +14,8 @@ from typing import Any
 
 from ductline import views
 from ductline.errors import StoreError
+from ductline.model import serving
+from ductline.model.serving import LIVE_WITHIN_SECONDS
 from ductline.model.states import WAITING_JOB, JobStatus
 from ductline.web import failures, values
 from ductline.web.reader import DashboardReader
@@ -45,8 +47,9 @@ def _step_output(run_id: str, text: str | None) -> Data | None:
     return Data(shown)
 
 
-def build(reader: DashboardReader, run_id: str) -> dict[str, Any]:
-    """The run as the API answers ``GET /api/runs/{run_id}``.
+def build(reader: DashboardReader, run_id: str, lease_seconds: float = LIVE_WITHIN_SECONDS) -> dict[str, Any]:
+    """The run as the API answers ``GET /api/runs/{run_id}``; a pending step no
+    worker live within ``lease_seconds`` can claim says why in ``waiting_for``.
 
     Raises:
         RunNotFound: no such run (a unique prefix of 6 characters or more is taken).
@@ -76,6 +79,7 @@ def build(reader: DashboardReader, run_id: str) -> dict[str, Any]:
                              -1 if j["elem_index"] is None else j["elem_index"]))
     steps = []
     spent = failures.Failures()
+    offers = reader.offers(lease_seconds) if any(j["status"] == JobStatus.PENDING for j in jobs) else []
     for job in jobs:
         status = JobStatus(job["status"])
         tried = attempts.get(job["id"], [])
@@ -92,6 +96,9 @@ def build(reader: DashboardReader, run_id: str) -> dict[str, Any]:
             "wait_expires": views.iso(job.get("pause_expires_ms")) if status is JobStatus.DEFERRED else None,
             "priority": job["priority"], "limit_key": job["limit_key"],
             "throttled": bool(job["throttled"]) and status is JobStatus.PENDING,
+            "queue": job["queue"],
+            "waiting_for": serving.unserved(job["step"], job["queue"], job["definition"], offers)
+            if status is JobStatus.PENDING and not job["throttled"] else None,
             "output": _step_output(run_id, job.get("output")),
             "failures": failed.as_dict(),
             "attempts": tried,
@@ -103,6 +110,7 @@ def build(reader: DashboardReader, run_id: str) -> dict[str, Any]:
         "tags": reader.run_tags(run_id),
         # who marked which step run succeeded, when and why (`ductline mark-succeeded`)
         "operator_actions": reader.operator_actions(run_id),
+        "definition": run["definition"],
         # ductline's own JSON; shown as the other values are if it holds anything else
         "metadata": values.api_value(metadata),
         "args": _loaded(reader, run_id, run["args"]), "output": _loaded(reader, run_id, run["output"]),
