@@ -9,7 +9,7 @@ routed by the graph it started with.
 The fingerprint covers what decides where a run goes next -- the pipeline's name,
 its start step, every step's name and depth, each transition (kind, targets,
 routes, fan-in sources and order, the expand's gathering step), the steps that
-pause, the halt handler's presence and each step's queue -- and nothing a worker
+pause or wait for an event, the halt handler's presence and each step's queue -- and nothing a worker
 may change without moving a run: the code inside a step, its module path, its
 timeouts, budgets, delays, priorities and limits. A fix to a step's code is
 therefore no new version; a renamed step, a new branch or a step sent to another
@@ -45,7 +45,7 @@ def fingerprint(definition: Definition) -> str:
         })
     shape = {
         "pipeline": definition.name, "start": definition.start, "steps": steps,
-        "pauses": sorted(definition.pauses),
+        "pauses": sorted(definition.pauses), "waits": sorted(definition.waits),
         "on_halt": None if definition.on_halt is None else definition.queue_of(definition.on_halt.name),
     }
     text = json.dumps(shape, sort_keys=True, separators=(",", ":"), ensure_ascii=True)

@@ -4,7 +4,7 @@ whether a run can move and what each of its jobs becomes.
 A move renames steps by an operator's mapping (``old=new``; a step not named keeps
 its name) and re-queues each job by the step's queue in the target definition. It is
 refused, for the whole command, when a job that may still run -- waiting, running,
-paused, or failed or cancelled in a halted run that a retry revives -- would be left
+paused, waiting for an event, or failed or cancelled in a halted run that a retry revives -- would be left
 with a step the target does not have: nothing could ever claim it. Completed and
 skipped jobs are renamed when the mapping names their step and are otherwise kept as
 they are: they are the run's record (a fan-in reads the outputs of completed steps by
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ductline.model.states import REVIVABLE_JOB, WAITING_JOB, JobStatus
+from ductline.model.states import OPEN_JOB, REVIVABLE_JOB, JobStatus
 
 # Jobs that may still run (or wait to, or be revived): each must have a step in the target.
-OPEN_JOB = WAITING_JOB | REVIVABLE_JOB | {JobStatus.PAUSED, JobStatus.RUNNING}
+MAY_RUN_JOB = OPEN_JOB | REVIVABLE_JOB
 
 
 class MoveRefused(ValueError):
@@ -67,7 +67,7 @@ def plan_run(jobs: list[tuple[str, str, str]], mapping: dict[str, str],
         new = mapping.get(step, step)
         queue = target.get(new)
         if queue is None:
-            if JobStatus(status) in OPEN_JOB:
+            if JobStatus(status) in MAY_RUN_JOB:
                 missing.add(new)
             moves.append(JobMove(job_id, new, ""))
         else:

@@ -424,7 +424,7 @@ WITH picked AS (
         WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue = queues.queue
           AND j.priority = queues.priority
           AND j.phase = queues.phase AND j.not_before_ms <= (SELECT ductline_now_ms())
-          AND j.pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
+          AND :pipelines::jsonb ? j.pipeline
           AND (:definitions::jsonb IS NULL OR :definitions::jsonb ? j.definition)
         ORDER BY j.not_before_ms
         LIMIT :limit
@@ -482,7 +482,7 @@ WITH picked AS (
                (SELECT min((SELECT j.not_before_ms FROM ductline_jobs j
                             WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue = q.queue
                               AND j.priority = q.priority AND j.phase = q.phase
-                              AND j.pipeline = ANY(ARRAY(SELECT jsonb_array_elements_text(:pipelines::jsonb)))
+                              AND :pipelines::jsonb ? j.pipeline
                               AND (:definitions::jsonb IS NULL OR :definitions::jsonb ? j.definition)
                               AND j.id <> ALL(ARRAY(SELECT id FROM claimed))
                             ORDER BY j.not_before_ms LIMIT 1))
