@@ -27,3 +27,5 @@ rendering = (Pipeline("q_render")
              .chain(to=report))
 # Every step in the pipeline's queue, one step back in "default".
 licensed = Pipeline("q_licensed", queue="licence").start(prepare).chain(to=report, queue="default")
+# One attempt at a time of its only step, which waits in "gpu".
+limited = Pipeline("q_limited", queue="gpu").start(prepare, concurrency=1)

@@ -84,3 +84,24 @@ def test_priorities_order_claims_across_the_served_queues(store: Any) -> None:
     assert [c.run_id for c in claimed] == [high.id]
     assert [c.run_id for c in store.claim("w", ["q_render", "q_licensed"], 1, 60_000,
                                           queues=["default", "licence"])] == [low.id]
+
+
+def test_a_concurrency_limit_holds_within_a_queue(store: Any) -> None:
+    from ductline.model.limits import step_limits
+
+    for i in range(3):
+        queue_app.limited.trigger(i, database=store)
+    limits = step_limits({"q_limited": queue_app.limited.definition()})
+    assert store.claim("w", ["q_limited"], 5, 60_000, limits=limits) == []  # not a default-queue worker
+    assert len(store.claim("w", ["q_limited"], 5, 60_000, limits=limits, queues=["gpu"])) == 1
+    assert store.claim("w2", ["q_limited"], 5, 60_000, limits=limits, queues=["gpu"]) == []
+
+
+def test_the_queue_gauges_count_ready_jobs_and_live_workers(store: Any) -> None:
+    from ductline.observability.metrics import QUEUE_READY, QUEUE_WORKERS, QueueServing, Registry
+
+    queue_app.licensed.trigger(1, database=store)
+    store.register_worker("w1", "h", 1, 1, queues=["default", "gpu"])
+    gauges = Registry(queue_source=QueueServing(store, cache_seconds=0)).gauges()
+    assert gauges[QUEUE_READY] == {("default",): 0.0, ("gpu",): 0.0, ("licence",): 1.0}
+    assert gauges[QUEUE_WORKERS] == {("default",): 1.0, ("gpu",): 1.0, ("licence",): 0.0}
