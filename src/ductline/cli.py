@@ -230,7 +230,8 @@ def run(target: str, args_json: str | None, concurrency: int | None, timeout: st
     seconds = _duration(timeout, "--timeout")
     # Refused before the database is touched or a child started (`trigger` checks again).
     check_start_arguments(pipeline.definition(), tuple(args))
-    settings = load_settings(database_url=database)
+    # Every queue of the pipeline: the embedded worker is the whole fleet of this run.
+    settings = load_settings(database_url=database, queues=",".join(pipeline.definition().queues))
     store = _store(database, migrate=True)
     # Only this pipeline, and no schedules: `run` runs one run, not whatever else waits.
     worker = build_worker(store, [module_part], concurrency or os.cpu_count() or 2, settings,

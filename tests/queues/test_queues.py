@@ -105,3 +105,15 @@ def test_the_queue_gauges_count_ready_jobs_and_live_workers(store: Any) -> None:
     gauges = Registry(queue_source=QueueServing(store, cache_seconds=0)).gauges()
     assert gauges[QUEUE_READY] == {("default",): 0.0, ("gpu",): 0.0, ("licence",): 1.0}
     assert gauges[QUEUE_WORKERS] == {("default",): 1.0, ("gpu",): 1.0, ("licence",): 0.0}
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_ductline_run_serves_every_queue_of_its_pipeline(db_url: str) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "ductline", "run", f"{APP}:rendering", "--args", "[1]",
+                           "--concurrency", "1", "--database", db_url, "--json"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1])["output"] == {"value": 20, "role": ""}
