@@ -92,7 +92,7 @@ def run_view(store: Store, run_id: str, *, live_within_seconds: float = serving.
     """The run as ``ductline show --json`` prints it.
 
     A pending step no live worker can claim (none serves its queue, or none loaded
-    its run's definition) says why in ``waiting_for`` (`ductline.model.serving`); a
+    its run's definition) says why in ``unserved`` (`ductline.model.serving`); a
     worker is live while it heartbeats within ``live_within_seconds``.
 
     Raises:
@@ -146,7 +146,7 @@ def run_view(store: Store, run_id: str, *, live_within_seconds: float = serving.
             "throttled": bool(job["throttled"]) and status is JobStatus.PENDING,
             "queue": job["queue"],
             # pending, and no live worker can claim it: why (null: one can, or it is not pending)
-            "waiting_for": serving.unserved(job["step"], job["queue"], job["definition"], offers) if waiting else None,
+            "unserved": serving.unserved(job["step"], job["queue"], job["definition"], offers) if waiting else None,
             "attempts": attempts.get(job["id"], []),
         })
     return {

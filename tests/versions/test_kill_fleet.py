@@ -67,7 +67,7 @@ def test_a_worker_killed_after_registering_loses_nothing(store: Any, db_url: str
     assert doomed.wait(60) == -signal.SIGKILL
     run = v2.versioned.trigger(1, database=store)
     # Its row says it serves the queue until its heartbeat is a lease old (3 s here).
-    wait_for(lambda: views.run_view(store, run.id, live_within_seconds=3)["steps"][0]["waiting_for"]
+    wait_for(lambda: views.run_view(store, run.id, live_within_seconds=3)["steps"][0]["unserved"]
              == "no live worker serves queue 'default'", timeout=30)
     worker = new_worker(db_url)
     try:

@@ -72,17 +72,17 @@ def test_a_worker_claims_only_the_definitions_it_loaded(store: Any) -> None:
 def test_a_job_no_live_worker_can_run_stays_pending_and_says_why(store: Any) -> None:
     run = v1.versioned.trigger(1, database=store)
     [step] = views.run_view(store, run.id)["steps"]
-    assert step["waiting_for"] == "no live worker serves queue 'default'"
+    assert step["unserved"] == "no live worker serves queue 'default'"
     register(store, "w-gpu", V1, queues=("gpu",))
     register(store, "w-new", V2)
     view = views.run_view(store, run.id)
     assert view["definition"] == V1.fingerprint
-    assert view["steps"][0]["waiting_for"] == f"no live worker has step 'a' of definition {V1.fingerprint[:8]}"
+    assert view["steps"][0]["unserved"] == f"no live worker has step 'a' of definition {V1.fingerprint[:8]}"
     assert [j["attempts"] for j in store.run_jobs(run.id)] == [0]
     register(store, "w-old", V1)
-    assert views.run_view(store, run.id)["steps"][0]["waiting_for"] is None
+    assert views.run_view(store, run.id)["steps"][0]["unserved"] is None
     store.worker_stopped("w-old")
-    assert views.run_view(store, run.id)["steps"][0]["waiting_for"] is not None
+    assert views.run_view(store, run.id)["steps"][0]["unserved"] is not None
 
 
 def test_runs_of_a_definition_are_listed_by_its_fingerprint(store: Any) -> None:

@@ -70,7 +70,7 @@ class StepRunView:
     failed: Failures = Failures()  # its failed attempts, free and paid
     wait_event: str | None = None  # a deferred step run: the event it waits for
     wait_expires_ms: int | None = None  # ... and when its wait times out (None: never)
-    waiting_for: str | None = None  # pending, and no live worker can claim it: why (`ductline.model.serving`)
+    unserved: str | None = None  # pending, and no live worker can claim it: why (`ductline.model.serving`)
 
 
 @dataclass(slots=True)
@@ -224,7 +224,7 @@ def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[di
             wait_event=j.get("wait_event") if j["status"] == JobStatus.DEFERRED else None,
             wait_expires_ms=None if j.get("pause_expires_ms") is None or j["status"] != JobStatus.DEFERRED
             else int(j["pause_expires_ms"]),
-            waiting_for=serving.unserved(j["step"], j["queue"], j["definition"], offers or [])
+            unserved=serving.unserved(j["step"], j["queue"], j["definition"], offers or [])
             if offers is not None and j["status"] == JobStatus.PENDING and not j["throttled"] else None))
     steps = []
     for node in graph.nodes:

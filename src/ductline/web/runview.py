@@ -49,7 +49,7 @@ def _step_output(run_id: str, text: str | None) -> Data | None:
 
 def build(reader: DashboardReader, run_id: str, lease_seconds: float = LIVE_WITHIN_SECONDS) -> dict[str, Any]:
     """The run as the API answers ``GET /api/runs/{run_id}``; a pending step no
-    worker live within ``lease_seconds`` can claim says why in ``waiting_for``.
+    worker live within ``lease_seconds`` can claim says why in ``unserved``.
 
     Raises:
         RunNotFound: no such run (a unique prefix of 6 characters or more is taken).
@@ -97,7 +97,7 @@ def build(reader: DashboardReader, run_id: str, lease_seconds: float = LIVE_WITH
             "priority": job["priority"], "limit_key": job["limit_key"],
             "throttled": bool(job["throttled"]) and status is JobStatus.PENDING,
             "queue": job["queue"],
-            "waiting_for": serving.unserved(job["step"], job["queue"], job["definition"], offers)
+            "unserved": serving.unserved(job["step"], job["queue"], job["definition"], offers)
             if status is JobStatus.PENDING and not job["throttled"] else None,
             "output": _step_output(run_id, job.get("output")),
             "failures": failed.as_dict(),
