@@ -389,6 +389,12 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
                   highlight=False, soft_wrap=True, markup=False)
     out.print(f"definition {view['definition'] or '- (started before versions were recorded)'}",
               highlight=False, markup=False)
+    for moved in (view["metadata"].get("moves") or []) if isinstance(view["metadata"], dict) else []:
+        renamed = " ".join(f"{k}={v}" for k, v in (moved.get("steps") or {}).items())
+        out.print(safetext.printable(f"moved from {moved.get('from') or '-'} to {moved.get('to')}"
+                                     + (f" ({renamed})" if renamed else "")
+                                     + f" at {views.iso(moved.get('at_ms'))}", newlines=False),
+                  highlight=False, markup=False)
     out.print(tables.steps_table(out, view))
     # Every attempt with its own timings: where a run spent its time, and how long
     # each failed attempt took before the next one.

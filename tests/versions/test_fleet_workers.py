@@ -89,6 +89,8 @@ def test_the_cli_refuses_a_move_that_leaves_a_job_without_a_step(db_url: str, st
                 "--json", "--database", db_url)
     assert moved.returncode == 0, moved.stderr
     assert json.loads(moved.stdout)["moved"] == [run.id]
+    shown = cli("show", run.id, "--database", db_url)
+    assert f"moved from {V1.fingerprint} to {V2.fingerprint} (b=b2) at " in shown.stdout, shown.stdout
     listed = cli("definitions", "--json", "--database", db_url)
     rows = json.loads(listed.stdout)
     assert [d["fingerprint"] for d in rows["definitions"]] == [V2.fingerprint]

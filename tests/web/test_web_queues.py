@@ -52,3 +52,5 @@ def test_the_api_moves_runs_and_refuses_a_move_that_leaves_a_job_without_a_step(
     assert moved.status_code == 200, moved.text
     assert moved.json()["moved"] == [run.id] and moved.json()["to"] == V2.fingerprint
     assert sqlite_store.get_run(run.id)["definition"] == V2.fingerprint
+    page = client.get(f"/runs/{run.id}").text
+    assert f"{V1.fingerprint} → {V2.fingerprint} at " in page, page  # its only job, a, kept its name
