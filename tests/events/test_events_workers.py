@@ -272,3 +272,17 @@ def test_racing_sends_store_one_event_per_key_and_release_the_step_once(store):
     assert drive(store, events_app.orders) == ["ship", "finish"]
     assert distinct.output() == {"shipped": json.loads(consumed[0]["data"])}
     assert same.output() == {"shipped": json.loads(store.run_events(same.id)[0]["data"])}
+
+
+def test_prune_deletes_a_runs_events_with_it(store):
+    from ductline.operations.prune import prune
+
+    handle = events_app.orders.trigger(3, database=store)
+    handle.send("paid", 1)
+    handle.send("paid", 2)  # kept, never consumed
+    assert drive(store, events_app.orders) == ["prepare", "ship", "finish"]
+    assert handle.status() == "completed" and len(store.run_events(handle.id)) == 2
+    finished = store.get_run(handle.id)["finished_ms"]
+    wait_for(lambda: store.now_ms() > finished)
+    assert prune(store, 0).runs == 1
+    assert store.run_events(handle.id) == []
