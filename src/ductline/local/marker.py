@@ -12,6 +12,7 @@ from typing import Any
 from ductline.dsl.graph import Definition
 from ductline.engine import mark
 from ductline.model.states import MARKABLE_JOB, JobStatus
+from ductline.observability.events import EventName, emit
 from ductline.store import payloads
 from ductline.store.store import Store
 
@@ -32,5 +33,6 @@ def apply_marks(store: Store, definition: Definition, run_id: str, marks: dict[s
         with store.transaction() as tx:
             mark.mark_succeeded(tx, definition, run_id, jobs[0], marks.pop(step), actor=ACTOR, reason=None,
                                 retry_delay=retry_delay, limits=limits)
+        emit(EventName.STEP_MARKED_SUCCEEDED, pipeline=definition.name, step=step, run_id=run_id)
         marked = True
     return marked

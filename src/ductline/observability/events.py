@@ -29,6 +29,8 @@ class EventName(StrEnum):
     PIPELINE_CANCELLED = "pipeline.cancelled"   # run_id
     PIPELINE_PAUSED = "pipeline.paused"         # run_id, step (a step waits for a resume)
     PIPELINE_RESUMED = "pipeline.resumed"       # run_id, steps, input_replaced
+    STEP_MARKED_SUCCEEDED = "step.marked_succeeded"  # run_id, step (an operator's mark, ductline.engine.mark)
+    SCHEDULE_RUNS_STARTED = "schedule.runs_started"  # schedule, reason (tick, catch_up, backfill), count
     EVENT_RECEIVED = "event.received"           # run_id, event, step (the step it released, or None: kept)
     JOB_ENQUEUED = "job.enqueued"               # step, count
     ATTEMPT_STARTED = "attempt.started"         # job fields, pickup_latency_seconds, deadline_ms

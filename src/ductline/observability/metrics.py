@@ -105,6 +105,11 @@ METRICS: tuple[MetricSpec, ...] = (
                "Runs in the database, by status (pruned runs are not counted)."),
     MetricSpec("ductline.runs.triggered", GAUGE, PIPELINE,
                "Runs ever triggered that are still in the database (all statuses)."),
+    MetricSpec("ductline.steps.marked_succeeded", COUNTER, STEP,
+               "Step runs an operator marked succeeded without running them (ductline mark-succeeded)."),
+    MetricSpec("ductline.schedule.runs", COUNTER, ("pipeline", "reason"),
+               "Runs started for schedule ticks, by reason: tick (the latest due tick), catch_up (an older "
+               "missed tick run after downtime) or backfill."),
     MetricSpec("ductline.events.received", COUNTER, PIPELINE,
                "Events sent to runs and kept (a repeated send with the same key is not counted)."),
     MetricSpec("ductline.events.waiting", GAUGE, PIPELINE,
@@ -491,6 +496,10 @@ class MetricsSubscriber:
             r.add("ductline.lease.lost", pipeline=pipeline, step=step)
         elif name is EventName.EVENT_RECEIVED:
             r.add("ductline.events.received", pipeline=pipeline)
+        elif name is EventName.STEP_MARKED_SUCCEEDED:
+            r.add("ductline.steps.marked_succeeded", pipeline=pipeline, step=step)
+        elif name is EventName.SCHEDULE_RUNS_STARTED:
+            r.add("ductline.schedule.runs", a.get("count", 1), pipeline=pipeline, reason=a.get("reason"))
         elif name in _RUN_ENDS:
             self._run_ended(name, a)
 

@@ -18,6 +18,7 @@ from ductline import codec, faults
 from ductline.dsl.pipeline import registered
 from ductline.dsl.schedule import tick_iso, tick_key, ticks_between
 from ductline.errors import ScheduleNotFound
+from ductline.observability.events import EventName, emit
 from ductline.operations.trigger import announce, insert, prepare
 from ductline.store import schedules as rows
 
@@ -94,4 +95,7 @@ def backfill(store: "Store", name: str, from_ms: int, to_ms: int) -> BackfillRep
             report.started.append((tick_iso(tick), handle.run_id))
         else:
             report.existing.append((tick_iso(tick), handle.run_id))
+    if report.started:
+        emit(EventName.SCHEDULE_RUNS_STARTED, pipeline=row["pipeline"], schedule=name, reason="backfill",
+             count=len(report.started))
     return report

@@ -17,6 +17,7 @@ from ductline.engine import mark
 from ductline.errors import InvalidStateError, RunNotFound
 from ductline.model import marking
 from ductline.model.states import MARKABLE_JOB, RunStatus, JobStatus
+from ductline.observability.events import EventName, emit
 from ductline.operations.revive import crossed_boundaries
 from ductline.store import Store, payloads
 
@@ -100,6 +101,7 @@ def mark_succeeded(store: Store, definition: Definition, run_id: str, step: str,
     with store.transaction() as tx:
         marked = mark.mark_succeeded(tx, definition, run_id, job, encoded, actor=actor, reason=reason,
                                      retry_delay=settings.retry_delay, limits=limits)
+    emit(EventName.STEP_MARKED_SUCCEEDED, pipeline=definition.name, step=step, run_id=run_id)
     log.info("Step %s marked succeeded by %s%s", step, actor, f": {reason}" if reason else "",
              extra={"run_id": run_id})
     return marked

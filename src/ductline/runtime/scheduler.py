@@ -43,6 +43,7 @@ from ductline.dsl.schedule import (count_ticks, last_ticks, latest_tick_ms, next
 from ductline.errors import StoreError
 from ductline.store import Store
 from ductline.store import schedules as rows
+from ductline.observability.events import EventName, emit
 from ductline.operations.trigger import announce, insert, prepare
 
 log = logging.getLogger("ductline.worker")
@@ -179,6 +180,8 @@ class Scheduler:
             return 0, next_fire
         for one, handle, tick in started:
             announce(one, handle)
+            emit(EventName.SCHEDULE_RUNS_STARTED, pipeline=row.pipeline, schedule=row.name,
+                 reason="tick" if tick == latest else "catch_up", count=1)
             late = (row.now_ms - tick) / 1000
             if skipped and tick == ticks[0]:
                 log.warning("Schedule %s fired tick %s (%.3f s late) as run %s; %d missed tick(s) skipped "
