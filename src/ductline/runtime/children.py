@@ -59,6 +59,8 @@ class ChildEvents:
                  prefetcher: Prefetcher | None = None) -> None:
         self._store = store
         self._slots = slots
+        # When a runner was seen dying (`ductline.runtime.deaths`); None: not known.
+        self.died_at: Callable[[Any], float | None] = lambda runner: None
         self._limits = limits
         self._clock = clock
         self._enforcer = enforcer
@@ -256,8 +258,12 @@ class ChildEvents:
         if reason is Reason.TIMEOUT:
             assert watch is not None
             if watch.deadline is not None:
+                # From the deadline to the child's death, not to this reap (the loop may
+                # have been busy when it died).
+                gone = self.died_at(slot.runner)
                 emit(EventName.TIMEOUT_OVERRUN, pipeline=job.pipeline,
-                     overrun_seconds=max(0.0, self._clock.now() - watch.deadline), **job_extra(slot.attempt()))
+                     overrun_seconds=max(0.0, (self._clock.now() if gone is None else gone) - watch.deadline),
+                     **job_extra(slot.attempt()))
             self._queue_timeout(slot, job)
         elif reason is Reason.SHUTDOWN:
             self._queue(slot, AttemptResult.CANCELLED, release=True, interrupted=True,

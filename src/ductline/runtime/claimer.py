@@ -84,6 +84,9 @@ class Claimer:
         # Told of the run deadlines of the jobs it starts (epoch ms, database clock):
         # the worker's maintenance thread ends a run with nothing running at its deadline.
         self.on_run_deadline: Callable[[int], None] = lambda deadline_ms: None
+        # A claimed job whose run's deadline has passed: recorded as stopped by it, never started.
+        self.on_past_deadline: Callable[[ClaimedJob], None] = lambda job: None
+        self.on_start: Callable[[Runner], None] = lambda runner: None  # an attempt's runner begins
         self._renew_now = renew_now
         self._claims = 0  # every FIFO_EVERY-th claim is oldest-first (bounds starvation)
         # SQLite cannot notify other processes; poll it more often (the query is indexed).
@@ -148,8 +151,8 @@ class Claimer:
                 self.on_run_deadline(run_deadline)
         deadlines = [d for d in (step_deadline, run_deadline) if d is not None]
         job = job.starting(started, min(deadlines) if deadlines else None, run_deadline)
-        self.start(slot, job)
-        _started(job)
+        if self.start(slot, job):
+            _started(job)
 
     def begin_prefetched(self, slot: Slot, job: ClaimedJob, at: float, options: StepOptions | None) -> None:
         """A job sent ahead started on ``slot``'s child at ``at`` (monotonic seconds;
@@ -310,8 +313,8 @@ class Claimer:
         # Jobs beyond the free slots wait in the queue ahead, their leases held since the claim.
         self.ahead.add(jobs[len(free):], sent, run_deadline=self._run_deadline)
         for slot, job in zip(free, jobs):
-            self.start(slot, job)
-            _started(job)
+            if self.start(slot, job):
+                _started(job)
         if jobs:
             faults.checkpoint("after_dispatch")
 
@@ -320,7 +323,7 @@ class Claimer:
         node = find_node(self._definitions, job.pipeline, job.step)
         return node is not None and node.next is not None and node.next.hands_on
 
-    def start(self, slot: Slot, job: ClaimedJob, *, at: float | None = None, sent: bool = False) -> None:
+    def start(self, slot: Slot, job: ClaimedJob, *, at: float | None = None, sent: bool = False) -> bool:
         """Start ``job``'s attempt on ``slot``: in its child, or in a thread for a
         thread-isolated step; the enforcer watches it from now on.
 
@@ -328,6 +331,11 @@ class Claimer:
             at: when it started (monotonic seconds), if not now.
             sent: the child already has the task (sent ahead) and started it.
         """
+        if not sent and job.run_deadline_ms is not None and self._clock.db_now_ms() >= job.run_deadline_ms:
+            # Its run is over (a job given back and claimed again, or one queued
+            # behind long attempts): no attempt starts after its run's deadline.
+            self.on_past_deadline(job)
+            return False
         deadline = None if job.deadline_ms is None else self._clock.to_monotonic(job.deadline_ms)
         node = find_node(self._definitions, job.pipeline, job.step)
         options = node.options if node is not None else None
@@ -338,11 +346,13 @@ class Claimer:
             runner = ThreadAttempt(slot.task(job))
         assert runner is not None  # only a slot with a ready child is free
         self._enforcer.watch(slot.index, runner, deadline)
+        self.on_start(runner)
         slot.started_at = self._clock.now() if at is None else at
         try:
             slot.assign(job, runner, options, sent=sent)
         except (OSError, ValueError):  # the child died before it got the task; its
             pass                       # sentinel reports the death as a crash
+        return True
 
     def expire_runs(self) -> None:
         """End runs whose deadline passed while none of their attempts ran here

@@ -34,6 +34,7 @@ from ductline.runtime import faults, maintenance
 from ductline.runtime.ahead import Ahead
 from ductline.runtime.children import ChildEvents
 from ductline.runtime.claimer import Claimer
+from ductline.runtime.deaths import DeathClock
 from ductline.runtime.heartbeat import Heartbeat
 from ductline.runtime.outbox import Outage, Outbox
 from ductline.engine.batch import Outcome, job_extra
@@ -110,6 +111,9 @@ class Worker:
         self.outbox = Outbox(store, definitions, settings.retry_delay, limits, self.outage, self.clock.db_now_ms,
                              recorded=self.claimer.soon, wake=self.wakeup.nudge,
                              timed=self.ahead.observe_recording, origin=self.id)
+        self.claimer.on_past_deadline = self._past_deadline
+        self.deaths = DeathClock(self.clock)
+        self.claimer.on_start = self.deaths.watch
         self.outbox.claim_in = lambda: None if self.stopping or not self.outage.ok() else self.claimer.claim_in()
         self.outbox.urgent = lambda: self.stopping or self.claimer.hungry()
         self.prefetcher = Prefetcher(self.slots, self.ahead, definitions, clock=self.clock,
@@ -130,6 +134,7 @@ class Worker:
                                   outbox=self.outbox, outage=self.outage, spares=self.spares, wakeup=self.wakeup,
                                   stopping=lambda: self.stopping, slot_ready=self.claimer.soon,
                                   attempt_ended=self.ahead.observe, prefetcher=self.prefetcher)
+        self.events.died_at = self.deaths.died_at
 
     # -- lifecycle -----------------------------------------------------------------------
     def request_stop(self) -> None:
@@ -195,6 +200,7 @@ class Worker:
                 self._collect_undead()
         finally:
             self.outbox.close()
+            self.deaths.close()
             maintainer.stop()
             self.enforcer.stop()
             self.wakeup.close(listener)
@@ -277,6 +283,14 @@ class Worker:
         log.warning("A job sent ahead started in a child being killed; released to run again",
                     extra=job_extra(attempt))
         self.claimer.soon()
+
+    def _past_deadline(self, job: ClaimedJob) -> None:
+        """A job claimed after its run's deadline passed is not started: recorded as the
+        deadline's stop (the run ends), as an attempt killed at it would be."""
+        attempt = Attempt(job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token,
+                          job.started_ms, job.limit_key, job.deadline_ms, begun=False)
+        log.info("Not starting a job claimed after its run's deadline", extra=job_extra(attempt))
+        self.outbox.add(Outcome(attempt, job.pipeline, AttemptResult.TIMED_OUT, run_deadline=True))
 
     def _release(self, job: ClaimedJob, started_ms: int | None, *, begun: bool, error: str) -> Attempt:
         """Record a claimed job given back without charging a budget (`Released`)."""
