@@ -24,7 +24,7 @@ def test_a_job_claimed_after_its_runs_deadline_is_not_started(store, tmp_path):
         job = store.claim(worker.id, ["rt_queued_deadline"], 1, 30_000)[0]
         # The run's deadline passes while the job waits (in a queue, or given back
         # and claimed again by a worker that had not heard of the deadline).
-        past = store.now_ms() - 1
+        past = store.now_ms() - 5000  # well past, whatever the error of the measured offset
         job = job.starting(job.started_ms, past, past)
         recorded: list[Outcome] = []
         worker.outbox.add = recorded.append  # type: ignore[method-assign]
