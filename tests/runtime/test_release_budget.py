@@ -43,6 +43,16 @@ def test_a_step_every_shutdown_interrupts_halts_its_run_after_max_releases(store
                            capture_output=True, text=True, timeout=60)
     assert "job_releases_exhausted" in shown.stdout
     assert f"interrupted by a worker's shutdown grace {MAX_RELEASES} times in a row" in shown.stdout
+    # So does the dashboard's run page.
+    from starlette.testclient import TestClient
+
+    from ductline.web import create_app
+
+    with TestClient(create_app(store, token=None), base_url="http://localhost") as client:
+        page = client.get(f"/runs/{handle.id}")
+    assert page.status_code == 200
+    assert "Run halted (job_releases_exhausted)" in page.text
+    assert "interrupted by a worker&#39;s shutdown grace (a deploy, a scale-down) too many times" in page.text
 
 
 def test_an_attempt_that_ends_otherwise_resets_the_count(store, db_url):
