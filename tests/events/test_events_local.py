@@ -56,6 +56,7 @@ def test_wait_for_records_the_event_and_its_timeout():
     (lambda p: p.wait_for("", before=second), ValueError, "1 to 200 characters"),
     (lambda p: p.wait_for("x" * 201, before=second), ValueError, "1 to 200 characters"),
     (lambda p: p.wait_for("a\tb", before=second), ValueError, "control characters"),
+    (lambda p: p.wait_for("ok\udfff", before=second), ValueError, "lone surrogates"),
     (lambda p: p.wait_for(7, before=second), TypeError, "must be a str"),
     (lambda p: p.wait_for("ok", before=second, timeout=0), ValueError, "timeout"),
     (lambda p: p.wait_for("ok", before=second, timeout=1.5), TypeError, "timeout"),

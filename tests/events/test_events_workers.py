@@ -107,6 +107,11 @@ def test_bad_sends_are_refused_before_anything_is_written(store, workers):
         handle.send(3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="control characters"):
         handle.send("paid", key="a\nb")
+    # stored, a lone surrogate became its escape and aliased the key "\\udfff"
+    with pytest.raises(ValueError, match="lone surrogates"):
+        handle.send("paid", key="\udfff")
+    with pytest.raises(ValueError, match="lone surrogates"):
+        handle.send("paid\ud800")
     with pytest.raises(TypeError):
         handle.send("paid", object())
     assert store.run_events(handle.id) == []

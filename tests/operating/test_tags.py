@@ -81,6 +81,7 @@ def test_the_tag_listing_reads_the_key_value_index(db_url, store):
     ({"k=v": "v"}, ValueError, "letters, digits"),
     ({"k": "v" * 257}, ValueError, "at most 256"),
     ({"k": "a\x00b"}, ValueError, "NUL"),
+    ({"k": "a\ud800"}, ValueError, "lone surrogates"),
     ({f"k{i}": "v" for i in range(21)}, ValueError, "at most 20 tags"),
 ])
 def test_bad_tags_are_refused_naming_the_limit_and_nothing_is_written(store, tags, error, words):

@@ -74,13 +74,27 @@ class EventWait:
     timeout: int | None
 
 
+def is_unicode(text: str) -> bool:
+    """Whether ``text`` holds no lone surrogate (``"\\ud800"``), i.e. can be stored
+    as UTF-8 text and read back as itself."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_event_name(name: object, what: str = "an event's name") -> str:
     """``name`` if it is a valid event name (or send key): a ``str`` of 1 to
-    `EVENT_NAME_MAX` characters without control characters.
+    `EVENT_NAME_MAX` characters without control characters or lone surrogates
+    (a lone surrogate cannot be stored as text: it would be kept as its escape and
+    alias another name or key).
 
     Raises:
         TypeError: not a ``str``.
-        ValueError: empty, too long, or with a control character.
+        ValueError: empty, too long, with a control character or a lone surrogate.
     """
     if not isinstance(name, str):
         raise TypeError(f"{what} must be a str, not {type(name).__name__} ({name!r})")
@@ -88,6 +102,8 @@ def check_event_name(name: object, what: str = "an event's name") -> str:
         raise ValueError(f"{what} must have 1 to {EVENT_NAME_MAX} characters, not {len(name)}")
     if any(ord(c) < 32 or ord(c) == 127 for c in name):
         raise ValueError(f"{what} must not contain control characters: {name!r}")
+    if not is_unicode(name):
+        raise ValueError(f"{what} must not contain lone surrogates: {name!r}")
     return name
 
 

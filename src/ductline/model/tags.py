@@ -4,7 +4,8 @@ runs are found later (`ductline runs --tag customer=acme`).
 A run has at most `MAX_TAGS` tags. A key is 1 to `MAX_KEY_CHARS` characters of
 letters, digits and ``_ . - : /`` (so ``key=value`` on a command line and in a query
 string splits at the first ``=``); a value is a ``str`` of at most `MAX_VALUE_CHARS`
-characters without NUL (PostgreSQL text cannot hold NUL) and may be empty. The
+characters without NUL (PostgreSQL text cannot hold NUL) or lone surrogates (not
+text in UTF-8: stored, they could no longer be found by their value) and may be empty. The
 limits keep the tags table and its ``(key, value)`` index small and every tag cheap
 to show; they are checked before anything is written.
 """
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import re
 from typing import Any, Iterable, Mapping
+
+from ductline.dsl.graph import is_unicode
 
 MAX_TAGS = 20
 MAX_KEY_CHARS = 64
@@ -47,7 +50,7 @@ def check_value(key: str, value: Any) -> str:
 
     Raises:
         TypeError: not a ``str``.
-        ValueError: longer than `MAX_VALUE_CHARS`, or containing NUL.
+        ValueError: longer than `MAX_VALUE_CHARS`, or containing NUL or a lone surrogate.
     """
     if not isinstance(value, str):
         raise TypeError(f"tag {key!r}: a tag value must be a str, not {type(value).__name__} ({value!r:.60})")
@@ -56,6 +59,8 @@ def check_value(key: str, value: Any) -> str:
                          f"got {len(value)}")
     if "\x00" in value:
         raise ValueError(f"tag {key!r}: a tag value cannot contain NUL")
+    if not is_unicode(value):
+        raise ValueError(f"tag {key!r}: a tag value cannot contain lone surrogates")
     return value
 
 
