@@ -385,7 +385,7 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
     out.print(Text.assemble((view["run_id"], "bold"), f" {view['pipeline']}: {view['status']}"
                             + (f" ({view['halt_reason']})" if view["halt_reason"] else "")))
     if view.get("tags"):
-        out.print("tags: " + " ".join(safetext.printable(f"{k}={v}") for k, v in view["tags"].items()),
+        out.print("tags: " + " ".join(safetext.printable(f"{k}={v}", newlines=False) for k, v in view["tags"].items()),
                   highlight=False, soft_wrap=True, markup=False)
     out.print(f"definition {view['definition'] or '- (started before versions were recorded)'}",
               highlight=False, markup=False)
@@ -426,7 +426,7 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
         where = action["step"] + ("" if action["index"] is None else f"[{action['index']}]")
         why = f": {action['reason']}" if action["reason"] else ""
         out.print(safetext.printable(f"{action['at']} {action['actor']} marked {where} succeeded (it was "
-                                     f"{action['previous_status']}){why}"),
+                                     f"{action['previous_status']}){why}", newlines=False),
                   highlight=False, soft_wrap=True, markup=False)
     if view["status"] == RunStatus.HALTED:
         if view["metadata"].get("error"):  # what the halt recorded, e.g. how often a shutdown interrupted it

@@ -133,7 +133,7 @@ def test_cli_killed_inside_the_mark_leaves_nothing_then_marks_once(db_url, store
     assert killed.returncode == -signal.SIGKILL
     assert store.get_run(run.id)["status"] == "halted" and run_view(store, run.id)["operator_actions"] == []
     assert step_run(store, run.id, "pays_then_fails")["status"] == "failed"
-    done = cli(db_url, run.id[:8], "pays_then_fails", "--output", '"paid"', "--reason", "charged")
+    done = cli(db_url, run.id[:8], "pays_then_fails", "--output", '"paid"', "--reason", "charged\nFAKE: done")
     assert done.returncode == 0, done.stderr
     assert "marked succeeded" in done.stdout and "the run completed" in done.stdout
     again = cli(db_url, run.id, "pays_then_fails", "--output", '"paid"')
@@ -142,7 +142,9 @@ def test_cli_killed_inside_the_mark_leaves_nothing_then_marks_once(db_url, store
     assert bad.returncode != 0 and "not valid JSON" in bad.stderr
     shown = subprocess.run([sys.executable, "-m", "ductline", "show", run.id, "--database", db_url],
                            capture_output=True, text=True, timeout=60)
-    assert "marked pays_then_fails succeeded (it was failed): charged" in shown.stdout
+    # the reason is the operator's text: on one line, it cannot forge a line of its own
+    assert "marked pays_then_fails succeeded (it was failed): charged\\nFAKE: done" in shown.stdout
+    assert not any(line.startswith("FAKE") for line in shown.stdout.splitlines())
     assert len(run_view(store, run.id)["operator_actions"]) == 1
 
 

@@ -145,11 +145,15 @@ def test_cli_trigger_runs_and_show(db_url, store):
     assert "tags: customer=acme tier=gold" in shown.stdout
     assert json.loads(cli("show", run_id, "--json", "--database", db_url).stdout)["tags"] == {
         "customer": "acme", "tier": "gold"}
+    forged = rt_app.chain.trigger(1, database=store, tags={"note": "x\nFAKE: run completed"})
+    shown = cli("show", forged.id, "--database", db_url).stdout
+    assert "tags: note=x\\nFAKE: run completed" in shown
+    assert not any(line.startswith("FAKE") for line in shown.splitlines())
     bad = cli("trigger", f"{APP}:chain", "--args", "[3]", "--tag", "no-equals", "--database", db_url)
     assert bad.returncode != 0 and "KEY=VALUE" in bad.stderr
     long = cli("trigger", f"{APP}:chain", "--args", "[3]", "--tag", "k=" + "v" * 300, "--database", db_url)
     assert long.returncode != 0 and "256" in long.stderr
-    assert len(store.list_runs()) == 2
+    assert len(store.list_runs()) == 3
 
 
 @pytest.fixture
