@@ -294,6 +294,7 @@ def worker(apps: tuple[str, ...], concurrency: int | None, processes: int, metri
            metrics_host: str | None, queues: tuple[str, ...], database: str | None) -> None:
     """Run a worker: claim jobs of the apps' pipelines and run them."""
     from ductline.runtime.launch import build_worker, supervise, worker_argv
+    from ductline.runtime.shutdown import bound_startup
 
     if queues:
         # Through the environment, so the processes of --processes serve them too.
@@ -308,9 +309,12 @@ def worker(apps: tuple[str, ...], concurrency: int | None, processes: int, metri
         sys.exit(supervise(worker_argv(list(apps), slots, database), processes))
     settings = load_settings(database_url=database)
     stop = _stop_on_signals()
+    # A stop asked while the database holds the start-up (a migration waiting for a
+    # lock) ends the process at the grace, as it would once the worker runs.
+    guard = bound_startup(settings.shutdown_grace_seconds)
     store = _store_when_available(database, stop)
     w = build_worker(store, list(apps), slots, settings)
-    w.install_signal_handlers(bound_exit=True)  # from here a signal stops the worker gracefully
+    w.install_signal_handlers(guard=guard)  # from here a signal stops the worker gracefully
     if stop.is_set():  # asked while the apps were imported
         console.print("stopped before starting: nothing was claimed", highlight=False)
         return

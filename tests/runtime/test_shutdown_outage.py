@@ -81,3 +81,63 @@ def test_an_idle_worker_exits_within_its_grace_while_the_database_is_gone(outage
     # One line per outage, not one per retry.
     for line in ("LISTEN connection lost", "Database unavailable during", "Maintenance skipped"):
         assert text.count(line) <= 1, text
+
+
+@pytest.fixture
+def startup_lock(backend: str, db_url: str, store: object) -> Iterator[None]:
+    """Another session holds what a starting worker reads first (the schema version
+    its migration checks): a long migration elsewhere, or a DBA's transaction."""
+    if backend == "postgres":
+        import psycopg
+
+        with psycopg.connect(db_url) as conn:
+            conn.execute("LOCK TABLE ductline_schema_version IN ACCESS EXCLUSIVE MODE")
+            yield
+            conn.rollback()
+        return
+    conn = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
+    conn.execute("BEGIN EXCLUSIVE")
+    yield
+    conn.rollback()
+    conn.close()
+
+
+def _opened(pid: int, path: str) -> bool:
+    """Whether process ``pid`` has ``path`` open."""
+    folder = Path(f"/proc/{pid}/fd")
+    try:
+        return any(os.readlink(folder / fd) == path for fd in os.listdir(folder))
+    except OSError:
+        return False
+
+
+def _waits_for_a_lock(db_url: str, pid: int) -> bool:
+    import psycopg
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                           "AND query LIKE %s", ("%ductline_schema_version%",)).fetchone()
+    return bool(row and row[0])
+
+
+def test_a_worker_stopped_while_its_start_waits_for_the_database_exits_within_its_grace(
+        backend, db_url, startup_lock, tmp_path):
+    log = tmp_path / "worker.log"
+    proc = start(db_url, log)
+    try:
+        # It is opening its database: its exit guard listens from before that.
+        if backend == "postgres":
+            wait_for(lambda: _waits_for_a_lock(db_url, proc.pid))
+        else:
+            wait_for(lambda: _opened(proc.pid, db_url.removeprefix("sqlite:///")))
+        asked = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        took = time.monotonic() - asked
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text(errors="replace")
+    assert proc.returncode == 0, text
+    assert took < GRACE_SECONDS + 1.5, (took, text)

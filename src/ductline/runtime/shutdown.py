@@ -32,7 +32,7 @@ import socket
 import threading
 from typing import Callable
 
-from ductline.clock import Clock
+from ductline.clock import Clock, SystemClock
 
 log = logging.getLogger("ductline.worker")
 
@@ -69,6 +69,19 @@ class ExitGuard:
         self._lock = threading.Lock()
         self.deadline: float | None = None  # monotonic: the end of the grace, once signalled
         self._interrupts = 0
+
+    def hand_over(self, at_stake: Callable[[], bool], overtime: float) -> None:
+        """Judge what is at stake with ``at_stake`` from now on: a guard listening
+        since the process started (nothing at stake while it opens its database and
+        imports its apps) is handed to the worker once it is built."""
+        with self._lock:
+            self._at_stake = at_stake
+            self._overtime = overtime
+
+    @property
+    def overtime(self) -> float:
+        """Seconds past the grace a worker with something at stake gets."""
+        return self._overtime
 
     def listen(self) -> None:
         """Watch for the stop signals (call from the main thread, once)."""
@@ -128,3 +141,20 @@ class ExitGuard:
             except Exception:  # a broken handler must not keep the process alive
                 pass
         self._end(0)
+
+
+def bound_startup(grace: float) -> ExitGuard:
+    """A listening guard for a worker process that is still starting: opening its
+    database (a migration waits for another session's lock, a SQLite write lock for
+    the busy timeout) and importing its apps hold the main thread, where a signal's
+    Python handler would wait for them. Nothing is at stake yet, so the process ends
+    at the grace; `ductline.runtime.worker.Worker.install_signal_handlers` takes the
+    guard over once the worker is built. Call from the main thread, after the stop
+    signals have Python handlers (the wake-up descriptor is written only for those).
+
+    Args:
+        grace: the shutdown grace (seconds).
+    """
+    guard = ExitGuard(SystemClock(), grace=grace, at_stake=lambda: False, overtime=0.0)
+    guard.listen()
+    return guard

@@ -146,11 +146,12 @@ class Worker:
                      sum(s.busy for s in self.slots))
         self.wakeup.wake()
 
-    def install_signal_handlers(self, *, bound_exit: bool = False) -> None:
+    def install_signal_handlers(self, *, bound_exit: bool = False, guard: ExitGuard | None = None) -> None:
         """SIGTERM and SIGINT stop the worker (`request_stop`); a second SIGINT ends the
         grace at once. ``bound_exit``: the process also ends when the database holds it
         past the grace (`ductline.runtime.shutdown.ExitGuard`; for a process that is
-        only this worker)."""
+        only this worker). ``guard``: an exit guard already listening since the process
+        started (`bound_startup`), handed to this worker instead of a new one."""
         def handler(signum: int, frame: Any) -> None:
             self.interrupted = True
             if self.stopping and signum == signal.SIGINT:
@@ -159,7 +160,10 @@ class Worker:
 
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
-        if bound_exit:
+        if guard is not None:
+            guard.hand_over(self._at_stake, self.exit_guard.overtime)
+            self.exit_guard = guard
+        elif bound_exit:
             self.exit_guard.listen()
 
     def run(self, stop_when: Callable[[], bool] | None = None) -> None:
