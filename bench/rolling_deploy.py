@@ -145,15 +145,30 @@ class Client(threading.Thread):
             self.errors.append(exc)
 
 
+_CONNECTIONS: dict[str, Any] = {}
+_LOCK = threading.Lock()
+
+
 def query(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    if url.startswith("sqlite"):
-        conn = sqlite3.connect(url.removeprefix("sqlite:///"))
-        try:
-            return conn.execute(sql.replace("%s", "?"), params).fetchall()
-        finally:
-            conn.close()
-    with psycopg.connect(url) as conn:
+    """Read the database on one connection kept open (the bench polls often: a new
+    PostgreSQL connection per poll would cost the server a process each time)."""
+    with _LOCK:
+        conn = _CONNECTIONS.get(url)
+        if conn is None:
+            conn = sqlite3.connect(url.removeprefix("sqlite:///"), check_same_thread=False) \
+                if url.startswith("sqlite") else psycopg.connect(url, autocommit=True)
+            _CONNECTIONS[url] = conn
+        if url.startswith("sqlite"):
+            rows = conn.execute(sql.replace("%s", "?"), params).fetchall()
+            conn.commit()  # end the read, so the next one sees new rows
+            return rows
         return conn.execute(sql, params).fetchall()
+
+
+def close_connections() -> None:
+    for conn in _CONNECTIONS.values():
+        conn.close()
+    _CONNECTIONS.clear()
 
 
 def unfinished(url: str, fingerprint: str) -> int:
@@ -257,6 +272,7 @@ def main() -> int:
         client.stopping.set()
         workers.stop_all()
         store.close()
+        close_connections()
         if args.backend == "postgres":
             with psycopg.connect(args.admin_url, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -147,7 +147,7 @@ def test_postgres_migrations_build_exactly_schema_sql(fresh_pg: Any) -> None:
 
     expected, actual = pg_schema(from_schema), pg_schema(migrated)
     assert len({c[0] for c in expected["columns"]}) >= 7
-    assert [f[0] for f in expected["functions"]] == ["ductline_now_ms"]
+    assert [f[0] for f in expected["functions"]] == ["ductline_now_ms", "ductline_ready_ranges"]
     for part in ("columns", "indexes", "constraints", "functions"):
         assert actual[part] == expected[part], part
 
