@@ -4,4 +4,4 @@ from rolling_steps import a, b2, c, d
 
 from ductline import Pipeline
 
-rolling = Pipeline("rolling").start(a).chain(to=b2).chain(to=c, delay=8).chain(to=d)
+rolling = Pipeline("rolling").start(a).chain(to=b2).chain(to=c, delay=20).chain(to=d)
