@@ -7,6 +7,7 @@ C code or a syscall.
 """
 
 from ductline.step_context import StepContext, context, cross_boundary
+from ductline.childruns import ChildRunFailed, child, children
 from ductline.dsl.backoff import Backoff
 from ductline.pipeline import Pipeline
 from ductline.dsl.schedule import Schedule, schedule
@@ -60,6 +61,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "__version__",
     "Backoff",
+    "ChildRunFailed",
     "ConfigurationError",
     "DatabaseReplaced",
     "DefinitionError",
@@ -84,6 +86,8 @@ __all__ = [
     "StoreUnavailable",
     "TargetError",
     "WorkflowResult",
+    "child",
+    "children",
     "context",
     "cross_boundary",
     "execute",

@@ -20,6 +20,8 @@ aware ``datetime``      ``{"__ductline__": "datetime", "value": "<ISO 8601>"}``
 ``Enum`` member         ``{"__ductline__": "enum", "type": "module:Qualname", "value": <member value>}``
 dataclass instance      ``{"__ductline__": "dataclass", "type": "module:Qualname", "fields": {...}}``
 pydantic model          ``{"__ductline__": "pydantic", "type": "module:Qualname", "value": <model_dump(mode="json")>}``
+``ChildRunFailed``      ``{"__ductline__": "child_failed", "run_id": ..., "pipeline": ..., "status": ..., ...}``
+``children(...)``       ``{"__ductline__": "children", "on_failure": ..., "runs": [...]}`` (a step's return only)
 ======================  ==============================================================
 
 Enums, dataclasses and pydantic models must be importable by ``module:qualname``
@@ -141,12 +143,31 @@ def _encode(value: Any, path: str, seen: frozenset[int] = frozenset()) -> Any:
         return _tagged("decimal", value=str(value))
     if isinstance(value, enum.Enum):
         return _tagged("enum", type=_importable(kind, path), value=_encode(value.value, f"{path}.value", seen))
+    own = _own_tag(kind)
+    if own is not None:  # ductline's own values (ductline.childruns): encoded with their tag
+        return _tagged(own, **_encode(value.ductline_fields(), path, seen))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _dataclass(value, path, seen)
     model = _pydantic_base()
     if model is not None and isinstance(value, model):
         return _pydantic(value, path)
     return _refuse(value, path)
+
+
+def _own_tags() -> dict[type, str]:
+    from ductline.childruns import ChildRunFailed, ChildRuns
+
+    return {ChildRuns: ChildRuns.__ductline_tag__, ChildRunFailed: ChildRunFailed.__ductline_tag__}
+
+
+_OWN_TAGS: dict[type, str] = {}
+
+
+def _own_tag(kind: type) -> str | None:
+    """The tag of one of ductline's own types (imported on first use: no import cycle)."""
+    if not _OWN_TAGS:
+        _OWN_TAGS.update(_own_tags())
+    return _OWN_TAGS.get(kind)
 
 
 def _importable(kind: type, path: str) -> str:
@@ -203,8 +224,14 @@ def _decoder(user_types: bool) -> Callable[[dict[str, Any]], Any]:
             return Decimal(obj["value"])
         if tag in ("enum", "dataclass", "pydantic"):
             return _revive(tag, obj) if user_types else obj
+        if tag == "child_failed":  # a child run that did not complete (ductline.childruns)
+            from ductline.childruns import ChildRunFailed
+
+            return ChildRunFailed(**{k: v for k, v in obj.items() if k != TAG})
+        if tag == "children":  # the child runs a step started, as its awaiting job keeps them
+            return obj
         raise TypeError(f"a value tagged {tag!r} was written by a newer version of ductline than this one "
-                        f"(which knows tuple, datetime, date, uuid, decimal, enum, dataclass, pydantic); "
+                        f"(which knows tuple, datetime, date, uuid, decimal, enum, dataclass, pydantic, child_failed, children); "
                         "upgrade ductline where it is read")
     return hook
 

@@ -12,7 +12,11 @@ inserted), ``during_send`` (inside a send's transaction, after the event was kep
 and its waiting step released, before it commits), ``during_mark`` (inside a
 mark-succeeded's transaction, after the step run was marked, the action written and
 the run advanced), ``during_move`` (inside a move's transaction, after its first run
-was moved) and ``after_move`` (a batch of a move committed, before the next).
+was moved), ``after_move`` (a batch of a move committed, before the next), and for
+child runs (`ductline.engine.childruns`): ``children_started`` (inside the
+transaction that starts a step's child runs), ``after_children_started`` (once it
+committed) and ``before_parent_woken`` (inside the transaction that records a
+parent's last child's end, before it wakes the parent).
 """
 
 from __future__ import annotations

@@ -693,3 +693,39 @@ fail_at_once = (Pipeline("parity_fail_at_once").start(identity)
 mark_chain = _after_start("parity_mark_chain").chain(to=fail_always, max_retry=1).chain(to=never)
 mark_fan_in = (Pipeline("parity_mark_fan_in").start(identity)
                .divide(to=[fail_always, quick_ok], max_retry=1).combine(into=after))
+
+
+# -- child runs (ductline.children) ------------------------------------------------------------------
+def start_squares(n):
+    return ductline.children([ductline.child(child_square, i) for i in range(n)])
+
+
+def start_one_failing(n):
+    return ductline.children([ductline.child(child_square, n), ductline.child(child_failing, n)])
+
+
+def start_collecting(n):
+    return ductline.children([ductline.child(child_square, n), ductline.child(child_failing, n)],
+                             on_failure="collect")
+
+
+def start_hanging(n):
+    return ductline.children([ductline.child(child_hang, i) for i in range(n)])
+
+
+def statuses(outputs):
+    return [o if not isinstance(o, ductline.ChildRunFailed) else f"{o.status}: {o.reason}: {o.error}"
+            for o in outputs]
+
+
+def sum_of(outputs):
+    return sum(outputs)
+
+
+child_square = Pipeline("parity_child_square").start(square)
+child_failing = Pipeline("parity_child_failing").start(fail_always, max_retry=1)
+child_hang = Pipeline("parity_child_hang").start(hang)
+children_outputs = Pipeline("parity_children_outputs").start(start_squares).chain(to=sum_of)
+children_fail = Pipeline("parity_children_fail").start(start_one_failing).chain(to=sum_of)
+children_collect = Pipeline("parity_children_collect").start(start_collecting).chain(to=statuses)
+children_deadline = Pipeline("parity_children_deadline", timeout=2).start(start_hanging).chain(to=sum_of)

@@ -265,6 +265,19 @@ CASES: list[Case] = [
          check=steps(("find_env", "", COMPLETED, [OK], {"leftover": None, "umask_077": False}))),
     Case("unrenderable_error", app.unrenderable_error, (1,), HALTED, RETRIES,
          check=errors("raise_unrenderable", "parity_app.UnrenderableError")),
+    # -- child runs -------------------------------------------------------------------------------
+    # The parent's step run waits in one row; its children run in their own runs (on a
+    # worker in the worker's slots, in execute in the same loop).
+    Case("children_outputs", app.children_outputs, (3,), COMPLETED, slots=2,
+         check=steps(("start_squares", "", COMPLETED, [OK], [0, 1, 4]), ("sum_of", "", COMPLETED, [OK], 5))),
+    Case("children_fail", app.children_fail, (2,), HALTED, "child_run_failed", slots=2,
+         check=both(steps(("start_one_failing", "", FAILED, [OK])), absent("sum_of"))),
+    Case("children_collect", app.children_collect, (2,), COMPLETED, slots=2,
+         check=steps(("statuses", "", COMPLETED, [OK], [4, "halted: job_retries_exhausted: attempt 1 of fail_always fails"]))),
+    Case("children_deadline", app.children_deadline, (2,), FAILED, slots=2, seconds=3,
+         check=both(steps(("start_hanging", "", "skipped", [OK], ("workflow timeout", None)),
+                          ("sum_of", "", "skipped", [], ("workflow timeout", "start_hanging"))),
+                    deadline_exceeded)),
 ]
 
 assert len({c.name for c in CASES}) == len(CASES), "case names must be unique"

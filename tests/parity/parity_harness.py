@@ -159,6 +159,8 @@ def plain(value: Any) -> Any:
     if isinstance(value, str) and len(value) > LONG_TEXT:
         digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         return f"<text of {len(value)} characters, sha256 {digest}>"
+    if isinstance(value, ductline.ChildRunFailed):  # a child run's id is each driver's own
+        return dataclasses.replace(value, run_id="<child run>")
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, dict):

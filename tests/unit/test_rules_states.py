@@ -31,9 +31,10 @@ RUN_ALLOWED: dict[RunStatus, set[RunStatus]] = {
 JOB_ALLOWED: dict[JobStatus, set[JobStatus]] = {
     J.PENDING: {J.RUNNING, J.HELD, J.SKIPPED},
     J.HELD: {J.PENDING, J.SKIPPED, J.COMPLETED},
-    J.RUNNING: {J.COMPLETED, J.FAILED, J.PENDING, J.HELD, J.CANCELLED},
+    J.RUNNING: {J.COMPLETED, J.FAILED, J.PENDING, J.HELD, J.CANCELLED, J.AWAITING},
     J.PAUSED: {J.PENDING, J.FAILED, J.SKIPPED},
     J.DEFERRED: {J.PENDING, J.HELD, J.FAILED, J.SKIPPED},
+    J.AWAITING: {J.COMPLETED, J.FAILED, J.SKIPPED},
     J.COMPLETED: set(),
     J.SKIPPED: set(),
     J.FAILED: {J.PENDING, J.COMPLETED},    # retry; mark-succeeded
@@ -55,12 +56,12 @@ JOB_PAIRS = [
 @pytest.mark.parametrize(("enum", "values"), [
     pytest.param(RunStatus, ["pending", "running", "paused", "completed", "halted", "failed", "cancelled"],
                  id="run"),
-    pytest.param(JobStatus, ["pending", "held", "running", "paused", "deferred", "completed", "failed", "skipped",
-                             "cancelled"], id="job"),
+    pytest.param(JobStatus, ["pending", "held", "running", "paused", "deferred", "awaiting", "completed", "failed",
+                             "skipped", "cancelled"], id="job"),
     pytest.param(AttemptResult, ["succeeded", "errored", "timed_out", "crashed", "cancelled"], id="attempt"),
     pytest.param(HaltReason, ["job_retries_exhausted", "job_crashes_exhausted", "job_releases_exhausted",
                               "max_fanout_exceeded", "condition_unmatched", "unsafe_to_retry", "non_retryable_error",
-                              "pause_expired", "event_timed_out"],
+                              "pause_expired", "event_timed_out", "child_run_failed"],
                  id="halt"),
     pytest.param(WorkerStatus, ["running", "stopping", "stopped", "unhealthy"], id="worker"),
 ])
@@ -102,7 +103,7 @@ def test_no_state_moves_to_itself(status: RunStatus | JobStatus) -> None:
     pytest.param(TERMINAL_RUN, {R.COMPLETED, R.FAILED, R.CANCELLED}, id="TERMINAL_RUN"),
     pytest.param(SETTLED_RUN, {R.COMPLETED, R.FAILED, R.CANCELLED, R.HALTED}, id="SETTLED_RUN"),
     pytest.param(WAITING_JOB, {J.PENDING, J.HELD}, id="WAITING_JOB"),
-    pytest.param(OPEN_JOB, {J.PENDING, J.HELD, J.RUNNING, J.PAUSED, J.DEFERRED}, id="OPEN_JOB"),
+    pytest.param(OPEN_JOB, {J.PENDING, J.HELD, J.RUNNING, J.PAUSED, J.DEFERRED, J.AWAITING}, id="OPEN_JOB"),
     pytest.param(TERMINAL_JOB, {J.COMPLETED, J.FAILED, J.SKIPPED, J.CANCELLED}, id="TERMINAL_JOB"),
     pytest.param(REVIVABLE_JOB, {J.FAILED, J.HELD, J.CANCELLED}, id="REVIVABLE_JOB"),
     pytest.param(LIVE_WORKER, {WorkerStatus.RUNNING, WorkerStatus.STOPPING, WorkerStatus.UNHEALTHY},

@@ -21,6 +21,7 @@ from ductline.engine.pause import insert_paused
 from ductline.store import payloads
 from ductline.store.records import NewJob
 from ductline.store.store import Tx
+from ductline.engine import childruns
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +102,10 @@ def advance_many(tx: Tx, completions: list[tuple[Definition, Completed]], retry_
                 finish.append((done.run_id, done.output))
                 results[i] = Advanced({}, completes_run=True)
             else:
-                results[i] = Advanced({}, run_completed=tx.complete_run(done.run_id, done.output))
+                completed = tx.complete_run(done.run_id, done.output)
+                if completed:
+                    childruns.settled(tx, [done.run_id], retry_delay=retry_delay, limits=limits)
+                results[i] = Advanced({}, run_completed=completed)
             continue
         if routing.opens is not None:
             tx.create_fanin(done.run_id, *routing.opens)

@@ -16,7 +16,9 @@ from ductline.model.outcomes import RELEASED_TYPE, Ended
 from ductline.model.states import AttemptResult, JobStatus
 from ductline.observability.events import RESULT_LABELS, EventName, emit
 from ductline.engine.stop import Unchanged, expire
-from ductline.engine import record
+from ductline import faults
+from ductline.engine import childruns, record
+from ductline.model.children import starts_children
 from ductline.engine.advance import Completed, advance_many
 from ductline.store.records import ClaimedJob, NewJob
 from ductline.store.store import Tx
@@ -109,6 +111,9 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
             definition = definitions.get(o.pipeline)
             if o.run_deadline or i in plain:
                 continue  # a run deadline ends the whole run: its own transaction, below
+            elif o.result is AttemptResult.SUCCEEDED and definition is not None and starts_children(o.output):
+                assert o.output is not None
+                results[i] = childruns.start(tx, definition, o.attempt, o.output, retry_delay, limits, definitions)
             elif o.result is AttemptResult.SUCCEEDED and definition is not None:
                 assert o.output is not None
                 results[i] = record.success(tx, definition, o.attempt, o.output, retry_delay, sink, limits,
@@ -129,6 +134,9 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
         if then is not None:
             then(tx)
         tx.notify_unclaimed(sink)  # after the claim: the jobs it took need no wake-up
+    childruns.committed(tx)
+    if any(r is not None and r.outcome is record.Outcome.AWAITING for r in results):
+        faults.checkpoint("after_children_started")  # committed: the children wait for a worker
     for i, o in enumerate(outcomes):
         if o.run_deadline:
             results[i] = _run_deadline(store, definitions.get(o.pipeline), o.attempt)
@@ -145,6 +153,7 @@ def _run_deadline(store: Store, definition: Definition | None, a: record.Attempt
             ended = expire(tx, definition, a.run_id)
     except Unchanged:
         return record.LOST
+    childruns.committed(tx)
     return record.Recorded(record.Outcome.FAILED, reason="timeout_exceeded", run_failed=ended)
 
 
@@ -153,6 +162,7 @@ def _plain_success(o: Outcome, definitions: dict[str, Definition]) -> bool:
     a success of a known step whose output needs no check (no expand after it)."""
     definition = definitions.get(o.pipeline)
     return (not o.run_deadline and o.result is AttemptResult.SUCCEEDED and definition is not None
+            and not starts_children(o.output)
             and o.attempt.step in definition.nodes and not needs_fanout_check(definition, o.attempt.step)
             and not record.needs_route_key(definition, o.attempt.step, o.output or "null", o.route_key))
 
@@ -201,6 +211,7 @@ def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
                                      paused=moved.paused, skipped=moved.skipped, deferred=moved.deferred)
     if finish:
         completed = tx.complete_runs(finish)
+        childruns.settled(tx, sorted(completed), definitions, retry_delay, limits)
         for i in ending:
             run_id = outcomes[i].attempt.run_id
             if run_id in completed:

@@ -24,6 +24,7 @@ from ductline.engine.advance import Completed, advance
 from ductline.store import payloads
 from ductline.store.records import NewJob
 from ductline.store.store import Tx
+from ductline.engine import childruns
 
 ON_HALT_STEP = "__on_halt__"
 
@@ -48,6 +49,7 @@ class Outcome(StrEnum):
     """What recording an attempt did to its job."""
 
     COMPLETED = "completed"  # succeeded; the jobs it routes to were created
+    AWAITING = "awaiting"    # succeeded in starting child runs; the job awaits them (ductline.children)
     RETRY = "retry"          # a new attempt is scheduled
     RELEASED = "released"    # given back by a worker's shutdown, nothing charged
     FAILED = "failed"        # out of budget or not retryable (the run may have halted)
@@ -78,6 +80,8 @@ def halt(tx: Tx, definition: Definition | None, run_id: str, reason: HaltReason,
     handler; with ``on_failure="fail_fast"`` cancel the siblings still running."""
     details = {"reason": reason.value, "step": step, "error": error}
     halted = tx.halt_run(run_id, reason.value, {"halted_step": step, "error": error, "reasons": [details]})
+    if halted:
+        childruns.settled(tx, [run_id], retry_delay=retry_delay or childruns.DEFAULT_RETRY_DELAY)
     if halted and definition is not None and definition.on_failure == "fail_fast":
         fail_fast(tx, run_id, step)
     if halted and definition is not None and definition.on_halt is not None:

@@ -20,6 +20,7 @@ from ductline.model.states import UNFINISHED_RUN, HaltReason, RunStatus
 from ductline.observability.events import EventName, emit
 from ductline.store import Store
 from ductline.store.store import Tx
+from ductline.engine import childruns
 
 log = logging.getLogger("ductline.engine")
 
@@ -56,6 +57,7 @@ def apply_stop(tx: Tx, definition: Definition | None, run_id: str, plan: stops.S
         if not tx.stop_run(run_id, plan.run_status, plan.from_statuses, {**metadata, **plan.metadata},
                            None if plan.halt_reason is None else plan.halt_reason.value):
             raise Unchanged()
+        childruns.settled(tx, [run_id])
     starts = [(j["step"], j["scope"]) for j in open_jobs] + list(roots or [])
     if plan.skip_reason is not None and definition is not None and starts:
         found = dependents(definition, starts)
@@ -98,7 +100,9 @@ def expire(tx: Tx, definition: Definition | None, run_id: str) -> bool:
 
 def expire_due(store: Store, definitions: dict[str, Definition]) -> int:
     """Expire every run whose deadline passed and fail every run whose pause
-    expired or whose wait for an event timed out; returns how many this call ended."""
+    expired or whose wait for an event timed out, then carry stops to child runs and
+    wake parents left awaiting (`childruns.sweep`); returns how many runs this call
+    ended or woke."""
     ended = 0
     for row in store.due_deadlines():
         try:
@@ -106,10 +110,12 @@ def expire_due(store: Store, definitions: dict[str, Definition]) -> int:
                 done = expire(tx, definition_for(definitions, row["pipeline"], row["definition"]), row["id"])
         except Unchanged:
             continue
+        childruns.committed(tx)
         if done:
             ended += 1
             emit(EventName.PIPELINE_FAILED, pipeline=row["pipeline"], run_id=row["id"])
-    return ended + expire_pauses(store, definitions) + expire_waits(store, definitions)
+    ended += expire_pauses(store, definitions) + expire_waits(store, definitions)
+    return ended + childruns.sweep(store, definitions)
 
 
 def expire_pause(tx: Tx, definition: Definition | None, row: dict[str, Any]) -> str | None:
@@ -144,6 +150,7 @@ def expire_pauses(store: Store, definitions: dict[str, Definition], limit: int =
                 reason = expire_pause(tx, definition_for(definitions, row["pipeline"], row["definition"]), row)
         except Unchanged:
             continue
+        childruns.committed(tx)
         if reason is not None:
             ended += 1
             log.error("Run failed: the %s", reason, extra={"run_id": row["run_id"], "step": row["step"]})

@@ -28,7 +28,8 @@ from typing import Any
 
 from ductline import codec
 from ductline.dsl.graph import Definition, check_event_name
-from ductline.engine import events as event_engine, pause, stop
+from ductline.dsl.pipeline import registered_definition
+from ductline.engine import childruns, events as event_engine, pause, stop
 from ductline.engine.batch import Outcome as Recording, record_batch
 from ductline.engine.record import Outcome as Recorded
 from ductline.engine.start import new_run, write
@@ -55,6 +56,7 @@ from ductline.observability.events import EventName, emit
 from ductline.observability.tracing import TracingSubscriber, available as tracing_available
 from ductline.store import payloads, steplogs
 from ductline.store.memory import open_memory_store
+from ductline.store import children as child_rows
 from ductline.store.records import ClaimedJob
 
 # Leases are the worker's defence against a dead worker; nothing here can die
@@ -87,10 +89,9 @@ class Driver:
         self.children = child_setup(definition, inline=options.inline)
         self.pool = Pool(self.children.apps, self.children.sys_path, options.concurrency, options.kill_grace,
                          message_cap=self.limits.message_cap, max_output_bytes=options.max_payload_bytes)
-        self.runner = AttemptRunner(definition, self.store, self.pool, self.children,
-                                    kill_grace=options.kill_grace, max_output_bytes=options.max_payload_bytes,
-                                    log_level=options.log_level, log_max_bytes=options.log_max_bytes,
-                                    inline=options.inline, on_log=self._logged)
+        self.runner = self._runner_for(definition, self.children)
+        # Child runs (`ductline.children`) run in this loop too: their pipelines' runners, by name.
+        self.runners = {definition.name: self.runner}
         self.resumer = Resumer(options.resume, self.clock, current_input=self._paused_input,
                                resume=lambda value, job_ids: self.resume(value, job_ids),
                                failed=self._failed, changed=self.wake)
@@ -116,6 +117,36 @@ class Driver:
                 event_engine.send(tx, self.run_id, name, data, None, self.limits)
         self.first_step = rows.job.step
         self._marks = dict(options.marks)  # the mark_succeeded option, consumed step by step
+
+    def _runner_for(self, definition: Definition, children: Any) -> AttemptRunner:
+        options = self.options
+        return AttemptRunner(definition, self.store, self.pool, children,
+                             kill_grace=options.kill_grace, max_output_bytes=options.max_payload_bytes,
+                             log_level=options.log_level, log_max_bytes=options.log_max_bytes,
+                             inline=options.inline, on_log=self._logged)
+
+    def _queues(self) -> list[str]:
+        """Every queue of every pipeline this run (and its child runs) may use."""
+        return sorted({q for d in self.definitions.values() for q in d.queues})
+
+    def _runner(self, job: ClaimedJob) -> AttemptRunner:
+        return self.runners.get(job.pipeline, self.runner)
+
+    def _know_children(self, run_id: str) -> None:
+        """A step run of ``run_id`` started child runs: their pipelines are claimed and
+        run here too (found by name among the pipelines this process defined)."""
+        with self.store.dialect.reader() as s:
+            found = child_rows.child_runs(s, run_id)
+        for row in found:
+            name = str(row["pipeline"])
+            if name in self.definitions:
+                continue
+            definition = registered_definition(name)
+            if definition is None:
+                continue  # the parent's attempt recorded that error already
+            self.definitions[name] = definition
+            self.runners[name] = self._runner_for(definition, child_setup(definition, inline=self.options.inline))
+        self.step_limits = step_limits(self.definitions)
 
     # -- the store's clock ------------------------------------------------------------------------
     def _db_now_ms(self) -> int:
@@ -299,7 +330,7 @@ class Driver:
         if self.definition.waits and status is not RunStatus.HALTED \
                 and self.store.run_progress(self.run_id).get(JobStatus.DEFERRED.value):
             return False  # an event, a cancel, its timeout or the deadline moves it on
-        if self.store.next_wakeups([self.definition.name], self.definition.queues)[0] is not None:
+        if self.store.next_wakeups(list(self.definitions), self._queues())[0] is not None:
             return False  # a job waits for its not-before time
         return not self.store.unthrottle_idle_keys()
 
@@ -309,10 +340,11 @@ class Driver:
         if free <= 0:
             return
         # Every queue: execute is the whole fleet in one process.
-        jobs = self.store.claim(self.worker_id, [self.definition.name], free, LEASE_MS, limits=self.step_limits,
-                                queues=self.definition.queues)
+        jobs = self.store.claim(self.worker_id, list(self.definitions), free, LEASE_MS, limits=self.step_limits,
+                                queues=self._queues())
         for job in jobs:
-            self.deadline.started(job.run_deadline_ms)
+            if job.run_id == self.run_id:
+                self.deadline.started(job.run_deadline_ms)
             running = Running(job)
             self.running[job.job_id] = running
             running.task = asyncio.get_running_loop().create_task(
@@ -321,7 +353,7 @@ class Driver:
     async def _attempt(self, running: Running) -> None:
         async with activity(self.clock):  # a fake clock waits while the attempt works
             try:
-                running.outcome = await self.runner.run(running.job, lambda: self._begin(running))
+                running.outcome = await self._runner(running.job).run(running.job, lambda: self._begin(running))
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # noqa: BLE001 - a bug of the executor: end the run with it
@@ -333,15 +365,18 @@ class Driver:
         """The attempt begins now: it is bound by its step timeout and the run deadline."""
         job = running.job
         now_ms = self.store.now_ms()
-        if not self._begun:  # the run's clock starts with its first attempt, not its claim
+        mine = job.run_id == self.run_id  # else a child run's: its deadline is the store's (_end_children_due)
+        if mine and not self._begun:  # the run's clock starts with its first attempt, not its claim
             self._begun = True
             self.deadline.began(self.store.restart_run_deadline(job.run_id, job.job_id, job.attempt, now_ms))
-        started = running.begin(self.runner.node(job.step), self.deadline.bound(), now_ms, self.clock.now())
+        started = running.begin(self._runner(job).node(job.step), self.deadline.bound() if mine else None, now_ms,
+                                self.clock.now())
         begun_ms = running.begun_ms or 0
         emit(EventName.ATTEMPT_STARTED, pipeline=job.pipeline, step=job.step, run_id=job.run_id,
              job_id=job.job_id, attempt=job.attempt, started_ms=begun_ms,
              pickup_latency_seconds=max(0.0, (begun_ms - job.not_before_ms) / 1000), deadline_ms=job.deadline_ms)
-        self.tracker.started(job)
+        if mine:
+            self.tracker.started(job)
         return started
 
     def _logged(self, job: ClaimedJob, records: list[tuple[int, str, str, str]]) -> None:
@@ -368,10 +403,16 @@ class Driver:
         waiting = None
         moved = False
         for r, recorded in zip(done, results):
+            if recorded.outcome is Recorded.AWAITING:
+                self._know_children(r.job.run_id)
+            if r.job.run_id != self.run_id:  # a child run's attempt: the caller follows this run's steps
+                moved = True  # its end may have woken a step run of this run
+                continue
             if recorded.outcome is Recorded.RETRY and waiting is None:
                 waiting = JobStatus.HELD if self.status() is RunStatus.HALTED else JobStatus.PENDING
             status = {Recorded.COMPLETED: JobStatus.COMPLETED, Recorded.RELEASED: JobStatus.PENDING,
-                      Recorded.FAILED: JobStatus.FAILED}.get(recorded.outcome, waiting)
+                      Recorded.FAILED: JobStatus.FAILED, Recorded.AWAITING: JobStatus.AWAITING}.get(
+                recorded.outcome, waiting)
             if recorded.outcome is Recorded.LOST:
                 moved = True  # a stop recorded it (its run deadline): reported with the stop's result
                 self.tracker.ended_by_others([(r.job, self._seconds(r))])
@@ -388,9 +429,9 @@ class Driver:
     def _recording(self, r: Running) -> Recording:
         """The engine's record of a finished attempt; one the run deadline killed ends
         the whole run (`ductline.engine.stop.expire`), as on a worker."""
-        if r.killed_at_run_deadline:
+        if r.killed_at_run_deadline and r.job.run_id == self.run_id:
             self.stopped.append(_label(r.job.step, r.job.scope))
-        return r.recording(self.runner.node(r.job.step))
+        return r.recording(self._runner(r.job).node(r.job.step))
 
     def _seconds(self, r: Running) -> float:
         """How long the attempt ran, on the driver's clock."""
@@ -411,7 +452,8 @@ class Driver:
         for r in lost:
             r.lost = True
             job = r.job
-            self.stopped.append(_label(job.step, job.scope))
+            if job.run_id == self.run_id:
+                self.stopped.append(_label(job.step, job.scope))
             emit(EventName.LEASE_LOST, pipeline=job.pipeline, step=job.step, run_id=job.run_id, job_id=job.job_id,
                  attempt=job.attempt)
             if r.task is not None and not r.task.done():
@@ -435,9 +477,26 @@ class Driver:
             changed = True
         if self.definition.waits and stop.expire_waits(self.store, self.definitions):
             changed = True
+        if len(self.definitions) > 1 and self._end_children_due():
+            changed = True
         if changed:
             self._reap_lost()
             self.tracker.sync()
+
+    def _end_children_due(self) -> bool:
+        """Child runs past their own deadlines are ended, stops of their parents carried
+        to them, parents whose children ended woken (`childruns.sweep`)."""
+        ended = 0
+        for row in self.store.due_deadlines():
+            if row["id"] == self.run_id:
+                continue  # this run's deadline is the driver's (above)
+            try:
+                with self.store.transaction() as tx:
+                    ended += stop.expire(tx, self.definitions.get(row["pipeline"]), row["id"])
+            except stop.Unchanged:
+                continue
+            childruns.committed(tx)
+        return bool(ended + childruns.sweep(self.store, self.definitions))
 
     # -- waiting --------------------------------------------------------------------------------------
     async def _wait(self) -> None:
@@ -447,7 +506,7 @@ class Driver:
         if self._wake.is_set():
             self._wake.clear()
             return
-        not_before_ms, due_ms = self.store.next_wakeups([self.definition.name], self.definition.queues)
+        not_before_ms, due_ms = self.store.next_wakeups(list(self.definitions), self._queues())
         timers: list[tuple[float, bool]] = []  # (seconds, passive) on the driver's clock
         if not_before_ms is not None and len(self.running) < self.options.concurrency:
             timers.append((self._seconds_until(not_before_ms), False))

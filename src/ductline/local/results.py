@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-# `JobStatus` values: "held", "paused" and "deferred" remain in a halted run; "pending"
-# and "running" are never left in a returned result.
-StepStatus = Literal["pending", "held", "running", "paused", "deferred", "completed", "failed", "skipped",
-                     "cancelled"]
+# `JobStatus` values: "held", "paused", "deferred" and "awaiting" (child runs) remain in
+# a halted run; "pending" and "running" are never left in a returned result.
+StepStatus = Literal["pending", "held", "running", "paused", "deferred", "awaiting", "completed", "failed",
+                     "skipped", "cancelled"]
 # `RunStatus` values a finished in-process run can have.
 RunStatusValue = Literal["completed", "halted", "failed", "cancelled"]
 OverallStatus = Literal["success", "failed"]

@@ -90,6 +90,8 @@ def _error(status: RunStatus, meta: dict[str, Any], halt_reason: str | None, ste
     if status is RunStatus.HALTED and meta.get("halted_step") is not None:
         failed = next((s for s in steps if s.step == meta["halted_step"] and s.status == "failed"), None)
         error_type = None if failed is None else failed.error_type
+        if error_type is None and halt_reason == HaltReason.CHILD_RUN_FAILED:
+            error_type = "ChildRunFailed"  # its attempt succeeded in starting them; a child did not complete
         label = _label(meta["halted_step"], "" if failed is None else failed.scope)
         return f"step {label!r} failed: {error_type}: {meta.get('error')} ({halt_reason})", error_type
     if meta.get("timeout_exceeded"):

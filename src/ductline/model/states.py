@@ -28,6 +28,7 @@ class JobStatus(StrEnum):
     RUNNING = "running"        # claimed by a worker under a lease
     PAUSED = "paused"          # waits for a resume (`.pause(before=)`); not claimable
     DEFERRED = "deferred"      # waits for an event (`.wait_for(event, before=)`); not claimable, no slot
+    AWAITING = "awaiting"      # its step started child runs and waits for them to end; not claimable
     COMPLETED = "completed"
     FAILED = "failed"
     SKIPPED = "skipped"
@@ -52,6 +53,7 @@ class HaltReason(StrEnum):
     NON_RETRYABLE_ERROR = "non_retryable_error"  # no_retry_on names the error's type, or it is deterministic
     PAUSE_EXPIRED = "pause_expired"              # a failed run's reason: its pause expired
     EVENT_TIMED_OUT = "event_timed_out"          # a failed run's reason: an awaited event did not come in time
+    CHILD_RUN_FAILED = "child_run_failed"        # a child run did not complete (on_failure="fail")
 
 
 class WorkerStatus(StrEnum):
@@ -96,9 +98,10 @@ RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
 # Waiting to be claimed (pending) or to be released by a retry (held).
 WAITING_JOB = frozenset({JobStatus.PENDING, JobStatus.HELD})
 # Not finished: a cancel or a deadline has to end these.
-OPEN_JOB = WAITING_JOB | {JobStatus.RUNNING, JobStatus.PAUSED, JobStatus.DEFERRED}
-IDLE_JOB = WAITING_JOB | {JobStatus.PAUSED, JobStatus.DEFERRED}
-"""Open but with no attempt under way (waiting, paused or deferred): a stop skips these and ends the running ones."""
+OPEN_JOB = WAITING_JOB | {JobStatus.RUNNING, JobStatus.PAUSED, JobStatus.DEFERRED, JobStatus.AWAITING}
+IDLE_JOB = WAITING_JOB | {JobStatus.PAUSED, JobStatus.DEFERRED, JobStatus.AWAITING}
+"""Open but with no attempt under way (waiting, paused, deferred, or awaiting its child runs): a stop
+skips these (and cancels the child runs they await) and ends the running ones."""
 TERMINAL_JOB = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.SKIPPED, JobStatus.CANCELLED})
 # A retry of a halted run makes these pending again (with fresh budgets).
 REVIVABLE_JOB = frozenset({JobStatus.FAILED, JobStatus.HELD, JobStatus.CANCELLED})
@@ -112,10 +115,13 @@ JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     # An attempt ends: done, failed for good, back to waiting (retry, release), or
     # stopped by a cancel, a deadline or fail-fast.
     JobStatus.RUNNING: frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.PENDING, JobStatus.HELD,
-                                  JobStatus.CANCELLED}),
+                                  JobStatus.CANCELLED, JobStatus.AWAITING}),
     JobStatus.PAUSED: frozenset({JobStatus.PENDING, JobStatus.FAILED, JobStatus.SKIPPED}),
     # Its event arrives (pending, or held in a halted run), its wait times out, or a stop skips it.
     JobStatus.DEFERRED: frozenset({JobStatus.PENDING, JobStatus.HELD, JobStatus.FAILED, JobStatus.SKIPPED}),
+    # Its child runs ended: completed with their outputs, or failed (a child did not
+    # complete under on_failure="fail"); a stop of its run skips it.
+    JobStatus.AWAITING: frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.SKIPPED}),
     JobStatus.COMPLETED: frozenset(),
     JobStatus.SKIPPED: frozenset(),
     # Only an operator moves these: a retry of a halted run (back to pending), or a

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ductline.dsl.graph import Definition
 from ductline.dsl.pipeline import registered_definition
+from ductline.engine import childruns
 from ductline.engine.stop import cancel
 from ductline.observability.events import EventName, emit
 from ductline.store import Store
@@ -28,3 +29,7 @@ def cancel_run(store: Store, run_id: str, definition: Definition | None = None) 
             definition = registered_definition(pipeline)
         cancel(tx, definition, run_id)
     emit(EventName.PIPELINE_CANCELLED, pipeline=pipeline, run_id=run_id)
+    childruns.committed(tx)
+    # Its child runs, each in a transaction of its own (a worker's maintenance does
+    # it too, should this process stop before it is done).
+    childruns.cancel_orphans(store)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ductline.dsl.options import DEFAULT_QUEUE
 from ductline.model.outcomes import GIVEN_BACK_PATTERN
@@ -62,6 +62,9 @@ class Tx:
         # jobs it inserted, and whether anything else asked to wake the workers.
         self._inserted: set[str] = set()
         self._woke = False
+        # What to do once this transaction committed (the engine's events of what it
+        # changed besides its caller's own records: a parent woken by its last child).
+        self.after_commit: list[Callable[[], None]] = []
         # What the last claim read for next_wakeups, for these pipelines and served
         # queues and definitions (taken by the next call; the claimers call it right
         # after the claim, before any write).

@@ -39,14 +39,15 @@ State = JobStatus | Shown
 
 # Worst first: the node shows the most urgent state among its step runs.
 _PRECEDENCE: tuple[State, ...] = (
-    JobStatus.FAILED, JobStatus.PAUSED, JobStatus.RUNNING, JobStatus.HELD, Shown.READY, Shown.THROTTLED,
-    Shown.DELAYED, JobStatus.DEFERRED, JobStatus.CANCELLED, JobStatus.COMPLETED, JobStatus.SKIPPED)
+    JobStatus.FAILED, JobStatus.PAUSED, JobStatus.RUNNING, JobStatus.AWAITING, JobStatus.HELD, Shown.READY,
+    Shown.THROTTLED, Shown.DELAYED, JobStatus.DEFERRED, JobStatus.CANCELLED, JobStatus.COMPLETED, JobStatus.SKIPPED)
 # The order of a node's progress bar: finished first, failed last.
 _BAR_ORDER: tuple[State, ...] = (
-    JobStatus.COMPLETED, JobStatus.SKIPPED, JobStatus.CANCELLED, JobStatus.RUNNING, Shown.READY, Shown.THROTTLED,
-    Shown.DELAYED, JobStatus.DEFERRED, JobStatus.PAUSED, JobStatus.HELD, JobStatus.FAILED)
+    JobStatus.COMPLETED, JobStatus.SKIPPED, JobStatus.CANCELLED, JobStatus.RUNNING, JobStatus.AWAITING, Shown.READY,
+    Shown.THROTTLED, Shown.DELAYED, JobStatus.DEFERRED, JobStatus.PAUSED, JobStatus.HELD, JobStatus.FAILED)
 STATE_LABELS: dict[State, str] = {
     JobStatus.FAILED: "failed", JobStatus.PAUSED: "paused: waiting for resume", JobStatus.RUNNING: "running",
+    JobStatus.AWAITING: "awaiting its child runs",
     JobStatus.HELD: "held (run halted)", JobStatus.DEFERRED: "waiting for an event", Shown.READY: "ready",
     Shown.THROTTLED: "throttled: waiting for a concurrency slot", Shown.DELAYED: "delayed",
     JobStatus.CANCELLED: "cancelled", JobStatus.COMPLETED: "completed", JobStatus.SKIPPED: "skipped",

@@ -192,8 +192,9 @@ def _attempts(rows: list[dict[str, Any]], logs: list[dict[str, Any]]) -> dict[st
 
 
 _URGENCY: dict[State, int] = {
-    JobStatus.FAILED: 0, JobStatus.PAUSED: 1, JobStatus.RUNNING: 1, JobStatus.HELD: 2, Shown.READY: 3,
-    Shown.THROTTLED: 3, Shown.DELAYED: 4, JobStatus.DEFERRED: 4, JobStatus.CANCELLED: 5, JobStatus.SKIPPED: 6, JobStatus.COMPLETED: 7,
+    JobStatus.FAILED: 0, JobStatus.PAUSED: 1, JobStatus.RUNNING: 1, JobStatus.AWAITING: 1, JobStatus.HELD: 2,
+    Shown.READY: 3, Shown.THROTTLED: 3, Shown.DELAYED: 4, JobStatus.DEFERRED: 4, JobStatus.CANCELLED: 5,
+    JobStatus.SKIPPED: 6, JobStatus.COMPLETED: 7,
 }
 
 

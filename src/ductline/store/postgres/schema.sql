@@ -25,7 +25,10 @@ CREATE TABLE ductline_runs (
     finished_ms BIGINT,
     idempotency_key TEXT,
     priority BIGINT NOT NULL DEFAULT 0,
-    definition TEXT NOT NULL DEFAULT ''
+    definition TEXT NOT NULL DEFAULT '',
+    parent_run_id TEXT,
+    parent_job_id TEXT,
+    child_index BIGINT
 );
 CREATE INDEX ductline_runs_listing ON ductline_runs (created_ms);
 CREATE INDEX ductline_runs_status ON ductline_runs (status, created_ms);
@@ -340,3 +343,20 @@ END
 $$;
 CREATE VIEW ductline_ready_queues AS
 SELECT ranges.queue, ranges.priority, ranges.phase FROM ductline_ready_ranges() AS ranges;
+
+-- 0016: child runs. A step that returns ductline.children([...]) starts runs of other
+-- pipelines; each child run names its parent run, the parent's job (the step run that
+-- awaits it) and its index among that job's children. A child run's id is derived
+-- from (parent job, index) (ductline.model.children.child_run_id), so it is inserted
+-- once however often the parent's step returns its children.
+-- A parent's children, newest first (ductline runs --parent, the run page's tree, a
+-- stop of the parent that cancels them).
+CREATE INDEX ductline_runs_parent ON ductline_runs (parent_run_id, created_ms, id) WHERE parent_run_id IS NOT NULL;
+-- Unfinished children (a stop of their parent reaches them: orphaned_children).
+CREATE INDEX ductline_runs_children_open ON ductline_runs (parent_run_id)
+    WHERE parent_run_id IS NOT NULL AND status IN ('pending', 'running', 'paused', 'halted');
+-- An awaiting job's children in order (its wake-up reads them).
+CREATE INDEX ductline_runs_parent_job ON ductline_runs (parent_job_id, child_index) WHERE parent_job_id IS NOT NULL;
+-- Awaiting jobs (the sweep that wakes those whose children ended while no process
+-- that knows the parent's pipeline recorded their end).
+CREATE INDEX ductline_jobs_awaiting_children ON ductline_jobs (created_ms) WHERE status = 'awaiting';

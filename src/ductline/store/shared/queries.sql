@@ -181,8 +181,9 @@ SET result = :result, finished_ms = ductline_now_ms(), error_type = :error_type,
 WHERE run_id = :run_id AND result IS NULL;
 
 -- name: skip_waiting_jobs
+-- A job awaiting its child runs keeps what it started as its output until then.
 UPDATE ductline_jobs
-SET status = 'skipped', skip_reason = :reason, skip_root = :root, finished_ms = ductline_now_ms()
+SET status = 'skipped', skip_reason = :reason, skip_root = :root, finished_ms = ductline_now_ms(), output = NULL
 WHERE run_id = :run_id AND status IN ({IDLE_JOB});
 
 -- name: due_deadlines

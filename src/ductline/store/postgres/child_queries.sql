@@ -1,0 +1,23 @@
+-- Child runs: PostgreSQL's own statements (shared/child_queries.sql has the rest).
+
+-- name: parents_of_runs
+-- The parents (run, awaiting job) of the runs that just ended, if any is a child.
+SELECT DISTINCT parent_run_id, parent_job_id FROM ductline_runs
+WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(:run_ids::jsonb))) AND parent_job_id IS NOT NULL
+ORDER BY parent_run_id, parent_job_id;
+
+-- name: lock_awaiting
+-- Two children ending at once in two transactions: the second waits here for the
+-- first to commit, then reads the children again (a new statement sees the first's
+-- end), so one of them wakes the parent, never neither.
+SELECT id, run_id, pipeline, step, scope, output FROM ductline_jobs WHERE id = :job_id AND status = 'awaiting'
+FOR UPDATE;
+
+-- name: list_child_runs
+-- ductline runs --parent RUN: a run's children, newest first (ductline_runs_parent).
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+FROM ductline_runs
+WHERE parent_run_id = :parent AND (:status::text IS NULL OR status = :status)
+  AND (:pipeline::text IS NULL OR pipeline = :pipeline)
+ORDER BY created_ms DESC, id DESC
+LIMIT :limit;

@@ -1,0 +1,110 @@
+"""Child runs with real worker processes on both backends: a step starts runs of
+another pipeline and its run goes on with their outputs; failures under each
+policy; a cancel and the run deadline reach the children; nested children."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import childruns_app as app
+from helpers import wait_for
+
+from ductline.store import Store
+
+
+def jobs(store: Store, run_id: str) -> dict[str, dict]:
+    return {j["step"]: j for j in store.run_jobs(run_id)}
+
+
+def children_of(store: Store, run_id: str) -> list[dict]:
+    from ductline.store import children
+
+    with store.dialect.reader() as s:
+        return children.child_runs(s, run_id)
+
+
+def test_a_step_starts_children_and_its_run_goes_on_with_their_outputs_in_order(store, workers):
+    workers(app=app.APP)
+    handle = app.parents.trigger(4, database=store)
+    assert handle.wait(90) == "completed"
+    assert handle.output() == 0 + 1 + 4 + 9
+    fan = jobs(store, handle.id)["fan"]
+    assert json.loads(fan["output"]) == [0, 1, 4, 9]
+    kids = children_of(store, handle.id)
+    assert [k["child_index"] for k in kids] == [0, 1, 2, 3]
+    assert {(k["pipeline"], k["status"], k["parent_step"]) for k in kids} == {
+        ("childruns_square", "completed", "fan")}
+    attempts = [a for a in store.run_attempts(handle.id) if a["job_id"] == fan["id"]]
+    assert [a["result"] for a in attempts] == ["succeeded"]  # one attempt: the wait held no slot
+
+
+def test_children_by_pipeline_name_and_none_at_all(store, workers):
+    workers(app=app.APP)
+    named = app.named.trigger(3, database=store)
+    empty = app.empty.trigger(1, database=store)
+    assert named.wait(90) == "completed" and named.output() == 0 + 1 + 4
+    assert empty.wait(90) == "completed" and empty.output() == 0
+
+
+def test_a_waiting_parent_is_one_row_without_a_lease(store, workers):
+    workers(app=app.APP, concurrency=2)
+    handle = app.waiting.trigger(2, database=store)
+    wait_for(lambda: len(children_of(store, handle.id)) == 2
+             and all(k["status"] == "running" for k in children_of(store, handle.id)), 30)
+    fan = jobs(store, handle.id)["fan_slow"]
+    assert fan["status"] == "awaiting"
+    assert store.lease_state(fan["id"]) == {"status": "awaiting", "lease_token": None}
+    assert handle.status() == "running"
+    handle.cancel()
+    wait_for(lambda: all(k["status"] == "cancelled" for k in children_of(store, handle.id)), 30)
+    assert jobs(store, handle.id)["fan_slow"]["status"] == "skipped"
+
+
+def test_on_failure_fail_halts_the_parent_with_the_childs_error(store, workers):
+    workers(app=app.APP)
+    handle = app.strict.trigger(1, database=store)
+    assert handle.wait(90) == "halted"
+    run = store.get_run(handle.id)
+    assert run["halt_reason"] == "child_run_failed"
+    kids = children_of(store, handle.id)
+    failed = [k for k in kids if k["pipeline"] == "childruns_failing"][0]
+    fan = jobs(store, handle.id)["fan_failing"]
+    assert fan["status"] == "failed"
+    assert fan["skip_reason"].startswith(f"child run {failed['id']} of pipeline 'childruns_failing' ended halted")
+    assert "ValueError" in fan["skip_reason"] or "no 2" in fan["skip_reason"]
+    assert "total" not in jobs(store, handle.id)
+
+
+def test_on_failure_collect_hands_the_failures_to_the_next_step(store, workers):
+    workers(app=app.APP)
+    handle = app.mixed.trigger(1, database=store)
+    assert handle.wait(90) == "completed"
+    assert handle.output() == [1, "halted:job_retries_exhausted", 9]
+
+
+def test_cancelling_the_parent_cancels_its_children(store, workers):
+    workers(app=app.APP, concurrency=4)
+    handle = app.waiting.trigger(3, database=store)
+    wait_for(lambda: sum(k["status"] == "running" for k in children_of(store, handle.id)) == 3, 30)
+    handle.cancel()
+    wait_for(lambda: all(k["status"] == "cancelled" for k in children_of(store, handle.id)), 30)
+    assert handle.status() == "cancelled"
+
+
+def test_the_run_deadline_reaches_the_children(store, workers):
+    workers(app=app.APP, concurrency=4)
+    handle = app.short.trigger(2, database=store)
+    assert handle.wait(90) == "failed"
+    assert json.loads(store.get_run(handle.id)["metadata"])["timeout_exceeded"] is True
+    wait_for(lambda: all(k["status"] == "cancelled" for k in children_of(store, handle.id)), 30)
+
+
+def test_children_nest_and_their_outputs_come_back_up(store, workers):
+    workers(app=app.APP, concurrency=2)
+    handle = app.nested.trigger(3, database=store)
+    assert handle.wait(90) == "completed"
+    assert handle.output() == (0 + 1 + 4) + 9
+    kids = children_of(store, handle.id)
+    inner = [k for k in kids if k["pipeline"] == "childruns_parent"][0]
+    assert len(children_of(store, inner["id"])) == 3
