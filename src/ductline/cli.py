@@ -332,12 +332,13 @@ def worker(apps: tuple[str, ...], concurrency: int | None, processes: int, metri
 @click.option("--version", "version", metavar="FINGERPRINT",
               help="Only runs of this definition (its fingerprint or first digits, as `show` prints it; "
                    "'-' for runs started before versions were recorded).")
+@click.option("--parent", metavar="RUN_ID", help="Only the child runs this run started (an id or a unique prefix).")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @database_option
 @click.pass_context
 def runs(ctx: click.Context, status: str | None, pipeline: str | None, tag_texts: tuple[str, ...],
-         version: str | None, limit: int, as_json: bool, database: str | None) -> None:
+         version: str | None, parent: str | None, limit: int, as_json: bool, database: str | None) -> None:
     """List runs, newest first (`runs move` moves runs to another definition).
 
     In a narrow terminal runs are shown by a short unique prefix of their id (which
@@ -355,6 +356,8 @@ def runs(ctx: click.Context, status: str | None, pipeline: str | None, tag_texts
     if version is not None and wanted:
         fail("give --version or --tag, not both")
     store = _store(database, read_only=True)
+    if parent is not None and (wanted or version is not None):
+        fail("give --parent alone, without --tag or --version")
     if version is not None:
         from ductline.store import fleet
 
@@ -362,6 +365,12 @@ def runs(ctx: click.Context, status: str | None, pipeline: str | None, tag_texts
             found = fleet.runs_of(store, version, status=status, pipeline=pipeline, limit=limit)
         except ValueError as exc:
             fail(f"--version: {exc}")
+    elif parent is not None:
+        from ductline.store import children as child_rows
+
+        parent_id = views.resolve_run_id(store, parent)
+        with store.dialect.reader() as session:
+            found = child_rows.list_child_runs(session, parent_id, status, pipeline, limit)
     else:
         found = store.list_runs(status, pipeline, limit, tags=wanted)
     if as_json:
@@ -399,6 +408,10 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
                                      + (f" ({renamed})" if renamed else "")
                                      + f" at {views.iso(moved.get('at_ms'))}", newlines=False),
                   highlight=False, markup=False)
+    if view["parent"] is not None:
+        p = view["parent"]
+        out.print(f"child run {p['index']} of run {p['run_id']} ({p['pipeline']}, step {p['step']})",
+                  highlight=False, soft_wrap=True, markup=False)
     out.print(tables.steps_table(out, view))
     # Every attempt with its own timings: where a run spent its time, and how long
     # each failed attempt took before the next one.
@@ -423,6 +436,8 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
     if kept:
         names = ", ".join(repr(safetext.printable(str(e["name"]))) for e in kept)
         out.print(f"events kept for a wait to come: {names}", highlight=False, soft_wrap=True, markup=False)
+    if view["children"]:
+        out.print(tables.children_table(out, view))
     if view["status"] == RunStatus.FAILED and view["metadata"].get("error"):
         out.print(f"failed: {safetext.printable(str(view['metadata']['error']))}", highlight=False, soft_wrap=True,
                   markup=False)

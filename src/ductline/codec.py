@@ -231,7 +231,8 @@ def _decoder(user_types: bool) -> Callable[[dict[str, Any]], Any]:
         if tag == "children":  # the child runs a step started, as its awaiting job keeps them
             return obj
         raise TypeError(f"a value tagged {tag!r} was written by a newer version of ductline than this one "
-                        f"(which knows tuple, datetime, date, uuid, decimal, enum, dataclass, pydantic, child_failed, children); "
+                        "(which knows tuple, datetime, date, uuid, decimal, enum, dataclass, pydantic, child_failed, "
+                        "children); "
                         "upgrade ductline where it is read")
     return hook
 

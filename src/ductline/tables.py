@@ -140,3 +140,15 @@ def _ms(text: str | None) -> int | None:
     if text is None:
         return None
     return round(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def children_table(console: Console, view: dict[str, Any]) -> Table:
+    """The child runs of ``ductline show``: which step started each, and how it stands
+    (`ductline runs --parent RUN` lists them with the runs' own columns)."""
+    full = Table("child run", "pipeline", "started by", "#", "status", "created", "finished")
+    table = _compact("child run", "pipeline", "by", "#", "status")
+    for c in view["children"]:
+        full.add_row(c["run_id"], _cell(c["pipeline"]), _cell(c["step"] or ""), str(c["index"]), c["status"],
+                     c["created_at"] or "", c["finished_at"] or "")
+        table.add_row(c["run_id"][:12], _cell(c["pipeline"]), _cell(c["step"] or ""), str(c["index"]), c["status"])
+    return full if fits(console, full) else table

@@ -165,6 +165,27 @@ def run_view(store: Store, run_id: str, *, live_within_seconds: float = serving.
         "finished_at": iso(run["finished_ms"]), "steps": steps,
         "events": event_views(store, run_id, {j["id"]: j["step"] for j in jobs}),
         "operator_actions": operator_actions(store, run_id),
+        **run_family(store, run_id),
+    }
+
+
+def run_family(store: Store, run_id: str, limit: int = 1000) -> dict[str, Any]:
+    """``parent``: the run that started this one as a child run (``run_id``,
+    ``pipeline``, ``step``, ``index``) or ``None``; ``children``: the child runs this
+    run's steps started (``run_id``, ``pipeline``, ``status``, ``step``, ``index``,
+    ``created_at``, ``finished_at``), in the order they were started, at most ``limit``."""
+    from ductline.store import children as child_rows
+
+    with store.dialect.reader() as s:
+        parent = child_rows.parent_of(s, run_id)
+        found = child_rows.child_runs(s, run_id, limit)
+    return {
+        "parent": None if parent is None else {
+            "run_id": parent["parent_run_id"], "pipeline": parent["parent_pipeline"], "step": parent["parent_step"],
+            "index": parent["child_index"]},
+        "children": [{"run_id": c["id"], "pipeline": c["pipeline"], "status": c["status"], "step": c["parent_step"],
+                      "index": c["child_index"], "created_at": iso(c["created_ms"]),
+                      "finished_at": iso(c["finished_ms"])} for c in found],
     }
 
 

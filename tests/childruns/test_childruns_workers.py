@@ -10,6 +10,7 @@ import time
 import childruns_app as app
 from helpers import wait_for
 
+from ductline.observability.metrics import AWAITING, CHILDREN, ChildCounts, Registry
 from ductline.store import Store
 
 
@@ -56,9 +57,15 @@ def test_a_waiting_parent_is_one_row_without_a_lease(store, workers):
     assert fan["status"] == "awaiting"
     assert store.lease_state(fan["id"]) == {"status": "awaiting", "lease_token": None}
     assert handle.status() == "running"
+    # the gauges of waiting parents and of child runs not yet ended (metrics)
+    gauges = Registry(child_source=ChildCounts(store, cache_seconds=0)).gauges()
+    assert gauges[AWAITING] == {("childruns_waiting",): 1.0}
+    assert gauges[CHILDREN] == {("childruns_slow",): 2.0}
     handle.cancel()
     wait_for(lambda: all(k["status"] == "cancelled" for k in children_of(store, handle.id)), 30)
     assert jobs(store, handle.id)["fan_slow"]["status"] == "skipped"
+    gauges = Registry(child_source=ChildCounts(store, cache_seconds=0)).gauges()
+    assert (gauges[AWAITING], gauges[CHILDREN]) == ({("childruns_waiting",): 0.0}, {("childruns_slow",): 0.0})
 
 
 def test_on_failure_fail_halts_the_parent_with_the_childs_error(store, workers):

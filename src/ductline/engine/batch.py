@@ -111,7 +111,8 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
             definition = definitions.get(o.pipeline)
             if o.run_deadline or i in plain:
                 continue  # a run deadline ends the whole run: its own transaction, below
-            elif o.result is AttemptResult.SUCCEEDED and definition is not None and starts_children(o.output):
+            elif (o.result is AttemptResult.SUCCEEDED and definition is not None
+                  and starts_children(o.output)):
                 assert o.output is not None
                 results[i] = childruns.start(tx, definition, o.attempt, o.output, retry_delay, limits, definitions)
             elif o.result is AttemptResult.SUCCEEDED and definition is not None:

@@ -25,6 +25,7 @@ from ductline.store import payloads
 from ductline.store.records import NewJob
 from ductline.store.store import Tx
 from ductline.engine import childruns
+from ductline.model.children import starts_children
 
 ON_HALT_STEP = "__on_halt__"
 
@@ -105,6 +106,10 @@ def success(tx: Tx, definition: Definition, a: Attempt, output: str, retry_delay
     (JSON text) above ``limits.inline_bytes`` is stored out of line once the fenced
     write kept the job.
     """
+    if starts_children(output):  # ductline.children([...]): the job awaits them
+        started: Recorded = childruns.start(tx, definition, a, output, retry_delay,
+                                            limits or payloads.DEFAULT_LIMITS)
+        return started
     tx.lock_runs([a.run_id])  # before any job row: the order stops take too (no deadlock)
     node = definition.node(a.step)
     if node.next is not None and node.next.kind is TransitionKind.EXPAND:  # decode only what is checked

@@ -117,6 +117,10 @@ METRICS: tuple[MetricSpec, ...] = (
     # A queue with ready jobs and no live worker is work nobody will do.
     MetricSpec("ductline.queue.ready", GAUGE, ("queue",), "Pending jobs ready to claim, by queue."),
     MetricSpec("ductline.queue.workers", GAUGE, ("queue",), "Live workers serving the queue."),
+    MetricSpec("ductline.jobs.awaiting", GAUGE, PIPELINE,
+               "Step runs awaiting their child runs (waiting parents, one row each, no slot)."),
+    MetricSpec("ductline.runs.children", GAUGE, PIPELINE,
+               "Child runs not yet ended (pending, running or paused), by their own pipeline."),
 )
 
 SPECS: dict[str, MetricSpec] = {m.name: m for m in METRICS}
@@ -128,6 +132,8 @@ RUNS_TRIGGERED = "ductline.runs.triggered"
 EVENTS_WAITING = "ductline.events.waiting"
 QUEUE_READY = "ductline.queue.ready"
 QUEUE_WORKERS = "ductline.queue.workers"
+AWAITING = "ductline.jobs.awaiting"
+CHILDREN = "ductline.runs.children"
 
 LabelValues = tuple[str, ...]
 
@@ -189,8 +195,8 @@ class Registry:
     def __init__(self, gauge_source: Callable[[], dict[str, tuple[int, int, int]]] | None = None,
                  run_source: Callable[[], dict[tuple[str, str], int]] | None = None,
                  wait_source: Callable[[], dict[str, int]] | None = None,
-
-                 queue_source: Callable[[], dict[str, tuple[int, int]]] | None = None) -> None:
+                 queue_source: Callable[[], dict[str, tuple[int, int]]] | None = None,
+                 child_source: Callable[[], dict[tuple[str, str], int]] | None = None) -> None:
         self._lock = threading.Lock()
         self._counters: dict[str, dict[LabelValues, float]] = {}
         self._histograms: dict[str, dict[LabelValues, Histogram]] = {}
@@ -199,6 +205,7 @@ class Registry:
         self.run_source = run_source
         self.wait_source = wait_source
         self.queue_source = queue_source  # {queue: (ready jobs, live workers)}
+        self.child_source = child_source
 
     # -- sinks ---------------------------------------------------------------------
     def add_sink(self, sink: Sink) -> None:
@@ -312,6 +319,14 @@ class Registry:
             else:
                 gauges[QUEUE_READY] = {(q,): float(r) for q, (r, _) in queues.items()}
                 gauges[QUEUE_WORKERS] = {(q,): float(w) for q, (_, w) in queues.items()}
+        if self.child_source is not None:
+            try:
+                family = self.child_source()
+            except StoreError as exc:
+                log.warning("child run gauges unavailable: %s", exc)
+            else:
+                gauges[AWAITING] = {(p,): float(n) for (p, kind), n in family.items() if kind == "awaiting"}
+                gauges[CHILDREN] = {(p,): float(n) for (p, kind), n in family.items() if kind == "children"}
         return gauges
 
 
@@ -428,6 +443,31 @@ class EventWaits:
                 found = {r["pipeline"]: int(r["n"]) for r in rows}
                 self._known.update(found)
                 self._cached, self._at = {p: found.get(p, 0) for p in sorted(self._known)}, now
+            return dict(self._cached)
+
+
+class ChildCounts:
+    """A gauge source of waiting parents and unfinished child runs per pipeline
+    (``metrics_child_counts``: ``{(pipeline, "awaiting" | "children"): n}``), cached
+    for ``cache_seconds``. Pipelines seen once read 0 when they have none."""
+
+    def __init__(self, store: Any, cache_seconds: float = 5.0) -> None:
+        self.store = store
+        self.cache_seconds = cache_seconds
+        self._lock = threading.Lock()
+        self._known: set[tuple[str, str]] = set()
+        self._cached: dict[tuple[str, str], int] | None = None
+        self._at = 0.0
+
+    def __call__(self) -> dict[tuple[str, str], int]:
+        with self._lock:
+            now = time.monotonic()
+            if self._cached is None or now - self._at >= self.cache_seconds:
+                with self.store.dialect.reader() as session:
+                    rows = session.fetch("metrics_child_counts", {})
+                found = {(r["pipeline"], r["kind"]): int(r["n"]) for r in rows}
+                self._known.update(found)
+                self._cached, self._at = {key: found.get(key, 0) for key in sorted(self._known)}, now
             return dict(self._cached)
 
 

@@ -29,8 +29,8 @@ from typing import Any, Callable
 
 from ductline.errors import ConfigurationError, StoreError
 from ductline.observability import events
-from ductline.observability.metrics import (EventWaits, MetricsSubscriber, QueueDepths, QueueServing, Registry,
-                                                 RunCounts)
+from ductline.observability.metrics import (ChildCounts, EventWaits, MetricsSubscriber, QueueDepths, QueueServing,
+                                             Registry, RunCounts)
 
 log = logging.getLogger("ductline.observability")
 
@@ -162,7 +162,9 @@ def install(metrics_port: int | None = None, metrics_host: str = "127.0.0.1", st
     runs = None if store is None else RunCounts(store, cache_seconds=gauge_cache_seconds)
     waits = None if store is None else EventWaits(store, cache_seconds=gauge_cache_seconds)
     queues = None if store is None else QueueServing(store, cache_seconds=gauge_cache_seconds)
-    obs = Observability(Registry(gauge_source=gauges, run_source=runs, wait_source=waits, queue_source=queues))
+    children = None if store is None else ChildCounts(store, cache_seconds=gauge_cache_seconds)
+    obs = Observability(Registry(gauge_source=gauges, run_source=runs, wait_source=waits, queue_source=queues,
+                                 child_source=children))
     try:
         obs._subscribe(MetricsSubscriber(obs.registry, store))
         if metrics_port is not None:

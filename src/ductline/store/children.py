@@ -106,4 +106,5 @@ def parent_of(s: Session, run_id: str) -> dict[str, Any] | None:
 def list_child_runs(s: Session, parent: str, status: str | None = None, pipeline: str | None = None,
                     limit: int = 50) -> list[dict[str, Any]]:
     """The child runs of ``parent``, newest first, as `ductline.store.Store.list_runs` lists runs."""
-    return s.fetch("list_child_runs", {"parent": parent, "status": status, "pipeline": pipeline, "limit": limit})
+    return s.fetch("list_child_runs", {"parent": parent, "status": status, "pipeline": pipeline,
+                                       "limit": limit})

@@ -123,7 +123,9 @@ def overview(request: Request) -> Response:
     _query("after", "cursor: runs older than this (next_cursor of the previous page)"),
     _query("before", "cursor: runs newer than this (prev_cursor of the next page)"),
     _query("limit", f"runs per page, 1 to {MAX_PAGE} (default 50)", "integer"),
-], responses={"200": {"description": "{runs: [...], next_cursor, prev_cursor}"}, "400": {"description": "bad filter"}})
+    _query("parent", "only the child runs this run started (an id or a unique prefix); one page, no cursors"),
+], responses={"200": {"description": "{runs: [...], next_cursor, prev_cursor}"}, "400": {"description": "bad filter"},
+              "404": {"description": "no such parent run"}})
 def list_runs(request: Request) -> Response:
     """Runs newest first, filtered and keyset-paginated.
 
@@ -134,6 +136,13 @@ def list_runs(request: Request) -> Response:
     if not raw_limit.isdigit():
         raise BadQuery(f"limit must be an integer from 1 to {MAX_PAGE}, got {raw_limit[:20]!r}")
     tags = check_tag_filter(q.getlist("tag"))
+    parent = q.get("parent")
+    if parent is not None:
+        if q.get("after") or q.get("before") or tags:
+            raise BadQuery("parent lists one page of child runs: give no after, before or tag")
+        found = dashboard(request).reader.child_runs(parent, status=q.get("status"), pipeline=q.get("pipeline"),
+                                                     limit=int(raw_limit))
+        return ApiResponse({"runs": [_summary(r) for r in found], "next_cursor": None, "prev_cursor": None})
     page = dashboard(request).reader.runs_page(status=q.get("status"), pipeline=q.get("pipeline"),
                                                after=q.get("after"), before=q.get("before"), limit=int(raw_limit),
                                                tags=tags)

@@ -135,7 +135,8 @@ def run_page(request: Request) -> Response:
         for j in d.reader.run_jobs(run_id) if JobStatus(j["status"]) in MARKABLE_JOB]
     return render(request, "run.html", {"page": page, "run": run, "known": definition is not None,
                                         "tags": d.reader.run_tags(run_id), "markable": markable,
-                                        "operator_actions": d.reader.operator_actions(run_id)},
+                                        "operator_actions": d.reader.operator_actions(run_id),
+                                        "family": d.reader.family(run_id)},
                   now_ms=now_ms)
 
 

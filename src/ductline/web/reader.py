@@ -306,6 +306,27 @@ class DashboardReader:
         return [{"job_id": r.job_id, "step": r.step, "scope": r.scope, "attempt": r.attempt, **views.log_entry(r)}
                 for r in steplogs.of_run(self._store.dialect, run_id, step)]
 
+    def child_runs(self, parent: str, *, status: str | None = None, pipeline: str | None = None,
+                   limit: int = 50) -> list[dict[str, Any]]:
+        """The child runs that run ``parent`` (an id or a unique prefix) started, newest
+        first, filtered by status and pipeline.
+
+        Raises:
+            RunNotFound: no such parent run.
+            BadQuery: bad filters, or a limit out of range.
+        """
+        from ductline.store import children as child_rows
+
+        status, pipeline = check_filters(status, pipeline)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+            raise BadQuery(f"limit must be an integer from 1 to {MAX_PAGE}")
+        with self._store.dialect.reader() as session:
+            return child_rows.list_child_runs(session, self.resolve(parent), status, pipeline, limit)
+
+    def family(self, run_id: str) -> dict[str, Any]:
+        """The run's parent and child runs (`ductline.views.run_family`)."""
+        return views.run_family(self._store, run_id)
+
     def run_jobs(self, run_id: str) -> list[dict[str, Any]]:
         return self._store.run_jobs(run_id)
 

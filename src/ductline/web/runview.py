@@ -118,6 +118,8 @@ def build(reader: DashboardReader, run_id: str, lease_seconds: float = LIVE_WITH
         "created_at": views.iso(run["created_ms"]), "started_at": views.iso(run["started_ms"]),
         "finished_at": views.iso(run["finished_ms"]), "failures": spent.as_dict(), "steps": steps,
         "events": _events(reader, run_id, {j["id"]: j["step"] for j in jobs}),
+        # the run that started this one, and the child runs this one's steps started
+        **reader.family(run_id),
     }
 
 

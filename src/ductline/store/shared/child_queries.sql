@@ -71,3 +71,14 @@ FROM ductline_runs r
 LEFT JOIN ductline_runs p ON p.id = r.parent_run_id
 LEFT JOIN ductline_jobs j ON j.id = r.parent_job_id
 WHERE r.id = :run_id AND r.parent_run_id IS NOT NULL;
+
+-- name: metrics_child_counts
+-- The gauges ductline.jobs.awaiting (waiting parents, ductline_jobs_awaiting) and
+-- ductline.runs.children (child runs not yet ended, ductline_runs_children_open), per
+-- pipeline, in one read.
+SELECT pipeline, 'awaiting' AS kind, count(*) AS n FROM ductline_jobs WHERE status = 'awaiting' GROUP BY pipeline
+UNION ALL
+SELECT pipeline, 'children' AS kind, count(*) AS n FROM ductline_runs
+WHERE parent_run_id IS NOT NULL AND status IN ({ACTIVE_RUN})
+GROUP BY pipeline
+ORDER BY 1, 2;
