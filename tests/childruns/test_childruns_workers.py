@@ -58,13 +58,14 @@ def test_a_waiting_parent_is_one_row_without_a_lease(store, workers):
     assert store.lease_state(fan["id"]) == {"status": "awaiting", "lease_token": None}
     assert handle.status() == "running"
     # the gauges of waiting parents and of child runs not yet ended (metrics)
-    gauges = Registry(child_source=ChildCounts(store, cache_seconds=0)).gauges()
+    registry = Registry(child_source=ChildCounts(store, cache_seconds=0))
+    gauges = registry.gauges()
     assert gauges[AWAITING] == {("childruns_waiting",): 1.0}
     assert gauges[CHILDREN] == {("childruns_slow",): 2.0}
     handle.cancel()
     wait_for(lambda: all(k["status"] == "cancelled" for k in children_of(store, handle.id)), 30)
     assert jobs(store, handle.id)["fan_slow"]["status"] == "skipped"
-    gauges = Registry(child_source=ChildCounts(store, cache_seconds=0)).gauges()
+    gauges = registry.gauges()  # pipelines seen once read 0
     assert (gauges[AWAITING], gauges[CHILDREN]) == ({("childruns_waiting",): 0.0}, {("childruns_slow",): 0.0})
 
 

@@ -181,7 +181,7 @@ def test_openapi_schema_describes_the_api(client):
         {"args", "delay", "delay_until", "timeout", "key", "priority", "tags"}
     assert "422" in start["responses"] and start["summary"].startswith("Start a run")
     assert [p["name"] for p in paths["/api/runs"]["get"]["parameters"]] == ["status", "pipeline", "tag", "after",
-                                                                           "before", "limit"]
+                                                                           "before", "limit", "parent"]
     assert "/" not in paths and "/runs/{run_id}" not in paths  # pages are not API
 
 

@@ -71,8 +71,9 @@ def start(tx: Tx, definition: Definition, a: Any, output: str, retry_delay: int,
         if child_def is None:
             return record.failure(tx, definition, a, Ended(
                 AttemptResult.ERRORED, "PipelineNotFound",
-                f"step {a.step!r} started a child run of pipeline {run['pipeline']!r}, which this worker does not "
-                "know (import its module where the parent's worker runs)"), None, retry_delay)
+                f"step {a.step!r} started a child run of pipeline {run['pipeline']!r}, which the process recording "
+                "its attempt does not define (import the module that defines it in the module of the parent's "
+                "pipeline)"), None, retry_delay)
         run_id = rules.child_run_id(a.job_id, index)
         timeout = run.get("timeout_seconds")
         new = new_run(child_def, run_id, codec.structure_text(run["args"]),
