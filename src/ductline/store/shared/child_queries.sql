@@ -73,7 +73,7 @@ LEFT JOIN ductline_jobs j ON j.id = r.parent_job_id
 WHERE r.id = :run_id AND r.parent_run_id IS NOT NULL;
 
 -- name: metrics_child_counts
--- The gauges ductline.jobs.awaiting (waiting parents, ductline_jobs_awaiting) and
+-- The gauges ductline.jobs.awaiting (waiting parents, ductline_jobs_awaiting_children) and
 -- ductline.runs.children (child runs not yet ended, ductline_runs_children_open), per
 -- pipeline, in one read.
 SELECT pipeline, 'awaiting' AS kind, count(*) AS n FROM ductline_jobs WHERE status = 'awaiting' GROUP BY pipeline
