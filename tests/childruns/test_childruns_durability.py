@@ -50,5 +50,6 @@ def test_sigkill_at_a_child_run_checkpoint_loses_nothing_and_starts_nothing_twic
     for k in kids:
         succeeded_once(store, k["id"])
     lines = log.read_text().splitlines()
-    # the parent's step ran again only if the kill rolled its start back
-    assert lines.count(f"parent {CHILDREN}") == (2 if checkpoint == "children_started" else 1)
+    # A kill that rolled the start back runs the parent's step again (a loaded machine may
+    # also lose a lease and run it again); however often it ran, its children exist once.
+    assert lines.count(f"parent {CHILDREN}") >= (2 if checkpoint == "children_started" else 1)
