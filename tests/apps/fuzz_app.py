@@ -109,3 +109,40 @@ def marked(i):
 
 junk_writer = Pipeline("fuzz_junk_writer").start(junk_then_return, max_retry=0, max_crash=0)
 marked_steps = Pipeline("fuzz_marked").start(marked)
+
+
+def garble_result(spec):
+    """Writes the bytes of ``spec["prefix"]`` (hex) into its channel, then returns: its
+    result frame follows them and cannot be framed. Each attempt notes its pid."""
+    with open(spec["pids"], "a", encoding="utf-8") as pids:
+        pids.write(f"{os.getpid()}\n")
+    os.write(_channel_fd(), bytes.fromhex(spec["prefix"]))
+    return "after the junk"
+
+
+# No step timeout: only the frame bound ends such an attempt. A protocol error is
+# retried once (a crash); bytes that read as a size past the cap are a payload too
+# large, which is never retried.
+garbled = Pipeline("fuzz_garbled").start(garble_result, max_retry=2, retry_delay=0, max_crash=2)
+
+
+def whoami(_):
+    return os.getpid()
+
+
+pid_of_child = Pipeline("fuzz_whoami").start(whoami)
+
+
+def scribble(n):
+    """Writes a frame's worth of junk to every low descriptor it may guess, and to
+    stdout, then returns: none of them is the channel to its parent."""
+    for fd in range(3, 64):
+        try:
+            os.write(fd, struct.pack("!i", 5) + b"hello")
+        except OSError:
+            continue
+    print("\x00\x00\x00\x05hello")
+    return n + 1
+
+
+scribbler = Pipeline("fuzz_scribbler").start(scribble, max_retry=1, max_crash=1, timeout=30)

@@ -663,6 +663,23 @@ def lift_limit_then_allocate(n):
     return len(bytearray(n * 1024 * 1024))
 
 
+def garble_channel(x):
+    """Writes a frame header announcing 1 KiB into its channel to its parent (found
+    by looking: the channel sits out of the way), then returns: its result is read
+    as the rest of that frame, which never completes."""
+    import struct
+
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                os.write(int(name), struct.pack("!i", 1024))
+        except OSError:
+            continue
+    return x
+
+
+# No step timeout: the frame bound ends the attempt (a protocol error, a crash).
+garbled_channel = _after_start("parity_garbled_channel").chain(to=garble_channel, max_crash=1).chain(to=never)
 lifted_limit = (_after_start("parity_lifted_limit")
                 .chain(to=lift_limit_then_allocate, memory_limit=256 * 1024 * 1024, max_retry=1).chain(to=never))
 within_limits = (Pipeline("parity_within_limits").start(allocate_megabytes, memory_limit=1 << 30, cpu_limit=60)

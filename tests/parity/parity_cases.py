@@ -254,6 +254,8 @@ CASES: list[Case] = [
     Case("cpu_limit_exceeded", app.cpu_limited, (30,), HALTED, RETRIES,
          check=both(steps(("burn_cpu", "", FAILED, [ERR, ERR])), absent("never"),
                     errors("burn_cpu", "CpuLimitExceeded", "CpuLimitExceeded"))),
+    Case("garbled_channel", app.garbled_channel, (1,), HALTED, "job_crashes_exhausted", seconds=1,
+         check=both(steps(("garble_channel", "", FAILED, ["crashed"])), absent("never"))),
     Case("lifted_limit", app.lifted_limit, (512,), HALTED, RETRIES,  # the step cannot raise a hard limit
          check=both(steps(("lift_limit_then_allocate", "", FAILED, [ERR])), absent("never"),
                     errors("lift_limit_then_allocate", "MemoryLimitExceeded"))),

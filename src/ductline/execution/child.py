@@ -14,10 +14,12 @@ socket, so a step behaves the same wherever it runs.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import inspect
 import itertools
 import json
 import os
+import resource
 import signal
 import sys
 import threading
@@ -205,13 +207,32 @@ def main() -> None:
     """Entry point of a child process (see `ductline.execution.process.Child`)."""
     _die_with_parent(int(os.environ.pop(ENV_PARENT)))
     guardian.start()  # first: before any thread, and before the apps are imported
-    conn = Connection(int(os.environ.pop(ENV_FD)))
+    conn = Connection(out_of_the_way(int(os.environ.pop(ENV_FD))))
     apps = json.loads(os.environ.pop(ENV_APPS))
     sys_path = json.loads(os.environ.pop(ENV_PATH))
     horizon_fd = os.environ.pop(ENV_HORIZON, None)
     ledger_fd = os.environ.pop(ENV_LEDGER, None)
-    child_main(conn, apps, sys_path, None if horizon_fd is None else Horizon(int(horizon_fd)),
-               None if ledger_fd is None else Ledger(int(ledger_fd)))
+    child_main(conn, apps, sys_path, None if horizon_fd is None else Horizon(out_of_the_way(int(horizon_fd))),
+               None if ledger_fd is None else Ledger(out_of_the_way(int(ledger_fd))))
+
+
+# How far below the soft RLIMIT_NOFILE (or 1024, if lower) the channel is moved.
+_HIGH_FD_MARGIN = 64
+
+
+def out_of_the_way(fd: int) -> int:
+    """``fd`` moved to a high descriptor number, closed on exec (the lowest free one
+    from 64 below the descriptor limit, or below 1024): a step that writes to a low
+    descriptor it guesses (3, 4, ...), or runs a program, does not write into the
+    channel with its parent, or into what the parent shares with the child."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    ceiling = 1024 if soft == resource.RLIM_INFINITY else min(soft, 1024)
+    try:
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, max(3, ceiling - _HIGH_FD_MARGIN))
+    except OSError:  # no free descriptor up there: keep it where it is
+        return fd
+    os.close(fd)
+    return moved
 
 
 def _die_with_parent(parent_pid: int) -> None:

@@ -17,15 +17,19 @@ the enforcer's ``wake`` callback says there are some.
 from __future__ import annotations
 
 import logging
+import select
 import signal
 import threading
 import time
 from dataclasses import dataclass
-from enum import IntEnum, StrEnum
+from enum import IntEnum
 from typing import Callable, Protocol
 
 from ductline.clock import Clock, SystemClock
 from ductline.execution.watchdog import CHILD_HORIZON_SHARE
+from ductline.model.endings import FRAME_BOUND_SECONDS, KillReason
+
+Reason = KillReason  # why a child is killed: the rulebook's names (`ductline.model.endings`)
 
 log = logging.getLogger("ductline.execution")
 
@@ -36,17 +40,6 @@ UNDEAD_AFTER_SECONDS = 1.0
 # Leases are renewed every third of the lease; a worker that has not renewed for
 # this share of it kills its children before anyone else may claim their jobs.
 LEASE_SAFETY_SHARE = 0.75
-
-
-class Reason(StrEnum):
-    """Why an attempt is being killed."""
-
-    TIMEOUT = "timeout"      # its deadline passed
-    LEASE = "lease"          # its lease was lost, or could expire
-    SHUTDOWN = "shutdown"    # the worker stops and the grace ran out
-    CANCEL = "cancel"        # its run was cancelled (in-process executor)
-    GARBLED = "garbled"      # it broke the message protocol
-    OVERSIZED = "oversized"  # it sent a message longer than the parent reads
 
 
 class Stage(IntEnum):
@@ -82,6 +75,8 @@ class Watch:
     next_at: float = 0.0           # when the next stage is due
     reason: Reason | None = None
     term_at: float | None = None   # when SIGTERM was sent (overrun measurements)
+    frame_by: float | None = None  # a frame the child began must have arrived by then
+    channel: int | None = None     # the parent's end of the child's channel (read pending?)
 
 
 class Enforcer:
@@ -183,6 +178,25 @@ class Enforcer:
                 watch.deadline = deadline
             self._cond.notify()
 
+    def frame_pending(self, key: int, since: float | None, channel: int) -> None:
+        """A frame from the child is incomplete, its last bytes read at ``since``
+        (``time.monotonic()`` seconds; ``None``: no frame is incomplete). If nothing
+        more of it has been read `FRAME_BOUND_SECONDS` later, and nothing waits
+        unread on ``channel`` (the parent's end, whose reader may be busy), the
+        child is killed for a garbled channel (`Reason.GARBLED`): it wrote bytes out
+        of step with the protocol, and its result, if any, was swallowed by them."""
+        with self._cond:
+            watch = self._watches.get(key)
+            if watch is None or watch.stage is not Stage.RUNNING:
+                return
+            watch.channel = channel
+            if since is None:
+                watch.frame_by = None
+                return
+            watch.frame_by = self._clock.now() + (since + FRAME_BOUND_SECONDS - time.monotonic())
+            if self._wake_at is None or watch.frame_by < self._wake_at:
+                self._cond.notify()
+
     def state(self, key: int) -> Watch | None:
         with self._cond:
             return self._watches.get(key)
@@ -227,8 +241,15 @@ class Enforcer:
                     self._term(watch, Reason.LEASE, now, 0.0)
                 elif watch.deadline is not None and now >= watch.deadline:
                     self._term(watch, Reason.TIMEOUT, now, self._grace)
-                elif watch.deadline is not None:
-                    upcoming.append(watch.deadline)
+                elif watch.frame_by is not None and now >= watch.frame_by:
+                    if watch.channel is not None and _unread(watch.channel):
+                        watch.frame_by = now + FRAME_BOUND_SECONDS  # its reader is late, not the child
+                    else:
+                        log.error("Child %d left a frame incomplete for %g s; killing it", watch.child.pid,
+                                  FRAME_BOUND_SECONDS)
+                        self._term(watch, Reason.GARBLED, now, 0.0)
+                if watch.stage is Stage.RUNNING:
+                    upcoming += [at for at in (watch.deadline, watch.frame_by) if at is not None]
             if watch.stage is Stage.TERM_SENT and now >= watch.next_at:
                 watch.stage, watch.next_at = Stage.KILL_SENT, now + self._undead_after
                 watch.child.signal_group(signal.SIGKILL)
@@ -250,3 +271,13 @@ class Enforcer:
                 self._wake_at = due
                 self._cond.wait(timeout)
                 self._wake_at = None
+
+
+def _unread(fd: int) -> bool:
+    """Bytes wait on ``fd`` (poll: a descriptor may be numbered past select's 1024)."""
+    poller = select.poll()
+    try:
+        poller.register(fd, select.POLLIN)
+        return any(events & select.POLLIN for _, events in poller.poll(0))
+    except (OSError, ValueError):
+        return False

@@ -304,6 +304,13 @@ class Reader:
         # the longest chunk and shrunk to what came, cost the worker's loop a mapping
         # and an unmapping of memory for every result (seen in a profile of the drain).
         self._chunk = bytearray(self.CHUNK_BYTES)
+        self._progress_at = 0.0  # when bytes last arrived (time.monotonic())
+
+    def pending_since(self) -> float | None:
+        """When the last bytes of an incomplete frame arrived (``time.monotonic()``
+        seconds), or ``None`` if no frame is incomplete. A frame that stops arriving
+        is bytes out of step with the protocol (`ductline.model.endings.FRAME_BOUND_SECONDS`)."""
+        return self._progress_at if self._buffer else None
 
     def read(self, cap: int) -> list[Message | Garbled]:
         """The messages completed by what can be read now, in order (a `Garbled` for
@@ -327,6 +334,7 @@ class Reader:
                 raise EOFError
             with memoryview(self._chunk) as chunk:
                 self._buffer += chunk[:size]
+            self._progress_at = time.monotonic()
             self._frames(cap, found)
             if found or time.monotonic() >= end or not _readable(self._fd):
                 return found
@@ -432,10 +440,3 @@ def _log_record(item: Any) -> bool:
 
 def _texts(fields: tuple[Any, ...]) -> bool:
     return all(isinstance(f, str) for f in fields)
-
-
-def oversized_error(step: str, cap: int, max_bytes: int, parent: str = "the worker") -> str:
-    """The error recorded for an attempt killed for a message longer than ``cap``
-    (the payload limit ``max_bytes`` plus slack for the envelope)."""
-    return (f"step {step!r} sent {parent} a message of more than {cap} bytes (payload_max_bytes "
-            f"{max_bytes} plus {cap - max_bytes} for the envelope); the child was killed")

@@ -1,5 +1,6 @@
-"""One attempt in a child of the in-process executor: the conversation of
-`ductline.execution.protocol` driven from the event loop.
+"""One attempt in a child of the in-process executor: its adapter of the
+conversation with a child (`ductline.execution.conversation`), driven from the
+event loop.
 
 The loop watches the child's socket with ``add_reader``, so a result or a request
 is handled as it arrives; requests are answered at once (context values, boundary
@@ -10,20 +11,15 @@ taken only if the enforcer has not begun to kill the attempt.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from typing import Any, Callable
 
-from ductline.execution import protocol
+from ductline.execution import conversation, protocol, steplog
 from ductline.execution.enforcer import Enforcer, Reason, Stage
 from ductline.execution.process import Child
-from ductline import codec
-from ductline.execution import steplog
-from ductline.execution.protocol import Done, Failed, Fatal, Garbled, Log, Message, Oversized, Request, Task
-from ductline.local.outcome import Limit, Outcome
-from ductline.model.outcomes import Ended
-from ductline.model.resources import ResourceLimits, over_limit
-from ductline.model.states import AttemptResult
+from ductline.execution.protocol import Done, Failed, Fatal, Log, Message, Request, Task
+from ductline.local.outcome import Limit
+from ductline.model.endings import Report
 
 log = logging.getLogger("ductline.local")
 
@@ -51,19 +47,25 @@ class ChildAttempt:
         self._enforcer = enforcer
         self._cap = message_cap
         self._loop = asyncio.get_running_loop()
-        self._done: asyncio.Future[Outcome] = self._loop.create_future()
+        self._done: asyncio.Future[Report] = self._loop.create_future()
         self._fd = child.conn.fileno()
         self._reading = False
         self._on_log: Callable[[list[tuple[int, str, str, str]]], None] | None = None
         self._guard = steplog.ParentGuard(0)
         self.broken: str | None = None  # why the child was killed for breaking the protocol
+        self.retire = ""  # why the child may run no other attempt, as it said with its result
         # It broke the protocol after its result: the result stands, the child is not reused.
         self._spoiled = False
 
+    @property
+    def reusable(self) -> bool:
+        """The child may run another attempt."""
+        return not self.retire and not self._spoiled
+
     async def run(self, task: Task, limit: Limit, answer: Callable[[str, tuple[Any, ...]], Any],
-                  on_log: Callable[[list[tuple[int, str, str, str]]], None] | None = None) -> Outcome | None:
-        """Send ``task`` and wait for its result; ``None`` if the child ended (or was
-        abandoned) first -- what that means is the enforcer's watch's to say.
+                  on_log: Callable[[list[tuple[int, str, str, str]]], None] | None = None) -> Report | None:
+        """Send ``task`` and wait for its result frame; ``None`` if the child ended (or
+        was abandoned) first -- what that means is the enforcer's watch's to say.
         ``on_log`` receives the attempt's log batches (within its cap)."""
         self._on_log = on_log
         self._guard = steplog.ParentGuard(task.log_max_bytes)
@@ -80,10 +82,7 @@ class ChildAttempt:
             while not self._done.done() and self._reading and _has_data(self._child) \
                     and self._readable(task, limit, answer):
                 pass  # a result sent just before the exit still counts
-            if not self._done.done():
-                return None
-            outcome = self._done.result()
-            return dataclasses.replace(outcome, reusable=False) if self._spoiled else outcome
+            return self._done.result() if self._done.done() else None
         finally:
             self._unread()
             watch = self._enforcer.state(self._key)
@@ -95,41 +94,30 @@ class ChildAttempt:
             self._reading = False
             self._loop.remove_reader(self._fd)
 
-    def _settle(self, outcome: Outcome) -> None:
+    def _settle(self, report: Report) -> None:
         if not self._done.done():
-            self._done.set_result(outcome)
+            self._done.set_result(report)
 
     def _readable(self, task: Task, limit: Limit, answer: Callable[[str, tuple[Any, ...]], Any]) -> bool:
-        """Read what arrived (never blocking on a partial message) and handle each
-        complete message; ``False`` once nothing more will come."""
-        oversized: Oversized | None = None
-        try:
-            messages = self._child.reader.read(self._cap)
-        except Oversized as exc:
-            messages, oversized = exc.before, exc
-        except (EOFError, OSError):
+        """Hear what arrived (`ductline.execution.conversation.hear`); ``False`` once
+        nothing more will be read."""
+        heard = conversation.hear(self._child.reader, self._cap, lambda m: self._handle(m, task, limit, answer),
+                                  ready=task.step != PROBE_STEP)
+        if heard.ended:
             self._unread()  # the pidfd reports the death
             return False
-        except Exception as exc:  # noqa: BLE001 - whatever the step did to the pipe
-            return self._broken(codec.render(exc, "error"))
-        # As the worker does (`ductline.runtime.children`): the messages ahead of an
-        # oversized one first, and a Garbled among them is what the child did.
-        for message in messages:
-            if isinstance(message, Garbled):
-                return self._broken(codec.render(message, "error"))
-            if isinstance(message, Fatal) and task.step != PROBE_STEP:
-                return self._broken(protocol.misplaced_fatal(message))
-            try:
-                self._handle(message, task, limit, answer)
-            except Exception as exc:  # noqa: BLE001 - a hostile message must not stop the executor
-                return self._broken(f"handling its {type(message).__name__} message raised "
-                                    f"{type(exc).__name__}: {codec.render(exc, 'error')}")
-        if oversized is not None:
+        if heard.broken is not None:
+            return self._broken(heard.broken)
+        if heard.oversized:
             self._unread()  # the rest of that message is never read
             log.error("Child %d sent a message over %d bytes; killing it", self._child.pid, self._cap)
             self._spoiled = True
             self._enforcer.kill(self._key, Reason.OVERSIZED, grace=0.0)
             return False
+        if not self._done.done():
+            conversation.watch_frames(self._enforcer, self._key, self._child.reader, self._fd)
+        elif self._child.reader.pending_since() is not None:
+            self._spoiled = True  # bytes out of step followed its result: the child is not reused
         return True
 
     def _broken(self, why: str) -> bool:
@@ -160,21 +148,15 @@ class ChildAttempt:
                                              "attempt": task.attempt})
                 self._on_log(records)
         elif isinstance(message, Fatal):
-            self._settle(Outcome(AttemptResult.ERRORED, None, message.error_type, message.error, message.traceback))
+            self._settle(conversation.report(message))
         elif isinstance(message, (Done, Failed)):
             if message.lease_token != task.lease_token:
                 log.warning("Result of an attempt that is no longer current dropped")
             elif not self._enforcer.finish(self._key):
                 pass  # its kill began: the result is never taken
-            elif isinstance(message, Done):
-                # A child that could not restore its process state is not reused.
-                self._settle(Outcome(AttemptResult.SUCCEEDED, message.output, reusable=not message.retire,
-                                     route_key=message.route_key or None))
             else:
-                ended = over_limit(Ended(AttemptResult.ERRORED, message.error_type, message.error),
-                                   ResourceLimits(task.memory_limit, task.cpu_limit))
-                self._settle(Outcome(ended.result, None, ended.error_type, ended.error, message.traceback,
-                                     reusable=not message.retire))
+                self.retire = message.retire  # a child that could not restore its process state is not reused
+                self._settle(conversation.report(message))
         # READY: the probe's result tells the same
 
 

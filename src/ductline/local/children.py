@@ -15,23 +15,21 @@ loop with ``call_soon_threadsafe``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ductline.execution import protocol
 from ductline.execution.enforcer import Enforcer, Reason, Watch
 from ductline.execution.process import Child
 from ductline.execution.protocol import Task
 from ductline.local.childapps import READY_REF, task_pipeline
 from ductline.local.childattempt import PROBE_STEP, ChildAttempt
 from ductline.local.outcome import Limit, Outcome
-from ductline.model.outcomes import (PAYLOAD_TOO_LARGE_TYPE, TIMEOUT_ERROR_TYPE, child_died_message,
-                                     timeout_message)
-from ductline.model.outcomes import PROTOCOL_ERROR_TYPE, Ended, protocol_error_message
-from ductline.model.resources import ResourceLimits, over_limit
+from ductline.model.endings import Ending, Facts, Reported, ending
+from ductline.model.resources import ResourceLimits
 from ductline.model.states import AttemptResult
 
 log = logging.getLogger("ductline.local")
@@ -242,35 +240,21 @@ class Pool:
         child.used = child.used or task.step != PROBE_STEP
         attempt = ChildAttempt(child, tracked.key, tracked.gone, enforcer, self.message_cap)
         try:
-            outcome = await attempt.run(task, limit, answer, on_log)
+            report = await attempt.run(task, limit, answer, on_log)
         except asyncio.CancelledError:
             await self._kill(child, Reason.CANCEL)
             raise
-        if outcome is not None:
-            return outcome
-        return self._ended(child, tracked, enforcer.settle(tracked.key) or tracked.undead, task, limit,
-                           attempt.broken)
-
-    def _ended(self, child: Child, tracked: _Tracked, watch: Watch | None, task: Task, limit: Limit,
-               broken: str | None) -> Outcome:
-        """The outcome of an attempt whose child exited (or was abandoned) before it
-        sent a result, by why the enforcer killed it, if it did."""
+        facts = Facts(task.step, task.attempt, ResourceLimits(task.memory_limit, task.cpu_limit), report,
+                      self.max_output_bytes, timeout_seconds=limit.seconds, message_cap=self.message_cap,
+                      parent="the executor")
+        if report is not None:
+            return _outcome(ending(facts), attempt.reusable and report.kind is not Reported.FATAL)
+        # It exited (or was abandoned) before it sent a result: why the enforcer killed it, if it did.
+        watch = enforcer.settle(tracked.key) or tracked.undead
         code = None if tracked.undead is not None else child.process.poll()
         self._collect(child)
-        reason = None if watch is None else watch.reason
-        if reason is Reason.TIMEOUT:
-            return Outcome(AttemptResult.TIMED_OUT, None, TIMEOUT_ERROR_TYPE,
-                           timeout_message(task.attempt, task.step, limit.seconds))
-        if reason is Reason.OVERSIZED:
-            return Outcome(AttemptResult.ERRORED, None, PAYLOAD_TOO_LARGE_TYPE,
-                           protocol.oversized_error(task.step, self.message_cap, self.max_output_bytes,
-                                                   parent="the executor"))
-        if reason is Reason.GARBLED:
-            return Outcome(AttemptResult.CRASHED, None, PROTOCOL_ERROR_TYPE,
-                           protocol_error_message(task.step, broken or "unreadable message"))
-        ended = over_limit(Ended(AttemptResult.CRASHED, "ChildDied", child_died_message(code)),
-                           ResourceLimits(task.memory_limit, task.cpu_limit), code)
-        return Outcome(ended.result, None, ended.error_type, ended.error)
+        return _outcome(ending(dataclasses.replace(facts, kill=None if watch is None else watch.reason,
+                                                   exit_code=code, broken=attempt.broken)), False)
 
     async def close(self) -> None:
         """Stop idle children, kill any other, collect them all, stop the enforcer."""
@@ -294,6 +278,15 @@ class Pool:
         if self._enforcer is not None:
             self._enforcer.stop()
             self._enforcer = None
+
+
+def _outcome(ended: Ending | None, reusable: bool) -> Outcome:
+    """The executor's record of an attempt's end (`ductline.model.endings`); no lease
+    is lost in the executor, so there is always one."""
+    if ended is None:
+        ended = Ending(AttemptResult.CANCELLED)
+    return Outcome(ended.result, ended.output, ended.error_type, ended.error, ended.traceback,
+                   reusable=reusable, route_key=ended.route_key)
 
 
 def _no_requests(kind: str, args: tuple[Any, ...]) -> Any:

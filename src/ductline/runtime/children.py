@@ -14,15 +14,12 @@ import signal
 from typing import Any, Callable
 
 from ductline.clock import DatabaseClock
-from ductline.errors import PayloadTooLarge, StoreError
-from ductline.execution import protocol, steplog
+from ductline.errors import StoreError
+from ductline.execution import conversation, protocol, steplog
 from ductline.execution.enforcer import Enforcer, Reason, Watch
 from ductline.execution.process import Child
-from ductline import codec
-from ductline.execution.protocol import Done, Failed, Fatal, Garbled, Log, Message, Oversized, Ready, Request, Started
-from ductline.model.outcomes import (PAYLOAD_TOO_LARGE_TYPE, PROTOCOL_ERROR_TYPE, Ended, child_died_message,
-                                     protocol_error_message, timeout_message)
-from ductline.model.resources import over_limit
+from ductline.execution.protocol import Fatal, Log, Message, Ready, Request, Started
+from ductline.model.endings import Facts, Report, ending
 from ductline.model.states import AttemptResult
 from ductline.observability.events import EventName, emit
 from ductline.runtime.outbox import Outage, Outbox
@@ -91,42 +88,21 @@ class ChildEvents:
                     return
 
     def _read(self, slot: Slot, runner: Runner) -> None:
-        """Read what the runner sent; each complete message is handled inside a
-        boundary: whatever a child sends, the loop goes on and the attempt ends
-        recorded (`ductline.model.outcomes.PROTOCOL_ERROR_TYPE`)."""
-        oversized: Oversized | None = None
-        try:
-            messages = runner.reader.read(self._limits.message_cap)
-        except Oversized as exc:
-            messages, oversized = exc.before, exc
-        except (EOFError, OSError):
+        """Hear what the runner sent (`ductline.execution.conversation.hear`): whatever
+        a child sends, the loop goes on and the attempt ends recorded."""
+        heard = conversation.hear(runner.reader, self._limits.message_cap, lambda m: self._message(slot, m),
+                                  ready=getattr(runner, "ready", True))
+        if heard.ended:
             # The sentinel reports the end; stop waiting on this pipe, or the loop
             # would spin on its EOF until the process is gone.
             runner.eof = True
-            return
-        except Exception as exc:  # noqa: BLE001 - whatever the step did to the pipe, the loop goes on
-            self._garbled(slot, runner, f"{type(exc).__name__}: {codec.render(exc, 'error')}")
-            return
-        # The messages ahead of an oversized one come first: a Garbled among them means
-        # the size after it was read from bytes out of step, not announced by the child.
-        for message in messages:
-            if isinstance(message, Garbled):
-                self._garbled(slot, runner, codec.render(message, "error"))
-                return
-            if isinstance(message, Fatal) and getattr(runner, "ready", True):
-                # FATAL is a child's answer instead of READY (its apps did not import);
-                # after READY (or from a thread) it is a step writing into the pipe
-                self._garbled(slot, runner, protocol.misplaced_fatal(message))
-                return
-            try:
-                self._message(slot, message)
-            except Exception as exc:  # noqa: BLE001 - a hostile message must not end the loop
-                self._garbled(slot, runner, f"handling its {type(message).__name__} message raised "
-                                            f"{type(exc).__name__}: {codec.render(exc, 'error')}")
-                return
-        if oversized is not None:
+        elif heard.broken is not None:
+            self._garbled(slot, runner, heard.broken)
+        elif heard.oversized:
             runner.eof = True  # the rest of that message is never read
             self._oversized(slot, runner)
+        elif slot.busy and runner is slot.runner:
+            conversation.watch_frames(self._enforcer, slot.index, runner.reader, runner.conn.fileno())
 
     def _extra(self, slot: Slot) -> dict[str, object] | None:
         return job_extra(slot.attempt()) if slot.busy else None
@@ -183,24 +159,12 @@ class ChildEvents:
         if isinstance(message, Fatal):
             log.error("Child could not import the apps: %s: %s", message.error_type, message.error)
             if job is not None:
-                self._queue(slot, AttemptResult.ERRORED, error_type=message.error_type, error=message.error,
-                            traceback=message.traceback)
+                self._end(slot, job, conversation.report(message))
             return
         if job is None or message.lease_token != job.lease_token or not self._enforcer.finish(slot.index):
             return  # a result of an attempt being killed, or no longer current, is never taken
         runner = slot.runner
-        if isinstance(message, Done):
-            size = payloads.size_of(message.output)
-            if size > self._limits.max_bytes:  # the child checks too; this is the parent's guard
-                self._queue(slot, AttemptResult.ERRORED, error_type=PAYLOAD_TOO_LARGE_TYPE, error=str(
-                    PayloadTooLarge(f"output of step {job.step!r}", size, self._limits.max_bytes)))
-            else:
-                self._queue(slot, AttemptResult.SUCCEEDED, output=message.output,
-                            route_key=message.route_key or None)
-        elif isinstance(message, Failed):
-            ended = over_limit(Ended(AttemptResult.ERRORED, message.error_type, message.error), slot.limits)
-            self._queue(slot, ended.result, error_type=ended.error_type, error=ended.error,
-                        traceback=message.traceback)
+        self._end(slot, job, conversation.report(message))
         if message.retire and runner is slot.child and slot.child is not None:
             # It could not put its process state back (or its step wants a fresh
             # process each time): it never runs another attempt.
@@ -251,46 +215,33 @@ class ChildEvents:
         if runner is slot.child:
             slot.child = self._replacement()
 
-    def _ended(self, slot: Slot, job: ClaimedJob, watch: Watch | None, code: int) -> None:
+    def _ended(self, slot: Slot, job: ClaimedJob, watch: Watch | None, code: int | None) -> None:
         """The outcome of an attempt whose runner ended before its result, by why
         the enforcer killed it, if it did."""
         reason = None if watch is None else watch.reason
-        if reason is Reason.TIMEOUT:
-            assert watch is not None
-            if watch.deadline is not None:
-                # From the deadline to the child's death, not to this reap (the loop may
-                # have been busy when it died).
-                gone = self.died_at(slot.runner)
-                emit(EventName.TIMEOUT_OVERRUN, pipeline=job.pipeline,
-                     overrun_seconds=max(0.0, (self._clock.now() if gone is None else gone) - watch.deadline),
-                     **job_extra(slot.attempt()))
-            self._queue_timeout(slot, job)
-        elif reason is Reason.SHUTDOWN:
-            self._queue(slot, AttemptResult.CANCELLED, release=True, interrupted=True,
-                        error="worker shut down before the attempt finished")
-        elif reason is Reason.LEASE:
+        if reason is Reason.TIMEOUT and watch is not None and watch.deadline is not None:
+            # From the deadline to the child's death, not to this reap (the loop may
+            # have been busy when it died).
+            gone = self.died_at(slot.runner)
+            emit(EventName.TIMEOUT_OVERRUN, pipeline=job.pipeline,
+                 overrun_seconds=max(0.0, (self._clock.now() if gone is None else gone) - watch.deadline),
+                 **job_extra(slot.attempt()))
+        self._end(slot, job, kill=reason, exit_code=code)
+
+    def _end(self, slot: Slot, job: ClaimedJob, report: Report | None = None, *, kill: Reason | None = None,
+             exit_code: int | None = None) -> None:
+        """Queue what the rulebook says the attempt's end is (`ductline.model.endings`)."""
+        ended = ending(Facts(job.step, job.attempt, slot.limits, report, self._limits.max_bytes, kill, exit_code,
+                             slot.timeout_seconds, _run_deadline(job), slot.broken, self._limits.message_cap))
+        if ended is None:
             slot.release()  # the lease is gone; whoever holds the job records it
-        elif reason is Reason.OVERSIZED:
-            self._queue(slot, AttemptResult.ERRORED, error_type=PAYLOAD_TOO_LARGE_TYPE,
-                        error=protocol.oversized_error(job.step, self._limits.message_cap, self._limits.max_bytes))
-        elif reason is Reason.GARBLED:
-            # Counted as a crash (the child had to be killed), with the reason recorded.
-            self._queue(slot, AttemptResult.CRASHED, error_type=PROTOCOL_ERROR_TYPE,
-                        error=protocol_error_message(job.step, slot.broken or "unreadable message"))
-        else:
-            ended = over_limit(Ended(AttemptResult.CRASHED, "ChildDied", child_died_message(code)), slot.limits,
-                               code)
-            self._queue(slot, ended.result, error_type=ended.error_type, error=ended.error)
+            return
+        self._queue(slot, ended.result, output=ended.output, error_type=ended.error_type, error=ended.error,
+                    traceback=ended.traceback, route_key=ended.route_key, release=ended.release,
+                    interrupted=ended.interrupted, run_deadline=ended.run_deadline)
 
     def _replacement(self) -> Child | None:
         return None if self._stopping() else self._spares.fresh()
-
-    def _queue_timeout(self, slot: Slot, job: ClaimedJob) -> None:
-        if job.run_deadline_ms is not None and job.deadline_ms == job.run_deadline_ms:
-            self._queue(slot, AttemptResult.TIMED_OUT, run_deadline=True)
-            return
-        self._queue(slot, AttemptResult.TIMED_OUT, error_type="TimeoutError",
-                    error=timeout_message(job.attempt, job.step, slot.timeout_seconds))
 
     def _scaled_timeout(self, slot: Slot, job: ClaimedJob, runner: Runner, seconds: int, seq: int) -> None:
         """The attempt sized its input: its deadline becomes start + the scaled
@@ -323,13 +274,18 @@ class ChildEvents:
                  **(job_extra(slot.attempt()) if slot.busy else {}))
             if slot.job is not None:
                 if watch.reason is Reason.TIMEOUT:
-                    self._queue_timeout(slot, slot.job)
+                    self._end(slot, slot.job, kill=Reason.TIMEOUT)
                 else:
                     slot.release()
 
     def reap_retired(self) -> None:
         """Close the pipes of finished threads that have ended since."""
         self._retired = [t for t in self._retired if t.reap() is None]
+
+
+def _run_deadline(job: ClaimedJob) -> bool:
+    """The attempt's deadline is its run's."""
+    return job.run_deadline_ms is not None and job.deadline_ms == job.run_deadline_ms
 
 
 def _has_data(runner: Runner) -> bool:
