@@ -67,7 +67,7 @@ def add_one(x):
 
 
 fuzzed = Pipeline("fuzz_hostile").start(hostile, max_retry=1, max_crash=1, timeout=20)
-stalled = Pipeline("fuzz_stall").start(stall, max_retry=1, timeout=3)
+stalled = Pipeline("fuzz_stall").start(stall, max_retry=1, max_crash=1, timeout=30)
 healthy = Pipeline("fuzz_healthy").start(add_one)
 
 

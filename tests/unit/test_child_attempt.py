@@ -17,7 +17,7 @@ from ductline.execution import protocol
 from ductline.execution.enforcer import Enforcer
 from ductline.local.childattempt import ChildAttempt
 from ductline.local.outcome import Limit
-from ductline.model.states import AttemptResult
+from ductline.model.endings import Reported
 
 TOKEN = "token-1"
 
@@ -66,17 +66,17 @@ def test_what_follows_a_result_in_the_same_read_decides_only_the_reuse(tail: byt
     async def attempt():
         loop = asyncio.get_running_loop()
         thread = reply_with(child, tail)
+        running = ChildAttempt(child, 1, loop.create_future(), enforcer, 1 << 20)
         try:
-            return await ChildAttempt(child, 1, loop.create_future(), enforcer, 1 << 20).run(
-                task, Limit(loop.time(), 30.0), lambda kind, args: None)
+            return await running.run(task, Limit(loop.time(), 30.0), lambda kind, args: None), running.reusable
         finally:
             thread.join()
 
     try:
-        outcome = asyncio.run(attempt())
+        report, reused = asyncio.run(attempt())
     finally:
         enforcer.stop()
         child.conn.close()
         child.far.close()
-    assert outcome is not None
-    assert (outcome.result, outcome.output, outcome.reusable) == (AttemptResult.SUCCEEDED, "[1]", reusable)
+    assert report is not None
+    assert (report.kind, report.output, reused) == (Reported.DONE, "[1]", reusable)
