@@ -96,3 +96,10 @@ nested = Pipeline("childruns_nested").start(fan_nested).chain(to=total)
 empty = Pipeline("childruns_empty").start(fan_none).chain(to=total)
 
 APP = str(Path(__file__))
+
+
+def fan_unknown(n):
+    return ductline.children([ductline.child("childruns_no_such_pipeline", n)])
+
+
+unknown = Pipeline("childruns_unknown").start(fan_unknown, max_retry=1).chain(to=total)

@@ -116,3 +116,29 @@ def test_children_nest_and_their_outputs_come_back_up(store, workers):
     kids = children_of(store, handle.id)
     inner = [k for k in kids if k["pipeline"] == "childruns_parent"][0]
     assert len(children_of(store, inner["id"])) == 3
+
+
+def test_a_retried_parent_finds_its_children_and_starts_none_again(store, workers):
+    workers(app=app.APP)
+    handle = app.strict.trigger(1, database=store)
+    assert handle.wait(90) == "halted"
+    first = sorted(k["id"] for k in children_of(store, handle.id))
+    from ductline.operations.revive import retry_run
+
+    retry_run(store, handle.id)
+    wait_for(lambda: len(store.run_attempts(handle.id)) == 2, 30)
+    assert handle.wait(90) == "halted"  # the same failed child: the parent fails again
+    assert sorted(k["id"] for k in children_of(store, handle.id)) == first
+    fan = jobs(store, handle.id)["fan_failing"]
+    assert [a["result"] for a in store.run_attempts(handle.id) if a["job_id"] == fan["id"]] == [
+        "succeeded", "succeeded"]
+
+
+def test_a_child_pipeline_the_recording_process_does_not_define_is_the_attempts_error():
+    import ductline
+
+    result = ductline.execute(app.unknown, 1)
+    assert result.status == "halted"
+    step = result.step("fan_unknown")
+    assert step.error_type == "PipelineNotFound"
+    assert "childruns_no_such_pipeline" in step.error
