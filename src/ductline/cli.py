@@ -90,15 +90,21 @@ def _trigger(store: Store, pipeline: Any, args: list[Any], **options: Any) -> Ru
     return RunHandle(triggered.run_id, store, created=triggered.created)
 
 
+def json_option(text: str, option: str) -> Any:
+    """The value of a JSON option (``--args``, ``--data``...); a clear error and exit 2
+    when it is not JSON or nested too deeply for the parser."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(f"{option} is not valid JSON: {exc}")
+    except RecursionError:
+        fail(f"{option} is nested too deeply")
+
+
 def _json_list(text: str | None) -> list[Any]:
     if text is None:
         return []
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        fail(f"--args is not valid JSON: {exc}")
-    except RecursionError:
-        fail("--args is nested too deeply")
+    value = json_option(text, "--args")
     if not isinstance(value, list):
         fail(f"--args must be a JSON list of arguments, got {type(value).__name__}")
     return value
@@ -511,12 +517,7 @@ def resume(run_id: str, input_json: str | None, database: str | None) -> None:
 
     value: Any = NO_INPUT
     if input_json is not None:
-        try:
-            value = json.loads(input_json)
-        except json.JSONDecodeError as exc:
-            fail(f"--input is not valid JSON: {exc}")
-        except RecursionError:
-            fail("--input is nested too deeply")
+        value = json_option(input_json, "--input")
     store = _store(database)
     run_id = views.resolve_run_id(store, run_id)
     resumed = resume_run(store, run_id, value)
@@ -543,12 +544,7 @@ def send(run_id: str, event: str, data_json: str | None, key: str | None, databa
 
     value: Any = None
     if data_json is not None:
-        try:
-            value = json.loads(data_json)
-        except json.JSONDecodeError as exc:
-            fail(f"--data is not valid JSON: {exc}")
-        except RecursionError:
-            fail("--data is nested too deeply")
+        value = json_option(data_json, "--data")
     store = _store(database)
     run_id = views.resolve_run_id(store, run_id)
     sent = send_event(store, run_id, event, value, key)

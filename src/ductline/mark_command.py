@@ -3,7 +3,6 @@ an output, without running it, and let the run continue from there."""
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -40,10 +39,9 @@ def mark_succeeded(run_id: str, step: str, output_json: str, index: int | None, 
     from ductline.operations.mark import mark_succeeded as mark
     from ductline.store import open_store
 
-    try:
-        output: Any = json.loads(output_json)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not valid JSON: {exc}", param_hint="--output") from None
+    from ductline.cli import json_option
+
+    output: Any = json_option(output_json, "--output")
     for app in apps:
         import_app(app)
     store = open_store(load_settings(database_url=database).database_url, application_name="ductline-cli")

@@ -140,6 +140,9 @@ def test_cli_killed_inside_the_mark_leaves_nothing_then_marks_once(db_url, store
     assert again.returncode != 0 and "completed" in again.stderr
     bad = cli(db_url, run.id, "pays_then_fails", "--output", "{nope")
     assert bad.returncode != 0 and "not valid JSON" in bad.stderr
+    deep = cli(db_url, run.id, "pays_then_fails", "--output", "[" * 60_000)
+    assert (deep.returncode, "Traceback" in deep.stderr) == (2, False), deep.stderr
+    assert "--output is nested too deeply" in deep.stderr
     shown = subprocess.run([sys.executable, "-m", "ductline", "show", run.id, "--database", db_url],
                            capture_output=True, text=True, timeout=60)
     # the reason is the operator's text: on one line, it cannot forge a line of its own
