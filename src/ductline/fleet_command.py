@@ -66,7 +66,7 @@ def definitions(as_json: bool, database: str | None) -> None:
     from ductline.model.serving import workers_per_queue
     from ductline.store import fleet
 
-    store = _open(database)
+    store = _open(database, read_only=True)
     try:
         loaded = fleet.definitions(store)
         from ductline.config import load_settings

@@ -15,14 +15,17 @@ _database = click.option("--database", "database", metavar="URL", default=None,
                          help="Database URL (default: DUCTLINE_DATABASE_URL or sqlite:///ductline.db).")
 
 
-def _open(database: str | None) -> Any:
+def _open(database: str | None, *, read_only: bool = False) -> Any:
+    """The store of ``--database``; never a new database (what these commands read
+    or change exists only once a worker started on it). ``read_only``: nor migrated."""
     from ductline.config import load_settings
     from ductline.store import open_store
     from ductline.stores import ensure_schema
 
-    store = open_store(load_settings(database_url=database).database_url, application_name="ductline-cli")
+    store = open_store(load_settings(database_url=database).database_url, create=False,
+                       application_name="ductline-cli")
     try:
-        ensure_schema(store)
+        ensure_schema(store, migrate=not read_only)
     except BaseException:
         store.close()
         raise
@@ -65,7 +68,7 @@ def schedules(ctx: click.Context, as_json: bool, database: str | None) -> None:
         return
     from ductline.store import schedules as rows
 
-    store = _open(database)
+    store = _open(database, read_only=True)
     try:
         views = [schedule_view(r) for r in rows.list_all(store)]
     finally:

@@ -41,7 +41,8 @@ def test_a_locked_database_gives_one_clear_error(tmp_path):
     assert open_store(url).list_runs() == []  # nothing was written
 
 
-@pytest.mark.parametrize("command", [["runs"], ["show", "0" * 32], ["health"], ["workers"]])
+@pytest.mark.parametrize("command", [["runs"], ["show", "0" * 32], ["health"], ["workers"], ["schedules"],
+                                     ["schedules", "disable", "nightly"], ["definitions"]])
 def test_reading_commands_never_create_a_database(tmp_path, command):
     path = tmp_path / "absent.db"
     done = cli(*command, "--database", f"sqlite:///{path}")
