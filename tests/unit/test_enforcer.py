@@ -135,3 +135,49 @@ def test_no_horizon_without_leases() -> None:
     child = HorizonChild()
     enforcer.watch(0, child, deadline=None)
     assert child.horizons == [0.0]
+
+
+def test_a_frame_that_stops_arriving_gets_the_child_killed_for_a_garbled_channel() -> None:
+    import os
+    import time
+
+    from ductline.model.endings import FRAME_BOUND_SECONDS
+
+    enforcer, clock, _ = make()
+    child = FakeChild()
+    enforcer.watch(0, child, deadline=None)
+    read, write = os.pipe()
+    try:
+        # Its last bytes arrived just now (real monotonic clock): due one bound later.
+        enforcer.frame_pending(0, time.monotonic(), read)
+        due = enforcer.tick(clock.now())
+        assert due is not None and clock.now() < due <= clock.now() + FRAME_BOUND_SECONDS
+        # Bytes wait unread at the bound: the parent's reader is late, not the child.
+        os.write(write, b"x")
+        enforcer.tick(due)
+        assert child.signals == []
+        os.read(read, 1)
+        enforcer.tick(due + FRAME_BOUND_SECONDS)
+        assert child.signals == [signal.SIGTERM, signal.SIGKILL]  # no grace: what it writes is not trusted
+        assert enforcer.state(0).reason is Reason.GARBLED
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def test_a_frame_completed_in_time_kills_nothing() -> None:
+    import os
+    import time
+
+    enforcer, clock, _ = make()
+    child = FakeChild()
+    enforcer.watch(0, child, deadline=None)
+    read, write = os.pipe()
+    try:
+        enforcer.frame_pending(0, time.monotonic(), read)
+        enforcer.frame_pending(0, None, read)  # the rest arrived
+        assert enforcer.tick(clock.now() + 10) is None
+        assert child.signals == []
+    finally:
+        os.close(read)
+        os.close(write)
