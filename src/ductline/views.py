@@ -85,7 +85,7 @@ def compact_duration(ms: int | None) -> str:
 def run_summary(row: dict[str, Any]) -> dict[str, Any]:
     return {"run_id": row["id"], "pipeline": row["pipeline"], "status": row["status"],
             "halt_reason": row["halt_reason"], "created_at": iso(row["created_ms"]),
-            "finished_at": iso(row["finished_ms"]), "definition": row.get("definition", "")}
+            "finished_at": iso(row["finished_ms"]), "definition": row["definition"]}
 
 
 def run_view(store: Store, run_id: str, *, live_within_seconds: float = serving.LIVE_WITHIN_SECONDS) -> dict[str, Any]:

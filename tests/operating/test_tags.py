@@ -180,6 +180,11 @@ def test_api_start_filter_and_show(client, store):
                                             ("after", paged["next_cursor"])]).json()
     assert [r["run_id"] for r in older["runs"]] == [run_id]
     assert client.get("/api/runs", params=[("tag", "bad")]).status_code == 400
+    # every list names the definition a run follows, as show does
+    fingerprint = client.get(f"/api/runs/{run_id}").json()["definition"]
+    assert fingerprint and all(r["definition"] == fingerprint for r in client.get("/api/runs").json()["runs"])
+    assert all(r["definition"] == fingerprint for r in listed["runs"])
+    assert all(r["definition"] == fingerprint for r in store.list_runs(tags=(("customer", "acme"),)))
     refused = client.post("/api/pipelines/rt_chain/runs", json={"args": [1], "tags": {"k": 5}}, headers=AUTH)
     assert refused.status_code == 422 and "str" in refused.text
     refused = client.post("/api/pipelines/rt_chain/runs", json={"args": [1], "tags": ["k"]}, headers=AUTH)

@@ -303,7 +303,7 @@ def test_unknown_pipeline_option_is_the_same_type_error() -> None:
     with pytest.raises(TypeError) as caught:
         Pipeline(name, timout=5)  # type: ignore[call-arg]
     assert str(caught.value) == (f"Pipeline({name!r}) got unknown option 'timout' (did you mean 'timeout'?); "
-                                 "the Pipeline options are name, timeout, on_failure, priority")
+                                 "the Pipeline options are name, timeout, on_failure, priority, queue")
     assert "__init__" not in str(caught.value)
 
 

@@ -3,6 +3,8 @@ transition (DESIGN.md, "The DSL"), and what each new job carries."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
@@ -237,7 +239,9 @@ def chained(**options: Any) -> Definition:
     pytest.param({"priority": -7}, 10, spec(priority=-7), id="priority"),
 ])
 def test_job_spec_options(options: dict[str, Any], default_delay: int, expected: JobSpec) -> None:
-    assert job_spec(chained(**options), "b", "", "[1]", default_delay) == expected
+    definition = chained(**options)
+    # a job follows the definition its run started with (its fingerprint)
+    assert job_spec(definition, "b", "", "[1]", default_delay) == replace(expected, definition=definition.fingerprint)
 
 
 @pytest.mark.parametrize(("options", "input_json", "key_suffix"), [
@@ -280,12 +284,15 @@ def test_job_spec_scope(build: Callable[[], Definition], step: str, scope: str, 
 ])
 def test_job_spec_paused(timeout: Any, expected: JobSpec) -> None:
     definition = D.new().start(S.a).chain(to=S.b).chain(to=S.c).pause(before="b", timeout=timeout).definition()
-    assert job_spec(definition, "b", "", "[1]", 10) == expected
-    assert job_spec(definition, "c", "", "[1]", 10) == spec()
+    followed = {"definition": definition.fingerprint}
+    assert job_spec(definition, "b", "", "[1]", 10) == replace(expected, **followed)
+    assert job_spec(definition, "c", "", "[1]", 10) == spec(**followed)
 
 
 def test_job_spec_of_the_on_halt_handler() -> None:
-    assert job_spec(D.with_on_halt(), "__on_halt__", "", "[[]]", 10) == spec(max_retry=1, max_crash=0)
+    definition = D.with_on_halt()
+    assert job_spec(definition, "__on_halt__", "", "[[]]", 10) == spec(max_retry=1, max_crash=0,
+                                                                       definition=definition.fingerprint)
 
 
 @pytest.mark.parametrize(("build", "step", "scope", "phase"), [

@@ -15,7 +15,7 @@ FOR UPDATE;
 
 -- name: list_child_runs
 -- ductline runs --parent RUN: a run's children, newest first (ductline_runs_parent).
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE parent_run_id = :parent AND (:status::text IS NULL OR status = :status)
   AND (:pipeline::text IS NULL OR pipeline = :pipeline)

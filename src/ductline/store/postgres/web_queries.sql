@@ -7,28 +7,28 @@
 -- would pick one index for every combination).
 
 -- name: web_runs_older
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE created_ms <= :created_ms AND (created_ms < :created_ms OR id < :id)
 ORDER BY created_ms DESC, id DESC
 LIMIT :limit;
 
 -- name: web_runs_older_status
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE status = :status AND created_ms <= :created_ms AND (created_ms < :created_ms OR id < :id)
 ORDER BY created_ms DESC, id DESC
 LIMIT :limit;
 
 -- name: web_runs_older_pipeline
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE pipeline = :pipeline AND created_ms <= :created_ms AND (created_ms < :created_ms OR id < :id)
 ORDER BY created_ms DESC, id DESC
 LIMIT :limit;
 
 -- name: web_runs_older_pipeline_status
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE pipeline = :pipeline AND status = :status AND created_ms <= :created_ms AND (created_ms < :created_ms OR id < :id)
 ORDER BY created_ms DESC, id DESC
@@ -36,7 +36,7 @@ LIMIT :limit;
 
 -- name: web_runs_newer
 -- The page before a cursor (read oldest first; the reader reverses it).
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE created_ms >= :created_ms AND (created_ms > :created_ms OR id > :id)
 ORDER BY created_ms, id
@@ -44,7 +44,7 @@ LIMIT :limit;
 
 -- name: web_runs_newer_status
 -- The page before a cursor (read oldest first; the reader reverses it).
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE status = :status AND created_ms >= :created_ms AND (created_ms > :created_ms OR id > :id)
 ORDER BY created_ms, id
@@ -52,7 +52,7 @@ LIMIT :limit;
 
 -- name: web_runs_newer_pipeline
 -- The page before a cursor (read oldest first; the reader reverses it).
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE pipeline = :pipeline AND created_ms >= :created_ms AND (created_ms > :created_ms OR id > :id)
 ORDER BY created_ms, id
@@ -60,7 +60,7 @@ LIMIT :limit;
 
 -- name: web_runs_newer_pipeline_status
 -- The page before a cursor (read oldest first; the reader reverses it).
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE pipeline = :pipeline AND status = :status AND created_ms >= :created_ms AND (created_ms > :created_ms OR id > :id)
 ORDER BY created_ms, id

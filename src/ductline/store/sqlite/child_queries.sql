@@ -13,7 +13,7 @@ SELECT id, run_id, pipeline, step, scope, output FROM ductline_jobs WHERE id = :
 
 -- name: list_child_runs
 -- ductline runs --parent RUN: a run's children, newest first (ductline_runs_parent).
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE parent_run_id = :parent AND (:status IS NULL OR status = :status) AND (:pipeline IS NULL OR pipeline = :pipeline)
 ORDER BY created_ms DESC, id DESC

@@ -12,7 +12,7 @@ FROM json_each(:items);
 -- cursor (created_ms, id), optionally of one status and one pipeline. The first tag
 -- (:key, :value) finds the candidates through the (key, value) index; each of the
 -- others is one primary-key probe per candidate.
-SELECT r.id, r.pipeline, r.status, r.halt_reason, r.created_ms, r.started_ms, r.finished_ms
+SELECT r.id, r.pipeline, r.status, r.halt_reason, r.created_ms, r.started_ms, r.finished_ms, r.definition
 FROM ductline_run_tags t JOIN ductline_runs r ON r.id = t.run_id
 WHERE t.key = :key AND t.value = :value
   AND (:status IS NULL OR r.status = :status) AND (:pipeline IS NULL OR r.pipeline = :pipeline)
@@ -26,7 +26,7 @@ LIMIT :limit;
 
 -- name: tagged_runs_newer
 -- tagged_runs_older's page after a cursor (read oldest first; the reader reverses it).
-SELECT r.id, r.pipeline, r.status, r.halt_reason, r.created_ms, r.started_ms, r.finished_ms
+SELECT r.id, r.pipeline, r.status, r.halt_reason, r.created_ms, r.started_ms, r.finished_ms, r.definition
 FROM ductline_run_tags t JOIN ductline_runs r ON r.id = t.run_id
 WHERE t.key = :key AND t.value = :value
   AND (:status IS NULL OR r.status = :status) AND (:pipeline IS NULL OR r.pipeline = :pipeline)

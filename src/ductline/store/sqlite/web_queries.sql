@@ -6,28 +6,28 @@
 -- instead of a generic `(:x IS NULL OR col = :x)` plan.
 
 -- name: web_runs_older
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE created_ms <= :created_ms AND (created_ms < :created_ms OR id < :id)
 ORDER BY created_ms DESC, id DESC
 LIMIT :limit;
 
 -- name: web_runs_older_status
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE status = :status AND created_ms <= :created_ms AND (created_ms < :created_ms OR id < :id)
 ORDER BY created_ms DESC, id DESC
 LIMIT :limit;
 
 -- name: web_runs_older_pipeline
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE pipeline = :pipeline AND created_ms <= :created_ms AND (created_ms < :created_ms OR id < :id)
 ORDER BY created_ms DESC, id DESC
 LIMIT :limit;
 
 -- name: web_runs_older_pipeline_status
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE pipeline = :pipeline AND status = :status AND created_ms <= :created_ms AND (created_ms < :created_ms OR id < :id)
 ORDER BY created_ms DESC, id DESC
@@ -35,7 +35,7 @@ LIMIT :limit;
 
 -- name: web_runs_newer
 -- The page before a cursor (read oldest first; the reader reverses it).
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE created_ms >= :created_ms AND (created_ms > :created_ms OR id > :id)
 ORDER BY created_ms, id
@@ -43,7 +43,7 @@ LIMIT :limit;
 
 -- name: web_runs_newer_status
 -- The page before a cursor (read oldest first; the reader reverses it).
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE status = :status AND created_ms >= :created_ms AND (created_ms > :created_ms OR id > :id)
 ORDER BY created_ms, id
@@ -51,7 +51,7 @@ LIMIT :limit;
 
 -- name: web_runs_newer_pipeline
 -- The page before a cursor (read oldest first; the reader reverses it).
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE pipeline = :pipeline AND created_ms >= :created_ms AND (created_ms > :created_ms OR id > :id)
 ORDER BY created_ms, id
@@ -59,7 +59,7 @@ LIMIT :limit;
 
 -- name: web_runs_newer_pipeline_status
 -- The page before a cursor (read oldest first; the reader reverses it).
-SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms
+SELECT id, pipeline, status, halt_reason, created_ms, started_ms, finished_ms, definition
 FROM ductline_runs
 WHERE pipeline = :pipeline AND status = :status AND created_ms >= :created_ms AND (created_ms > :created_ms OR id > :id)
 ORDER BY created_ms, id
