@@ -28,7 +28,7 @@ SCHED_APP = str(APPS / "sched_app.py")
 BACKFILL_APP = str(APPS / "backfill_app.py")
 HOUR = 3_600_000
 DAY = 24 * HOUR
-BASE = 1_893_456_000_000  # 2030-01-01T00:00:00Z
+BASE = 1_577_836_800_000  # 2020-01-01T00:00:00Z: a backfill covers past ticks
 
 
 def hourly(store, name="bf_hourly"):
@@ -66,8 +66,14 @@ def test_bad_ranges_are_refused_before_anything_is_written(store):
         backfill(store, "bf_hourly", BASE, BASE + (MAX_BACKFILL_TICKS + 1) * HOUR)
     with pytest.raises(ValueError, match="after"):
         backfill(store, "bf_hourly", BASE + HOUR, BASE)
-    with pytest.raises(ScheduleNotFound):
+    with pytest.raises(ScheduleNotFound, match="written when a worker serving its pipeline starts"):
         backfill(store, "no_such_schedule", BASE, BASE + HOUR)
+    # ticks after now fire on schedule: a backfill run would take them for good
+    future = store.now_ms() + DAY
+    with pytest.raises(ValueError, match="is in the future"):
+        backfill(store, "bf_hourly", BASE, future)
+    with pytest.raises(ValueError, match="is in the future"):  # the last year a date can hold
+        backfill(store, "bf_hourly", 253_402_297_199_000 - HOUR, 253_402_297_199_000)
     assert store.list_runs() == []
     assert rows.tick_runs(store, "bf_hourly", 0, 2 ** 62) == {}
     assert len(backfill(store, "bf_hourly", BASE, BASE + (MAX_BACKFILL_TICKS - 1) * HOUR).started) == \
@@ -76,8 +82,8 @@ def test_bad_ranges_are_refused_before_anything_is_written(store):
 
 def cli_backfill(db_url, *extra, env=None):
     return subprocess.Popen(
-        [sys.executable, "-m", "ductline", "schedules", "backfill", "bf_hourly", "--from", "2030-01-01T00:00:00Z",
-         "--to", "2030-01-01T11:00:00+00:00", "--app", BACKFILL_APP, "--database", db_url, *extra],
+        [sys.executable, "-m", "ductline", "schedules", "backfill", "bf_hourly", "--from", "2020-01-01T00:00:00Z",
+         "--to", "2020-01-01T11:00:00+00:00", "--app", BACKFILL_APP, "--database", db_url, *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
@@ -112,11 +118,11 @@ def test_a_backfill_killed_inside_a_tick_leaves_nothing_and_the_next_one_finishe
 def test_cli_errors(db_url, store):
     hourly(store)
     bad = subprocess.run([sys.executable, "-m", "ductline", "schedules", "backfill", "bf_hourly", "--from",
-                          "2030-01-01T00:00:00", "--to", "2030-01-02T00:00:00Z", "--app", BACKFILL_APP,
+                          "2020-01-01T00:00:00", "--to", "2020-01-02T00:00:00Z", "--app", BACKFILL_APP,
                           "--database", db_url], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "UTC offset" in bad.stderr
     missing = subprocess.run([sys.executable, "-m", "ductline", "schedules", "backfill", "nope", "--from",
-                              "2030-01-01T00:00:00Z", "--to", "2030-01-02T00:00:00Z", "--app", BACKFILL_APP,
+                              "2020-01-01T00:00:00Z", "--to", "2020-01-02T00:00:00Z", "--app", BACKFILL_APP,
                               "--database", db_url], capture_output=True, text=True, timeout=60)
     assert missing.returncode != 0 and "no schedule named 'nope'" in missing.stderr
     assert store.list_runs() == []

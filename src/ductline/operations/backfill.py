@@ -52,16 +52,24 @@ def backfill(store: "Store", name: str, from_ms: int, to_ms: int) -> BackfillRep
     Raises:
         ScheduleNotFound: no schedule is named ``name``.
         ductline.PipelineNotFound: its pipeline is not defined in this process.
-        ValueError: ``from_ms`` after ``to_ms``, or a range holding more than
-            `MAX_BACKFILL_TICKS` ticks (nothing is written).
+        ValueError: ``from_ms`` after ``to_ms``, ``to_ms`` after now (the database's
+            clock: a tick has one run ever, so a future one would never fire on
+            time), or a range holding more than `MAX_BACKFILL_TICKS` ticks
+            (nothing is written).
         TypeError: the stored arguments no longer fit the first step.
         StoreError: the database failed; ticks started before it stay started.
     """
     if from_ms > to_ms:
         raise ValueError(f"--from ({tick_iso(from_ms)}) is after --to ({tick_iso(to_ms)})")
+    now_ms = store.now_ms()
+    if to_ms > now_ms:
+        # A tick has one run ever: a future tick started now would never fire on time.
+        raise ValueError(f"--to ({tick_iso(to_ms)}) is in the future (now {tick_iso(now_ms)}): a backfill covers "
+                         "past ticks; later ones fire on schedule")
     row = rows.get(store, name)
     if row is None:
-        raise ScheduleNotFound(f"no schedule named {name!r}")
+        raise ScheduleNotFound(f"no schedule named {name!r} (a schedule is written when a worker serving its "
+                               "pipeline starts: start one with the app that declares it first)")
     ticks = ticks_between(row["cron"], from_ms, to_ms, MAX_BACKFILL_TICKS)
     if len(ticks) > MAX_BACKFILL_TICKS:
         raise ValueError(f"the range holds more than {MAX_BACKFILL_TICKS} ticks of {row['cron']!r} (the limit of "
