@@ -20,7 +20,7 @@ from ductline.durations import parse_cli_duration
 from ductline.errors import DuctlineError, InvalidStateError, StoreError, StoreUnavailable
 from ductline.handle import RunHandle
 from ductline.logs import configure
-from ductline.model.states import SETTLED_RUN, JobStatus, RunStatus
+from ductline.model.states import SETTLED_RUN, TERMINAL_RUN, JobStatus, RunStatus
 from ductline.observability import runlog
 from ductline.store import Store, open_store
 from ductline.stores import ensure_schema
@@ -441,7 +441,9 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
     kept = [e for e in view["events"] if e["consumed_by"] is None]
     if kept:
         names = ", ".join(repr(safetext.printable(str(e["name"]))) for e in kept)
-        out.print(f"events kept for a wait to come: {names}", highlight=False, soft_wrap=True, markup=False)
+        # A finished run waits for nothing more: its unused events are only history.
+        what = "events never used" if view["status"] in TERMINAL_RUN else "events kept for a wait to come"
+        out.print(f"{what}: {names}", highlight=False, soft_wrap=True, markup=False)
     if view["children"]:
         out.print(tables.children_table(out, view))
     if view["status"] == RunStatus.FAILED and view["metadata"].get("error"):

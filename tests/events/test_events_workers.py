@@ -57,7 +57,7 @@ def test_a_run_waits_for_its_event_without_a_slot_and_a_send_runs_the_step_with_
     assert event["consumed_ms"] is not None
 
 
-def test_an_event_sent_before_the_wait_is_kept_and_consumed_once(store, workers):
+def test_an_event_sent_before_the_wait_is_kept_and_consumed_once(store, db_url, workers):
     workers(app=APP)
     handle = events_app.slow_orders.trigger(3, database=store)
     first = handle.send("paid", "first")     # before the run reaches its wait: kept
@@ -70,6 +70,8 @@ def test_an_event_sent_before_the_wait_is_kept_and_consumed_once(store, workers)
         ("paid", "first", True), ("paid", "second", False)]
     ship = jobs_by_step(store, handle.id)["ship"]
     assert (ship["attempts"], events[0]["job_id"]) == (1, ship["id"])
+    shown = cli("show", handle.id, "--database", db_url).stdout
+    assert "events never used: 'paid'" in shown and "for a wait to come" not in shown  # the run is over
 
 
 def test_a_key_makes_a_send_idempotent(store, workers):
