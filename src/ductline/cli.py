@@ -29,7 +29,7 @@ from ductline.stores import ensure_schema
 console = Console(stderr=True, soft_wrap=True)
 # Piped output is not cut to 80 columns (tables stay whole for grep and less),
 # unless COLUMNS gives a width: tables then fit it (`ductline.tables`).
-out = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").strip().isdigit() else 200)
+out = tables.output_console()
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

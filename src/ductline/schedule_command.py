@@ -8,8 +8,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 _database = click.option("--database", "database", metavar="URL", default=None,
                          help="Database URL (default: DUCTLINE_DATABASE_URL or sqlite:///ductline.db).")
@@ -76,16 +74,10 @@ def schedules(ctx: click.Context, as_json: bool, database: str | None) -> None:
     if as_json:
         print(json.dumps(views))
         return
-    table = Table("name", "pipeline", "cron (UTC)", "state", "next fire", "last fire", "last run")
-    table.columns[6].no_wrap = True
-    for v in views:
-        state = {"enabled": "[green]enabled[/green]", "disabled": "[yellow]disabled[/yellow]"}.get(
-            v["state"], f"[red]{v['state']}[/red]")
-        # a disabled or removed schedule fires nothing: its stored next fire is no promise
-        next_fire = (v["next_fire"] or "") if v["state"] == "enabled" else "—"
-        table.add_row(v["name"], v["pipeline"], v["cron"], state, next_fire, v["last_fire"] or "",
-                      v["last_run_id"] or "")
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    from ductline import tables
+
+    console = tables.output_console()
+    console.print(tables.schedules_table(console, views))
 
 
 def _switch(ctx: click.Context, name: str, database: str | None, enabled: bool) -> None:

@@ -1,5 +1,6 @@
-"""The CLI's tables of runs (``ductline runs``) and of one run's steps and attempts
-(``ductline show``), drawn to fit the terminal.
+"""The CLI's tables of runs (``ductline runs``), of one run's steps and attempts
+(``ductline show``), of workers (``ductline workers``) and of schedules (``ductline
+schedules``), drawn to fit the terminal.
 
 Each table comes in two forms. The full form (whole run ids, ISO 8601 UTC times
 with milliseconds, every column) is printed when it fits the console's width, as
@@ -15,6 +16,8 @@ Every cell that holds text a step made (errors, skip reasons) is escaped
 
 from __future__ import annotations
 
+import os
+import sys
 from datetime import datetime
 from typing import Any, Callable
 
@@ -26,6 +29,13 @@ from rich.table import Table
 from ductline import safetext, views
 
 ERROR_CHARS = 120  # of an error in a table; `show --json` has it whole
+
+
+def output_console() -> Console:
+    """The console a command prints its tables to: the terminal's width, or
+    ``COLUMNS``; piped without ``COLUMNS``, 200 columns (the full forms fit)."""
+    sized = sys.stdout.isatty() or os.environ.get("COLUMNS", "").strip().isdigit()
+    return Console(width=None if sized else 200)
 
 
 def fits(console: Console, table: Table) -> bool:
@@ -152,3 +162,61 @@ def children_table(console: Console, view: dict[str, Any]) -> Table:
                      c["created_at"] or "", c["finished_at"] or "")
         table.add_row(c["run_id"][:12], _cell(c["pipeline"]), _cell(c["step"] or ""), str(c["index"]), c["status"])
     return full if fits(console, full) else table
+
+
+def workers_table(console: Console, rows: list[Any]) -> Table:
+    """The table of ``ductline workers``.
+
+    Args:
+        rows: `ductline.observability.health.WorkerHealth` rows.
+    """
+    def health(w: Any) -> str:
+        if w.health == "lost":
+            return "[red]lost[/red]"
+        return w.health if w.healthy is None else "[green]ok[/green]" if w.healthy else f"[red]{w.problem}[/red]"
+
+    full = Table("worker", "host", "pid", "status", "busy", "slots", "undead", "last heartbeat", "age (s)", "health")
+    for w in rows:
+        full.add_row(w.id[:12], w.host, str(w.pid), w.status, str(w.busy), str(w.concurrency),
+                     f"[red]{w.undead}[/red]" if w.undead else "0", w.last_heartbeat, f"{w.age_seconds:.1f}",
+                     health(w))
+    if fits(console, full):
+        return full
+    table = _compact("worker", "host", "pid", "status", "busy", "undead", "heartbeat", "health")
+    for column in (0, 2, 4, 5, 6):
+        table.columns[column].no_wrap = True
+    table.columns[1].overflow = table.columns[3].overflow = table.columns[7].overflow = "fold"
+    for w in rows:
+        table.add_row(w.id[:8], w.host, str(w.pid), w.status, f"{w.busy}/{w.concurrency}",
+                      f"[red]{w.undead}[/red]" if w.undead else "0", f"{w.age_seconds:.1f} s ago", health(w))
+    return table
+
+
+def schedules_table(console: Console, rows: list[dict[str, Any]]) -> Table:
+    """The table of ``ductline schedules``.
+
+    Args:
+        rows: `ductline.schedule_command.schedule_view` dicts.
+    """
+    def state(v: dict[str, Any]) -> str:
+        return {"enabled": "[green]enabled[/green]", "disabled": "[yellow]disabled[/yellow]"}.get(
+            v["state"], f"[red]{v['state']}[/red]")
+
+    full = Table("name", "pipeline", "cron (UTC)", "state", "next fire", "last fire", "last run")
+    full.columns[6].no_wrap = True
+    for v in rows:
+        # a disabled or removed schedule fires nothing: its stored next fire is no promise
+        next_fire = (v["next_fire"] or "") if v["state"] == "enabled" else "—"
+        full.add_row(v["name"], v["pipeline"], v["cron"], state(v), next_fire, v["last_fire"] or "",
+                     v["last_run_id"] or "")
+    if fits(console, full):
+        return full
+    table = _compact("name", "pipeline", "cron (UTC)", "state", "next", "last", "last run")
+    for column in (2, 4, 5, 6):
+        table.columns[column].no_wrap = True
+    table.columns[0].overflow = table.columns[1].overflow = table.columns[3].overflow = "fold"
+    for v in rows:
+        next_fire = views.compact_time(v["next_fire_ms"]) if v["state"] == "enabled" else "—"
+        table.add_row(v["name"], v["pipeline"], v["cron"], state(v), next_fire,
+                      views.compact_time(v["last_fire_ms"]), (v["last_run_id"] or "")[:8])
+    return table

@@ -150,3 +150,22 @@ def test_compact_times_are_local_and_drop_what_the_reader_knows():
     assert views.compact_time(int(datetime(2026, 1, 5, 9, 7).timestamp() * 1000), now) == "Jan 05 09:07"
     assert views.compact_time(int(datetime(2025, 12, 31, 23, 0).timestamp() * 1000), now) == "2025-12-31"
     assert views.compact_time(None, now) == ""
+
+
+def test_workers_and_schedules_fit_80_columns(store, db_url):
+    from ductline.dsl.schedule import Schedule, next_tick_ms
+    from ductline.store import schedules as schedule_rows
+
+    store.register_worker("a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6", "build-host-with-a-long-name.example.internal",
+                          4242, 16)
+    schedule_rows.sync(store, [Schedule("nightly_report_for_every_region", "cli_chain", "0 3 * * *", "[1]")],
+                       [], next_tick_ms)
+    workers = ductline(db_url, "workers")
+    fits(workers)
+    assert "a1b2c3d4" in workers and "0/16" in workers, workers
+    listed = ductline(db_url, "schedules")
+    fits(listed)
+    assert "0 3 * * *" in listed and "enabled" in listed, listed
+    # wide, the full forms: whole ids and ISO 8601 times
+    assert "a1b2c3d4e5f6" in ductline(db_url, "workers", columns="200")
+    assert re.search(r"\d{4}-\d\d-\d\dT", ductline(db_url, "schedules", columns="200"))

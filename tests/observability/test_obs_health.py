@@ -102,7 +102,7 @@ def test_default_max_age_is_the_lease_and_a_worker_past_it_is_lost(store, db_url
 def test_workers_table(store, db_url):
     store.register_worker("0123456789abcdef", "host-a", 4242, 8)
     store.renew_leases("0123456789abcdef", [], 30_000, busy=5, undead=2, status="stopping")
-    result = CliRunner().invoke(workers, ["--database", db_url])
+    result = CliRunner().invoke(workers, ["--database", db_url], env={"COLUMNS": "200"})  # the full table
     assert result.exit_code == 0, result.output
     for text in ("0123456789ab", "host-a", "4242", "stopping", "5", "8", "2", "ok"):
         assert text in result.output

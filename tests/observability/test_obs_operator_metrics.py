@@ -30,5 +30,5 @@ def test_execute_and_a_backfill_emit_them(install, store):
     assert r.counter("ductline.steps.marked_succeeded", pipeline="rt_halt_deadline", step="fails_at_once") == 1
     assert backfill_app.backfilled is not None
     rows.sync(store, [Schedule("obs_hourly", "bf_pipeline", "0 * * * *", "[]")], [], next_tick_ms)
-    backfill(store, "obs_hourly", 1_893_456_000_000, 1_893_456_000_000 + 2 * 3_600_000)
+    backfill(store, "obs_hourly", 1_577_836_800_000, 1_577_836_800_000 + 2 * 3_600_000)  # 2020: past ticks
     assert r.counter("ductline.schedule.runs", pipeline="bf_pipeline", reason="backfill") == 3

@@ -4,6 +4,7 @@ operator's switch (disable / enable)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -16,7 +17,8 @@ from ductline.store import schedules as rows
 
 def cli(db_url, *args, check=True):
     """Run ``ductline schedules ARGS`` in this process (click's runner)."""
-    result = CliRunner().invoke(schedules, [*args, "--database", db_url])
+    # wide: the full table (whole ids, ISO times); tests/cli/test_cli_narrow.py checks 80 columns
+    result = CliRunner().invoke(schedules, [*args, "--database", db_url], env={"COLUMNS": "200"})
     if check:
         assert result.exit_code == 0, (result.output, result.exception)
     return result
@@ -49,7 +51,8 @@ def test_the_listing_shows_every_schedule_as_json_and_as_a_table(db_url, store):
 
     # the real entry point, once
     table = subprocess.run([sys.executable, "-m", "ductline", "schedules", "--database", db_url],
-                           capture_output=True, text=True, timeout=60, check=True).stdout
+                           capture_output=True, text=True, timeout=60, check=True,
+                           env={**os.environ, "COLUMNS": "200"}).stdout
     for text in ("nightly", "often", "reports", "0 3 * * *", "* * * * * */2", "enabled", "f" * 32,
                  nightly["next_fire"]):
         assert text in table, (text, table)

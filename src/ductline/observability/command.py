@@ -6,8 +6,6 @@ import json
 import sys
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from ductline.observability import health as health_checks
 
@@ -74,14 +72,7 @@ def workers(as_json: bool, max_age: float | None, host: str | None, database: st
     if as_json:
         print(json.dumps([w.as_dict() for w in rows]))
         return
-    table = Table("worker", "host", "pid", "status", "busy", "slots", "undead", "last heartbeat", "age (s)",
-                  "health")
-    for w in rows:
-        state = (w.health if w.healthy is None else "[green]ok[/green]" if w.healthy else f"[red]{w.problem}[/red]")
-        if w.health == "lost":
-            state = "[red]lost[/red]"
-        table.add_row(w.id[:12], w.host, str(w.pid), w.status, str(w.busy), str(w.concurrency),
-                      f"[red]{w.undead}[/red]" if w.undead else "0", w.last_heartbeat, f"{w.age_seconds:.1f}",
-                      state)
-    # Piped (not a terminal): wide enough that no column is cut.
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    from ductline import tables
+
+    console = tables.output_console()
+    console.print(tables.workers_table(console, rows))
