@@ -302,6 +302,19 @@ async def _body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
+async def _json_body(request: Request, empty: Any = None) -> tuple[Any, Response | None]:
+    """The request's body as JSON (``empty`` when there is none), or the error to
+    answer: 413 past `start.MAX_BODY_BYTES`, 400 when it is not JSON."""
+    try:
+        raw = await _body(request)
+    except start.BadStart as exc:
+        return None, json_error(exc.status, str(exc))
+    try:
+        return (json.loads(raw) if raw.strip() else empty), None
+    except (ValueError, RecursionError) as exc:
+        return None, json_error(400, f"request body is not valid JSON: {exc}")
+
+
 @openapi(parameters=[_path("name")], requestBody={"content": {"application/json": {"schema": {
     "type": "object", "additionalProperties": False, "properties": {
         "args": {"type": "array", "description": "arguments of the first step"},
@@ -480,16 +493,11 @@ async def resume_run(request: Request) -> Response:
         return refused
     d = dashboard(request)
     run_id = request.path_params["run_id"]
-    try:
-        raw = await _body(request)
-    except start.BadStart as exc:
-        return json_error(exc.status, str(exc))
+    body, bad = await _json_body(request, empty=NO_INPUT)
+    if bad is not None:
+        return bad
     value: Any = NO_INPUT
-    if raw.strip():
-        try:
-            body = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            return json_error(400, f"request body is not valid JSON: {exc}")
+    if body is not NO_INPUT:
         if not isinstance(body, dict):
             return json_error(400, f"request body must be a JSON object, got {type(body).__name__}")
         unknown = sorted(set(body) - {"input"})
@@ -532,14 +540,9 @@ async def send_event(request: Request) -> Response:
         return refused
     d = dashboard(request)
     run_id = request.path_params["run_id"]
-    try:
-        raw = await _body(request)
-    except start.BadStart as exc:
-        return json_error(exc.status, str(exc))
-    try:
-        body = json.loads(raw) if raw.strip() else None
-    except (ValueError, RecursionError) as exc:
-        return json_error(400, f"request body is not valid JSON: {exc}")
+    body, bad = await _json_body(request)
+    if bad is not None:
+        return bad
     if not isinstance(body, dict):
         return json_error(400, f"request body must be a JSON object, got {type(body).__name__}")
     unknown = sorted(set(body) - {"event", "data", "key"})
@@ -586,12 +589,9 @@ async def move_runs(request: Request) -> Response:
     if refused is not None:
         return refused
     d = dashboard(request)
-    try:
-        body = json.loads(await _body(request) or b"null")
-    except start.BadStart as exc:
-        return json_error(exc.status, str(exc))
-    except (ValueError, RecursionError) as exc:
-        return json_error(400, f"request body is not valid JSON: {exc}")
+    body, bad = await _json_body(request)
+    if bad is not None:
+        return bad
     mapping = body.get("map", {}) if isinstance(body, dict) else None
     if (not isinstance(body, dict) or set(body) - {"from", "to", "map", "run_id"}
             or not isinstance(body.get("from"), str) or not isinstance(body.get("to"), str)
