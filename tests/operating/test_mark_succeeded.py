@@ -171,6 +171,9 @@ def test_api_marks_with_the_token_and_refuses_precisely(db_url, store, client):
     url = f"/api/runs/{run.id}/mark-succeeded"
     assert client.post(url, json={"step": "always_fails", "output": 1}).status_code == 401
     assert client.post(url, json={"step": "always_fails"}, headers=AUTH).status_code == 422
+    huge = client.post(url, content=b'{"step": "always_fails", "output": "' + b"x" * 1_100_000 + b'"}',
+                       headers={**AUTH, "Content-Type": "application/json"})
+    assert huge.status_code == 413 and "the limit is 1048576" in huge.json()["error"]  # as every endpoint
     assert client.post(url, json={"step": "never_runs", "output": 1}, headers=AUTH).status_code == 409
     assert client.post("/api/runs/nope0000/mark-succeeded", json={"step": "x", "output": 1},
                        headers=AUTH).status_code == 404

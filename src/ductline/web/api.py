@@ -409,6 +409,7 @@ async def retry_run(request: Request) -> Response:
                "401": {"description": "missing or wrong bearer token"}, "403": {"description": "read-only"},
                "404": {"description": "no such run, or its pipeline is not known to this dashboard"},
                "409": {"description": "the run is finished, or the step run is completed, running or waiting"},
+               "413": {"description": "the body is over 1 MiB"},
                "422": {"description": "a field is wrong, or an output the step's transition cannot take"}},
     security=[{"bearer": []}])
 async def mark_step_succeeded(request: Request) -> Response:
@@ -427,10 +428,9 @@ async def mark_step_succeeded(request: Request) -> Response:
     if definition is None:
         return json_error(404, f"pipeline {run['pipeline']!r} is not known to this dashboard: start it with "
                                "--app MODULE for the module that defines it")
-    try:
-        body = json.loads((await _body(request)).decode("utf-8") or "null")
-    except (ValueError, RecursionError, start.BadStart) as exc:
-        return json_error(400, f"request body is not valid JSON: {exc}")
+    body, bad = await _json_body(request)
+    if bad is not None:
+        return bad
     if not isinstance(body, dict):
         return json_error(400, "request body must be a JSON object with step and output")
     unknown = sorted(set(body) - {"step", "index", "output", "reason"})
