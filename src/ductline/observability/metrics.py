@@ -346,129 +346,99 @@ def queue_depths(store: Any) -> dict[str, tuple[int, int, int]]:
             for r in rows}
 
 
-class QueueDepths:
-    """A gauge source over `queue_depths`: remembers the pipelines it has seen (so
-    they read 0 once their queue drains, instead of vanishing) and caches a
-    reading for ``cache_seconds`` so simultaneous readers cost one query."""
+class CachedReading:
+    """A gauge source over one database reading (`read`), shared by every reader for
+    ``cache_seconds`` so simultaneous readers cost one query. With a ``zero``, a key
+    once seen reads ``zero`` when the database no longer has it (a pipeline whose
+    queue drained reads 0 instead of vanishing); keys come sorted then."""
 
-    def __init__(self, store: Any, cache_seconds: float = 1.0, pipelines: Iterable[str] = ()) -> None:
+    def __init__(self, store: Any, cache_seconds: float, zero: Any = None, known: Iterable[Any] = ()) -> None:
         self.store = store
         self.cache_seconds = cache_seconds
-        self._known = set(pipelines)
+        self._zero = zero
+        self._known = set(known)
         self._lock = threading.Lock()
-        self._cached: dict[str, tuple[int, int, int]] | None = None
+        self._cached: dict[Any, Any] | None = None
         self._at = 0.0
 
-    def __call__(self) -> dict[str, tuple[int, int, int]]:
+    def read(self) -> dict[Any, Any]:
+        """One reading from the database."""
+        raise NotImplementedError
+
+    def __call__(self) -> dict[Any, Any]:
         with self._lock:
             now = time.monotonic()
-            if self._cached is not None and now - self._at < self.cache_seconds:
-                return dict(self._cached)
-            depths = queue_depths(self.store)
-            self._known.update(depths)
-            result = {p: depths.get(p, (0, 0, 0)) for p in sorted(self._known)}
-            self._cached, self._at = result, now
-            return dict(result)
+            if self._cached is None or now - self._at >= self.cache_seconds:
+                found = self.read()
+                if self._zero is not None:
+                    self._known.update(found)
+                    found = {key: found.get(key, self._zero) for key in sorted(self._known)}
+                self._cached, self._at = found, now
+            return dict(self._cached)
+
+    def _fetch(self, statement: str) -> list[dict[str, Any]]:
+        with self.store.dialect.reader() as session:
+            rows: list[dict[str, Any]] = session.fetch(statement, {})
+        return rows
 
 
-class QueueServing:
-    """A gauge source of the ready jobs and live workers of each queue
-    (`ductline.store.fleet`), cached for ``cache_seconds``; a queue once seen reads 0
-    instead of vanishing."""
+class QueueDepths(CachedReading):
+    """The ready, delayed and running jobs per pipeline (`queue_depths`); a pipeline
+    once seen reads ``(0, 0, 0)``."""
+
+    def __init__(self, store: Any, cache_seconds: float = 1.0, pipelines: Iterable[str] = ()) -> None:
+        super().__init__(store, cache_seconds, zero=(0, 0, 0), known=pipelines)
+
+    def read(self) -> dict[str, tuple[int, int, int]]:
+        return queue_depths(self.store)
+
+
+class QueueServing(CachedReading):
+    """The ready jobs and live workers of each queue (`ductline.store.fleet`) as
+    ``{queue: (ready, workers)}``; a queue once seen reads ``(0, 0)``."""
 
     def __init__(self, store: Any, cache_seconds: float = 1.0) -> None:
-        self.store = store
-        self.cache_seconds = cache_seconds
-        self._known: set[str] = set()
-        self._lock = threading.Lock()
-        self._cached: dict[str, tuple[int, int]] | None = None
-        self._at = 0.0
+        super().__init__(store, cache_seconds, zero=(0, 0))
 
-    def __call__(self) -> dict[str, tuple[int, int]]:
+    def read(self) -> dict[str, tuple[int, int]]:
         from ductline.model.serving import workers_per_queue
         from ductline.store import fleet
 
-        with self._lock:
-            now = time.monotonic()
-            if self._cached is None or now - self._at >= self.cache_seconds:
-                ready = fleet.ready_per_queue(self.store)
-                workers = workers_per_queue(fleet.live_offers(self.store))
-                self._known.update(ready, workers)
-                self._cached = {q: (ready.get(q, 0), workers.get(q, 0)) for q in sorted(self._known)}
-                self._at = now
-            return dict(self._cached)
+        ready = fleet.ready_per_queue(self.store)
+        workers = workers_per_queue(fleet.live_offers(self.store))
+        return {q: (ready.get(q, 0), workers.get(q, 0)) for q in set(ready) | set(workers)}
 
 
-class RunCounts:
-    """A gauge source of the runs per pipeline and status (``metrics_run_counts``),
-    cached for ``cache_seconds`` so simultaneous readers cost one query."""
+class RunCounts(CachedReading):
+    """The runs per pipeline and status (``metrics_run_counts``)."""
 
     def __init__(self, store: Any, cache_seconds: float = 5.0) -> None:
-        self.store = store
-        self.cache_seconds = cache_seconds
-        self._lock = threading.Lock()
-        self._cached: dict[tuple[str, str], int] | None = None
-        self._at = 0.0
+        super().__init__(store, cache_seconds)
 
-    def __call__(self) -> dict[tuple[str, str], int]:
-        with self._lock:
-            now = time.monotonic()
-            if self._cached is None or now - self._at >= self.cache_seconds:
-                with self.store.dialect.reader() as session:
-                    rows = session.fetch("metrics_run_counts", {})
-                self._cached, self._at = {(r["pipeline"], r["status"]): int(r["n"]) for r in rows}, now
-            return dict(self._cached)
+    def read(self) -> dict[tuple[str, str], int]:
+        return {(r["pipeline"], r["status"]): int(r["n"]) for r in self._fetch("metrics_run_counts")}
 
 
-class EventWaits:
-    """A gauge source of the step runs waiting for an event per pipeline
-    (``metrics_event_waits``, over the partial index of deferred jobs); remembers
-    the pipelines it has seen (they read 0 once nothing waits) and caches a reading
-    for ``cache_seconds``."""
+class EventWaits(CachedReading):
+    """The step runs waiting for an event per pipeline (``metrics_event_waits``, over
+    the partial index of deferred jobs); a pipeline once seen reads 0."""
 
     def __init__(self, store: Any, cache_seconds: float = 1.0) -> None:
-        self.store = store
-        self.cache_seconds = cache_seconds
-        self._known: set[str] = set()
-        self._lock = threading.Lock()
-        self._cached: dict[str, int] | None = None
-        self._at = 0.0
+        super().__init__(store, cache_seconds, zero=0)
 
-    def __call__(self) -> dict[str, int]:
-        with self._lock:
-            now = time.monotonic()
-            if self._cached is None or now - self._at >= self.cache_seconds:
-                with self.store.dialect.reader() as session:
-                    rows = session.fetch("metrics_event_waits", {})
-                found = {r["pipeline"]: int(r["n"]) for r in rows}
-                self._known.update(found)
-                self._cached, self._at = {p: found.get(p, 0) for p in sorted(self._known)}, now
-            return dict(self._cached)
+    def read(self) -> dict[str, int]:
+        return {r["pipeline"]: int(r["n"]) for r in self._fetch("metrics_event_waits")}
 
 
-class ChildCounts:
-    """A gauge source of waiting parents and unfinished child runs per pipeline
-    (``metrics_child_counts``: ``{(pipeline, "awaiting" | "children"): n}``), cached
-    for ``cache_seconds``. Pipelines seen once read 0 when they have none."""
+class ChildCounts(CachedReading):
+    """Waiting parents and unfinished child runs per pipeline (``metrics_child_counts``:
+    ``{(pipeline, "awaiting" | "children"): n}``); a key once seen reads 0."""
 
     def __init__(self, store: Any, cache_seconds: float = 5.0) -> None:
-        self.store = store
-        self.cache_seconds = cache_seconds
-        self._lock = threading.Lock()
-        self._known: set[tuple[str, str]] = set()
-        self._cached: dict[tuple[str, str], int] | None = None
-        self._at = 0.0
+        super().__init__(store, cache_seconds, zero=0)
 
-    def __call__(self) -> dict[tuple[str, str], int]:
-        with self._lock:
-            now = time.monotonic()
-            if self._cached is None or now - self._at >= self.cache_seconds:
-                with self.store.dialect.reader() as session:
-                    rows = session.fetch("metrics_child_counts", {})
-                found = {(r["pipeline"], r["kind"]): int(r["n"]) for r in rows}
-                self._known.update(found)
-                self._cached, self._at = {key: found.get(key, 0) for key in sorted(self._known)}, now
-            return dict(self._cached)
+    def read(self) -> dict[tuple[str, str], int]:
+        return {(r["pipeline"], r["kind"]): int(r["n"]) for r in self._fetch("metrics_child_counts")}
 
 
 # -- the subscriber ---------------------------------------------------------------------------
