@@ -263,6 +263,20 @@ def _skipped(by_step: dict[str, list[StepRunView]], why: str) -> str | None:
     return f"{len(skipped)} step run(s) skipped ({why}){because}."
 
 
+def _wait_ended(by_step: dict[str, list[StepRunView]], metadata: dict[str, Any], default: str, outcome: str,
+                skip_reason: str) -> Reason:
+    """Why a run failed when a wait ran out (a pause expired, an event did not come):
+    the error recorded (else ``default``), the step runs it cancelled and skipped."""
+    chain = [f"The {_said(metadata.get('error') or default)}, so {outcome}."]
+    skipped = _skipped(by_step, skip_reason)
+    cancelled = sum(1 for runs in by_step.values() for r in runs if r.state is JobStatus.CANCELLED)
+    if cancelled:
+        chain.append(f"{cancelled} in-flight step run(s) cancelled.")
+    if skipped:
+        chain.append(skipped)
+    return Reason(RunStatus.FAILED, f"Failed: {skip_reason}", chain)
+
+
 def _reason(run: dict[str, Any], metadata: dict[str, Any], by_step: dict[str, list[StepRunView]]) -> Reason | None:
     """Why the run stopped, as a chain from the run's status back to the attempt that caused it."""
     status = run["status"]
@@ -302,23 +316,11 @@ def _reason(run: dict[str, Any], metadata: dict[str, Any], by_step: dict[str, li
             chain.append(_said(metadata["error"]))
         return Reason("timeout", "Failed: run deadline exceeded", chain)
     if status == RunStatus.FAILED and metadata.get("pause_expired"):
-        chain = [f"The {_said(metadata.get('error') or 'pause expired without a resume')}, so the run failed closed."]
-        skipped = _skipped(by_step, "pause expired")
-        cancelled = sum(1 for runs in by_step.values() for r in runs if r.state is JobStatus.CANCELLED)
-        if cancelled:
-            chain.append(f"{cancelled} in-flight step run(s) cancelled.")
-        if skipped:
-            chain.append(skipped)
-        return Reason(RunStatus.FAILED, "Failed: pause expired", chain)
+        return _wait_ended(by_step, metadata, "pause expired without a resume", "the run failed closed",
+                           "pause expired")
     if status == RunStatus.FAILED and metadata.get("event_timed_out"):
-        chain = [f"The {_said(metadata.get('error') or 'awaited event did not come in time')}, so the run failed."]
-        skipped = _skipped(by_step, "event timed out")
-        cancelled = sum(1 for runs in by_step.values() for r in runs if r.state is JobStatus.CANCELLED)
-        if cancelled:
-            chain.append(f"{cancelled} in-flight step run(s) cancelled.")
-        if skipped:
-            chain.append(skipped)
-        return Reason(RunStatus.FAILED, "Failed: event timed out", chain)
+        return _wait_ended(by_step, metadata, "awaited event did not come in time", "the run failed",
+                           "event timed out")
     if status == RunStatus.FAILED:
         return Reason(RunStatus.FAILED, "Failed", [_said(metadata.get("error") or "see metadata")])
     if status == RunStatus.RUNNING:
