@@ -141,14 +141,7 @@ class Tx:
             run_deadline = deadlines[row["run_id"]]
             step_deadline = None if row["timeout_seconds"] is None else started + row["timeout_seconds"] * 1000
             candidates = [d for d in (step_deadline, run_deadline) if d is not None]
-            claimed.append(ClaimedJob(
-                job_id=row["id"], run_id=row["run_id"], pipeline=row["pipeline"], step=row["step"],
-                scope=row["scope"], input=row["input"], attempt=int(row["attempts"]),
-                lease_token=row["lease_token"], timeout_seconds=row["timeout_seconds"],
-                boundary=row["boundary"], not_before_ms=int(row["not_before_ms"]), started_ms=started,
-                deadline_ms=min(candidates) if candidates else None, run_deadline_ms=run_deadline,
-                limit_key=row["limit_key"], priority=int(row["priority"]), phase=int(row["phase"]),
-            ))
+            claimed.append(_claimed(row, started, min(candidates) if candidates else None, run_deadline))
         self.s.execute("insert_attempts", {"items": json.dumps([{
             "job_id": c.job_id, "attempt": c.attempt, "run_id": c.run_id, "lease_token": c.lease_token,
             "worker_id": worker_id, "started_ms": c.started_ms, "deadline_ms": c.deadline_ms,
@@ -184,15 +177,7 @@ class Tx:
                 deadline = min(candidates) if candidates else None
                 self.s.execute("set_attempt_deadline", {"job_id": row["id"], "attempt": row["attempts"],
                                                         "lease_token": row["lease_token"], "deadline_ms": deadline})
-            claimed.append(ClaimedJob(
-                job_id=row["id"], run_id=row["run_id"], pipeline=row["pipeline"], step=row["step"],
-                scope=row["scope"], input=row["input"], attempt=int(row["attempts"]),
-                lease_token=row["lease_token"], timeout_seconds=row["timeout_seconds"],
-                boundary=row["boundary"], not_before_ms=int(row["not_before_ms"]), started_ms=started,
-                deadline_ms=None if deadline is None else int(deadline),
-                run_deadline_ms=None if run_deadline is None else int(run_deadline),
-                limit_key=row["limit_key"], priority=int(row["priority"]), phase=int(row["phase"]),
-            ))
+            claimed.append(_claimed(row, started, deadline, run_deadline))
         return claimed
 
     # -- creating work ---------------------------------------------------------
