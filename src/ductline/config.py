@@ -3,7 +3,7 @@
 Environment variables: ``DUCTLINE_DATABASE_URL``, ``DUCTLINE_LEASE_SECONDS``,
 ``DUCTLINE_RETRY_DELAY``, ``DUCTLINE_HEALTH_CHECK_INTERVAL``,
 ``DUCTLINE_KILL_GRACE_SECONDS``, ``DUCTLINE_POLL_INTERVAL``,
-``DUCTLINE_SHUTDOWN_GRACE_SECONDS``, ``DUCTLINE_MAX_UNDEAD``,
+``DUCTLINE_SHUTDOWN_GRACE_SECONDS``, ``DUCTLINE_MAX_RELEASES``, ``DUCTLINE_MAX_UNDEAD``,
 ``DUCTLINE_PAYLOAD_INLINE_BYTES``, ``DUCTLINE_PAYLOAD_MAX_BYTES``,
 ``DUCTLINE_SQLITE_BUSY_TIMEOUT``, ``DUCTLINE_RETENTION``, ``DUCTLINE_STEP_LOG_LEVEL``,
 ``DUCTLINE_RUN_LOG_LEVEL``,
@@ -27,6 +27,7 @@ from ductline.dsl.options import check_queue
 from ductline.durations import parse_cli_duration
 from ductline.errors import ConfigurationError
 from ductline.loglevels import check_level
+from ductline.model.outcomes import MAX_RELEASES
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,11 @@ class Settings:
         kill_grace_seconds: between SIGTERM and SIGKILL when an attempt is killed.
         poll_interval: the longest a worker sleeps without looking for work.
         shutdown_grace_seconds: how long SIGTERM lets running attempts finish.
+        max_releases: how many attempts of one job in a row a worker's shutdown grace
+            may interrupt (each released, charged to neither ``max_retry`` nor
+            ``max_crash``) before its run halts with ``job_releases_exhausted``. A
+            whole number, at least 1 (default 5); the worker that records the
+            interrupted attempt applies its own value.
         undead_after_seconds: how long after SIGKILL (for a thread: after the raised
             timeout) an attempt that has still not ended makes its slot *undead*.
             Default 1 s (docs/howto/timeouts.md, "Thread isolation and undead attempts"); raise it where a
@@ -97,6 +103,7 @@ class Settings:
     kill_grace_seconds: float = 1.0
     poll_interval: float = 1.0
     shutdown_grace_seconds: float = 30.0
+    max_releases: int = MAX_RELEASES
     undead_after_seconds: float = 1.0
     max_undead: int = 2
     spare_children: int = 4
@@ -130,10 +137,13 @@ class Settings:
 
 
 _POSITIVE = ("lease_seconds", "undead_after_seconds", "payload_inline_bytes", "payload_max_bytes",
-             "step_log_max_bytes", "pool_max_connections", "pool_idle_seconds")
+             "step_log_max_bytes", "pool_max_connections", "pool_idle_seconds", "max_releases")
+# What a positive whole-number setting is for, said when a value is refused.
+_AT_LEAST_ONE = {"max_releases": "a whole number, at least 1: how many attempts in a row a shutdown may "
+                                  "interrupt before the run halts"}
 _TEXTS = ("database_url", "retention", "step_log_level", "run_log_level", "database_pooling", "listen_database_url",
           "hostname", "queues")
-_INTS = ("retry_delay", "max_undead", "spare_children", "payload_inline_bytes", "payload_max_bytes", "step_log_max_bytes",
+_INTS = ("retry_delay", "max_releases", "max_undead", "spare_children", "payload_inline_bytes", "payload_max_bytes", "step_log_max_bytes",
          "pool_max_connections")
 POOLING_MODES = ("", "transaction")
 
@@ -161,7 +171,8 @@ def _coerce(name: str, kind: type, raw: Any, source: str) -> Any:
             raise ValueError
         return value
     except (TypeError, ValueError):
-        raise ConfigurationError(f"{source}: invalid value {raw!r} for {name}") from None
+        why = f" ({_AT_LEAST_ONE[name]})" if name in _AT_LEAST_ONE else ""
+        raise ConfigurationError(f"{source}: invalid value {raw!r} for {name}{why}") from None
 
 
 # The settings last built without overrides, and what they were built from: the

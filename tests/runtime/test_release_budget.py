@@ -1,9 +1,11 @@
 """A step that every shutdown interrupts does not start again forever: its attempts
-are released (nothing charged) up to `MAX_RELEASES` times in a row, then the run
-halts with ``job_releases_exhausted`` (real workers, SIGTERM, both backends)."""
+are released (nothing charged) up to ``max_releases`` times in a row (the setting,
+default `MAX_RELEASES`), then the run halts with ``job_releases_exhausted`` (real
+workers, SIGTERM, both backends)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -19,18 +21,23 @@ def attempts(store, run_id):
     return store.run_attempts(run_id)
 
 
-def test_a_step_every_shutdown_interrupts_halts_its_run_after_max_releases(store, db_url):
-    handle = rt_app.busy.trigger(600, database=store)  # naps ten minutes: every deploy cuts it
-    for n in range(1, MAX_RELEASES + 1):
-        proc = start_worker(db_url, concurrency=1, env=ENV)
+def interrupt(store, db_url, handle, times: int, env: dict[str, str]) -> None:
+    """Start a worker on the run's one long step and stop it mid-attempt, ``times`` times."""
+    for n in range(1, times + 1):
+        proc = start_worker(db_url, concurrency=1, env=env)
         try:
             wait_for(lambda: any(a["result"] is None for a in attempts(store, handle.id)))
         finally:
             assert stop_worker(proc) == 0
         wait_for(lambda: all(a["result"] is not None for a in attempts(store, handle.id)))
-        if n < MAX_RELEASES:
+        if n < times:
             job = store.run_jobs(handle.id)[0]
             assert (store.get_run(handle.id)["status"], job["status"]) == ("running", "pending")
+
+
+def test_a_step_every_shutdown_interrupts_halts_its_run_after_max_releases(store, db_url):
+    handle = rt_app.busy.trigger(600, database=store)  # naps ten minutes: every deploy cuts it
+    interrupt(store, db_url, handle, MAX_RELEASES, ENV)
     run = store.get_run(handle.id)
     assert run["status"] == "halted" and run["halt_reason"] == HaltReason.JOB_RELEASES_EXHAUSTED
     ended = attempts(store, handle.id)
@@ -42,7 +49,8 @@ def test_a_step_every_shutdown_interrupts_halts_its_run_after_max_releases(store
     shown = subprocess.run([sys.executable, "-m", "ductline", "show", handle.id, "--database", db_url],
                            capture_output=True, text=True, timeout=60)
     assert "job_releases_exhausted" in shown.stdout
-    assert f"interrupted by a worker's shutdown grace {MAX_RELEASES} times in a row" in shown.stdout
+    assert f"interrupted by a worker's shutdown grace {MAX_RELEASES} times in a row (at most {MAX_RELEASES})" \
+        in shown.stdout
     # So does the dashboard's run page.
     from starlette.testclient import TestClient
 
@@ -53,6 +61,15 @@ def test_a_step_every_shutdown_interrupts_halts_its_run_after_max_releases(store
     assert page.status_code == 200
     assert "Run halted (job_releases_exhausted)" in page.text
     assert "interrupted by a worker&#39;s shutdown grace (a deploy, a scale-down) too many times" in page.text
+
+
+def test_the_max_releases_setting_of_the_recording_worker_sets_the_limit(store, db_url):
+    handle = rt_app.busy.trigger(600, database=store)
+    interrupt(store, db_url, handle, 2, {**ENV, "DUCTLINE_MAX_RELEASES": "2"})
+    run = store.get_run(handle.id)
+    assert run["status"] == "halted" and run["halt_reason"] == HaltReason.JOB_RELEASES_EXHAUSTED
+    assert len(attempts(store, handle.id)) == 2
+    assert "interrupted by a worker's shutdown grace 2 times in a row (at most 2)" in json.loads(run["metadata"])["error"]
 
 
 def test_an_attempt_that_ends_otherwise_resets_the_count(store, db_url):

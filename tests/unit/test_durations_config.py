@@ -118,6 +118,7 @@ def test_none_arguments_are_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     ("DUCTLINE_KILL_GRACE_SECONDS", "0", "kill_grace_seconds", 0.0),
     ("DUCTLINE_POLL_INTERVAL", "3", "poll_interval", 3.0),
     ("DUCTLINE_SHUTDOWN_GRACE_SECONDS", "60", "shutdown_grace_seconds", 60.0),
+    ("DUCTLINE_MAX_RELEASES", "2", "max_releases", 2),
 ])
 def test_each_env_var(monkeypatch: pytest.MonkeyPatch, env: str, value: str, field: str, expected: Any) -> None:
     monkeypatch.setenv(env, value)
@@ -152,6 +153,26 @@ def test_invalid_env_value_is_configuration_error(monkeypatch: pytest.MonkeyPatc
     field = env.removeprefix("DUCTLINE_").lower()
     with pytest.raises(ConfigurationError, match=rf"^{env}: invalid value {value!r} for {field}$"):
         load_settings()
+
+
+def test_max_releases_defaults_to_five_and_comes_from_the_file(isolated: Path) -> None:
+    assert load_settings().max_releases == 5
+    write_toml(isolated / "ductline.toml", "max_releases = 12\n")
+    assert load_settings().max_releases == 12
+
+
+@pytest.mark.parametrize("source,value", [("env", "0"), ("env", "-1"), ("env", "1.5"), ("env", "many"),
+                                          ("toml", "0"), ("toml", "2.0"), ("argument", 0)])
+def test_max_releases_below_one_is_refused_saying_what_it_takes(isolated: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                source: str, value: Any) -> None:
+    if source == "env":
+        monkeypatch.setenv("DUCTLINE_MAX_RELEASES", value)
+    elif source == "toml":
+        write_toml(isolated / "ductline.toml", f"max_releases = {value}\n")
+    where = {"env": "DUCTLINE_MAX_RELEASES", "toml": r"ductline\.toml", "argument": "argument"}[source]
+    with pytest.raises(ConfigurationError, match=rf"^{where}: invalid value .* for max_releases "
+                                                 r"\(a whole number, at least 1: .*the run halts\)$"):
+        load_settings(max_releases=value) if source == "argument" else load_settings()
 
 
 @pytest.mark.parametrize("line,field", [

@@ -274,6 +274,13 @@ DECISIONS = [
                                 f"(at most {MAX_RELEASES}): the worker shut down"), id="interrupted-at-the-limit"),
     pytest.param(released(), B(releases=MAX_RELEASES + 3), DEFAULT, Verdict(Action.RELEASE),
                  id="given-back-never-counts"),
+    # -- the max_releases setting moves the limit ------------------------------------------------
+    pytest.param(interrupted(), B(releases=0, max_releases=1), DEFAULT,
+                 Verdict(Action.FAIL, charge=Charge.RELEASE, halt=HaltReason.JOB_RELEASES_EXHAUSTED,
+                         detail="interrupted by a worker's shutdown grace 1 time in a row "
+                                "(at most 1): the worker shut down"), id="interrupted-limit-one"),
+    pytest.param(interrupted(), B(releases=MAX_RELEASES - 1, max_releases=MAX_RELEASES + 1), DEFAULT,
+                 Verdict(Action.RELEASE, charge=Charge.RELEASE), id="interrupted-under-a-raised-limit"),
     pytest.param(interrupted(), B(boundary="pay"), DEFAULT, fail(UNSAFE, "crossed boundary 'pay': the worker shut down", charge=None),
                  id="interrupted-past-its-boundary"),
 ]

@@ -12,7 +12,7 @@ from typing import Callable
 
 from ductline.dsl.graph import Definition, TransitionKind
 from ductline.dsl.options import DEFAULT_QUEUE
-from ductline.model.outcomes import RELEASED_TYPE, Ended
+from ductline.model.outcomes import MAX_RELEASES, RELEASED_TYPE, Ended
 from ductline.model.states import AttemptResult, JobStatus
 from ductline.observability.events import RESULT_LABELS, EventName, emit
 from ductline.engine.stop import Unchanged, expire
@@ -73,7 +73,8 @@ def job_extra(a: record.Attempt) -> dict[str, object]:
 def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, Definition],
                  retry_delay: int, limits: payloads.Limits | None = None, *,
                  now_ms: Callable[[], float], then: Callable[[Tx], None] | None = None,
-                 origin: str = "", handoff: Handoff | None = None) -> list[record.Recorded]:
+                 origin: str = "", handoff: Handoff | None = None,
+                 max_releases: int = MAX_RELEASES) -> list[record.Recorded]:
     """Record every outcome in one transaction. Raises `StoreError` (and records
     nothing) if the database fails; the caller keeps the batch and tries again.
 
@@ -88,7 +89,8 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
     recording worker's id, is the payload of the transaction's notifications
     (`ductline.store.tx.Tx.origin`). ``handoff``, if given, takes the batch's ready
     next steps for the recording worker's free slots as they are inserted (before
-    ``then``, which then sees them claimed).
+    ``then``, which then sees them claimed). ``max_releases`` is the worker's setting
+    of that name (`ductline.model.outcomes.Budget.max_releases`).
     """
     limits = limits or payloads.DEFAULT_LIMITS
     results: list[record.Recorded | None] = [None] * len(outcomes)
@@ -120,7 +122,8 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
                 results[i] = record.success(tx, definition, o.attempt, o.output, retry_delay, sink, limits,
                                             o.route_key)
             else:
-                results[i] = record.failure(tx, definition, o.attempt, o.ended(), o.traceback, retry_delay)
+                results[i] = record.failure(tx, definition, o.attempt, o.ended(), o.traceback, retry_delay,
+                                            max_releases=max_releases)
         if bulk:
             _record_successes(tx, outcomes, bulk, definitions, retry_delay, results, sink, limits, locks)
         if handoff is None:

@@ -16,7 +16,9 @@ from enum import StrEnum
 from ductline import codec
 from ductline.dsl.graph import Definition, TransitionKind
 from ductline.dsl.options import StepOptions
-from ductline.model.outcomes import Action, Budget, Charge, Ended, Verdict, check_expand_output, decide
+from ductline.model.outcomes import (
+    MAX_RELEASES, Action, Budget, Charge, Ended, Verdict, check_expand_output, decide,
+)
 from ductline.model.routing import job_spec
 from ductline.model.states import AttemptResult, HaltReason, JobStatus
 from ductline.engine.stop import fail_fast
@@ -151,13 +153,14 @@ def unroutable(step: str) -> Ended:
 
 
 def failure(tx: Tx, definition: Definition | None, a: Attempt, ended: Ended, traceback: str | None,
-            retry_delay: int = 0) -> Recorded:
+            retry_delay: int = 0, *, max_releases: int = MAX_RELEASES) -> Recorded:
     """Record an attempt that did not succeed (errored, timed out, crashed, or
-    released by a worker's shutdown) as the rulebook decides (`decide`)."""
+    released by a worker's shutdown) as the rulebook decides (`decide`).
+    ``max_releases`` is the recording worker's setting (`Budget.max_releases`)."""
     tx.lock_runs([a.run_id])  # before any job row: the order stops take too (no deadlock)
     row = tx.job_budget(a.job_id)
     budget = Budget(row.failures, row.crashes, row.max_retry, row.max_crash, row.retry_delay_seconds, row.boundary,
-                    row.releases)
+                    row.releases, max_releases)
     verdict = decide(ended, budget, _options(definition, a.step), handler=a.step == ON_HALT_STEP)
     if (row.lease_token, row.status) != (a.lease_token, JobStatus.RUNNING):
         return LOST

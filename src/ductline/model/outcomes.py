@@ -47,6 +47,8 @@ from ductline.model.states import AttemptResult, HaltReason
 # in a row (each one released, nothing charged) halts its run with
 # `HaltReason.JOB_RELEASES_EXHAUSTED`: a step longer than every deploy allows would
 # otherwise start again forever. An attempt that ends any other way resets the count.
+# The default of the ``max_releases`` setting (`ductline.config.Settings`), which the
+# recording worker passes in `Budget.max_releases`.
 MAX_RELEASES = 5
 CRASH_BACKOFF_BASE_MS = 1_000
 CRASH_BACKOFF_CAP_MS = 60_000
@@ -83,13 +85,16 @@ class Action(StrEnum):
 class Charge(StrEnum):
     FAILURE = "failure"     # counts against max_retry
     CRASH = "crash"         # counts against max_crash
-    RELEASE = "release"     # counts against MAX_RELEASES (consecutive interrupted attempts)
+    RELEASE = "release"     # counts against max_releases (consecutive interrupted attempts)
 
 
 @dataclass(frozen=True, slots=True)
 class Budget:
     """What is known of the job when one of its attempts ends: the counts *before*
-    this attempt, its limits, its fixed retry delay and its crossed boundary."""
+    this attempt, its limits, its fixed retry delay and its crossed boundary.
+
+    ``max_releases`` is the recording worker's ``max_releases`` setting (>= 1): the
+    attempts interrupted by a shutdown grace in a row that halt the run."""
 
     failures: int = 0
     crashes: int = 0
@@ -98,6 +103,7 @@ class Budget:
     retry_delay_seconds: float = 10  # a worker stores whole seconds; the in-process executor may use fractions
     boundary: str | None = None
     releases: int = 0  # consecutive attempts interrupted by a worker's shutdown grace
+    max_releases: int = MAX_RELEASES
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +117,7 @@ class Ended:
         released: the worker gave the job back unfinished (shutdown); ``result``
             is then `AttemptResult.CANCELLED`.
         interrupted: released because the worker's shutdown grace ran out while the
-            attempt ran (it counts toward `MAX_RELEASES`); not a job claimed ahead
+            attempt ran (it counts toward `Budget.max_releases`); not a job claimed ahead
             and given back, nor one that began in a child killed for another.
     """
 
@@ -220,10 +226,11 @@ def _decide_failure(ended: Ended, budget: Budget, options: StepOptions | None,
         if not ended.interrupted:
             return Verdict(Action.RELEASE)
         releases = budget.releases + 1
-        if releases >= MAX_RELEASES:
+        if releases >= budget.max_releases:
             return Verdict(Action.FAIL, charge=Charge.RELEASE, halt=HaltReason.JOB_RELEASES_EXHAUSTED,
-                           detail=f"interrupted by a worker's shutdown grace {releases} times in a row "
-                                  f"(at most {MAX_RELEASES}): {ended.error}")
+                           detail=f"interrupted by a worker's shutdown grace {releases} "
+                                  f"time{'' if releases == 1 else 's'} in a row "
+                                  f"(at most {budget.max_releases}): {ended.error}")
         return Verdict(Action.RELEASE, charge=Charge.RELEASE)
     if crashed:
         crashes = budget.crashes + 1

@@ -27,6 +27,7 @@ from typing import Callable, Protocol
 from ductline.clock import Clock
 from ductline.dsl.graph import Definition
 from ductline.errors import DatabaseReplaced, StoreError, StoreUnavailable
+from ductline.model.outcomes import MAX_RELEASES
 from ductline.model.states import AttemptResult
 from ductline.runtime import faults
 from ductline.engine.batch import Handoff, Outcome, job_extra, record_batch
@@ -114,13 +115,17 @@ class Outbox:
             recorder's thread when a batch is done).
         origin: the worker's id, the payload of its recordings' notifications.
         timed: told how long each recording took (seconds, hand-over to commit).
+        max_releases: the worker's ``max_releases`` setting: interrupted attempts in
+            a row that halt a run (`ductline.model.outcomes.Budget.max_releases`).
     """
 
     def __init__(self, store: Store, definitions: dict[str, Definition], retry_delay: int,
                  limits: payloads.Limits, outage: Outage, now_ms: Callable[[], float],
                  recorded: Callable[[], None], wake: Callable[[], None] = lambda: None,
-                 timed: Callable[[float], None] = lambda seconds: None, origin: str = "") -> None:
+                 timed: Callable[[float], None] = lambda seconds: None, origin: str = "",
+                 max_releases: int = MAX_RELEASES) -> None:
         self._store = store
+        self._max_releases = max_releases
         self._origin = origin
         self._definitions = definitions
         self._retry_delay = retry_delay
@@ -256,7 +261,8 @@ class Outbox:
     def _record(self, batch: list[Outcome], then: Callable[[Tx], None] | None = None,
                 handoff: Handoff | None = None) -> None:
         record_batch(self._store, batch, self._definitions, self._retry_delay, self._limits,
-                     now_ms=self._now_ms, then=then, origin=self._origin, handoff=handoff)
+                     now_ms=self._now_ms, then=then, origin=self._origin, handoff=handoff,
+                     max_releases=self._max_releases)
 
     def _record_one_by_one(self, batch: list[Outcome], first_error: Exception) -> list[Outcome]:
         """A batch failed for a reason other than an outage: record its outcomes one

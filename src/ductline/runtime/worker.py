@@ -110,7 +110,8 @@ class Worker:
                                ahead=self.ahead, renew_now=lambda: self.heartbeat.soon())
         self.outbox = Outbox(store, definitions, settings.retry_delay, limits, self.outage, self.clock.db_now_ms,
                              recorded=self.claimer.soon, wake=self.wakeup.nudge,
-                             timed=self.ahead.observe_recording, origin=self.id)
+                             timed=self.ahead.observe_recording, origin=self.id,
+                             max_releases=settings.max_releases)
         self.claimer.on_past_deadline = self._past_deadline
         self.deaths = DeathClock(self.clock)
         self.claimer.on_start = self.deaths.watch

@@ -394,7 +394,7 @@ class Tx:
 
     def release_job(self, job_id: str, lease_token: str, *, counted: bool = False) -> bool:
         """Give a job back without charging the retry or crash budget (worker shutdown);
-        ``counted``: one more consecutive release (`ductline.model.outcomes.MAX_RELEASES`)."""
+        ``counted``: one more consecutive release (counted against the ``max_releases`` setting)."""
         self._woke = True  # ready again (the recording's claim, or the next one, takes it)
         return self.s.execute("release_job", {"job_id": job_id, "lease_token": lease_token,
                                               "counted": 1 if counted else 0}) == 1
