@@ -30,6 +30,7 @@ from ductline.errors import (
     StoreError,
     StoreUnavailable,
     TargetError,
+    TooManyKeptEvents,
 )
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +86,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "TargetError",
+    "TooManyKeptEvents",
     "WorkflowResult",
     "child",
     "children",

@@ -4,7 +4,7 @@ Environment variables: ``DUCTLINE_DATABASE_URL``, ``DUCTLINE_LEASE_SECONDS``,
 ``DUCTLINE_RETRY_DELAY``, ``DUCTLINE_HEALTH_CHECK_INTERVAL``,
 ``DUCTLINE_KILL_GRACE_SECONDS``, ``DUCTLINE_POLL_INTERVAL``,
 ``DUCTLINE_SHUTDOWN_GRACE_SECONDS``, ``DUCTLINE_MAX_RELEASES``, ``DUCTLINE_MAX_UNDEAD``,
-``DUCTLINE_PAYLOAD_INLINE_BYTES``, ``DUCTLINE_PAYLOAD_MAX_BYTES``,
+``DUCTLINE_PAYLOAD_INLINE_BYTES``, ``DUCTLINE_PAYLOAD_MAX_BYTES``, ``DUCTLINE_MAX_KEPT_EVENTS``,
 ``DUCTLINE_SQLITE_BUSY_TIMEOUT``, ``DUCTLINE_RETENTION``, ``DUCTLINE_STEP_LOG_LEVEL``,
 ``DUCTLINE_RUN_LOG_LEVEL``,
 ``DUCTLINE_STEP_LOG_MAX_BYTES``, ``DUCTLINE_POOL_MAX_CONNECTIONS``,
@@ -27,6 +27,7 @@ from ductline.dsl.options import check_queue
 from ductline.durations import parse_cli_duration
 from ductline.errors import ConfigurationError
 from ductline.loglevels import check_level
+from ductline.model.events import MAX_KEPT_EVENTS
 from ductline.model.outcomes import MAX_RELEASES
 
 
@@ -65,6 +66,10 @@ class Settings:
         payload_max_bytes: a step output above this many bytes fails its attempt with
             `ductline.PayloadTooLarge`; trigger arguments above it are refused.
             Default 64 MiB (67,108,864).
+        max_kept_events: the most events sent to one run that no wait has consumed
+            yet (kept for a wait to come); a send that would keep one more raises
+            `ductline.TooManyKeptEvents`. A whole number, at least 1 (default 1,000);
+            the sender's value applies.
         sqlite_busy_timeout: seconds a SQLite statement waits for another
             process's write lock before it fails with "database is locked".
         retention: how long ended runs are kept (``30d``, ``12h``, ``90m``,
@@ -109,6 +114,7 @@ class Settings:
     spare_children: int = 4
     payload_inline_bytes: int = 1_048_576
     payload_max_bytes: int = 67_108_864
+    max_kept_events: int = MAX_KEPT_EVENTS
     sqlite_busy_timeout: float = 30.0
     retention: str = ""
     step_log_level: str = "INFO"
@@ -137,14 +143,16 @@ class Settings:
 
 
 _POSITIVE = ("lease_seconds", "undead_after_seconds", "payload_inline_bytes", "payload_max_bytes",
-             "step_log_max_bytes", "pool_max_connections", "pool_idle_seconds", "max_releases")
+             "step_log_max_bytes", "pool_max_connections", "pool_idle_seconds", "max_releases",
+             "max_kept_events")
 # What a positive whole-number setting is for, said when a value is refused.
 _AT_LEAST_ONE = {"max_releases": "a whole number, at least 1: how many attempts in a row a shutdown may "
-                                  "interrupt before the run halts"}
+                                  "interrupt before the run halts",
+                 "max_kept_events": "a whole number, at least 1: how many unconsumed events a run keeps"}
 _TEXTS = ("database_url", "retention", "step_log_level", "run_log_level", "database_pooling", "listen_database_url",
           "hostname", "queues")
-_INTS = ("retry_delay", "max_releases", "max_undead", "spare_children", "payload_inline_bytes", "payload_max_bytes", "step_log_max_bytes",
-         "pool_max_connections")
+_INTS = ("retry_delay", "max_releases", "max_kept_events", "max_undead", "spare_children", "payload_inline_bytes",
+         "payload_max_bytes", "step_log_max_bytes", "pool_max_connections")
 POOLING_MODES = ("", "transaction")
 
 

@@ -57,6 +57,31 @@ class InvalidStateError(DuctlineError):
     """The requested operation does not apply to the run's current state."""
 
 
+class TooManyKeptEvents(InvalidStateError):
+    """A send was refused: the run keeps as many events as it may (the
+    ``max_kept_events`` setting) that no wait has consumed yet, and this one would
+    be kept too. Nothing was written; the events already kept are unchanged. A
+    send that a waiting step consumes at once, and a repeat of a keyed send, are
+    never refused for it. The CLI exits 2; the API answers 409.
+
+    Args:
+        run_id: the run.
+        kept: the events it keeps now.
+        limit: the ``max_kept_events`` setting of the sender.
+    """
+
+    def __init__(self, run_id: str, kept: int, limit: int) -> None:
+        self.run_id, self.kept, self.limit = run_id, kept, limit
+        super().__init__(f"run {run_id} keeps {kept} events that no wait has consumed yet, the most it may "
+                         f"(max_kept_events = {limit}); this event was refused and nothing was written")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.run_id, self.kept, self.limit))
+
+
+TooManyKeptEvents.__module__ = "ductline"
+
+
 class TargetError(DuctlineError):
     """A `module:attr` or `path.py:attr` target could not be loaded."""
 

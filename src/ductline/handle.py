@@ -250,6 +250,9 @@ class RunHandle:
             PayloadTooLarge: ``data`` is above ``payload_max_bytes`` as JSON.
             InvalidStateError: the run finished (completed, failed, cancelled).
                 Nothing is written.
+            TooManyKeptEvents: no step waits for ``event`` now and the run keeps
+                ``max_kept_events`` events already (an `InvalidStateError`).
+                Nothing is written.
             RunNotFound: no such run.
         """
         return send(self._store, self.id, event, data, key)

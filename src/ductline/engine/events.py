@@ -23,7 +23,7 @@ from typing import Any
 
 from ductline import codec, faults
 from ductline.dsl.graph import Definition
-from ductline.errors import InvalidStateError, RunNotFound
+from ductline.errors import InvalidStateError, RunNotFound, TooManyKeptEvents
 from ductline.model import events as rules
 from ductline.model.states import JobStatus, RunStatus
 from ductline.store import payloads
@@ -84,7 +84,8 @@ def insert_deferred(tx: Tx, definition: Definition, jobs: list[NewJob], limits: 
     return rest
 
 
-def send(tx: Tx, run_id: str, name: str, data: str, key: str | None, limits: payloads.Limits) -> Sent:
+def send(tx: Tx, run_id: str, name: str, data: str, key: str | None, limits: payloads.Limits, *,
+         max_kept: int = rules.MAX_KEPT_EVENTS) -> Sent:
     """Send the event ``name`` with ``data`` (its JSON text, `encode_data`) to a run
     inside ``tx``.
 
@@ -93,11 +94,15 @@ def send(tx: Tx, run_id: str, name: str, data: str, key: str | None, limits: pay
             writes nothing and returns ``duplicate=True``.
         limits: payload limits; a step input above the inline limit is stored out
             of line with the run.
+        max_kept: the ``max_kept_events`` setting: the most unconsumed events the
+            run keeps.
 
     Raises:
         RunNotFound: no such run.
         InvalidStateError: the run finished (completed, failed, cancelled) and
             this is no repeat of a keyed send; nothing is written.
+        TooManyKeptEvents: no wait consumes the event now and the run keeps
+            ``max_kept`` events already; nothing is written.
     """
     status = tx.lock_runs([run_id]).get(run_id)  # the run first, as outcomes and stops do
     if status is None:
@@ -112,11 +117,15 @@ def send(tx: Tx, run_id: str, name: str, data: str, key: str | None, limits: pay
     if not rules.accepts_events(run):
         raise InvalidStateError(f"run {run_id} is {run.value}; an event can be sent only to an unfinished run "
                                 "(pending, running, paused or halted)")
+    job = tx.awaiting_job(run_id, name)
+    if job is None:  # it would be kept: the run's kept events are capped
+        kept = tx.count_kept_events(run_id)
+        if not rules.keeps_another(kept, max_kept):
+            raise TooManyKeptEvents(run_id, kept, max_kept)
     event_id = uuid.uuid4().hex
     if not tx.insert_event(event_id, run_id, name, key, data):
         found = tx.event_by_key(run_id, key) if key is not None else None
         return Sent(str(found["id"]) if found else event_id, duplicate=True)
-    job = tx.awaiting_job(run_id, name)
     if job is None:
         return Sent(event_id)  # kept until a wait of the run consumes it
     stored, pending = payloads.prepare(rules.step_input(data), limits)

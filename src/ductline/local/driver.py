@@ -114,7 +114,8 @@ class Driver:
         with self.store.transaction() as tx:
             write(tx, rows)
             for name, data in options.events:  # kept until the run reaches their waits
-                event_engine.send(tx, self.run_id, name, data, None, self.limits)
+                event_engine.send(tx, self.run_id, name, data, None, self.limits,
+                                  max_kept=options.max_kept_events)
         self.first_step = rows.job.step
         self._marks = dict(options.marks)  # the mark_succeeded option, consumed step by step
 
@@ -219,7 +220,8 @@ class Driver:
         encoded = event_engine.encode_data(data)
         payloads.check_size(encoded, "event data", self.limits.max_bytes)
         with self.store.transaction() as tx:
-            sent = event_engine.send(tx, self.run_id, event, encoded, key, self.limits)
+            sent = event_engine.send(tx, self.run_id, event, encoded, key, self.limits,
+                                     max_kept=self.options.max_kept_events)
         if not sent.duplicate:
             emit(EventName.EVENT_RECEIVED, pipeline=self.definition.name, run_id=self.run_id, event=event,
                  step=sent.step)

@@ -93,6 +93,8 @@ class LocalRun:
                 does not round-trip.
             PayloadTooLarge: ``data`` is above ``payload_max_bytes`` as JSON.
             InvalidStateError: the run already finished. Nothing is written.
+            TooManyKeptEvents: no step waits for ``event`` now and the run keeps
+                ``max_kept_events`` events already. Nothing is written.
         """
         return self._driver.send(event, data, key)
 

@@ -10,6 +10,7 @@ from typing import Any, Awaitable, Callable, Union
 
 from ductline import codec
 from ductline.config import load_settings
+from ductline.model.events import MAX_KEPT_EVENTS
 from ductline.dsl.graph import Definition, check_event_name
 from ductline.errors import DefinitionError
 from ductline.model.inputs import NO_INPUT
@@ -41,6 +42,7 @@ class RunOptions:
     inline: bool = False                    # sync steps in threads of this process (ductline.testing)
     events: tuple[tuple[str, str], ...] = ()  # (name, data JSON) sent as the run begins
     marks: tuple[tuple[str, str], ...] = ()   # (step, output JSON) marked succeeded when the run halts
+    max_kept_events: int = MAX_KEPT_EVENTS    # unconsumed events the run keeps (the setting)
 
 
 def seconds(value: Any, field: str, *, allow_zero: bool) -> float:
@@ -109,7 +111,7 @@ def run_options(definition: Definition, *, timeout: Any, on_update: OnUpdate | N
         tracer_provider=tracer_provider, resume=resume, max_payload_bytes=int(settings.payload_max_bytes),
         log_level=settings.step_log_level if log_level is None else check_level(log_level),
         log_max_bytes=settings.step_log_max_bytes, inline=bool(inline), events=_check_events(definition, events),
-        marks=_check_marks(definition, mark_succeeded))
+        marks=_check_marks(definition, mark_succeeded), max_kept_events=settings.max_kept_events)
 
 
 def _check_marks(definition: Definition, marks: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:

@@ -11,11 +11,23 @@
 - A released job is pending, or held in a halted run (a retry lets it run).
 - A wait with a timeout that passes without its event fails the run
   (`ductline.model.stops.event_timed_out`).
+- A run keeps at most ``max_kept_events`` events no wait has consumed; a send that
+  would keep one more is refused (`keeps_another`), one a wait consumes at once is not.
 """
 
 from __future__ import annotations
 
 from ductline.model.states import UNFINISHED_RUN, JobStatus, RunStatus, waiting_status
+
+
+# The default of the ``max_kept_events`` setting (`ductline.config.Settings`).
+MAX_KEPT_EVENTS = 1_000
+
+
+def keeps_another(kept: int, limit: int) -> bool:
+    """Whether a run that keeps ``kept`` unconsumed events may keep one more
+    under the ``max_kept_events`` setting ``limit`` (>= 1)."""
+    return kept < limit
 
 
 def accepts_events(run: RunStatus) -> bool:

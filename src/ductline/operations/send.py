@@ -42,15 +42,19 @@ def send(store: Store, run_id: str, event: str, data: Any = None, key: str | Non
         PayloadTooLarge: ``data`` as JSON is above ``payload_max_bytes``; nothing is written.
         RunNotFound: no such run.
         InvalidStateError: the run finished (completed, failed, cancelled); nothing is written.
+        TooManyKeptEvents: no step waits for ``event`` now and the run keeps
+            ``max_kept_events`` events already (a subclass of `InvalidStateError`);
+            nothing is written.
     """
     check_event_name(event)
     if key is not None:
         check_event_name(key, "a send's key")
-    limits = payloads.Limits.from_settings(load_settings())
+    settings = load_settings()
+    limits = payloads.Limits.from_settings(settings)
     encoded = events.encode_data(data)
     payloads.check_size(encoded, "event data", limits.max_bytes)
     with store.transaction() as tx:
-        sent = events.send(tx, run_id, event, encoded, key, limits)
+        sent = events.send(tx, run_id, event, encoded, key, limits, max_kept=settings.max_kept_events)
         pipeline = tx.run_pipeline(run_id)
     if sent.duplicate:
         log.debug("Event %r already sent with key %r", event, key, extra={"run_id": run_id})

@@ -512,6 +512,10 @@ class Tx:
         rows = self.s.fetch("kept_event", {"run_id": run_id, "name": name})
         return rows[0] if rows else None
 
+    def count_kept_events(self, run_id: str) -> int:
+        """How many events sent to the run no wait has consumed yet."""
+        return int(self.s.fetch("count_kept_events", {"run_id": run_id})[0]["n"])
+
     def consume_event(self, event_id: str, job_id: str) -> bool:
         """Mark an event consumed by ``job_id``; ``False`` if it was consumed already."""
         return self.s.execute("consume_event", {"id": event_id, "job_id": job_id}) == 1

@@ -20,7 +20,7 @@ from starlette.routing import Route
 from starlette.schemas import SchemaGenerator
 
 from ductline import views
-from ductline.errors import DefinitionError, InvalidStateError, PipelineNotFound
+from ductline.errors import DefinitionError, InvalidStateError, PayloadTooLarge, PipelineNotFound
 from ductline.model.states import JobStatus
 from ductline.observability import probes
 from ductline.safetext import printable
@@ -527,7 +527,9 @@ async def resume_run(request: Request) -> Response:
                "400": {"description": "body is not a JSON object"},
                "401": {"description": "missing or wrong bearer token"}, "403": {"description": "read-only"},
                "404": {"description": "no such run"},
-               "409": {"description": "the run finished (completed, failed, cancelled)"},
+               "409": {"description": "the run finished (completed, failed, cancelled), or no step waits for "
+                                      "the event and the run keeps max_kept_events events already"},
+               "413": {"description": "the body is above 1 MiB, or the data above payload_max_bytes"},
                "422": {"description": "a missing or bad field, or data that does not round-trip through JSON"}},
     security=[{"bearer": []}])
 async def send_event(request: Request) -> Response:
@@ -554,8 +556,10 @@ async def send_event(request: Request) -> Response:
     try:
         sent = await run_in_threadpool(
             lambda: d.operations.send(run_id, body["event"], body.get("data"), body.get("key")))
-    except InvalidStateError as exc:
+    except InvalidStateError as exc:  # TooManyKeptEvents too
         return json_error(409, str(exc))
+    except PayloadTooLarge as exc:
+        return json_error(413, str(exc))
     except (TypeError, ValueError) as exc:
         return json_error(422, str(exc))
     return ApiResponse({"run_id": run_id, "event": body["event"], "event_id": sent.event_id,

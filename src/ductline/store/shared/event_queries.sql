@@ -27,6 +27,10 @@ WHERE run_id = :run_id AND name = :name AND consumed_ms IS NULL
 ORDER BY seq
 LIMIT 1;
 
+-- name: count_kept_events
+-- The run's events no wait has consumed yet (ductline_events_order narrows to the run).
+SELECT count(*) AS n FROM ductline_events WHERE run_id = :run_id AND consumed_ms IS NULL;
+
 -- name: consume_event
 UPDATE ductline_events SET job_id = :job_id, consumed_ms = ductline_now_ms()
 WHERE id = :id AND consumed_ms IS NULL;
