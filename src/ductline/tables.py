@@ -93,7 +93,11 @@ def _where(step: dict[str, Any]) -> str:
 
 def _why(step: dict[str, Any]) -> str:
     """A step run's last error; for one that never ran, why it was skipped and the
-    step run whose stop made it unreachable (its skip root)."""
+    step run whose stop made it unreachable (its skip root); for one an operator
+    marked succeeded, who did (its attempts' errors are history then)."""
+    marked = step.get("marked")
+    if marked:
+        return _cell(f"marked succeeded by {marked['actor']}")
     last = step["attempts"][-1] if step["attempts"] else {}
     if last.get("error_type"):
         return _cell(f"{last['error_type']}: {last.get('error')}")

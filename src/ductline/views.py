@@ -10,7 +10,7 @@ from typing import Any
 
 from ductline import codec
 from ductline.errors import RunNotFound
-from ductline.model import serving
+from ductline.model import marking, serving
 from ductline.model.states import WAITING_JOB, JobStatus
 from ductline.store import Store, fleet, payloads, steplogs
 from ductline.store import operator
@@ -93,7 +93,9 @@ def run_view(store: Store, run_id: str, *, live_within_seconds: float = serving.
 
     A pending step no live worker can claim (none serves its queue, or none loaded
     its run's definition) says why in ``unserved`` (`ductline.model.serving`); a
-    worker is live while it heartbeats within ``live_within_seconds``.
+    worker is live while it heartbeats within ``live_within_seconds``. A step run an
+    operator marked succeeded has ``marked``: ``actor``, ``at`` and ``reason`` (its
+    attempts keep their errors; ``None`` for a step run nobody marked).
 
     Raises:
         RunNotFound: no such run.
@@ -127,6 +129,11 @@ def run_view(store: Store, run_id: str, *, live_within_seconds: float = serving.
                              -1 if j["elem_index"] is None else j["elem_index"]))
     offers = fleet.live_offers(store, live_within_seconds) if any(j["status"] == JobStatus.PENDING for j in jobs) \
         else []
+    actions = operator.actions_of_run(store.dialect, run_id)
+    # A marked step run is completed for good (never re-run, never marked again):
+    # its mark, not its last attempt's error, is what it ended with.
+    marks = {a["job_id"]: {"actor": a["actor"], "at": iso(a["at_ms"]), "reason": a["reason"]}
+             for a in actions if a["action"] == marking.ACTION}
     for job in jobs:
         status = JobStatus(job["status"])
         waiting = status is JobStatus.PENDING and not job["throttled"]
@@ -147,6 +154,7 @@ def run_view(store: Store, run_id: str, *, live_within_seconds: float = serving.
             "queue": job["queue"],
             # pending, and no live worker can claim it: why (null: one can, or it is not pending)
             "unserved": serving.unserved(job["step"], job["queue"], job["definition"], offers) if waiting else None,
+            "marked": marks.get(job["id"]) if status is JobStatus.COMPLETED else None,
             "attempts": attempts.get(job["id"], []),
         })
     return {
@@ -164,7 +172,7 @@ def run_view(store: Store, run_id: str, *, live_within_seconds: float = serving.
         "created_at": iso(run["created_ms"]), "started_at": iso(run["started_ms"]),
         "finished_at": iso(run["finished_ms"]), "steps": steps,
         "events": event_views(store, run_id, {j["id"]: j["step"] for j in jobs}),
-        "operator_actions": operator_actions(store, run_id),
+        "operator_actions": operator_actions(store, run_id, actions, jobs),
         **run_family(store, run_id),
     }
 
@@ -201,15 +209,17 @@ def event_views(store: Store, run_id: str, steps: dict[str, str]) -> list[dict[s
     } for e in store.run_events(run_id)]
 
 
-def operator_actions(store: Store, run_id: str) -> list[dict[str, Any]]:
+def operator_actions(store: Store, run_id: str, actions: list[dict[str, Any]] | None = None,
+                     jobs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """The run's operator actions, oldest first: who marked which step run succeeded,
-    when, why, with which output (as `ductline show` shows values) and what it was."""
-    by_job = {j["id"]: j["elem_index"] for j in store.run_jobs(run_id)}
+    when, why, with which output (as `ductline show` shows values) and what it was.
+    ``actions`` and ``jobs``: the run's rows, when the caller read them already."""
+    by_job = {j["id"]: j["elem_index"] for j in (store.run_jobs(run_id) if jobs is None else jobs)}
     return [{"action": a["action"], "step": a["step"], "index": by_job.get(a["job_id"]), "scope": a["scope"],
              "actor": a["actor"], "reason": a["reason"], "at": iso(a["at_ms"]),
              "previous_status": a["previous_status"],
              "output": codec.loads(payloads.load(store, run_id, a["output"]), user_types=False)}
-            for a in operator.actions_of_run(store.dialect, run_id)]
+            for a in (operator.actions_of_run(store.dialect, run_id) if actions is None else actions)]
 
 
 HALT_HANDLER = "__on_halt__"  # the step of a pipeline's on_halt handler

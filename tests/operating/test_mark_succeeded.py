@@ -53,8 +53,20 @@ def test_a_paid_step_that_failed_after_paying_is_marked_and_the_run_completes(db
             action["output"]) == ("mark_succeeded", "pays_then_fails", "ana", "the provider charged the card",
                                   "failed", {"charge": "ch_1"})
     assert action["at"]
+    assert step["marked"] == {"actor": "ana", "at": action["at"], "reason": "the provider charged the card"}
+    assert all(s["marked"] is None for s in view["steps"] if s["step"] != "pays_then_fails")
     with pytest.raises(InvalidStateError, match="completed"):  # a finished run is never changed
         mark_succeeded(store, rt_app.unsafe.definition(), run.id, "pays_then_fails", 1)
+    # ductline show's steps table says who marked it, not the error its attempt left
+    # (the attempts table below keeps that error: it is the attempt's history).
+    error = step["attempts"][-1]["error_type"]
+    for columns in ("200", "80"):
+        shown = subprocess.run([sys.executable, "-m", "ductline", "show", run.id, "--database", db_url],
+                               capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": columns})
+        lines = shown.stdout.splitlines()
+        row = next(line for line in lines if "pays_then_fails" in line)  # the steps table comes first
+        assert "marked succeeded by ana" in row and error not in row, shown.stdout
+        assert any(error in line for line in lines[lines.index(row) + 1:]), shown.stdout
 
 
 def test_a_halted_run_continues_through_its_next_steps_on_a_worker(db_url, store):
