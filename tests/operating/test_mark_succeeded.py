@@ -242,3 +242,100 @@ def test_execute_marks_a_halted_step_and_checks_its_option():
         ductline.execute(rt_app.chain, 1, mark_succeeded=["double"])
     with pytest.raises(TypeError):
         ductline.execute(rt_app.chain, 1, mark_succeeded={"double": {1, 2}})
+
+
+# -- which step run of an expanded step ---------------------------------------------------------
+FAN_APP = '''
+from ductline import Pipeline
+
+
+def three(n):
+    return [n, n + 1, n + 2]
+
+
+def part(x):
+    raise ValueError("part failed")
+
+
+def gather(xs):
+    return xs
+
+
+fan_fails = Pipeline("mark_fan_fails").start(three).expand(to=part, max_retry=1).collapse(into=gather)
+fan_pending = Pipeline("mark_fan_pending").start(three).expand(to=part).collapse(into=gather)
+'''
+
+
+@pytest.fixture(scope="module")
+def fan_app(tmp_path_factory):
+    """The app file (imported once per process: a module name is imported once)."""
+    from ductline.apps import import_app
+
+    path = tmp_path_factory.mktemp("fan") / "mark_fan_app.py"
+    path.write_text(FAN_APP, encoding="utf-8")
+    module, _ = import_app(str(path))
+    return str(path), module.fan_fails, module.fan_pending
+
+
+def fail_one_element(store, pipeline, run_id):
+    """Run the first step, then fail one element of the expand for good: the run
+    halts, its other elements are held. Returns the failed element's index."""
+    from ductline import codec
+    from ductline.engine import record
+    from ductline.model.outcomes import Ended
+    from ductline.model.states import AttemptResult
+
+    definition = pipeline.definition()
+    (first,) = store.claim("t", [pipeline.name], 1, 60_000)
+    with store.transaction() as tx:
+        record.success(tx, definition, record.Attempt(first.job_id, first.run_id, first.step, first.scope,
+                                                      first.attempt, first.lease_token),
+                       codec.dumps(definition.node(first.step).func(*codec.loads(first.input))), 0)
+    (element,) = store.claim("t", [pipeline.name], 1, 60_000)
+    with store.transaction() as tx:
+        record.failure(tx, definition, record.Attempt(element.job_id, element.run_id, element.step, element.scope,
+                                                      element.attempt, element.lease_token),
+                       Ended(AttemptResult.ERRORED, "ValueError", "part failed"), None)
+    assert store.get_run(run_id)["status"] == "halted"
+    return next(j["elem_index"] for j in store.run_jobs(run_id) if j["id"] == element.job_id)
+
+
+def test_an_expanded_step_named_without_index_says_which_indexes_may_be_marked(fan_app, db_url, store):
+    path, pipeline, waiting = fan_app
+    pending = waiting.trigger(1, database=store)
+    (first,) = store.claim("t", [waiting.name], 1, 60_000)
+    from ductline import codec
+    from ductline.engine import record
+
+    with store.transaction() as tx:
+        record.success(tx, waiting.definition(), record.Attempt(first.job_id, first.run_id, first.step, first.scope,
+                                                                first.attempt, first.lease_token),
+                       codec.dumps([1, 2, 3]), 0)
+    # None of three pending step runs may be marked: the message says what they are.
+    with pytest.raises(InvalidStateError) as none:
+        mark_succeeded(store, waiting.definition(), pending.id, "part", 5)
+    assert str(none.value) == (
+        f"run {pending.id}: step part has 3 step runs (indexes 0-2) and none may be marked succeeded (only a "
+        "failed, held or cancelled one may; pending: 0-2)")
+
+    run = pipeline.trigger(10, database=store)
+    failed = fail_one_element(store, pipeline, run.id)
+    assert sorted(j["status"] for j in store.run_jobs(run.id) if j["step"] == "part") == ["failed", "held", "held"]
+    # Three may be marked (one failed, two held): the CLI says which, and how to choose.
+    done = subprocess.run([sys.executable, "-m", "ductline", "mark-succeeded", run.id, "part", "--output", "1",
+                           "--app", path, "--database", db_url], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done
+    assert (f"run {run.id}: step part has 3 step runs (indexes 0-2); those that may be marked succeeded are 0-2: "
+            "name one by its index (--index N on the command line, index= in Python, \"index\" in the API)"
+            ) in done.stderr
+    assert all(j["status"] != "completed" for j in store.run_jobs(run.id) if j["step"] == "part")
+    with pytest.raises(InvalidStateError, match=r"has no step run part\[7\] \(its step runs have indexes 0-2\)"):
+        mark_succeeded(store, pipeline.definition(), run.id, "part", 5, index=7)
+    marked = mark_succeeded(store, pipeline.definition(), run.id, "part", 5, index=failed, actor="ops")
+    assert marked.revived
+    assert step_run_at(store, run.id, "part", failed)["status"] == "completed"
+
+
+def step_run_at(store, run_id, step, index):
+    (found,) = [s for s in run_view(store, run_id)["steps"] if s["step"] == step and s["index"] == index]
+    return found

@@ -32,6 +32,40 @@ def refusal(run_status: str, job_status: str, where: str) -> str | None:
     return f"step {where} is {job.value}: only a failed, held or cancelled step run can be marked succeeded"
 
 
+# How a caller names one step run of an expanded step, in each of its interfaces.
+CHOOSE_INDEX = "name one by its index (--index N on the command line, index= in Python, \"index\" in the API)"
+
+
+def index_ranges(indexes: list[int | None]) -> str:
+    """Element indexes for a message, runs of consecutive ones as ranges:
+    ``[0, 1, 2, 5, 7, 8]`` -> ``"0-2, 5, 7-8"`` (``None``, a step run outside an
+    expand, is left out)."""
+    parts: list[str] = []
+    ordered = sorted({i for i in indexes if i is not None})
+    start = 0
+    for i in range(1, len(ordered) + 1):
+        if i == len(ordered) or ordered[i] != ordered[i - 1] + 1:
+            first, last = ordered[start], ordered[i - 1]
+            parts.append(str(first) if first == last else f"{first}-{last}")
+            start = i
+    return ", ".join(parts)
+
+
+def ambiguous(step: str, runs: list[tuple[int | None, str]]) -> str:
+    """Why ``step``, named without an index, cannot be marked: its step runs
+    (``(element index, status)`` pairs) are several and not exactly one may be
+    marked. Says which indexes may be and how to name one."""
+    markable = [i for i, s in runs if JobStatus(s) in MARKABLE_JOB]
+    several = f"step {step} has {len(runs)} step runs (indexes {index_ranges([i for i, _ in runs])})"
+    if markable:
+        return f"{several}; those that may be marked succeeded are {index_ranges(markable)}: {CHOOSE_INDEX}"
+    by_status: dict[str, list[int | None]] = {}
+    for i, s in runs:
+        by_status.setdefault(s, []).append(i)
+    held = "; ".join(f"{s}: {index_ranges(i)}" for s, i in sorted(by_status.items()))
+    return f"{several} and none may be marked succeeded (only a failed, held or cancelled one may; {held})"
+
+
 def check_text(value: object, field: str, limit: int) -> str | None:
     """``None`` or a ``str`` of at most ``limit`` characters without NUL.
 

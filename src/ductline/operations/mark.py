@@ -34,17 +34,18 @@ def default_actor() -> str:
 
 
 def _step_run(store: Store, run_id: str, step: str, index: int | None) -> dict[str, Any]:
-    jobs = [j for j in store.run_jobs(run_id) if j["step"] == step
-            and (index is None or j["elem_index"] == index)]
+    of_step = [j for j in store.run_jobs(run_id) if j["step"] == step]
+    jobs = [j for j in of_step if index is None or j["elem_index"] == index]
     where = step if index is None else f"{step}[{index}]"
     if not jobs:
-        raise InvalidStateError(f"run {run_id} has no step run {where}")
+        indexes = marking.index_ranges([j["elem_index"] for j in of_step])
+        known = f" (its step runs have indexes {indexes})" if indexes else ""
+        raise InvalidStateError(f"run {run_id} has no step run {where}{known}")
     if len(jobs) > 1:
         markable = [j for j in jobs if JobStatus(j["status"]) in MARKABLE_JOB]
         if len(markable) != 1:
-            indexes = ", ".join(str(j["elem_index"]) for j in markable or jobs)
-            raise InvalidStateError(f"run {run_id}: step {where} has {len(jobs)} step runs; name one by its "
-                                    f"index (markable: {indexes or 'none'})")
+            runs = [(j["elem_index"], str(j["status"])) for j in jobs]
+            raise InvalidStateError(f"run {run_id}: {marking.ambiguous(step, runs)}")
         return markable[0]
     return jobs[0]
 
