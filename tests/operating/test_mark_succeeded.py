@@ -148,6 +148,7 @@ def test_cli_killed_inside_the_mark_leaves_nothing_then_marks_once(db_url, store
     done = cli(db_url, run.id[:8], "pays_then_fails", "--output", '"paid"', "--reason", "charged\nFAKE: done")
     assert done.returncode == 0, done.stderr
     assert "marked succeeded" in done.stdout and "the run completed" in done.stdout
+    assert "marked succeeded" not in done.stderr, done.stderr  # said once, not again in a log line
     again = cli(db_url, run.id, "pays_then_fails", "--output", '"paid"')
     assert again.returncode != 0 and "completed" in again.stderr
     bad = cli(db_url, run.id, "pays_then_fails", "--output", "{nope")

@@ -89,6 +89,11 @@ def test_the_cli_refuses_a_move_that_leaves_a_job_without_a_step(db_url: str, st
                 "--json", "--database", db_url)
     assert moved.returncode == 0, moved.stderr
     assert json.loads(moved.stdout)["moved"] == [run.id]
+    # The command says once what it did: on stdout, not again in a log line.
+    again = cli("runs", "move", "--from", V1.fingerprint, "--to", V2.fingerprint[:8], "--database", db_url)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == f"moved 0 run(s) of {V2.name} from definition {V1.fingerprint} to {V2.fingerprint}\n"
+    assert "run(s)" not in again.stderr, again.stderr
     shown = cli("show", run.id, "--database", db_url)
     assert f"moved from {V1.fingerprint} to {V2.fingerprint} (b=b2) at " in shown.stdout, shown.stdout
     listed = cli("definitions", "--json", "--database", db_url)

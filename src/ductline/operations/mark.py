@@ -103,6 +103,7 @@ def mark_succeeded(store: Store, definition: Definition, run_id: str, step: str,
         marked = mark.mark_succeeded(tx, definition, run_id, job, encoded, actor=actor, reason=reason,
                                      retry_delay=settings.retry_delay, limits=limits)
     emit(EventName.STEP_MARKED_SUCCEEDED, pipeline=definition.name, step=step, run_id=run_id)
-    log.info("Step %s marked succeeded by %s%s", step, actor, f": {reason}" if reason else "",
+    # DEBUG, as a resume or a send: the caller says what it did, the run's history keeps it.
+    log.debug("Step %s marked succeeded by %s%s", step, actor, f": {reason}" if reason else "",
              extra={"run_id": run_id})
     return marked

@@ -21,7 +21,7 @@ from ductline.errors import DefinitionNotFound
 from ductline.model.moves import MoveRefused, check_mapping, plan_run
 from ductline.store import Store, fleet
 
-log = logging.getLogger("ductline")
+log = logging.getLogger("ductline.operations")
 BATCH = 100  # runs per transaction
 
 
@@ -111,7 +111,9 @@ def move_runs(store: Store, from_definition: str, to_definition: str, mapping: d
         done.update(batch)
         result.moved += [r for r, o in outcomes.items() if o is Moved.MOVED]
         result.busy += [r for r, o in outcomes.items() if o is Moved.BUSY]
-    log.info("Moved %d run(s) of %s from definition %s to %s (%d left: an attempt was running)",
+    # DEBUG, as a resume or a send: the caller says what was moved (the CLI prints it,
+    # the API answers it) and each run's metadata keeps its move.
+    log.debug("Moved %d run(s) of %s from definition %s to %s (%d left: an attempt was running)",
              len(result.moved), target.pipeline, source or "-", target.fingerprint, len(result.busy))
     return result
 
