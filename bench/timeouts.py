@@ -227,6 +227,8 @@ def instrument_worker(worker: Any, rec: Recorder) -> None:
                                    (worker.events, "handle", "_handle"),
                                    (worker.events, "_runner_gone", "_runner_gone"),
                                    (worker.spares, "fresh", "_fresh_child"),
+                                   # on the recorder's thread: one recording transaction
+                                   (worker.outbox, "_record", "recorder:_record"),
                                    (worker, "_collect_undead", "_collect_undead")):
             setattr(owner, name, _traced(rec.trace, label, getattr(owner, name)))
         trace_waits(worker, rec)
@@ -239,12 +241,12 @@ def instrument_worker(worker: Any, rec: Recorder) -> None:
 
 
 def trace_waits(worker: Any, rec: Recorder) -> None:
-    """Wrap ``multiprocessing.connection.wait`` as the worker module calls it: note
+    """Wrap the worker module's ``wait_ready`` (`ductline.runtime.readiness.ready`): note
     what woke the loop -- ``sentinel:PID`` (pidfd readable: the child is a zombie),
     ``eof:PID`` / ``data:PID`` (its socket), ``wakeup`` (self-pipe)."""
     from ductline.runtime import worker as worker_mod
 
-    original = worker_mod.wait
+    original = worker_mod.wait_ready
 
     def label(x: Any) -> str:
         if x == worker.wakeup.fileno():
@@ -275,7 +277,7 @@ def trace_waits(worker: Any, rec: Recorder) -> None:
         rec.waits.append((t, time.monotonic(), timeout, [label(x) for x in ready]))
         return ready
 
-    worker_mod.wait = wait
+    worker_mod.wait_ready = wait
 
 
 def _traced(trace: list[tuple[str, float, float]], name: str, fn: Any) -> Any:

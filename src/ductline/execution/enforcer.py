@@ -201,6 +201,14 @@ class Enforcer:
         with self._cond:
             return self._watches.get(key)
 
+    def deadlines(self) -> dict[int, float]:
+        """The deadline (monotonic seconds) of every watched key that has one and
+        has not become undead: when each attempt ends at the latest, give or take
+        the kill's grace."""
+        with self._cond:
+            return {k: w.deadline for k, w in self._watches.items()
+                    if w.deadline is not None and w.stage is not Stage.UNDEAD}
+
     def kill(self, key: int, reason: Reason, grace: float | None = None) -> None:
         """Begin killing a key's child now (lease lost, shutdown, cancel, protocol
         broken); a kill already under way goes on as it was."""

@@ -11,6 +11,11 @@ While attempts are short, a claim also fills a small queue of jobs claimed ahead
 (`ductline.runtime.ahead`): a slot whose child finished takes its next job from
 there at once (`fill_free`), and the claims that refill the queue ride along with
 the recording of results (`claim_in`).
+
+An attempt about to be killed at its deadline gets its slot's next job claimed
+ahead too (`ENDING_LEAD_SECONDS` before it): when the kill frees the slot, the
+next attempt starts on a warm child at once, and the killed attempt's failure is
+recorded in a transaction of its own right away, with no claim before it.
 """
 
 from __future__ import annotations
@@ -43,6 +48,12 @@ from ductline.store.records import ClaimedJob
 from ductline.store.store import Tx
 
 log = logging.getLogger("ductline.worker")
+
+# How long before an attempt's deadline the job that follows it on its slot is
+# claimed (seconds): longer than a claim takes, short enough that a job is rarely
+# held from other workers for an attempt that then ends in time (it then starts
+# on the slot that attempt freed, as any job claimed ahead).
+ENDING_LEAD_SECONDS = 0.05
 
 
 class Claimer:
@@ -95,6 +106,9 @@ class Claimer:
         self.next_claim = 0.0                 # monotonic; 0.0: claim at once
         self.timer: float | None = None       # the next not-before time or schedule tick
         self.deadline_timer: float | None = None  # the next run deadline
+        # Slots (by index) whose attempt nearing its deadline already had its
+        # successor claimed ahead, with that attempt's deadline (one claim per attempt).
+        self._covered: dict[int, float] = {}
 
     def soon(self) -> None:
         """Claim on the next turn of the loop (a slot became usable, or work may be ready)."""
@@ -107,7 +121,35 @@ class Claimer:
             times.append(self.timer)
         if free and not stopping and self.next_claim == 0.0:
             times.append(self._clock.now())
+        if not stopping:
+            # Only times to come: one already past is due now (`_due`), and if the
+            # claim cannot run (an outage) the loop must not spin on it.
+            now = self._clock.now()
+            times += [at for at in (d - ENDING_LEAD_SECONDS for d in self._uncovered().values()) if at > now]
         return times
+
+    def _uncovered(self) -> dict[int, float]:
+        """The busy slots whose attempt has a deadline and no successor claimed ahead
+        for it yet: slot index -> that deadline (monotonic seconds)."""
+        deadlines = self._enforcer.deadlines()
+        self._covered = {i: d for i, d in self._covered.items() if deadlines.get(i) == d}
+        return {i: d for i, d in deadlines.items()
+                if self._covered.get(i) != d and self._slots[i].busy and not self._slots[i].undead}
+
+    def _ending(self, now: float) -> dict[int, float]:
+        """The uncovered slots whose attempt ends by its deadline within
+        `ENDING_LEAD_SECONDS` (or is past it, being killed), beyond what the queue
+        ahead already holds for them. When the queue holds their successors, those
+        count as claimed for them; if their leases would be too old to start on at
+        the deadline (`Ahead.stale`: they waited behind the long attempts), a
+        renewal is asked for now, not when the kill frees the slots."""
+        ending = {i: d for i, d in self._uncovered().items() if d - now <= ENDING_LEAD_SECONDS}
+        if not ending or len(ending) > len(self.ahead):
+            return ending
+        self._covered.update(ending)
+        if self.ahead.stale(max(ending.values())):
+            self._renew_now()
+        return {}
 
     def _usable(self) -> int:
         return sum(1 for s in self._slots if not s.undead)
@@ -115,13 +157,18 @@ class Claimer:
     def hungry(self) -> bool:
         """A claim now keeps a child from idling: a slot is free, or fewer jobs are
         queued ahead than there are slots to take them."""
-        if any(s.free for s in self._slots):
+        if any(s.free for s in self._slots) or self._ending(self._clock.now()):
             return True
         usable = self._usable()
         return len(self.ahead) < usable and self.ahead.room(usable) > 0
 
     def _wanted(self, free: list[Slot]) -> int:
-        return len(free) + self.ahead.room(self._usable())
+        """Jobs to claim: one per free slot, plus those to queue ahead -- what the
+        queue has room for, or one per attempt about to be killed (`_ending`), which
+        then counts as covered."""
+        ending = self._ending(self._clock.now())
+        self._covered.update(ending)
+        return len(free) + max(self.ahead.room(self._usable()), len(ending) - len(self.ahead))
 
     def fill_free(self) -> None:
         """Start queued jobs on the free slots, in the queue's order (the claim order). A queued job
@@ -211,7 +258,8 @@ class Claimer:
 
     def _due(self, now: float) -> bool:
         """Whether the loop claims now: its poll came, a timer fired, or it was woken."""
-        return now >= self.next_claim or (self.timer is not None and now >= self.timer) or self._wakeup.pending()
+        return now >= self.next_claim or (self.timer is not None and now >= self.timer) or \
+            self._wakeup.pending() or bool(self._ending(now))
 
     def _ran_dry(self, now: float, wakeups: tuple[int | None, int | None]) -> None:
         """A claim found fewer ready jobs than it asked for: poll again later, fire

@@ -148,6 +148,8 @@ class Outbox:
         # Set by the worker: plans, on the loop's thread, a claim for the slots the
         # batch freed, to run inside the recording transaction (None: nothing to claim).
         self.claim_in: Callable[[], ClaimIn | None] | None = None
+        # Set by the worker: whether a slot is free (no attempt, nothing sent ahead).
+        self.slot_free: Callable[[], bool] = lambda: True
 
     def __len__(self) -> int:
         return len(self.pending) + len(self._inflight)
@@ -184,12 +186,18 @@ class Outbox:
         self._collect()
         if self._future is not None or not self.pending or not self._outage.ok():
             return
-        if self._outage.now() < self._since + HOLD_SECONDS and not self.urgent():
+        slow = any(_slow(o) for o in self.pending)
+        # A failure never waits for others to share its commit: the time from an
+        # attempt's end (a kill at its deadline) to its record is what operators see.
+        if self._outage.now() < self._since + HOLD_SECONDS and not slow and not self.urgent():
             return
         # The next jobs are claimed in the transaction that records these outcomes:
         # a child that just finished gets its next job without another commit, and
         # a chain's next step (inserted just before) can be claimed right away.
-        claim = self.claim_in() if self.claim_in is not None else None
+        # Not with failures while every slot is busy (the successor of an attempt
+        # killed at its deadline was claimed ahead and started): the claim would only
+        # fill the queue ahead, and it follows their commit (`recorded`).
+        claim = None if self.claim_in is None or (slow and not self.slot_free()) else self.claim_in()
         if claim is not None and claim.handoff is None and not self._claimed_first \
                 and any(_slow(o) for o in self.pending):
             # Failures are recorded one by one (a timed-out attempt that halts its run

@@ -36,15 +36,17 @@ class Spares:
         return list(self._children)
 
     def fresh(self) -> Child:
-        """A spare -- one that said it is ready if any did -- replaced at once in the
-        background; a new child if no spare is alive."""
+        """A spare -- one that said it is ready if any did -- or a new child if no
+        spare is alive. Its replacement is started by the next `fill`: the worker's
+        loop calls it after the attempt this child serves has started and its
+        predecessor's outcome went to be recorded (starting a process costs the
+        loop about a millisecond)."""
         alive = [c for c in self._children if c.reap() is None]
         for child in alive:
             self._note_ready(child)
         ready = [c for c in alive if c.ready]
         chosen = ready[0] if ready else (alive[0] if alive else self.new_child())
         self._children = [c for c in alive if c is not chosen]
-        self.fill()
         return chosen
 
     def _note_ready(self, child: Child) -> None:

@@ -117,6 +117,7 @@ class Worker:
         self.claimer.on_start = self.deaths.watch
         self.outbox.claim_in = lambda: None if self.stopping or not self.outage.ok() else self.claimer.claim_in()
         self.outbox.urgent = lambda: self.stopping or self.claimer.hungry()
+        self.outbox.slot_free = lambda: any(s.free for s in self.slots)
         self.prefetcher = Prefetcher(self.slots, self.ahead, definitions, clock=self.clock,
                                      begin=self.claimer.begin_prefetched,
                                      kill_lost=lambda slot: self.enforcer.kill(slot.index, Reason.LEASE, grace=0.0),
@@ -200,8 +201,8 @@ class Worker:
                 self._expire_runs()
                 self._heartbeat()
                 self._maintain()
-                self._wait()
                 self._warm_spares()
+                self._wait()
                 self._collect_undead()
         finally:
             self.outbox.close()
@@ -323,12 +324,18 @@ class Worker:
         self.events.collect_undead()
 
     def _warm_spares(self) -> None:
-        """Start the warm spares once every slot's child is ready (or gone), not
+        """Keep the warm spares: replace those taken (`Spares.fresh`), after this turn
+        recorded and claimed, so a killed attempt's successor and its outcome never
+        wait for a process to start.
+
+        The first spares start once every slot's child is ready (or gone), not
         beside them: started together, they compete for the CPU with the children
         the first attempts wait for (on 2 cores, a worker with 2 slots and 2 spares
         started its first attempt about a third later). A slot child that never
         says it is ready delays them by `SPARES_AT_THE_LATEST_SECONDS` at most."""
         if self._spares_due is None:
+            if not self.stopping:
+                self.spares.fill()
             return
         settled = all(s.undead or s.child is None or s.child.ready or s.child.eof for s in self.slots)
         if settled or self.clock.now() >= self._spares_due:

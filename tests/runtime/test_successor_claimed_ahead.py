@@ -1,0 +1,63 @@
+"""An attempt about to be killed at its deadline has the job that follows it on its
+slot claimed before the kill (`ductline.runtime.claimer`): when the kill frees the
+slot, that job starts on a warm child with no claim in between, and the killed
+attempt's failure is recorded at once, not after a claim of its own. A real worker
+(in a thread of this process) with real children, on both backends."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import rt_app
+
+from ductline.config import load_settings
+from ductline.observability import events
+from ductline.observability.events import EventName
+from ductline.runtime import claimer
+from ductline.runtime.launch import build_worker
+from ductline.store import open_store
+from helpers import APP
+
+
+def test_the_job_after_an_attempt_killed_at_its_deadline_is_claimed_before_the_kill(store, db_url, monkeypatch):
+    # A wider lead than the default, so a busy machine cannot make the loop miss it;
+    # still well under the queue's freshness, so the queued job starts without a renewal.
+    monkeypatch.setattr(claimer, "ENDING_LEAD_SECONDS", 0.3)
+    stuck = rt_app.timeout_pipeline.trigger(120, database=store)   # killed at its 1 s deadline
+    after = rt_app.busy.trigger(0, database=store)                  # ready behind it
+    seen: list[tuple[str, dict[str, Any]]] = []
+    unsubscribe = events.subscribe(lambda name, fields: seen.append((str(name), dict(fields))))
+    worker_store = open_store(db_url)
+    settings = load_settings(database_url=db_url, poll_interval=0.2, kill_grace_seconds=1,
+                             shutdown_grace_seconds=0.5)  # the stuck step's retry may have begun
+    worker = build_worker(worker_store, [APP], 1, settings)
+
+    def finished() -> bool:
+        timed_out = any(n == EventName.JOB_COMPLETED and f.get("run_id") == stuck.id for n, f in seen)
+        ran = any(n == EventName.JOB_COMPLETED and f.get("run_id") == after.id for n, f in seen)
+        return timed_out and ran
+
+    thread = threading.Thread(target=lambda: worker.run(stop_when=finished), daemon=True)
+    thread.start()
+    try:
+        thread.join(60)
+        assert not thread.is_alive()
+    finally:
+        worker.request_stop()
+        thread.join(30)
+        unsubscribe()
+        worker_store.close()
+
+    names = [(n, f) for n, f in seen if n in (EventName.CLAIM, EventName.TIMEOUT_OVERRUN, EventName.ATTEMPT_STARTED,
+                                                EventName.JOB_COMPLETED)]
+    killed = next(i for i, (n, f) in enumerate(names) if n == EventName.TIMEOUT_OVERRUN and f["run_id"] == stuck.id)
+    started = next(i for i, (n, f) in enumerate(names) if n == EventName.ATTEMPT_STARTED and f["run_id"] == after.id)
+    recorded = next(i for i, (n, f) in enumerate(names)
+                    if n == EventName.JOB_COMPLETED and f["run_id"] == stuck.id and f["result"] == "timed_out")
+    # The successor was claimed before the kill and started after it ...
+    claims = [i for i, (n, f) in enumerate(names) if n == EventName.CLAIM and f["claimed"] > 0]
+    assert any(i < killed for i in claims[1:]), names  # the first claim took the stuck job
+    assert killed < started
+    # ... with no claim between the kill and its start, nor before the failure was recorded.
+    assert not [i for i, (n, _) in enumerate(names) if n == EventName.CLAIM and killed < i < max(started, recorded)]
