@@ -72,3 +72,23 @@ def test_an_unknown_level_is_refused_naming_its_source(monkeypatch):
         load_settings()
     monkeypatch.setenv("DUCTLINE_RUN_LOG_LEVEL", "warning")
     assert load_settings().run_log_level == "WARNING"
+
+
+def test_run_ends_queued_together_are_read_in_one_query(store, caplog):
+    """A draining worker ends runs faster than it could read them one by one: the
+    log thread reads every end queued at that moment in one query."""
+    import logging
+
+    from ductline.observability.runlog import RunLog
+
+    handles = [cli_app.chain.trigger(i, database=store) for i in range(3)]
+    reads: list[list[str]] = []
+    real = store.run_ends
+    store.run_ends = lambda ids: (reads.append(list(ids)), real(ids))[1]  # counts the real reads
+    log = RunLog(store)
+    with caplog.at_level(logging.INFO, logger="ductline.runs"):
+        log.write_all([("completed", h.id, "cli_chain", None) for h in handles] + [("failed", "no-such-run", "x", None)])
+    assert reads == [sorted([h.id for h in handles] + ["no-such-run"])]
+    lines = [r.getMessage() for r in caplog.records if r.name == "ductline.runs"]
+    assert len(lines) == 4 and lines[0] == "Run completed: pipeline cli_chain"  # pending runs: no duration yet
+    assert store.run_ends([handles[0].id])[handles[0].id]["created_ms"] == store.get_run(handles[0].id)["created_ms"]

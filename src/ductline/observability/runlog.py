@@ -9,10 +9,12 @@ level of the setting ``run_log_level`` (default ``INFO``)::
     INFO ductline.runs: Run halted (job_retries_exhausted): pipeline billing in 31.002 s [run_id=…]
 
 The duration is the run's, from its first attempt's start (its trigger, if nothing
-started) to its end, on the database clock: one read of the run by its id, made only
-when the logger would keep the record, and made by a thread of its own, never on the
-path that records outcomes (a read there cost a draining worker about a quarter of
-its runs per second). `uninstall` writes what is still queued before it returns.
+started) to its end, on the database clock. The runs' times are read only when the
+logger would keep the record, by a thread of its own, never on the path that
+records outcomes (a read there cost a draining worker about a quarter of its runs
+per second), and for every run end queued at that moment in one query (up to
+`READ_AT_ONCE`): a worker draining thousands of short runs a second reads them in
+dozens, not one by one. `uninstall` writes what is still queued before it returns.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from ductline.observability import events
 from ductline.observability.events import EventName
 
 log = logging.getLogger("ductline.runs")
+
+# The most run ends whose times one query reads.
+READ_AT_ONCE = 500
 
 RUN_ENDS = {EventName.PIPELINE_COMPLETED: "completed", EventName.PIPELINE_HALTED: "halted",
             EventName.PIPELINE_FAILED: "failed", EventName.PIPELINE_CANCELLED: "cancelled"}
@@ -76,19 +81,35 @@ class RunLog:
             thread.join(timeout)
 
     def _loop(self) -> None:
-        while (end := self._ends.get()) is not None:
+        stopping = False
+        while not stopping:
+            ends = [self._ends.get()]
+            while len(ends) < READ_AT_ONCE and not self._ends.empty():
+                ends.append(self._ends.get())
+            stopping = None in ends
+            self.write_all([end for end in ends if end is not None])
+
+    def write_all(self, ends: list[tuple[str, Any, Any, Any]]) -> None:
+        """Log run ends (``(status, run_id, pipeline, reason)``), reading their
+        times in one query."""
+        ids = sorted({str(end[1]) for end in ends if end[1] is not None})
+        try:
+            runs = self.store.run_ends(ids)
+        except StoreError as exc:
+            log.warning("cannot read %d run(s) for their ends' log lines: %s", len(ids), exc)
+            runs = {}
+        for end in ends:
             try:
-                self.write(*end)
+                self._line(*end, runs.get(str(end[1])))
             except Exception:  # a broken line must never stop the next ones
                 log.exception("could not log the end of run %s", end[1])
 
     def write(self, status: str, run_id: Any, pipeline: Any, reason: Any) -> None:
         """Log one run's end (reading its times)."""
-        try:
-            run = self.store.get_run(run_id) if run_id is not None else None
-        except StoreError as exc:
-            log.warning("cannot read run %s for its end's log line: %s", run_id, exc)
-            run = None
+        self.write_all([(status, run_id, pipeline, reason)])
+
+    def _line(self, status: str, run_id: Any, pipeline: Any, reason: Any, run: dict[str, Any] | None) -> None:
+        """The log line of one run's end; ``run``: its times, if they could be read."""
         seconds = None if run is None else run_seconds(run)
         reason = reason or (run or {}).get("halt_reason") or _error(run)
         took = "" if seconds is None else f" in {seconds:.3f} s"

@@ -259,6 +259,16 @@ class Store:
             rows = s.fetch("get_run", {"run_id": run_id})
         return rows[0] if rows else None
 
+    def run_ends(self, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The times (``created_ms``, ``started_ms``, ``finished_ms``: epoch ms) and
+        ``halt_reason`` and ``metadata`` of the runs ``run_ids``, by id, in one query;
+        an id with no run is left out."""
+        if not run_ids:
+            return {}
+        with self.dialect.reader() as s:
+            rows = s.fetch("run_ends", {"run_ids": json.dumps(run_ids)})
+        return {row["id"]: row for row in rows}
+
     def list_runs(self, status: str | None = None, pipeline: str | None = None,
                   limit: int = 50, *, tags: tuple[tuple[str, str], ...] = ()) -> list[dict[str, Any]]:
         """Runs newest first; with ``tags`` (checked by `ductline.model.tags.check_filter`)

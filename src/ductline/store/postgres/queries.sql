@@ -288,6 +288,11 @@ SELECT r.id, CASE WHEN s.id IS NULL
 FROM ductline_runs r LEFT JOIN started s ON s.id = r.id
 WHERE r.id = ANY(ARRAY(SELECT jsonb_array_elements_text(:run_ids::jsonb)));
 
+-- name: run_ends
+-- The times and end of finished runs, by id (the worker's one log line per run
+-- end reads those that ended together in one round trip).
+SELECT id, created_ms, started_ms, finished_ms, halt_reason, metadata FROM ductline_runs WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(:run_ids::jsonb)));
+
 -- name: run_deadlines
 SELECT id, deadline_ms FROM ductline_runs WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(:run_ids::jsonb)));
 

@@ -212,6 +212,11 @@ WHERE id IN (SELECT value FROM json_each(:run_ids)) AND (status = 'pending' OR (
 -- The deadlines of the runs it started; the caller reads the others (run_deadlines).
 RETURNING id, deadline_ms, 0 AS stale;
 
+-- name: run_ends
+-- The times and end of finished runs, by id (the worker's one log line per run
+-- end reads those that ended together in one round trip).
+SELECT id, created_ms, started_ms, finished_ms, halt_reason, metadata FROM ductline_runs WHERE id IN (SELECT value FROM json_each(:run_ids));
+
 -- name: run_deadlines
 SELECT id, deadline_ms FROM ductline_runs WHERE id IN (SELECT value FROM json_each(:run_ids));
 
