@@ -412,7 +412,7 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
         renamed = " ".join(f"{k}={v}" for k, v in (moved.get("steps") or {}).items())
         out.print(safetext.printable(f"moved from {moved.get('from') or '-'} to {moved.get('to')}"
                                      + (f" ({renamed})" if renamed else "")
-                                     + f" at {views.iso(moved.get('at_ms'))}", newlines=False),
+                                     + f" at {moved.get('at')}", newlines=False),
                   highlight=False, markup=False)
     if view["parent"] is not None:
         p = view["parent"]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import click
+
+from ductline.timestamps import iso
 
 _database = click.option("--database", "database", metavar="URL", default=None,
                          help="Database URL (default: DUCTLINE_DATABASE_URL or sqlite:///ductline.db).")
@@ -31,9 +33,7 @@ def _open(database: str | None, *, read_only: bool = False) -> Any:
 
 
 def _at(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso(ms)
 
 
 def schedule_view(row: dict[str, Any]) -> dict[str, Any]:

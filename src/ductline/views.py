@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timezone
+from datetime import date, datetime
 from decimal import Decimal
 from uuid import UUID
 from typing import Any
 
 from ductline import codec
+from ductline.timestamps import iso as iso  # the CLI's and the API's one form of a time
 from ductline.errors import RunNotFound
 from ductline.model import marking, serving
 from ductline.model.states import WAITING_JOB, JobStatus
@@ -17,12 +18,25 @@ from ductline.store import operator
 from ductline.store import tags as run_tags
 
 
-def iso(ms: int | None) -> str | None:
-    """Milliseconds since the epoch as ISO 8601 UTC with millisecond precision."""
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds") \
-        .replace("+00:00", "Z")
+def shown_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A run's metadata as the CLI and the API give it: each of its ``moves`` has
+    ``at`` (`iso`) where it is stored with ``at_ms`` (epoch ms, kept as it is)."""
+    moves = metadata.get("moves")
+    if not isinstance(moves, list):
+        return metadata
+    return {**metadata, "moves": [_shown_move(m) for m in moves]}
+
+
+def _shown_move(move: Any) -> Any:
+    """One ``moves`` entry with ``at``; one whose ``at_ms`` is no time (metadata
+    written by hand) is given as it is stored."""
+    if not isinstance(move, dict) or isinstance(move.get("at_ms"), bool) or not isinstance(move.get("at_ms"), int):
+        return move
+    try:
+        at = iso(move["at_ms"])
+    except (OverflowError, ValueError, OSError):
+        return move
+    return {**{k: v for k, v in move.items() if k != "at_ms"}, "at": at}
 
 
 def duration_ms(started_ms: int | None, finished_ms: int | None) -> int | None:
@@ -130,10 +144,7 @@ def run_view(store: Store, run_id: str, *, live_within_seconds: float = serving.
     offers = fleet.live_offers(store, live_within_seconds) if any(j["status"] == JobStatus.PENDING for j in jobs) \
         else []
     actions = operator.actions_of_run(store.dialect, run_id)
-    # A marked step run is completed for good (never re-run, never marked again):
-    # its mark, not its last attempt's error, is what it ended with.
-    marks = {a["job_id"]: {"actor": a["actor"], "at": iso(a["at_ms"]), "reason": a["reason"]}
-             for a in actions if a["action"] == marking.ACTION}
+    marks = marks_by_job(actions)
     for job in jobs:
         status = JobStatus(job["status"])
         waiting = status is JobStatus.PENDING and not job["throttled"]
@@ -154,7 +165,7 @@ def run_view(store: Store, run_id: str, *, live_within_seconds: float = serving.
             "queue": job["queue"],
             # pending, and no live worker can claim it: why (null: one can, or it is not pending)
             "unserved": serving.unserved(job["step"], job["queue"], job["definition"], offers) if waiting else None,
-            "marked": marks.get(job["id"]) if status is JobStatus.COMPLETED else None,
+            "marked": marks.get(job["id"]) if status is JobStatus.COMPLETED else None,  # see marks_by_job
             "attempts": attempts.get(job["id"], []),
         })
     return {
@@ -163,7 +174,7 @@ def run_view(store: Store, run_id: str, *, live_within_seconds: float = serving.
         "tags": run_tags.of_run(store.dialect, run_id),
         # the fingerprint of the definition the run follows ("": started before versions)
         "definition": run["definition"],
-        "metadata": json.loads(run["metadata"] or "{}"),
+        "metadata": shown_metadata(json.loads(run["metadata"] or "{}")),
         # Out-of-line arguments and output (ductline.store.payloads) are read back in full.
         # Enums, dataclasses and models stay their tagged JSON: readers import no user code.
         "args": codec.loads(payloads.load(store, run_id, run["args"]), user_types=False),
@@ -207,6 +218,15 @@ def event_views(store: Store, run_id: str, steps: dict[str, str]) -> list[dict[s
         "consumed_by": steps.get(e["job_id"]) if e["job_id"] is not None else None,
         "consumed_at": iso(e["consumed_ms"]),
     } for e in store.run_events(run_id)]
+
+
+def marks_by_job(actions: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Who marked each step run succeeded (``actor``, ``at``, ``reason``), by job id,
+    from a run's operator action rows. A marked step run is completed for good (never
+    re-run, never marked again): its mark, not its last attempt's error, is how it
+    ended; a step view shows it as ``marked`` while the step run is completed."""
+    return {a["job_id"]: {"actor": a["actor"], "at": iso(a["at_ms"]), "reason": a["reason"]}
+            for a in actions if a["action"] == marking.ACTION}
 
 
 def operator_actions(store: Store, run_id: str, actions: list[dict[str, Any]] | None = None,

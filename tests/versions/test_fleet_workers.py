@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from ductline import views
 from ductline.store.records import LoadedDefinition
 from tests.helpers import FAST_ENV, STARTED, stop_worker, wait_for
 from tests.versions.version_support import V1, V1_APP, V2, V2_APP, v1, v2
@@ -96,6 +98,20 @@ def test_the_cli_refuses_a_move_that_leaves_a_job_without_a_step(db_url: str, st
     assert "run(s)" not in again.stderr, again.stderr
     shown = cli("show", run.id, "--database", db_url)
     assert f"moved from {V1.fingerprint} to {V2.fingerprint} (b=b2) at " in shown.stdout, shown.stdout
+    # The move's time is ISO 8601 UTC with a Z, as every other time of the CLI and the
+    # API; the database keeps it as at_ms.
+    (stored,) = json.loads(store.get_run(run.id)["metadata"])["moves"]
+    at = views.iso(stored["at_ms"])
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", at or ""), at
+    assert f"(b=b2) at {at}" in shown.stdout
+    expected = {"from": V1.fingerprint, "to": V2.fingerprint, "steps": {"b": "b2"}, "at": at}
+    assert json.loads(cli("show", run.id, "--json", "--database", db_url).stdout)["metadata"]["moves"] == [expected]
+    from starlette.testclient import TestClient
+
+    from ductline.web import create_app
+
+    with TestClient(create_app(store, token=None), base_url="http://localhost") as client:
+        assert client.get(f"/api/runs/{run.id}").json()["metadata"]["moves"] == [expected]
     listed = cli("definitions", "--json", "--database", db_url)
     rows = json.loads(listed.stdout)
     assert [d["fingerprint"] for d in rows["definitions"]] == [V2.fingerprint]

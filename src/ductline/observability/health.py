@@ -18,9 +18,9 @@ process answers. A process's liveness is its ``/healthz`` (`ductline.observabili
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from typing import Any
 
+from ductline import timestamps
 from ductline.model import workers as rule
 
 
@@ -68,9 +68,8 @@ UNDEAD = "too many undead slots"   # heartbeats, but claims nothing (max_undead 
 
 
 def iso(ms: Any) -> str:
-    if ms is None:
-        return ""
-    return datetime.fromtimestamp(int(ms) / 1000, timezone.utc).isoformat(timespec="milliseconds")
+    """`ductline.timestamps.iso`, ``""`` for ``None`` (a table cell)."""
+    return timestamps.iso(ms) or ""
 
 
 def default_max_age(lease_seconds: float) -> float:

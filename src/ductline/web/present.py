@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from ductline import timestamps
 from ductline.safetext import printable
 from ductline.store import payloads
 from ductline.web import values
@@ -22,10 +23,8 @@ def clock(ms: int | None) -> str:
 
 
 def iso(ms: int | None) -> str:
-    if ms is None:
-        return ""
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds") \
-        .replace("+00:00", "Z")
+    """`ductline.timestamps.iso`, ``""`` for ``None``."""
+    return timestamps.iso(ms) or ""
 
 
 def duration(ms: int | float | None) -> str:

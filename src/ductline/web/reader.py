@@ -20,6 +20,7 @@ from ductline.model import workers as worker_rule
 from ductline.model.states import JobStatus, RunStatus
 from ductline.model.serving import Offer, workers_per_queue
 from ductline.store import Store
+from ductline.store import operator
 from ductline.store import tags as run_tags
 from ductline.web.graph import Shown
 
@@ -265,6 +266,11 @@ class DashboardReader:
         """The run's operator actions (who marked which step run succeeded, when, why),
         oldest first, as `ductline show --json` gives them."""
         return views.operator_actions(self._store, run_id)
+
+    def step_marks(self, run_id: str) -> dict[str, dict[str, Any]]:
+        """Who marked each of the run's step runs succeeded, by job id
+        (`ductline.views.marks_by_job`)."""
+        return views.marks_by_job(operator.actions_of_run(self._store.dialect, run_id))
 
     def run_tags(self, run_id: str) -> dict[str, str]:
         """The run's tags, ``{key: value}`` in key order."""

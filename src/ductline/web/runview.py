@@ -80,6 +80,7 @@ def build(reader: DashboardReader, run_id: str, lease_seconds: float = LIVE_WITH
     steps = []
     spent = failures.Failures()
     offers = reader.offers(lease_seconds) if any(j["status"] == JobStatus.PENDING for j in jobs) else []
+    marks = reader.step_marks(run_id)
     for job in jobs:
         status = JobStatus(job["status"])
         tried = attempts.get(job["id"], [])
@@ -99,11 +100,14 @@ def build(reader: DashboardReader, run_id: str, lease_seconds: float = LIVE_WITH
             "queue": job["queue"],
             "unserved": serving.unserved(job["step"], job["queue"], job["definition"], offers)
             if status is JobStatus.PENDING and not job["throttled"] else None,
+            "marked": marks.get(job["id"]) if status is JobStatus.COMPLETED else None,  # as ductline show
             "output": _step_output(run_id, job.get("output")),
             "failures": failed.as_dict(),
             "attempts": tried,
         })
     metadata = values.decode(run["metadata"] or "{}")
+    if isinstance(metadata, dict):  # a move's time as every other time of the API (stored as at_ms)
+        metadata = views.shown_metadata(metadata)
     return {
         "run_id": run["id"], "pipeline": run["pipeline"], "status": run["status"],
         "halt_reason": run["halt_reason"], "key": run.get("idempotency_key"), "priority": run["priority"],
