@@ -153,6 +153,23 @@ def test_no_stored_value_breaks_a_page_or_an_answer(hostile, backend, data):
             assert answer.content.isascii(), (url, answer.content[:300])
 
 
+def test_a_step_output_tagged_payload_that_is_no_reference_is_shown_not_a_500(backend, db_url, store: Store):
+    """Found by the test above: an output stored as a value tagged "payload" without a
+    payload's id made GET /api/runs/{id} answer 500 (it built a download link)."""
+    from starlette.testclient import TestClient
+
+    run_id = web_support.halted_after_a_boundary(store).id
+    (job,) = store.run_jobs(run_id)
+    web_support.Raw(backend, db_url).run([("UPDATE ductline_jobs SET output = ? WHERE id = ?",
+                                          ('{"__ductline__": "payload", "type": "", "value": null}', job["id"]))])
+    with TestClient(create_app(store, token=None), base_url="http://localhost") as client:
+        answer = client.get(f"/api/runs/{run_id}")
+        assert answer.status_code == 200, answer.text
+        (step,) = answer.json()["steps"]
+        assert step["output"]["type"] == "payload" and "link" not in step["output"]
+        assert client.get(f"/runs/{run_id}").status_code == 200
+
+
 def test_step_text_with_terminal_escapes_and_a_lone_surrogate_shows_escaped(backend, store: Store):
     """The reported case: a lone surrogate in a run's argument and output (the run page
     and GET /api/runs/{id} answered 500), and a step's escapes in its error, traceback

@@ -42,7 +42,7 @@ def _step_output(run_id: str, text: str | None) -> Data | None:
     if text is None:
         return None
     shown = values.api_value(values.decode(text))
-    if isinstance(shown, dict) and shown.get("type") == "payload":
+    if isinstance(shown, dict) and shown.get("type") == "payload" and "id" in shown:  # not a value tagged so
         shown["link"] = f"/api/runs/{run_id}/payloads/{shown['id']}"
     return Data(shown)
 
