@@ -257,6 +257,11 @@ _REVIVE_ALL = _decoder(True)
 _REVIVE_STDLIB = _decoder(False)
 
 
+# One encoder for every `dumps`: json.dumps builds a new one for each call that
+# passes options, which cost as much as encoding a small value.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 def dumps(value: Any, *, what: str = "value") -> str:
     """Encode a value as JSON text under the round-trip rule.
 
@@ -268,7 +273,7 @@ def dumps(value: Any, *, what: str = "value") -> str:
         TypeError: if the value would not round-trip exactly.
     """
     try:
-        return json.dumps(_encode(value, what), separators=(",", ":"), allow_nan=False)
+        return _ENCODER.encode(_encode(value, what))
     except RecursionError:
         raise TypeError(f"{what}: nested too deeply to encode") from None
 

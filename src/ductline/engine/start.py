@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ductline.dsl.graph import Definition
-from ductline.model.routing import job_spec
+from ductline.model.routing import JobSpec, job_spec
 from ductline.model.states import JobStatus
 from ductline.store import payloads
 from ductline.store.records import NewJob, NewRun
@@ -26,7 +26,8 @@ class NewRunRows:
 
 def new_run(definition: Definition, run_id: str, encoded_args: str, *, timeout_seconds: float | None,
             delay_ms: int, not_before_ms: int | None, retry_delay: float, limits: payloads.Limits,
-            key: str | None = None, priority: int | None = None, job_id: str | None = None) -> NewRunRows:
+            key: str | None = None, priority: int | None = None, job_id: str | None = None,
+            spec: JobSpec | None = None) -> NewRunRows:
     """The rows of a new run of ``definition`` whose arguments are ``encoded_args``
     (a JSON list, checked against ``limits.max_bytes`` by the caller).
 
@@ -35,10 +36,14 @@ def new_run(definition: Definition, run_id: str, encoded_args: str, *, timeout_s
         delay_ms, not_before_ms: when the first job becomes ready (``not_before_ms``,
             epoch ms, wins when given).
         retry_delay: the default seconds between attempts (a step's own wins).
+        job_id: the first job's id (default: a new random one).
+        spec: the first job's `JobSpec` when the caller has it already (it is
+            ``job_spec(definition, definition.start, "", encoded_args, retry_delay)``).
     """
     start = definition.node(definition.start)
     stored_args, pending = payloads.prepare(encoded_args, limits)
-    spec = job_spec(definition, start.name, "", encoded_args, retry_delay)
+    if spec is None:
+        spec = job_spec(definition, start.name, "", encoded_args, retry_delay)
     run = NewRun(run_id, definition.name, stored_args, timeout_seconds, delay_ms,  # type: ignore[arg-type]
                  not_before_ms, key, definition.priority if priority is None else priority, definition.fingerprint)
     job = NewJob.of(run_id, definition.name, start.name, "", stored_args, spec, status=JobStatus.PENDING.value,

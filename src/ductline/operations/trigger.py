@@ -11,7 +11,6 @@ halt at its first attempt is never started."""
 from __future__ import annotations
 
 import os
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable
@@ -24,7 +23,7 @@ from ductline.durations import optional_seconds
 from ductline.engine.start import new_run
 from ductline.errors import StoreError
 from ductline.observability.events import EventName, emit
-from ductline.model.routing import job_spec
+from ductline.model.routing import JobSpec, job_spec
 from ductline.model.tags import Tags, check_tags
 from ductline.store import tags as run_tags
 from ductline.store import payloads
@@ -67,6 +66,31 @@ def check_start_arguments(definition: Definition, args: tuple[Any, ...]) -> None
     """
     start = definition.node(definition.start)
     check_arguments(start.func, args, start.name)
+
+
+# The first job's spec by definition (its identity) and default retry delay: a
+# trigger computes it once per definition, not once per run. It depends on the
+# arguments only through a concurrency key read from them, which is never cached.
+_FIRST_SPECS: dict[int, tuple[Definition, float, JobSpec]] = {}
+_FIRST_SPECS_MAX = 256  # definitions; past this the cache starts again empty
+
+
+def first_job_spec(definition: Definition, encoded_args: str, retry_delay: float) -> JobSpec:
+    """The `JobSpec` of a new run's first job: ``job_spec(definition,
+    definition.start, "", encoded_args, retry_delay)``, computed once per definition
+    and ``retry_delay`` (seconds) unless the start step's concurrency key is read from
+    the arguments (``encoded_args``, their JSON list)."""
+    start = definition.node(definition.start)
+    if start.options.concurrency_key is not None:
+        return job_spec(definition, start.name, "", encoded_args, retry_delay)
+    cached = _FIRST_SPECS.get(id(definition))
+    if cached is not None and cached[0] is definition and cached[1] == retry_delay:
+        return cached[2]
+    spec = job_spec(definition, start.name, "", encoded_args, retry_delay)
+    if len(_FIRST_SPECS) >= _FIRST_SPECS_MAX:
+        _FIRST_SPECS.clear()
+    _FIRST_SPECS[id(definition)] = (definition, retry_delay, spec)
+    return spec
 
 
 MAX_KEY_LENGTH = 1000
@@ -146,9 +170,11 @@ def prepare(definition: Definition, args: tuple[Any, ...], *, delay: Any = None,
     # payload_inline_bytes they are stored out of line with the run (the triggering
     # process's settings decide).
     payloads.check_size(encoded, "trigger arguments", limits.max_bytes)
-    rows = new_run(definition, uuid.uuid4().hex, encoded, timeout_seconds=timeout_seconds, delay_ms=delay_ms,
+    ids = os.urandom(32).hex()  # the run's id and its first job's: one read of the system's randomness
+    rows = new_run(definition, ids[:32], encoded, timeout_seconds=timeout_seconds, delay_ms=delay_ms,
                    not_before_ms=not_before_ms, retry_delay=retry_delay, limits=limits, key=key,
-                   priority=run_priority)
+                   priority=run_priority, job_id=ids[32:],
+                   spec=first_job_spec(definition, encoded, retry_delay))
     return Prepared(definition, rows.run, rows.job, rows.pending, limits, checked_tags)
 
 
@@ -179,10 +205,6 @@ def prepare_many(definition: Definition, args_list: Iterable[Any], *, delay: Any
     # Fresh random ids for every run and job from one read of the system's randomness
     # (as random as uuid4's, without a system call per id).
     ids = os.urandom(32 * len(elements)).hex()
-    # Unless its concurrency key is read from the input, the first job's spec is the
-    # same for every run: computed once.
-    shared = None if start.options.concurrency_key is not None else \
-        job_spec(definition, start.name, "", "[]", settings.retry_delay)
     prepared = []
     for index, element in enumerate(elements):
         args = element if isinstance(element, tuple) else (element,)
@@ -195,7 +217,7 @@ def prepare_many(definition: Definition, args_list: Iterable[Any], *, delay: Any
         payloads.check_size(encoded, what, limits.max_bytes)
         stored_args, pending = payloads.prepare(encoded, limits)
         run_id, job_id = ids[64 * index:64 * index + 32], ids[64 * index + 32:64 * index + 64]
-        spec = shared or job_spec(definition, start.name, "", encoded, settings.retry_delay)
+        spec = first_job_spec(definition, encoded, settings.retry_delay)
         prepared.append(Prepared(
             definition,
             NewRun(run_id, definition.name, stored_args, timeout_seconds, delay_ms, not_before_ms, None,
