@@ -743,3 +743,24 @@ def test_a_first_step_given_back_then_queued_again_moves_its_deadline_when_it_st
     assert store.restart_run_deadline(run_id, again.job_id, again.attempt, began) == began + 60_000
     run = store.get_run(run_id)
     assert (run["status"], run["started_ms"], run["deadline_ms"]) == ("running", began, began + 60_000)
+
+
+def test_a_halt_tells_clients_waiting_for_the_run_once_at_commit(store: Store) -> None:
+    """Clients waiting for a run (`RunHandle.wait`: LISTEN on PostgreSQL) hear of its
+    halt when the transaction commits, and a second halt that changes nothing says
+    nothing. SQLite has no notifications: its waiting clients poll."""
+    if store.dialect.name != "postgresql":
+        pytest.skip("notifications are PostgreSQL's (SQLite's waiting clients poll)")
+    import psycopg
+
+    run_id, _ = create_run(store)
+    with psycopg.connect(store.url, autocommit=True) as listener:
+        listener.execute("LISTEN ductline_runs")
+        with store.transaction() as tx:
+            assert tx.halt_run(run_id, "unsafe_to_retry", {})
+            assert list(listener.notifies(timeout=0.2, stop_after=1)) == []  # not before the commit
+        [heard] = list(listener.notifies(timeout=30, stop_after=1))
+        assert heard.payload == run_id
+        with store.transaction() as tx:
+            assert tx.halt_run(run_id, "unsafe_to_retry", {}) is False
+        assert list(listener.notifies(timeout=0.5, stop_after=1)) == []

@@ -432,8 +432,10 @@ class Tx:
     def halt_run(self, run_id: str, reason: str, metadata: dict[str, Any]) -> bool:
         """Halt a pending or running run and hold its pending jobs. Returns whether
         this call halted it (a run halts once until it is retried)."""
-        halted = self.s.execute("halt_run", {"run_id": run_id, "reason": reason,
-                                             "metadata": json.dumps(metadata)}) == 1
+        params = {"run_id": run_id, "reason": reason, "metadata": json.dumps(metadata)}
+        if self._fused:  # one round trip for the three statements below
+            return bool(self.s.fetch("halt_hold_settle", params))
+        halted = self.s.execute("halt_run", params) == 1
         if halted:
             self.s.execute("hold_jobs", {"run_id": run_id})
             self.settled(run_id)

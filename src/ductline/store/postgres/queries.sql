@@ -340,6 +340,22 @@ ORDER BY id FOR NO KEY UPDATE;
 -- A stop (cancel, run deadline, expired pause) locks the run exclusively first.
 SELECT metadata, timeout_seconds, status FROM ductline_runs WHERE id = :run_id FOR UPDATE;
 
+-- name: halt_hold_settle
+-- halt_run, hold_jobs and notify_settled in one round trip (Tx.halt_run): the run
+-- halts once (an active run only), its pending jobs wait as held, and clients waiting
+-- for it hear at commit that it stopped moving. Nothing comes back, and nothing is
+-- held or told, when the run was not active (it halted or ended already).
+WITH halted AS (
+    UPDATE ductline_runs
+    SET status = 'halted', halt_reason = :reason, metadata = :metadata, finished_ms = ductline_now_ms()
+    WHERE id = :run_id AND status IN ({ACTIVE_RUN})
+    RETURNING id
+), held AS (
+    UPDATE ductline_jobs SET status = 'held'
+    WHERE run_id = (SELECT id FROM halted) AND status = 'pending'
+)
+SELECT id, pg_notify('ductline_runs', id) AS notified FROM halted;
+
 -- name: notify_settled
 -- Delivered at commit to clients waiting for a run (LISTEN ductline_runs): the run
 -- with this id stopped moving (completed, halted, failed, cancelled).

@@ -332,6 +332,10 @@ SELECT NULL AS id WHERE 0;
 -- As claim_start_jobs: on SQLite, Tx runs complete_jobs and close_succeeded_attempts.
 SELECT NULL AS id WHERE 0;
 
+-- name: halt_hold_settle
+-- As claim_start_jobs: on SQLite, Tx runs halt_run, hold_jobs and notify_settled.
+SELECT NULL AS id WHERE 0;
+
 -- name: insert_run_with_job
 -- As claim_start_jobs: on SQLite, Tx runs insert_run, insert_job and notify.
 SELECT NULL AS id WHERE 0;
