@@ -23,7 +23,9 @@ DO NOTHING;
 -- clock read gives the run and the job the same created and not-before times. The job
 -- is built from the run this statement inserted (its priority is the run's plus the
 -- step's), so a key held by an active run, which inserts no run, inserts no job and
--- wakes nobody: 0 rows come back.
+-- wakes nobody: 0 rows come back. The job's insert has no ON CONFLICT: its run is
+-- the one just inserted, which has no job yet (an arbiter would cost a speculative
+-- insertion, its lock and its WAL record on every trigger).
 WITH c AS (SELECT ductline_now_ms() AS now_ms),
 run AS (
     INSERT INTO ductline_runs (id, pipeline, status, args, timeout_seconds, not_before_ms, created_ms,
@@ -44,7 +46,6 @@ run AS (
            :retry_delay_seconds, :job_timeout_seconds, c.now_ms, run.priority + :job_priority, :limit_key,
            :phase, :queue, :definition
     FROM run, c
-    ON CONFLICT (run_id, step, scope) DO NOTHING
 )
 SELECT run.id, pg_notify('ductline_jobs', :origin::text) AS notified FROM run;
 
