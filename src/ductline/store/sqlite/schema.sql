@@ -21,8 +21,7 @@ CREATE TABLE ductline_runs (
 , idempotency_key TEXT, priority INTEGER NOT NULL DEFAULT 0, definition TEXT NOT NULL DEFAULT '', parent_run_id TEXT, parent_job_id TEXT, child_index INTEGER);
 CREATE INDEX ductline_runs_listing ON ductline_runs (created_ms);
 CREATE INDEX ductline_runs_status ON ductline_runs (status, created_ms);
--- Workers set a timer to the earliest run deadline they know of.
-CREATE INDEX ductline_runs_deadline ON ductline_runs (deadline_ms) WHERE status IN ('pending', 'running');
+-- Workers set a timer to the earliest run deadline they know of: ductline_runs_deadline (0017).
 
 CREATE TABLE ductline_jobs (
     id TEXT PRIMARY KEY,
@@ -55,7 +54,7 @@ CREATE TABLE ductline_jobs (
 -- A step run exists once per (run, step, scope): creating it twice is impossible.
 CREATE UNIQUE INDEX ductline_jobs_identity ON ductline_jobs (run_id, step, scope);
 CREATE INDEX ductline_jobs_leases ON ductline_jobs (lease_expires_ms) WHERE status = 'running';
-CREATE INDEX ductline_jobs_elements ON ductline_jobs (run_id, step, parent_scope, elem_index);
+-- The elements of an expand, in order: ductline_jobs_elements (0017).
 
 CREATE TABLE ductline_attempts (
     job_id TEXT NOT NULL REFERENCES ductline_jobs (id),
@@ -326,3 +325,15 @@ CREATE INDEX ductline_runs_parent_job ON ductline_runs (parent_job_id, child_ind
 -- Awaiting jobs (the sweep that wakes those whose children ended while no process
 -- that knows the parent's pipeline recorded their end).
 CREATE INDEX ductline_jobs_awaiting_children ON ductline_jobs (created_ms) WHERE status = 'awaiting';
+
+-- 0017: indexes a trigger does not write (a new run has no deadline yet, its first job
+-- is no element of an expand).
+-- Run deadlines: only runs that have one, among every unfinished status -- the
+-- statuses the deadline queries (due_deadlines, next_wakeups) name, so that they read
+-- this index.
+CREATE INDEX ductline_runs_deadline ON ductline_runs (deadline_ms)
+    WHERE deadline_ms IS NOT NULL AND status IN ('pending', 'running', 'paused', 'halted');
+-- The elements of an expand, in order (gather_elements): only jobs that are elements
+-- (an element has a parent scope; parent_scope = :parent_scope implies it).
+CREATE INDEX ductline_jobs_elements ON ductline_jobs (run_id, step, parent_scope, elem_index)
+    WHERE parent_scope IS NOT NULL;
