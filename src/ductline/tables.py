@@ -179,20 +179,26 @@ def workers_table(console: Console, rows: list[Any]) -> Table:
             return "[red]lost[/red]"
         return w.health if w.healthy is None else "[green]ok[/green]" if w.healthy else f"[red]{w.problem}[/red]"
 
-    full = Table("worker", "host", "pid", "status", "busy", "slots", "undead", "last heartbeat", "age (s)", "health")
+    full = Table("worker", "host", "pid", "queues", "status", "busy", "slots", "undead", "last heartbeat", "age (s)",
+                 "health")
     for w in rows:
-        full.add_row(w.id[:12], w.host, str(w.pid), w.status, str(w.busy), str(w.concurrency),
-                     f"[red]{w.undead}[/red]" if w.undead else "0", w.last_heartbeat, f"{w.age_seconds:.1f}",
-                     health(w))
+        full.add_row(w.id[:12], w.host, str(w.pid), _cell(", ".join(w.queues)), w.status, str(w.busy),
+                     str(w.concurrency), f"[red]{w.undead}[/red]" if w.undead else "0", w.last_heartbeat,
+                     f"{w.age_seconds:.1f}", health(w))
     if fits(console, full):
         return full
-    table = _compact("worker", "host", "pid", "status", "busy", "undead", "heartbeat", "health")
+    # Narrow, the status joins the health (it adds something only while a live worker
+    # is stopping), which leaves room for the queues.
+    table = _compact("worker", "host", "pid", "queues", "busy", "undead", "heartbeat", "health")
     for column in (0, 2, 4, 5, 6):
         table.columns[column].no_wrap = True
-    table.columns[1].overflow = table.columns[3].overflow = table.columns[7].overflow = "fold"
+    for column in (1, 3, 7):  # long host names, many queues: wrapped, never cut
+        table.columns[column].overflow = "fold"
     for w in rows:
-        table.add_row(w.id[:8], w.host, str(w.pid), w.status, f"{w.busy}/{w.concurrency}",
-                      f"[red]{w.undead}[/red]" if w.undead else "0", f"{w.age_seconds:.1f} s ago", health(w))
+        state = health(w) if w.status in ("running", w.health) else f"{health(w)} ({w.status})"
+        # one queue a line: a name is split only when it alone is wider than its column
+        table.add_row(w.id[:8], w.host, str(w.pid), "\n".join(_cell(q) for q in w.queues), f"{w.busy}/{w.concurrency}",
+                      f"[red]{w.undead}[/red]" if w.undead else "0", f"{w.age_seconds:.1f} s ago", state)
     return table
 
 

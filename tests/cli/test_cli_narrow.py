@@ -156,16 +156,29 @@ def test_workers_and_schedules_fit_80_columns(store, db_url):
     from ductline.dsl.schedule import Schedule, next_tick_ms
     from ductline.store import schedules as schedule_rows
 
+    queues = ["default", "gpu", "reports.eu-west:nightly-rebuilds", "z" * 40]
     store.register_worker("a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6", "build-host-with-a-long-name.example.internal",
-                          4242, 16)
+                          4242, 16, queues=queues)
     schedule_rows.sync(store, [Schedule("nightly_report_for_every_region", "cli_chain", "0 3 * * *", "[1]")],
                        [], next_tick_ms)
     workers = ductline(db_url, "workers")
     fits(workers)
     assert "a1b2c3d4" in workers and "0/16" in workers, workers
+    # each worker's queues, one a line, wrapped rather than cut
+    assert "queues" in workers, workers
+    header, *lines = workers.splitlines()
+    start, end = header.index("queues"), header.index("busy")
+    column = "".join(line[start:end].strip() for line in lines[1:])
+    assert column == "".join(queues), workers
+    wide = ductline(db_url, "workers", columns="300")
+    assert "default, gpu, reports.eu-west:nightly-rebuilds, " + "z" * 40 in wide, wide
+    import json
+
+    (shown,) = json.loads(ductline(db_url, "workers", "--json", columns="200"))
+    assert shown["queues"] == sorted(queues)
     listed = ductline(db_url, "schedules")
     fits(listed)
     assert "0 3 * * *" in listed and "enabled" in listed, listed
     # wide, the full forms: whole ids and ISO 8601 times
-    assert "a1b2c3d4e5f6" in ductline(db_url, "workers", columns="200")
+    assert "a1b2c3d4e5f6" in ductline(db_url, "workers", columns="300")
     assert re.search(r"\d{4}-\d\d-\d\dT", ductline(db_url, "schedules", columns="200"))

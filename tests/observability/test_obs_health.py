@@ -63,7 +63,7 @@ def test_health_json_reports_each_worker_and_stale_heartbeats(store, db_url):
     rows = {w["id"]: w for w in report["workers"]}
     fresh, stale = rows["w-fresh"], rows["w-stale"]
     assert set(fresh) == {"id", "host", "pid", "concurrency", "busy", "undead", "status", "started",
-                          "last_heartbeat", "age_seconds", "live", "healthy", "problem", "health"}
+                          "last_heartbeat", "age_seconds", "live", "healthy", "problem", "health", "queues"}
     assert (fresh["host"], fresh["pid"], fresh["concurrency"], fresh["busy"], fresh["undead"]) == \
         ("host-a", 101, 4, 3, 1)
     assert fresh["status"] == "running" and fresh["healthy"] is True and fresh["age_seconds"] < 2

@@ -41,6 +41,7 @@ def test_runs_and_run_and_workers(client, seeded, sqlite_store: Store):
     workers = client.get("/api/workers").json()
     (worker,) = workers["workers"]
     assert worker["id"] == web_support.WORKER and worker["health"] == "healthy" and worker["busy"] == 1
+    assert worker["queues"] == ["default"]  # the queues it claims from
 
     overview = client.get("/api/overview").json()
     assert overview["runs"]["halted"] == 1 and overview["runs"]["failed"] == 0

@@ -62,7 +62,7 @@ def health(as_json: bool, max_age: float | None, host: str | None, database: str
 @_host
 @_database
 def workers(as_json: bool, max_age: float | None, host: str | None, database: str | None) -> None:
-    """List worker processes: host, pid, slots busy/undead, last heartbeat."""
+    """List worker processes: host, pid, the queues each claims from, slots busy/undead, last heartbeat."""
     store, lease_seconds = _open(database)
     try:
         limit = health_checks.default_max_age(lease_seconds) if max_age is None else max_age

@@ -40,6 +40,7 @@ class WorkerHealth:
     healthy: bool | None  # None for a worker that is not live (stopped or lost)
     problem: str | None = None  # why a live worker is not healthy: STALE or UNDEAD
     health: str = rule.WorkerHealth.HEALTHY.value  # `ductline.model.workers.WorkerHealth`
+    queues: tuple[str, ...] = ()  # the queues it claims from
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,6 +102,7 @@ def worker_table(store: Any, max_age: float, *, lease_seconds: float, host: str 
             undead=int(r["undead"]), status=r["status"], started=iso(r["started_ms"]),
             last_heartbeat=iso(r["heartbeat_ms"]), age_seconds=round(age, 3), live=live,
             healthy=problem is None if live else None, problem=problem if live else None, health=judged.value,
+            queues=tuple(r["queues"]),
         ))
     return out
 

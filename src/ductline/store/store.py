@@ -299,8 +299,12 @@ class Store:
             return {r["status"]: int(r["n"]) for r in s.fetch("run_progress", {"run_id": run_id})}
 
     def list_workers(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest ``limit`` worker rows: ``id``, ``host``, ``pid``, ``concurrency``,
+        ``busy``, ``undead``, ``status``, ``started_ms``, ``heartbeat_ms``, ``now_ms``
+        (the database clock) and ``queues``, the names it claims from (a list)."""
         with self.dialect.reader() as s:
-            return s.fetch("list_workers", {"limit": limit})
+            rows = s.fetch("list_workers", {"limit": limit})
+        return [{**r, "queues": _names(r["queues"])} for r in rows]
 
     def lease_state(self, job_id: str) -> dict[str, Any] | None:
         with self.dialect.reader() as s:
@@ -310,3 +314,13 @@ class Store:
     def running_steps(self, run_id: str) -> list[str]:
         with self.dialect.reader() as s:
             return [r["step"] for r in s.fetch("running_steps", {"run_id": run_id})]
+
+
+def _names(text: Any) -> list[str]:
+    """A stored JSON list of names (a worker's queues); a row written otherwise
+    reads as no names rather than failing the listing."""
+    try:
+        names = json.loads(text)
+    except (TypeError, ValueError):
+        return []
+    return sorted(str(n) for n in names) if isinstance(names, list) else []

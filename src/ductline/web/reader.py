@@ -184,6 +184,7 @@ class DashboardReader:
                 "live": worker_rule.is_live(health),
                 "heartbeat_age_seconds": round(age_ms / 1000, 1),
                 "started_at": views.iso(row["started_ms"]), "heartbeat_at": views.iso(row["heartbeat_ms"]),
+                "queues": row["queues"],
             })
         order = {h.value: i for i, h in enumerate(worker_rule.WORST_FIRST)}
         out.sort(key=lambda w: order[w["health"]])

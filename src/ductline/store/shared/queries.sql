@@ -134,7 +134,7 @@ WHERE id = :id
 RETURNING heartbeat_ms AS now_ms;
 
 -- name: list_workers
-SELECT id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_ms,
+SELECT id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_ms, queues,
        ductline_now_ms() AS now_ms
 FROM ductline_workers ORDER BY started_ms DESC LIMIT :limit;
 
