@@ -39,13 +39,19 @@ class Store:
 
     # -- schema ------------------------------------------------------------------
     def migrate(self) -> list[int]:
-        """Apply pending migrations; returns the versions applied."""
+        """Apply pending migrations (``ductline migrate`` does the same); returns the
+        versions applied, oldest first (``[]``: the schema was current).
+
+        Raises:
+            StoreError: the database refused a migration (the ones before it stay).
+        """
         return migrations.migrate(self.dialect)
 
     def schema_version(self) -> int:
         return migrations.current_version(self.dialect)
 
     def close(self) -> None:
+        """Close the store's connections (a PostgreSQL pool, or the SQLite file)."""
         self.dialect.close()
 
     @contextmanager
@@ -271,8 +277,26 @@ class Store:
 
     def list_runs(self, status: str | None = None, pipeline: str | None = None,
                   limit: int = 50, *, tags: tuple[tuple[str, str], ...] = ()) -> list[dict[str, Any]]:
-        """Runs newest first; with ``tags`` (checked by `ductline.model.tags.check_filter`)
-        only those carrying every one of them."""
+        """Runs newest first (by creation, then id), as ``ductline runs`` lists them.
+
+        Args:
+            status: only runs with this status (``pending``, ``running``, ``paused``,
+                ``halted``, ``completed``, ``failed``, ``cancelled``); ``None``: all.
+            pipeline: only runs of the pipeline of this name; ``None``: all.
+            limit: at most this many runs.
+            tags: ``((key, value), ...)``: only runs carrying every one of these tags,
+                sorted and checked as `ductline.model.tags.check_filter` returns them
+                (pass them through it: an unchecked filter may match nothing).
+
+        Returns:
+            One dict per run: ``id``, ``pipeline``, ``status``, ``halt_reason``,
+            ``created_ms``, ``started_ms``, ``finished_ms`` (epoch milliseconds, or
+            ``None``) and ``definition`` (the fingerprint it follows, ``""`` for a
+            run started before versions were recorded).
+
+        Raises:
+            StoreError: the database could not be read.
+        """
         if tags:
             from ductline.store import tags as run_tags
 
