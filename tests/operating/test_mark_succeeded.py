@@ -226,6 +226,8 @@ def test_dashboard_action_needs_login_and_csrf_and_shows_the_history(db_url, sto
     assert "marked succeeded" in done.text
     assert store.get_run(run.id)["status"] == "completed"
     assert "Operator actions" in done.text and "charged" in done.text
+    # the step run says who marked it (its failed attempt stays in its table)
+    assert re.search(r'<span class="marked-note" title="[^"]+: charged">marked succeeded by dashboard \(', done.text)
 
 
 def test_execute_marks_a_halted_step_and_checks_its_option():
@@ -335,6 +337,15 @@ def test_an_expanded_step_named_without_index_says_which_indexes_may_be_marked(f
     marked = mark_succeeded(store, pipeline.definition(), run.id, "part", 5, index=failed, actor="ops")
     assert marked.revived
     assert step_run_at(store, run.id, "part", failed)["status"] == "completed"
+    # The run page's table of the elements says who marked it, not the error it left.
+    from starlette.testclient import TestClient
+
+    from ductline.web import create_app
+
+    with TestClient(create_app(store, token=None), base_url="http://localhost") as client:
+        page = client.get(f"/runs/{run.id}").text
+    (row,) = [r for r in page.split("<tr") if "marked succeeded by ops" in r]
+    assert "part failed" not in row and "ValueError" not in row, row
 
 
 def step_run_at(store, run_id, step, index):

@@ -128,7 +128,7 @@ def run_page(request: Request) -> Response:
     definition = d.definition(run["pipeline"])
     page = runpage.build(run, d.reader.run_jobs(run_id), d.reader.run_attempts(run_id), definition, now_ms,
                          show_all=request.query_params.get("all"), logs=d.reader.step_logs(run_id),
-                         offers=d.reader.offers(d.lease_seconds))
+                         offers=d.reader.offers(d.lease_seconds), marks=d.reader.step_marks(run_id))
     # Step runs an operator may mark succeeded (`ductline.model.marking`), by "step" or "step[index]"
     markable = [] if definition is None or RunStatus(run["status"]) in TERMINAL_RUN else [
         j["step"] + ("" if j["elem_index"] is None else f"[{j['elem_index']}]")

@@ -71,6 +71,7 @@ class StepRunView:
     wait_event: str | None = None  # a deferred step run: the event it waits for
     wait_expires_ms: int | None = None  # ... and when its wait times out (None: never)
     unserved: str | None = None  # pending, and no live worker can claim it: why (`ductline.model.serving`)
+    marked: dict[str, Any] | None = None  # completed by an operator's mark: actor, at, reason (`views.marks_by_job`)
 
 
 @dataclass(slots=True)
@@ -200,7 +201,8 @@ _URGENCY: dict[State, int] = {
 
 def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[dict[str, Any]],
           definition: Definition | None, now_ms: int, *, show_all: str | None = None,
-          logs: list[dict[str, Any]] | None = None, offers: list[Offer] | None = None) -> RunPage:
+          logs: list[dict[str, Any]] | None = None, offers: list[Offer] | None = None,
+          marks: dict[str, dict[str, Any]] | None = None) -> RunPage:
     """The run page's model.
 
     Args:
@@ -210,6 +212,8 @@ def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[di
         show_all: a step whose step runs are all listed (others fold after 25).
         logs: the run's step log records (`ductline.web.reader.Reader.step_logs`).
         offers: what the live workers claim; a ready step run none can claim says why.
+        marks: who marked which step run succeeded, by job id (`ductline.views.marks_by_job`):
+            such a step run says so instead of its last attempt's error.
     """
     attempts = _attempts(attempt_rows, logs or [])
     graph = run_graph.build(definition, jobs, now_ms)
@@ -226,7 +230,8 @@ def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[di
             wait_expires_ms=None if j.get("pause_expires_ms") is None or j["status"] != JobStatus.DEFERRED
             else int(j["pause_expires_ms"]),
             unserved=serving.unserved(j["step"], j["queue"], j["definition"], offers or [])
-            if offers is not None and j["status"] == JobStatus.PENDING and not j["throttled"] else None))
+            if offers is not None and j["status"] == JobStatus.PENDING and not j["throttled"] else None,
+            marked=(marks or {}).get(j["id"]) if j["status"] == JobStatus.COMPLETED else None))
     steps = []
     for node in graph.nodes:
         runs = by_step.get(node.name, [])
