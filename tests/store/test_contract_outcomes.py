@@ -764,3 +764,26 @@ def test_a_halt_tells_clients_waiting_for_the_run_once_at_commit(store: Store) -
         with store.transaction() as tx:
             assert tx.halt_run(run_id, "unsafe_to_retry", {}) is False
         assert list(listener.notifies(timeout=0.5, stop_after=1)) == []
+
+
+def test_the_parents_of_runs_a_transaction_ended_need_no_query(store: Store, db_url: str) -> None:
+    """The statement that completes runs (and, on PostgreSQL, the one that halts a run)
+    reads their parents as it ends them: the engine's look for parents to wake
+    (`ductline.store.children.parents_of`) queries only runs it did not end."""
+    from contract_support import NotingDialect
+
+    from ductline.store import children, open_store
+
+    done, _ = create_run(store)
+    other, _ = create_run(store)
+    claim_one(store)
+    noting = NotingDialect(open_store(db_url).dialect)
+    try:
+        with Store(noting).transaction() as tx:
+            assert tx.complete_runs([(done, '"out"')]) == {done}
+            assert children.parents_of(tx, [done]) == []
+            assert "parents_of_runs" not in noting.names
+            assert children.parents_of(tx, [done, other]) == []  # one it did not end: asked
+            assert noting.names.count("parents_of_runs") == 1
+    finally:
+        noting.close()

@@ -54,11 +54,16 @@ def insert_children(tx: Tx, children: list[NewChild]) -> list[str]:
 
 
 def parents_of(tx: Tx, run_ids: list[str]) -> list[tuple[str, str]]:
-    """``(parent_run_id, parent_job_id)`` of those of ``run_ids`` that are child runs."""
-    if not run_ids:
-        return []
-    rows = tx.s.fetch("parents_of_runs", {"run_ids": json.dumps(sorted(set(run_ids)))})
-    return [(r["parent_run_id"], r["parent_job_id"]) for r in rows]
+    """``(parent_run_id, parent_job_id)`` of those of ``run_ids`` that are child runs,
+    in that order, each once. The runs ``tx`` ended itself are answered from what the
+    statement that ended them read (`Tx.ended_parents`); only the others are queried."""
+    ids = sorted(set(run_ids))
+    unknown = [i for i in ids if i not in tx.ended_parents]
+    found = {p for i in ids if (p := tx.ended_parents.get(i)) is not None}
+    if unknown:
+        rows = tx.s.fetch("parents_of_runs", {"run_ids": json.dumps(unknown)})
+        found.update((r["parent_run_id"], r["parent_job_id"]) for r in rows)
+    return sorted(found)
 
 
 def lock_awaiting(tx: Tx, job_id: str) -> dict[str, Any] | None:

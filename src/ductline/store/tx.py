@@ -57,6 +57,10 @@ class Tx:
         # so that worker ignores what it sent itself (`ductline.runtime.wakeup`).
         self.origin = ""
         self._locked_runs: set[str] = set()  # by lock_runs, until the commit
+        # Runs this transaction ended, with their parent (run, awaiting job) if they are
+        # child runs: read by the statement that ended them, so finding the parents
+        # to wake needs no query of its own (`ductline.store.children.parents_of`).
+        self.ended_parents: dict[str, tuple[str, str] | None] = {}
         self.claimed: set[str] = set()  # ids of the jobs this transaction claimed
         # What this transaction made ready or waiting, for `readied_only_claimed`: the
         # jobs it inserted, and whether anything else asked to wake the workers.
@@ -434,7 +438,9 @@ class Tx:
         this call halted it (a run halts once until it is retried)."""
         params = {"run_id": run_id, "reason": reason, "metadata": json.dumps(metadata)}
         if self._fused:  # one round trip for the three statements below
-            return bool(self.s.fetch("halt_hold_settle", params))
+            rows = self.s.fetch("halt_hold_settle", params)
+            self._note_parents(rows)
+            return bool(rows)
         halted = self.s.execute("halt_run", params) == 1
         if halted:
             self.s.execute("hold_jobs", {"run_id": run_id})
@@ -455,7 +461,15 @@ class Tx:
             return set()
         rows = self.s.fetch("complete_runs", {"items": json.dumps(
             [{"run_id": r, "output": o} for r, o in items])})
+        self._note_parents(rows)
         return {r["id"] for r in rows}  # the statement also notifies (notify_settled)
+
+    def _note_parents(self, rows: list[dict[str, Any]]) -> None:
+        """Keep the parents of the runs that ``rows`` (id, parent_run_id,
+        parent_job_id) say this transaction ended (`ended_parents`)."""
+        for r in rows:
+            self.ended_parents[r["id"]] = None if r["parent_job_id"] is None else \
+                (r["parent_run_id"], r["parent_job_id"])
 
     def settled(self, run_id: str) -> None:
         """Tell clients waiting for this run, at commit, that it stopped moving."""

@@ -350,12 +350,13 @@ WITH halted AS (
     UPDATE ductline_runs
     SET status = 'halted', halt_reason = :reason, metadata = :metadata, finished_ms = ductline_now_ms()
     WHERE id = :run_id AND status IN ({ACTIVE_RUN})
-    RETURNING id
+    RETURNING id, parent_run_id, parent_job_id
 ), held AS (
     UPDATE ductline_jobs SET status = 'held'
     WHERE run_id = (SELECT id FROM halted) AND status = 'pending'
 )
-SELECT id, pg_notify('ductline_runs', id) AS notified FROM halted;
+-- Its parent, if it is a child run (Tx.ended_parents: its end may wake that parent).
+SELECT id, parent_run_id, parent_job_id, pg_notify('ductline_runs', id) AS notified FROM halted;
 
 -- name: notify_settled
 -- Delivered at commit to clients waiting for a run (LISTEN ductline_runs): the run
@@ -369,9 +370,10 @@ WITH done AS (
     UPDATE ductline_runs SET status = 'completed', output = x.output, finished_ms = ductline_now_ms()
     FROM jsonb_to_recordset(:items::jsonb) AS x(run_id text, output text)
     WHERE ductline_runs.id = x.run_id AND ductline_runs.status = 'running'
-    RETURNING ductline_runs.id AS id
+    RETURNING ductline_runs.id AS id, parent_run_id, parent_job_id
 )
-SELECT id, pg_notify('ductline_runs', id) AS notified FROM done;
+-- Each run's parent, if it is a child run (Tx.ended_parents: its end may wake that parent).
+SELECT id, parent_run_id, parent_job_id, pg_notify('ductline_runs', id) AS notified FROM done;
 
 -- name: insert_jobs
 -- insert_job for many jobs in one statement (a fan-out's elements, a batch's next

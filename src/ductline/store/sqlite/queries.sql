@@ -269,7 +269,8 @@ UPDATE ductline_runs SET status = 'completed', output = x.output, finished_ms = 
 FROM (SELECT json_extract(value, '$.run_id') AS run_id, json_extract(value, '$.output') AS output
       FROM json_each(:items)) AS x
 WHERE ductline_runs.id = x.run_id AND ductline_runs.status = 'running'
-RETURNING ductline_runs.id AS id;
+-- Each run's parent, if it is a child run (Tx.ended_parents: its end may wake that parent).
+RETURNING ductline_runs.id AS id, parent_run_id, parent_job_id;
 
 -- name: insert_jobs
 -- insert_job for many jobs in one statement (a fan-out's elements, a batch's next
