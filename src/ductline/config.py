@@ -188,21 +188,32 @@ def _coerce(name: str, kind: type, raw: Any, source: str) -> Any:
 # settings on every call, and building them costs more than its own encoding.
 _last: tuple[Any, Settings] | None = None
 # The mapping under os.environ, which its changes write through (CPython's: bytes
-# to bytes on POSIX). Reading it directly spares a call per variable that iterating
-# os.environ makes to decode each name: with a few dozen variables that was most of
-# what a trigger paid for its settings.
+# to bytes on POSIX). A copy of it as last seen, and its DUCTLINE_* items: while it
+# compares equal (in C), they are not looked for again -- iterating os.environ and
+# decoding every name was most of what a trigger paid for its settings.
 _ENVIRON_DATA: "dict[Any, Any] | None" = getattr(os.environ, "_data", None)
+_environment: tuple[dict[Any, Any] | None, Any] = (None, [])
 _PREFIX: Any = b"DUCTLINE_" if os.supports_bytes_environ else "DUCTLINE_"
+_CONFIG_NAME: Any = b"DUCTLINE_CONFIG" if os.supports_bytes_environ else "DUCTLINE_CONFIG"
 
 
 def _inputs() -> Any:
     """What settings without overrides depend on: every ``DUCTLINE_*`` variable and
     the file's path, size and modification time (``None`` when there is none)."""
-    if _ENVIRON_DATA is not None:
-        env: Any = [item for item in _ENVIRON_DATA.items() if item[0].startswith(_PREFIX)]
-    else:  # pragma: no cover - an interpreter without CPython's mapping
-        env = [(key, os.environ[key]) for key in os.environ if key.startswith("DUCTLINE_")]
-    path = os.environ.get("DUCTLINE_CONFIG", "ductline.toml")
+    global _environment
+    data = _ENVIRON_DATA
+    if data is None:  # pragma: no cover - an interpreter without CPython's mapping
+        env: Any = [(key, os.environ[key]) for key in os.environ if key.startswith("DUCTLINE_")]
+    elif data == _environment[0]:  # compared in C: nothing in the environment changed
+        env = _environment[1]
+    else:
+        env = [item for item in data.items() if item[0].startswith(_PREFIX)]
+        _environment = (dict(data), env)
+    # DUCTLINE_CONFIG is among them (os.environ.get would raise and catch a KeyError
+    # without it, as os.stat would raise for a missing file: os.access raises nothing).
+    path = next((os.fsdecode(value) for key, value in env if key == _CONFIG_NAME), "ductline.toml")
+    if not os.access(path, os.F_OK):
+        return env, path, None
     try:
         stat = os.stat(path)
     except OSError:
