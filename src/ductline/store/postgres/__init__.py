@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import psycopg
 from psycopg.rows import dict_row
@@ -70,6 +70,13 @@ class _Connection(psycopg.Connection[Any]):
         if rows > KEEP_RESULT_ROWS and self._statements is not None:
             self._statements.close()
             self._statements = None
+
+
+_T = TypeVar("_T")
+
+
+def _itself(conn: _Connection) -> _Connection:
+    return conn
 
 
 class _Session:
@@ -168,8 +175,13 @@ class PostgresDialect:
         if time.monotonic() - self._last_used.get(id(conn), 0.0) >= CHECK_IDLE_SECONDS:
             ConnectionPool.check_connection(conn)
 
+    def _conn(self) -> AbstractContextManager[_Connection]:
+        return self._checkout(_itself)
+
     @contextmanager
-    def _conn(self) -> Iterator[_Connection]:
+    def _checkout(self, wrap: Callable[[_Connection], _T]) -> Iterator[_T]:
+        """A pooled connection, given as ``wrap(connection)``: one context for
+        `reader`'s session too (each nested one cost a trigger several microseconds)."""
         # getconn and putconn, not the pool's connection(): that one also enters the
         # connection's own context, whose exit commits -- nothing to commit on an
         # autocommit connection (transaction() commits its own), yet a tenth of a
@@ -180,7 +192,7 @@ class PostgresDialect:
             conn = pool.getconn()
             try:
                 self._pool_warnings.connected()
-                yield conn
+                yield wrap(conn)
             finally:
                 self._last_used[id(conn)] = time.monotonic()
                 pool.putconn(conn)
@@ -207,10 +219,11 @@ class PostgresDialect:
             except psycopg.Error as exc:
                 raise _translate(exc, "commit") from exc
 
-    @contextmanager
-    def reader(self) -> Iterator[_Session]:
-        with self._conn() as conn:
-            yield _Session(conn, self._sql)
+    def reader(self) -> AbstractContextManager[_Session]:
+        return self._checkout(self._session)
+
+    def _session(self, conn: _Connection) -> _Session:
+        return _Session(conn, self._sql)
 
     def run_script(self, sql: str) -> None:
         with self._conn() as conn:
