@@ -17,7 +17,7 @@ from ductline.observability.events import EventName
 from ductline.runtime import claimer
 from ductline.runtime.launch import build_worker
 from ductline.store import open_store
-from helpers import APP
+from helpers import APP, wait_for
 
 
 def test_the_job_after_an_attempt_killed_at_its_deadline_is_claimed_before_the_kill(store, db_url, monkeypatch):
@@ -61,3 +61,47 @@ def test_the_job_after_an_attempt_killed_at_its_deadline_is_claimed_before_the_k
     assert killed < started
     # ... with no claim between the kill and its start, nor before the failure was recorded.
     assert not [i for i, (n, _) in enumerate(names) if n == EventName.CLAIM and killed < i < max(started, recorded)]
+
+
+def test_attempts_ending_one_after_the_other_each_get_their_own_successor(store, db_url, monkeypatch):
+    # Two attempts near their deadlines at once, the second's claimed a little later:
+    # the job claimed ahead for the first is held for it, so the second gets one of
+    # its own, and neither kill waits for a claim.
+    monkeypatch.setattr(claimer, "ENDING_LEAD_SECONDS", 0.45)  # more than the gap between the claims below
+    seen: list[tuple[str, dict[str, Any]]] = []
+    unsubscribe = events.subscribe(lambda name, fields: seen.append((str(name), dict(fields))))
+    worker_store = open_store(db_url)
+    settings = load_settings(database_url=db_url, poll_interval=0.2, kill_grace_seconds=1,
+                             shutdown_grace_seconds=0.5)
+    worker = build_worker(worker_store, [APP], 2, settings)
+    naps: list[str] = []
+
+    def started(run_id: str) -> bool:
+        return any(n == EventName.ATTEMPT_STARTED and f.get("run_id") == run_id for n, f in list(seen))
+
+    def finished() -> bool:
+        return len(naps) == 2 and all(any(n == EventName.JOB_COMPLETED and f.get("run_id") == r
+                                          for n, f in list(seen)) for r in naps)
+
+    thread = threading.Thread(target=lambda: worker.run(stop_when=finished), daemon=True)
+    thread.start()
+    try:
+        first = rt_app.timeout_pipeline.trigger(120, database=store)    # killed at its 1 s deadline
+        wait_for(lambda: started(first.id))
+        second = rt_app.timeout_pipeline.trigger(120, database=store)   # claimed by the next claim
+        wait_for(lambda: started(second.id))
+        naps += [rt_app.busy.trigger(1, database=store).id for _ in range(2)]   # ready behind both
+        thread.join(60)
+        assert not thread.is_alive()
+    finally:
+        worker.request_stop()
+        thread.join(30)
+        unsubscribe()
+        worker_store.close()
+
+    names = [(n, f) for n, f in seen if n in (EventName.CLAIM, EventName.TIMEOUT_OVERRUN, EventName.ATTEMPT_STARTED)]
+    for stuck in (first, second):
+        killed = next(i for i, (n, f) in enumerate(names) if n == EventName.TIMEOUT_OVERRUN and f["run_id"] == stuck.id)
+        after = next(i for i, (n, _) in enumerate(names) if n == EventName.ATTEMPT_STARTED and i > killed)
+        assert names[after][1]["run_id"] in naps, names
+        assert not [i for i, (n, f) in enumerate(names) if n == EventName.CLAIM and f["claimed"] and killed < i < after], names

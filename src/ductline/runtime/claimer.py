@@ -15,7 +15,10 @@ the recording of results (`claim_in`).
 An attempt about to be killed at its deadline gets its slot's next job claimed
 ahead too (`ENDING_LEAD_SECONDS` before it): when the kill frees the slot, the
 next attempt starts on a warm child at once, and the killed attempt's failure is
-recorded in a transaction of its own right away, with no claim before it.
+recorded in a transaction of its own right away, with no claim before it. A job
+claimed so is held for its slot (`held`): an attempt that nears its deadline while
+another's successor waits in the queue gets one of its own, and neither is sent
+ahead to another child (`ductline.runtime.prefetch`).
 """
 
 from __future__ import annotations
@@ -128,11 +131,21 @@ class Claimer:
             times += [at for at in (d - ENDING_LEAD_SECONDS for d in self._uncovered().values()) if at > now]
         return times
 
+    def held(self) -> int:
+        """How many jobs of the queue ahead are held for the attempts that had their
+        successor claimed ahead and have not ended yet (at most; a claim may have found
+        fewer): those jobs start on these attempts' slots, not ahead on other children."""
+        if not self._covered:
+            return 0  # the common case, asked on every turn of the loop: no lock taken
+        deadlines = self._enforcer.deadlines()
+        self._covered = {i: d for i, d in self._covered.items() if deadlines.get(i) == d}
+        return len(self._covered)
+
     def _uncovered(self) -> dict[int, float]:
         """The busy slots whose attempt has a deadline and no successor claimed ahead
         for it yet: slot index -> that deadline (monotonic seconds)."""
+        self.held()
         deadlines = self._enforcer.deadlines()
-        self._covered = {i: d for i, d in self._covered.items() if deadlines.get(i) == d}
         return {i: d for i, d in deadlines.items()
                 if self._covered.get(i) != d and self._slots[i].busy and not self._slots[i].undead}
 
@@ -144,12 +157,17 @@ class Claimer:
         the deadline (`Ahead.stale`: they waited behind the long attempts), a
         renewal is asked for now, not when the kill frees the slots."""
         ending = {i: d for i, d in self._uncovered().items() if d - now <= ENDING_LEAD_SECONDS}
-        if not ending or len(ending) > len(self.ahead):
+        if not ending or len(ending) > self._unheld():
             return ending
         self._covered.update(ending)
         if self.ahead.stale(max(ending.values())):
             self._renew_now()
         return {}
+
+    def _unheld(self) -> int:
+        """The jobs queued ahead beyond those held for covered attempts (`held`):
+        one queued for an attempt that ends first is not another's successor."""
+        return max(0, len(self.ahead) - len(self._covered))
 
     def _usable(self) -> int:
         return sum(1 for s in self._slots if not s.undead)
@@ -167,8 +185,9 @@ class Claimer:
         queue has room for, or one per attempt about to be killed (`_ending`), which
         then counts as covered."""
         ending = self._ending(self._clock.now())
+        unheld = self._unheld()
         self._covered.update(ending)
-        return len(free) + max(self.ahead.room(self._usable()), len(ending) - len(self.ahead))
+        return len(free) + max(self.ahead.room(self._usable()), len(ending) - unheld)
 
     def fill_free(self) -> None:
         """Start queued jobs on the free slots, in the queue's order (the claim order). A queued job

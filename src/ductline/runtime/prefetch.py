@@ -103,12 +103,16 @@ class Prefetcher:
         release_begun: records a job that its child started and that died with the
             child before its attempt was taken (the child was being killed for what the
             attempt before it did): released, as begun, with its start (epoch ms).
+        held: how many queued jobs are held for attempts about to be killed at their
+            deadlines (`ductline.runtime.claimer.Claimer.held`): never sent ahead, they
+            start on those attempts' slots when the kills free them.
     """
 
     def __init__(self, slots: list[Slot], ahead: Ahead, definitions: dict[str, Definition], *,
                  clock: DatabaseClock, begin: Begin, kill_lost: Callable[[Slot], None],
                  killing: Callable[[int], bool] = lambda index: False, depth: int = DEPTH,
-                 release_begun: Callable[[ClaimedJob, int], None] = lambda job, started_ms: None) -> None:
+                 release_begun: Callable[[ClaimedJob, int], None] = lambda job, started_ms: None,
+                 held: Callable[[], int] = lambda: 0) -> None:
         self._slots = slots
         self._ahead = ahead
         self._definitions = definitions
@@ -118,13 +122,14 @@ class Prefetcher:
         self._killing = killing
         self._depth = depth
         self._release_begun = release_begun
+        self._held = held
 
     def pending(self) -> list[Prefetched]:
         return [p for s in self._slots for p in s.sent]
 
     def offer(self) -> None:
         """Send the head of the queue to each busy child that holds fewer than ``depth`` jobs."""
-        if not len(self._ahead):
+        if len(self._ahead) <= self._held():
             return
         now = self._clock.now()
         for slot in self._slots:
@@ -132,7 +137,7 @@ class Prefetcher:
             if not slot.busy or slot.runner is not child or child is None or child.eof or slot.retiring \
                     or now - slot.started_at > FRESH_SECONDS or self._killing(slot.index):
                 continue
-            while len(slot.sent) < self._depth:
+            while len(slot.sent) < self._depth and len(self._ahead) > self._held():
                 queued = self._ahead.head(now)
                 if queued is None:
                     return
