@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
 import rt_app
 
 from ductline.config import load_settings
@@ -106,3 +107,54 @@ def test_attempts_ending_one_after_the_other_each_get_their_own_successor(store,
         killed = next(i for i, (n, f) in enumerate(names) if n == EventName.TIMEOUT_OVERRUN and f["run_id"] == stuck.id)
         after = next(i for i, (n, _) in enumerate(names) if n == EventName.ATTEMPT_STARTED and i > killed)
         assert not [i for i, (n, f) in enumerate(names) if n == EventName.CLAIM and f["claimed"] and killed < i < after], names
+
+
+def test_a_job_claimed_ahead_of_a_kill_does_not_start_if_its_run_was_cancelled_just_before(store, db_url,
+                                                                                         monkeypatch):
+    # The cancel's notification comes with the death of the killed attempt (the same
+    # wake-up of the loop): the queued job it cancelled is dropped, never started,
+    # though its lease was confirmed lately. SQLite tells no worker of a cancel: its
+    # workers find it by reading the leases (tests/runtime/test_cancel_races.py).
+    if store.dialect.name == "sqlite":
+        pytest.skip("SQLite sends no cancel notification")
+    monkeypatch.setattr(claimer, "ENDING_LEAD_SECONDS", 0.3)
+    seen: list[tuple[str, dict[str, Any]]] = []
+    unsubscribe = events.subscribe(lambda name, fields: seen.append((str(name), dict(fields))))
+    worker_store = open_store(db_url)
+    settings = load_settings(database_url=db_url, poll_interval=0.2, kill_grace_seconds=1,
+                             shutdown_grace_seconds=0.5)
+    worker = build_worker(worker_store, [APP], 1, settings)
+    stuck = rt_app.timeout_pipeline.trigger(120, database=store)   # killed at its 1 s deadline
+    behind = rt_app.busy.trigger(0, database=store)                 # claimed ahead of that kill
+    handle = worker.events.handle
+    cancelled = threading.Event()
+
+    def cancel_as_the_killed_child_is_seen(ready: Any) -> None:
+        slot = worker.slots[0]
+        if not cancelled.is_set() and slot.runner is not None and ready == slot.runner.sentinel \
+                and len(worker.ahead):
+            behind.cancel()
+            cancelled.set()
+            wait_for(worker.wakeup.cancel_pending, timeout=10)   # its notification arrived
+        handle(ready)
+
+    monkeypatch.setattr(worker.events, "handle", cancel_as_the_killed_child_is_seen)
+
+    def finished() -> bool:
+        return cancelled.is_set() and any(n == EventName.JOB_COMPLETED and f.get("run_id") == stuck.id
+                                          and f.get("result") == "timed_out" for n, f in list(seen))
+
+    thread = threading.Thread(target=lambda: worker.run(stop_when=finished), daemon=True)
+    thread.start()
+    try:
+        thread.join(60)
+        assert not thread.is_alive()
+    finally:
+        worker.request_stop()
+        thread.join(30)
+        unsubscribe()
+        worker_store.close()
+
+    assert cancelled.is_set()
+    assert not [f for n, f in seen if n == EventName.ATTEMPT_STARTED and f.get("run_id") == behind.id]
+    assert store.get_run(behind.id)["status"] == "cancelled"

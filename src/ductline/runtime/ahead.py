@@ -20,7 +20,8 @@ delivery contract of a running attempt:
 - a queued job is started only while its lease is known to be held: one not
   confirmed (by its claim or a renewal) within `FRESH_SECONDS` waits for the
   next renewal first, which the claimer asks for at once. A job whose run was
-  cancelled meanwhile (the cancel took its lease) is dropped, never started.
+  cancelled meanwhile (the cancel took its lease) is dropped, never started; while
+  a cancel's notification waits for that renewal (PostgreSQL), no queued job starts.
 
 Claiming ahead pays off only for short attempts; behind a long one a queued job
 would sit while other workers idle. So the queue is used only while the recent

@@ -194,6 +194,12 @@ class Claimer:
         whose lease was not confirmed lately waits for the heartbeat, asked now."""
         if not len(self.ahead):
             return
+        if self._wakeup.cancel_pending():
+            # A run was cancelled (its notification came with what freed the slot, such
+            # as the kill of an attempt whose successor is queued): its queued jobs must
+            # not start, so the renewal that finds their leases lost comes first.
+            self._renew_now()
+            return
         now = self._clock.now()
         for slot in self._slots:
             if not slot.free:

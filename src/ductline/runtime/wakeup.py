@@ -47,6 +47,10 @@ class Wakeup:
         except (BlockingIOError, OSError):
             pass  # the pipe is full: the loop is waking anyway
 
+    def cancel_pending(self) -> bool:
+        """A run was cancelled and the leases were not renewed since (`take_cancel`)."""
+        return self._cancel.is_set()
+
     def take_cancel(self) -> bool:
         if self._cancel.is_set():
             self._cancel.clear()
