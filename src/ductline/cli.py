@@ -215,7 +215,7 @@ def trigger(target: str, args_json: str | None, delay: str | None, delay_until: 
 @click.option("--args", "args_json", metavar="JSON_LIST", help="Arguments of the first step, as a JSON list.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Child slots (default: CPUs).")
 @click.option("--timeout", metavar="D", help="Whole-run deadline: 30s, 5m, 2h, 1d or seconds.")
-@click.option("--json", "as_json", is_flag=True, help="End with one JSON line describing the run.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON line describing the run on stdout instead of the summary.")
 @database_option
 def run(target: str, args_json: str | None, concurrency: int | None, timeout: str | None, as_json: bool,
         database: str | None) -> None:
