@@ -240,3 +240,9 @@ def test_the_hour_is_not_held_up_by_the_day_when_both_end_on_the_same_minute() -
     finally:
         gate.set()
         day.join(30)
+
+
+def test_a_whole_count_is_shown_as_a_whole_number() -> None:
+    from ductline.web.svgchart import rate
+
+    assert [rate(v) for v in (0, 4.0, 12.0, 3.5, 0.25, 12.4)] == ["0", "4", "12", "3.5", "0.25", "12"]

@@ -62,9 +62,9 @@ class Chart:
 
 
 def rate(value: float) -> str:
-    """``12``, ``3.5``, ``0.25`` per minute."""
-    if value == 0:
-        return "0"
+    """``12``, ``3.5``, ``0.25`` per minute; a whole count as a whole number (``4``, not ``4.0``)."""
+    if value == int(value):
+        return str(int(value))
     return f"{value:.0f}" if value >= 10 else f"{value:.2g}" if value < 1 else f"{value:.1f}"
 
 
