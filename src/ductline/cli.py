@@ -385,12 +385,17 @@ def runs(ctx: click.Context, status: str | None, pipeline: str | None, tag_texts
     out.print(tables.runs_table(out, found, lambda: views.short_ids(store, [r["id"] for r in found])))
 
 
+# The most characters of a completed run's output `ductline show` prints.
+SHOW_OUTPUT_CHARS = 500
+
+
 @cli.command()
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True)
 @database_option
 def show(run_id: str, as_json: bool, database: str | None) -> None:
-    """Show one run: its steps, then each attempt with its start, end and duration.
+    """Show one run: its steps, then each attempt with its start, end and duration,
+    and a completed run's output (its first 500 characters; --json has all of it).
 
     RUN_ID is a run id or a unique prefix of one (6 or more characters). A skipped
     step says why, and which step's stop made it unreachable (its root).
@@ -446,6 +451,11 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
         out.print(f"{what}: {names}", highlight=False, soft_wrap=True, markup=False)
     if view["children"]:
         out.print(tables.children_table(out, view))
+    if view["status"] == RunStatus.COMPLETED:
+        # The run's output, as JSON on one line, cut at SHOW_OUTPUT_CHARS (--json has all of it).
+        shown = safetext.printable(views.to_json(view["output"]), newlines=False)
+        cut = shown if len(shown) <= SHOW_OUTPUT_CHARS else shown[:SHOW_OUTPUT_CHARS - 1] + "…"
+        out.print(f"output: {cut}", highlight=False, soft_wrap=True, markup=False)
     if view["status"] == RunStatus.FAILED and view["metadata"].get("error"):
         out.print(f"failed: {safetext.printable(str(view['metadata']['error']))}", highlight=False, soft_wrap=True,
                   markup=False)

@@ -146,3 +146,17 @@ def test_show_json_gives_each_skipped_steps_root(store, db_url):
     assert stopped["add_one"] == ("completed", None)
     assert stopped["fails_then_recovers"] == stopped["double"] == ("cancelled", None)
     assert stopped["joined"][0] == "skipped" and stopped["joined"][1] in {"fails_then_recovers", "double"}
+
+
+def test_show_prints_a_completed_runs_output_on_one_line_cut_at_its_limit(store, db_url):
+    from ductline.cli import SHOW_OUTPUT_CHARS
+
+    small = timed.trigger(1, database=store)
+    drive(store, timed)
+    assert "output: 5\n" in show(db_url, small.id)  # ((1 + 1) * 2) + 1
+    big = Pipeline("show_big").start(rt_app.make_list)  # a list of n numbers
+    handle = big.trigger(400, database=store)
+    drive(store, big)
+    [line] = [x for x in show(db_url, handle.id).splitlines() if x.startswith("output: ")]
+    assert line.startswith("output: [0, 1, 2") and line.endswith("…")
+    assert len(line) == len("output: ") + SHOW_OUTPUT_CHARS
