@@ -92,3 +92,20 @@ def test_run_ends_queued_together_are_read_in_one_query(store, caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "ductline.runs"]
     assert len(lines) == 4 and lines[0] == "Run completed: pipeline cli_chain"  # pending runs: no duration yet
     assert store.run_ends([handles[0].id])[handles[0].id]["created_ms"] == store.get_run(handles[0].id)["created_ms"]
+
+
+def test_the_log_thread_starts_with_the_worker_not_at_its_first_run_end(store):
+    """A worker's threads are all there once it runs: the run log's thread does not
+    appear later, at the first run that ends (a waiting job costs no thread)."""
+    import logging
+    import threading
+
+    from ductline.observability import runlog
+
+    logging.getLogger("ductline.runs").setLevel(logging.INFO)
+    try:
+        runlog.install(store)
+        assert any(t.name == "ductline-run-log" for t in threading.enumerate())
+    finally:
+        runlog.uninstall()
+        logging.getLogger("ductline.runs").setLevel(logging.NOTSET)

@@ -66,6 +66,12 @@ class RunLog:
         if status is None or not log.isEnabledFor(self.level):
             return
         self._ends.put((status, a.get("run_id"), a.get("pipeline"), a.get("reason")))
+        self.start()
+
+    def start(self) -> None:
+        """Start the thread that writes the lines, if it is not running (`install`
+        starts it with the worker, so the process's threads stay as they are once it
+        runs; a first run end starts it otherwise)."""
         if self._thread is None:
             with self._lock:
                 if self._thread is None:
@@ -136,6 +142,8 @@ def install(store: Any, level: str = "INFO") -> None:
     replaces (and closes) what an earlier call installed: one worker per process."""
     global _installed
     subscriber = RunLog(store, level)
+    if log.isEnabledFor(subscriber.level):
+        subscriber.start()
     with _installed_lock:
         previous, _installed = _installed, (subscriber, events.subscribe(subscriber))
     if previous is not None:
