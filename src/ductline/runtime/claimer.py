@@ -137,15 +137,20 @@ class Claimer:
         fewer): those jobs start on these attempts' slots, not ahead on other children."""
         if not self._covered:
             return 0  # the common case, asked on every turn of the loop: no lock taken
-        deadlines = self._enforcer.deadlines()
-        self._covered = {i: d for i, d in self._covered.items() if deadlines.get(i) == d}
+        self._forget_ended(self._enforcer.deadlines())
         return len(self._covered)
+
+    def _forget_ended(self, deadlines: dict[int, float]) -> None:
+        """Covered attempts that ended (their slot's deadline is gone or another's)
+        hold nothing any more."""
+        self._covered = {i: d for i, d in self._covered.items() if deadlines.get(i) == d}
 
     def _uncovered(self) -> dict[int, float]:
         """The busy slots whose attempt has a deadline and no successor claimed ahead
         for it yet: slot index -> that deadline (monotonic seconds)."""
-        self.held()
         deadlines = self._enforcer.deadlines()
+        if self._covered:
+            self._forget_ended(deadlines)
         return {i: d for i, d in deadlines.items()
                 if self._covered.get(i) != d and self._slots[i].busy and not self._slots[i].undead}
 

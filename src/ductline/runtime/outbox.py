@@ -198,8 +198,7 @@ class Outbox:
         # killed at its deadline was claimed ahead and started): the claim would only
         # fill the queue ahead, and it follows their commit (`recorded`).
         claim = None if self.claim_in is None or (slow and not self.slot_free()) else self.claim_in()
-        if claim is not None and claim.handoff is None and not self._claimed_first \
-                and any(_slow(o) for o in self.pending):
+        if claim is not None and claim.handoff is None and not self._claimed_first and slow:
             # Failures are recorded one by one (a timed-out attempt that halts its run
             # takes several statements): the free slots get their jobs from a quick
             # claim first, and these outcomes are recorded right after it. Not on an
