@@ -35,6 +35,24 @@ def test_a_5000_step_chain_of_async_steps() -> None:
     assert result.steps[-1].step == "s4999" and result.steps[-1].output == 5000
 
 
+def test_a_claim_does_not_rescan_the_definition(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The queues a run may use are read from its definition once, not per claim:
+    per claim, a chain of n steps cost n x n node lookups."""
+    from ductline.dsl.graph import Definition
+
+    reads = []
+    original = Definition.queues
+
+    def counted(self: Definition) -> list[str]:
+        reads.append(self.name)
+        return original.fget(self)  # type: ignore[no-any-return,union-attr]
+
+    monkeypatch.setattr(Definition, "queues", property(counted))
+    result = ductline.execute(chain_of(s.add_one, 50), 0)
+    assert result.output == 50
+    assert len(reads) <= 2
+
+
 def test_a_long_chain_of_sync_steps_reuses_one_child() -> None:
     pipeline = chain_of(s.add_one, 1000)
     limit = sys.getrecursionlimit()

@@ -83,6 +83,7 @@ class Driver:
         self.store = open_memory_store(self._db_now_ms if self.own_clock else None)
         self.definitions = {definition.name: definition}
         self.step_limits = step_limits(self.definitions)
+        self.queues = _queues_of(self.definitions)
         self.limits = payloads.Limits(max_bytes=options.max_payload_bytes)
         self.report = Reporter(definition.name, self.run_id, options.on_update)
         self.tracing = TracingSubscriber(self.store, options.tracer_provider) if tracing_available() else None
@@ -126,10 +127,6 @@ class Driver:
                              log_level=options.log_level, log_max_bytes=options.log_max_bytes,
                              inline=options.inline, on_log=self._logged)
 
-    def _queues(self) -> list[str]:
-        """Every queue of every pipeline this run (and its child runs) may use."""
-        return sorted({q for d in self.definitions.values() for q in d.queues})
-
     def _runner(self, job: ClaimedJob) -> AttemptRunner:
         return self.runners.get(job.pipeline, self.runner)
 
@@ -148,6 +145,7 @@ class Driver:
             self.definitions[name] = definition
             self.runners[name] = self._runner_for(definition, child_setup(definition, inline=self.options.inline))
         self.step_limits = step_limits(self.definitions)
+        self.queues = _queues_of(self.definitions)
 
     # -- the store's clock ------------------------------------------------------------------------
     def _db_now_ms(self) -> int:
@@ -332,7 +330,7 @@ class Driver:
         if self.definition.waits and status is not RunStatus.HALTED \
                 and self.store.run_progress(self.run_id).get(JobStatus.DEFERRED.value):
             return False  # an event, a cancel, its timeout or the deadline moves it on
-        if self.store.next_wakeups(list(self.definitions), self._queues())[0] is not None:
+        if self.store.next_wakeups(list(self.definitions), self.queues)[0] is not None:
             return False  # a job waits for its not-before time
         return not self.store.unthrottle_idle_keys()
 
@@ -343,7 +341,7 @@ class Driver:
             return
         # Every queue: execute is the whole fleet in one process.
         jobs = self.store.claim(self.worker_id, list(self.definitions), free, LEASE_MS, limits=self.step_limits,
-                                queues=self._queues())
+                                queues=self.queues)
         for job in jobs:
             if job.run_id == self.run_id:
                 self.deadline.started(job.run_deadline_ms)
@@ -508,7 +506,7 @@ class Driver:
         if self._wake.is_set():
             self._wake.clear()
             return
-        not_before_ms, due_ms = self.store.next_wakeups(list(self.definitions), self._queues())
+        not_before_ms, due_ms = self.store.next_wakeups(list(self.definitions), self.queues)
         timers: list[tuple[float, bool]] = []  # (seconds, passive) on the driver's clock
         if not_before_ms is not None and len(self.running) < self.options.concurrency:
             timers.append((self._seconds_until(not_before_ms), False))
@@ -591,3 +589,10 @@ def _whole(seconds: float | None) -> float | None:
     if seconds is None:
         return None
     return int(seconds) if float(seconds).is_integer() else seconds
+
+
+def _queues_of(definitions: dict[str, Definition]) -> list[str]:
+    """Every queue of every pipeline a run (and its child runs) may use. Kept, not
+    computed per claim: a definition's queues are a scan of all its steps, and a
+    claim per step made a long chain quadratic."""
+    return sorted({q for d in definitions.values() for q in d.queues})
