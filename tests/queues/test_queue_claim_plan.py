@@ -121,7 +121,7 @@ def test_sqlite_claim_reads_only_the_served_queue(db_url: str) -> None:
     loaded = queries.load("sqlite")
     conn = sqlite3.connect(db_url.removeprefix("sqlite:///"))
     try:
-        served = {"queues": json.dumps(["default"])}
+        served = {"queues": json.dumps(["default"]), "horizon_ms": 0}
         plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + loaded["ready_queues"], served))
         # Every read of the jobs is through the ready index (the first queue name is
         # the index's first entry: a scan that stops at one row).

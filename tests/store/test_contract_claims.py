@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -373,3 +374,24 @@ def test_a_run_and_its_first_job_written_by_one_verb_and_a_held_key_writes_neith
         assert tx.insert_run_with_job(again, make_job(again.id, step="start")) is False
     assert store.get_run(again.id) is None and store.run_jobs(again.id) == []
     assert [r["id"] for r in store.run_jobs(run.id)] == [first.id]
+
+
+def test_a_claim_with_a_horizon_takes_unlimited_jobs_due_within_it(store: Store) -> None:
+    """A worker claims delayed jobs shortly before their time (`Tx.claim`'s
+    ``horizon_ms``) and starts them then: the claim takes the jobs of steps without
+    limits due within the horizon, keeps their not-before times, and leaves the jobs
+    due later, and those of limited steps, to whoever comes when they are due."""
+    run_id, [ready, soon, later] = create_run(store, {}, {"delay_ms": 5_000}, {"delay_ms": 600_000})
+    limited = replace(make_job(run_id, step="limited", scope="l", delay_ms=5_000), limit_key="k")
+    with store.transaction() as tx:
+        tx.insert_jobs([limited])
+    with store.transaction() as tx:
+        assert {c.job_id for c in tx.claim(WORKER, [PIPELINE], 10, LONG_LEASE_MS)} == {ready}
+        claimed = tx.claim(WORKER, [PIPELINE], 10, LONG_LEASE_MS, horizon_ms=60_000)
+    assert [c.job_id for c in claimed] == [soon]
+    [c] = claimed
+    assert c.not_before_ms == job(store, run_id, soon)["not_before_ms"] > c.started_ms
+    assert job(store, run_id, soon)["status"] == "running"
+    assert job(store, run_id, later)["status"] == "pending"
+    assert job(store, run_id, limited.id)["status"] == "pending"
+    assert store.claim("another-worker", [PIPELINE], 10, LONG_LEASE_MS) == []

@@ -27,6 +27,12 @@ transaction lock on PostgreSQL; SQLite's single writer needs none), and
   jobs are given out again.
 - a job of a cancelled or expired run keeps its slot until its worker has killed the
   attempt (`release_slots`), so two attempts of a key never overlap.
+
+A claim with a horizon (``horizon_ms``) also takes the jobs that become ready within
+it, so that a worker can start a delayed job at its time with no claim on the path
+(`ductline.runtime.claimer`). It reads the same ranges in the same order, through the
+candidates below, and takes only jobs of steps without limits: their limits count
+an attempt from its claim, and a rate slot handed out early would be used late.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ MAX_ROUNDS = 4  # candidate rounds per claim when some were throttled or deferre
 
 def claim_rows(s: Session, *, per_level: bool, pipelines: list[str], limit: int, lease_ms: int,
                worker_id: str, limits: dict[tuple[str, str], StepLimit], fifo: bool,
-               serving: dict[str, str | None]) -> list[dict[str, Any]]:
+               serving: dict[str, str | None], horizon_ms: int = 0) -> list[dict[str, Any]]:
     """Claim up to ``limit`` jobs; returns the claimed rows (``claim_jobs`` columns).
 
     Args:
@@ -56,9 +62,14 @@ def claim_rows(s: Session, *, per_level: bool, pipelines: list[str], limit: int,
         limits: ``{(pipeline, step): StepLimit}`` of the limited steps served.
         fifo: take the oldest ready jobs whatever their priority.
         serving: the ``:queues`` and ``:definitions`` served (`ductline.store.tx.served`).
+        horizon_ms: take too the jobs that become ready within this many
+            milliseconds, of steps without a limit only (a limit counts an attempt
+            from its claim: one claimed early would take a slot it does not use yet).
+            Their rows keep their not-before times; the worker starts them then.
     """
-    base = {"pipelines": json.dumps(pipelines), "lease_ms": lease_ms, "worker_id": worker_id, **serving}
-    if per_level and not limits and not fifo:
+    base = {"pipelines": json.dumps(pipelines), "lease_ms": lease_ms, "worker_id": worker_id,
+            "horizon_ms": horizon_ms, **serving}
+    if per_level and not limits and not fifo and not horizon_ms:
         # The plain claim of a dialect without a fused one (PostgreSQL's is
         # claim_start_jobs, in `Tx`); anywhere else the candidate path below serves.
         rows: list[dict[str, Any]] = []
@@ -86,7 +97,7 @@ def _queues(s: Session, base: dict[str, Any]) -> list[tuple[str, int, int]]:
     """The ``(queue, priority, phase)`` ranges of the served queues holding ready
     jobs, in claim order."""
     return [(str(r["queue"]), int(r["priority"]), int(r["phase"]))
-            for r in s.fetch("ready_queues", {"queues": base["queues"]})]
+            for r in s.fetch("ready_queues", {"queues": base["queues"], "horizon_ms": base["horizon_ms"]})]
 
 
 def _candidates(s: Session, per_level: bool, fifo: bool, base: dict[str, Any],

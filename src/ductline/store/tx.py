@@ -102,25 +102,32 @@ class Tx:
     # -- claiming --------------------------------------------------------------
     def claim(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int, *,
               limits: dict[tuple[str, str], StepLimit] | None = None, fifo: bool = False,
-              queues: Sequence[str] = (DEFAULT_QUEUE,), definitions: Sequence[str] | None = None) -> list[ClaimedJob]:
-        """Claim up to ``limit`` ready jobs inside this transaction (see `Store.claim`)."""
+              queues: Sequence[str] = (DEFAULT_QUEUE,), definitions: Sequence[str] | None = None,
+              horizon_ms: int = 0) -> list[ClaimedJob]:
+        """Claim up to ``limit`` ready jobs inside this transaction (see `Store.claim`).
+
+        Args:
+            horizon_ms: also claim jobs of steps without limits that become ready
+                within this many milliseconds (`ductline.store.claims`); their
+                attempts must not start before their not-before times.
+        """
         self._wakeups = None
         jobs = self._claim(worker_id, pipelines, limit, lease_ms, limits=limits, fifo=fifo,
-                           serving=served(queues, definitions))
+                           serving=served(queues, definitions), horizon_ms=horizon_ms)
         self.claimed.update(j.job_id for j in jobs)
         return jobs
 
     def _claim(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int, *,
                limits: dict[tuple[str, str], StepLimit] | None, fifo: bool,
-               serving: dict[str, str | None]) -> list[ClaimedJob]:
-        if self._fused and not fifo:
+               serving: dict[str, str | None], horizon_ms: int = 0) -> list[ClaimedJob]:
+        if self._fused and not fifo and not horizon_ms:
             claimed = self._claim_fused(worker_id, pipelines, limit, lease_ms, gated=bool(limits), serving=serving)
             if claimed is not None:
                 return claimed
             # A job of a limited step is among the next ones: the limits decide below.
         rows = claims.claim_rows(self.s, per_level=self._per_level, pipelines=pipelines,
                                  limit=limit, lease_ms=lease_ms, worker_id=worker_id,
-                                 limits=limits or {}, fifo=fifo, serving=serving)
+                                 limits=limits or {}, fifo=fifo, serving=serving, horizon_ms=horizon_ms)
         return self._start_claimed(rows, worker_id)
 
     def _start_claimed(self, rows: list[dict[str, Any]], worker_id: str) -> list[ClaimedJob]:

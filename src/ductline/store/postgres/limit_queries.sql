@@ -9,19 +9,22 @@ SELECT q.queue, q.priority, q.phase FROM ductline_ready_queues q
 WHERE :queues::jsonb ? q.queue
   AND EXISTS (SELECT 1 FROM ductline_jobs j
               WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue = q.queue AND j.priority = q.priority
-                AND j.phase = q.phase AND j.not_before_ms <= (SELECT ductline_now_ms()))
+                AND j.phase = q.phase AND j.not_before_ms <= (SELECT ductline_now_ms()) + :horizon_ms
+                AND (:horizon_ms = 0 OR j.limit_key IS NULL))
 ORDER BY q.priority DESC, q.phase, q.queue;
 
 -- name: claim_candidates
 -- The rows claim_jobs would take, locked but not claimed, from every served queue at
--- once: :queue, :priority and :phase are unused here.
+-- once: :queue, :priority and :phase are unused here. :horizon_ms > 0: with the jobs
+-- of unlimited steps ready within it (a claim ahead of their time, ductline.store.claims).
 SELECT c.id, c.limit_key, c.pipeline, c.step, c.rate_slot_ms, c.not_before_ms
 FROM ductline_ready_queues queues CROSS JOIN LATERAL (
     -- The runs are share-locked as claim_jobs does (a stop waits, or is skipped).
     SELECT j.id, j.priority, j.phase, j.not_before_ms, j.limit_key, j.pipeline, j.step, j.rate_slot_ms
     FROM ductline_jobs j JOIN ductline_runs r ON r.id = j.run_id
     WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue = queues.queue AND j.priority = queues.priority
-      AND j.phase = queues.phase AND j.not_before_ms <= (SELECT ductline_now_ms())
+      AND j.phase = queues.phase AND j.not_before_ms <= (SELECT ductline_now_ms()) + :horizon_ms
+      AND (:horizon_ms = 0 OR j.limit_key IS NULL)
       AND j.pipeline IN (SELECT jsonb_array_elements_text(:pipelines::jsonb))
       AND (:definitions::jsonb IS NULL OR :definitions::jsonb ? j.definition)
     ORDER BY j.not_before_ms

@@ -10,14 +10,17 @@ SELECT q.queue, q.priority, q.phase FROM ductline_ready_queues q
 WHERE q.queue IN (SELECT value FROM json_each(:queues))
   AND EXISTS (SELECT 1 FROM ductline_jobs j
               WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue = q.queue AND j.priority = q.priority
-                AND j.phase = q.phase AND j.not_before_ms <= ductline_now_ms())
+                AND j.phase = q.phase AND j.not_before_ms <= ductline_now_ms() + :horizon_ms
+                AND (:horizon_ms = 0 OR j.limit_key IS NULL))
 ORDER BY q.priority DESC, q.phase, q.queue;
 
 -- name: claim_candidates
 -- One (queue, priority, phase) range's ready jobs, oldest first, not yet claimed.
+-- :horizon_ms > 0: with the jobs of unlimited steps ready within it (a claim ahead of
+-- their time, ductline.store.claims).
 SELECT id, limit_key, pipeline, step, rate_slot_ms, not_before_ms FROM ductline_jobs
 WHERE status = 'pending' AND throttled = 0 AND queue = :queue AND priority = :priority AND phase = :phase
-  AND not_before_ms <= ductline_now_ms()
+  AND not_before_ms <= ductline_now_ms() + :horizon_ms AND (:horizon_ms = 0 OR limit_key IS NULL)
   AND pipeline IN (SELECT value FROM json_each(:pipelines))
   AND (:definitions IS NULL OR definition IN (SELECT value FROM json_each(:definitions)))
 ORDER BY not_before_ms
