@@ -120,6 +120,17 @@ class DatabaseClock:
         """A database-clock time (epoch milliseconds) as monotonic seconds."""
         return (db_ms - self._offset_ms) / 1000
 
+    def passed(self, db_ms: int | float) -> float:
+        """The first monotonic instant (seconds) at which the database clock has surely
+        reached ``db_ms`` (epoch milliseconds): `to_monotonic` plus the kept
+        measurement's error bound, grown with its age (a step must not start before
+        its not-before time by the database's clock)."""
+        _, error, at = self._kept
+        if math.isinf(error):
+            error = 0.0  # nothing measured yet: the offset itself is a guess
+        error += max(0.0, self.now() - at) * self.DRIFT_MS_PER_SECOND
+        return self.to_monotonic(db_ms) + error / 1000
+
     def db_now_ms(self) -> float:
         """This process's estimate of the database clock now, in epoch milliseconds."""
         return self._offset_ms + self.now() * 1000

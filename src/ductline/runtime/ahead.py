@@ -41,6 +41,16 @@ worker claims readies a next step as it completes -- last steps of runs (a drain
 independent runs), elements of an expand (their collapse waits for all of them):
 then it holds up to `AHEAD_SECONDS` of work per slot, at most `MAX_DEPTH` jobs,
 which bounds what a worker keeps from the others.
+
+Jobs claimed before their time: a delayed job due within a short horizon is claimed
+ahead of its not-before time (`ductline.runtime.claimer`), so that at that time it
+starts on a warm child with no claim on its path. Such a job is held apart
+(`add_early`), not in the queue: it never starts, nor is it sent ahead to a child, before
+its start time (`promote` moves it into the queue then). Held, it keeps the
+contract of a queued job -- its lease is renewed, a stopping worker gives it back,
+a killed worker's held jobs are taken by others when their leases expire, a lost
+lease (a cancel) drops it -- and its clocks (the attempt's timeout, a first step's
+run deadline) start when it starts, as a queued job's do.
 """
 
 from __future__ import annotations
@@ -94,6 +104,8 @@ class Ahead:
     def __init__(self, depth: int = DEPTH) -> None:
         self.depth = depth
         self._jobs: deque[Queued] = deque()
+        # Jobs claimed before their not-before time, in not-before order (`add_early`).
+        self._early: list[Queued] = []
         self._average: float | None = None  # seconds per attempt; None: none seen yet
         self._recording: float | None = None  # seconds per recording transaction
         self._handing_on = 1.0  # share of claimed jobs that ready a next step (moving average)
@@ -149,6 +161,44 @@ class Ahead:
             self._jobs.append(Queued(job, confirmed, confirmed, due))
         self._jobs = deque(sorted(self._jobs, key=lambda q: rank(q.job.priority, q.job.phase)))
 
+    def add_early(self, jobs: list[ClaimedJob], confirmed: float) -> None:
+        """Hold jobs claimed before their not-before time until it has passed (`promote`).
+
+        Args:
+            confirmed: when their claim was sent (monotonic seconds). A held job not
+                started `OVERDUE_SECONDS` after it is given back with the queue (its
+                run's deadline does not bring that nearer, as it does for a queued
+                job: it was claimed for its own time, and is not given back before it).
+        """
+        for job in jobs:
+            self._early.append(Queued(job, confirmed, confirmed, confirmed + OVERDUE_SECONDS))
+        self._early.sort(key=lambda q: q.job.not_before_ms)
+
+    def early(self) -> int:
+        """How many jobs are held for their not-before times."""
+        return len(self._early)
+
+    def next_start(self, passed: Callable[[int], float]) -> float | None:
+        """When the first held job may start (monotonic seconds).
+
+        Args:
+            passed: the first monotonic instant at which the database clock has
+                surely reached a time (`ductline.clock.DatabaseClock.passed`).
+        """
+        return passed(self._early[0].job.not_before_ms) if self._early else None
+
+    def promote(self, now: float, passed: Callable[[int], float]) -> None:
+        """Queue the held jobs whose not-before time has surely passed by ``now`` (by
+        the clock's current reading: `passed` as in `next_start`), in the claim order."""
+        due = 0
+        while due < len(self._early) and passed(self._early[due].job.not_before_ms) <= now:
+            due += 1
+        if not due:
+            return
+        self._jobs.extend(self._early[:due])
+        del self._early[:due]
+        self._jobs = deque(sorted(self._jobs, key=lambda q: rank(q.job.priority, q.job.phase)))
+
     def take(self, now: float) -> ClaimedJob | None:
         """The next job to start, if its lease is fresh; ``None`` if the queue is
         empty or its head must be confirmed first (`stale`)."""
@@ -179,26 +229,30 @@ class Ahead:
 
     def due_at(self) -> float | None:
         """When the queue is overdue if nothing of it starts (monotonic seconds)."""
-        return min((q.due for q in self._jobs), default=None)
+        return min([q.due for q in self._jobs] + [q.due for q in self._early], default=None)
 
     def tokens(self) -> list[str]:
-        return [q.job.lease_token for q in self._jobs]
+        """The leases to renew: the queued jobs' and the held jobs'."""
+        return [q.job.lease_token for q in self._jobs] + [q.job.lease_token for q in self._early]
 
     def renewed(self, held: set[str], at: float) -> list[ClaimedJob]:
-        """A renewal sent at ``at`` kept the leases in ``held``; the queued jobs
-        whose lease it did not keep (cancelled, rescued) are dropped and returned."""
+        """A renewal sent at ``at`` kept the leases in ``held``; the queued and held
+        jobs whose lease it did not keep (cancelled, rescued) are dropped and returned."""
         lost = [q.job for q in self._jobs if q.job.lease_token not in held]
+        lost += [q.job for q in self._early if q.job.lease_token not in held]
         self._jobs = deque(q for q in self._jobs if q.job.lease_token in held)
-        for q in self._jobs:
+        self._early = [q for q in self._early if q.job.lease_token in held]
+        for q in [*self._jobs, *self._early]:
             q.confirmed = at
         return lost
 
     def drain(self, *, overdue: bool = False) -> list[ClaimedJob]:
-        """Empty the queue; returns what it held (to be given back). ``overdue``:
-        it is emptied because its jobs waited too long; no job is queued again
-        until an attempt ends and shows how long attempts take now."""
-        jobs = [q.job for q in self._jobs]
+        """Empty the queue and the held jobs; returns what they held (to be given
+        back). ``overdue``: emptied because jobs waited too long; no job is queued
+        again until an attempt ends and shows how long attempts take now."""
+        jobs = [q.job for q in self._jobs] + [q.job for q in self._early]
         self._jobs.clear()
+        self._early.clear()
         if overdue:
             self._average = None
         return jobs

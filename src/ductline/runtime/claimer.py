@@ -19,6 +19,15 @@ recorded in a transaction of its own right away, with no claim before it. A job
 claimed so is held for its slot (`held`): an attempt that nears its deadline while
 another's successor waits in the queue gets one of its own, and neither is sent
 ahead to another child (`ductline.runtime.prefetch`).
+
+A delayed job is claimed `HORIZON_SECONDS` before its not-before time: the timer
+fires that much early, and a claim that found no more ready jobs then also claims
+those of steps without limits that become ready within the horizon
+(`ductline.store.claims`), at most `EARLY_PER_SLOT` per slot. They wait apart in the
+queue ahead (`Ahead.add_early`) and start at their time, when the database clock has
+surely passed it (`DatabaseClock.passed`), with no claim transaction on the path;
+their attempts' clocks start then, as a queued job's do (`_start_queued`). A job due
+later is left to the worker that comes first.
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ from ductline.engine.stop import expire_due
 from ductline.runtime import faults
 from ductline.runtime.ahead import Ahead
 from ductline.runtime.outbox import Outage
-from ductline.runtime.scheduler import Scheduler, earliest
+from ductline.runtime.scheduler import Scheduler
 from ductline.runtime.slots import Runner, Slot
 from ductline.runtime.threads import ThreadAttempt
 from ductline.runtime.wakeup import Wakeup
@@ -57,6 +66,13 @@ log = logging.getLogger("ductline.worker")
 # held from other workers for an attempt that then ends in time (it then starts
 # on the slot that attempt freed, as any job claimed ahead).
 ENDING_LEAD_SECONDS = 0.05
+# How long before its not-before time a delayed job is claimed (seconds): longer than
+# a claim transaction takes on a busy machine (3 to 12 ms, tens under heavy load), so
+# that the claim is over before the job is due; short, so that a job is held from
+# other workers only for moments.
+HORIZON_SECONDS = 0.05
+# Jobs claimed before their time that a worker holds at most, per slot.
+EARLY_PER_SLOT = 32
 
 
 class Claimer:
@@ -108,6 +124,9 @@ class Claimer:
             else settings.poll_interval
         self.next_claim = 0.0                 # monotonic; 0.0: claim at once
         self.timer: float | None = None       # the next not-before time or schedule tick
+        # The next not-before time a claim saw (epoch ms, database clock): within the
+        # horizon, a claim takes the jobs that become ready then too.
+        self._upcoming_ms: int | None = None
         self.deadline_timer: float | None = None  # the next run deadline
         # Slots (by index) whose attempt nearing its deadline already had its
         # successor claimed ahead, with that attempt's deadline (one claim per attempt).
@@ -197,6 +216,7 @@ class Claimer:
     def fill_free(self) -> None:
         """Start queued jobs on the free slots, in the queue's order (the claim order). A queued job
         whose lease was not confirmed lately waits for the heartbeat, asked now."""
+        self.ahead.promote(self._clock.now(), self._clock.passed)  # jobs claimed before their time whose time came
         if not len(self.ahead):
             return
         if self._wakeup.cancel_pending():
@@ -272,40 +292,69 @@ class Claimer:
                 jobs = tx.claim(self._worker_id, self._pipelines, wanted, self._settings.lease_ms,
                                 limits=self._limits, fifo=self._claims % FIFO_EVERY == 0,
                                 queues=self._queues, definitions=self._versions)
+                looked = len(jobs) < wanted and self._upcoming_soon()
+                early = self._early_room() if looked else 0
+                if early:
+                    # No more ready jobs: those due within the horizon, to start at their time.
+                    jobs += tx.claim(self._worker_id, self._pipelines, early, self._settings.lease_ms,
+                                     queues=self._queues, definitions=self._versions,
+                                     horizon_ms=round(HORIZON_SECONDS * 1000))
                 received = self._clock.now()
                 # When to wake next is read in the claim's transaction (as the recording's
                 # claim does), not after the dispatch: a read there kept the loop from the
                 # result of an attempt that had just started.
-                wakeups = None if len(jobs) == wanted else tx.next_wakeups(self._pipelines, self._queues,
-                                                                           self._versions)
+                wakeups = None if len(jobs) == wanted and not early else \
+                    tx.next_wakeups(self._pipelines, self._queues, self._versions)
             self._dispatch(jobs, sent, received)
             if wakeups is None:
                 self.next_claim = 0.0  # there may be more
                 return
-            self._ran_dry(now, wakeups)
+            self._ran_dry(now, wakeups, looked=looked)
         except StoreError as exc:
             self._outage.failed("claiming", exc)
+
+    def _upcoming_soon(self) -> bool:
+        """The next not-before time the last claim saw is within the horizon."""
+        return HORIZON_SECONDS > 0 and self._upcoming_ms is not None and \
+            self._upcoming_ms <= self._clock.db_now_ms() + HORIZON_SECONDS * 1000
+
+    def _early_room(self) -> int:
+        """How many more jobs may be claimed before their time (`EARLY_PER_SLOT`)."""
+        return max(0, EARLY_PER_SLOT * self._usable() - self.ahead.early())
 
     def _due(self, now: float) -> bool:
         """Whether the loop claims now: its poll came, a timer fired, or it was woken."""
         return now >= self.next_claim or (self.timer is not None and now >= self.timer) or \
             self._wakeup.pending() or bool(self._ending(now))
 
-    def _ran_dry(self, now: float, wakeups: tuple[int | None, int | None]) -> None:
+    def _ran_dry(self, now: float, wakeups: tuple[int | None, int | None], *, looked: bool = False) -> None:
         """A claim found fewer ready jobs than it asked for: poll again later, fire
         the schedules that are due (now, and only now), and set the timers to
-        ``wakeups`` (`Store.next_wakeups`, read after the claim)."""
+        ``wakeups`` (`Store.next_wakeups`, read after the claim). ``looked``: the
+        claim looked for jobs due within the horizon too (`_timer_for`)."""
         self.next_claim = now + self.poll
         if self._scheduler.fire_due():
             self.next_claim = 0.0  # the runs just started have ready jobs
         upcoming, deadline = wakeups
-        upcoming = earliest(upcoming, self._scheduler.next_fire_ms)
-        # Small jitter spreads workers woken by the same not-before time; at least
-        # 0.5 ms, so the database clock has passed it when the claim reads it. Every
-        # delayed step started by a timer is late by it: at most 1.5 ms (it was 3 ms).
-        self.timer = None if upcoming is None else \
-            self._clock.to_monotonic(upcoming) + random.uniform(0.0005, 0.0015)
+        self._upcoming_ms = upcoming
+        tick = self._scheduler.next_fire_ms
+        timers = [] if upcoming is None else [self._timer_for(upcoming, now, looked)]
+        if tick is not None:
+            timers.append(_at(self._clock.to_monotonic(tick)))
+        self.timer = min(timers, default=None)
         self.deadline_timer = None if deadline is None else self._clock.to_monotonic(deadline)
+
+    def _timer_for(self, upcoming_ms: int, now: float, looked: bool) -> float:
+        """When to claim for the next not-before time (monotonic): `HORIZON_SECONDS`
+        before it, to claim the job before its time; at once if that is past and the
+        claim just now did not look within the horizon (it did not know the time);
+        at the time itself if it looked and left the job (one of a limited step, or
+        no room for more jobs claimed early): asking again before then would spin."""
+        due = self._clock.to_monotonic(upcoming_ms)
+        early = due - HORIZON_SECONDS
+        if HORIZON_SECONDS <= 0 or (looked and early <= now):
+            return _at(due)
+        return max(early, now)
 
     def claim_in(self) -> "Planned | None":
         """Plan a claim for the free slots (and the queue ahead), to run inside the
@@ -343,6 +392,7 @@ class Claimer:
             self._wakeup.clear()  # what woke the loop until now, this claim sees
         self._claims += 1
         fifo = self._claims % FIFO_EVERY == 0
+        early_room = self._early_room()
 
         def claim(tx: Tx) -> Callable[[], None]:
             sent = self._clock.now()
@@ -355,16 +405,24 @@ class Claimer:
             jobs = given + (tx.claim(self._worker_id, self._pipelines, more, self._settings.lease_ms,
                                      limits=self._limits, fifo=fifo, queues=self._queues,
                                      definitions=self._versions) if more > 0 else [])
+            # A busy worker claims in its recordings, not on its timer: they claim the
+            # jobs due within the horizon too, as the loop's claim does.
+            looked = len(jobs) < wanted and self._upcoming_soon()
+            early = early_room if looked else 0
+            if early:
+                jobs += tx.claim(self._worker_id, self._pipelines, early, self._settings.lease_ms,
+                                 queues=self._queues, definitions=self._versions,
+                                 horizon_ms=round(HORIZON_SECONDS * 1000))
             received = self._clock.now()
-            wakeups = None if len(jobs) == wanted else tx.next_wakeups(self._pipelines, self._queues,
-                                                                       self._versions)
+            wakeups = None if len(jobs) == wanted and not early else \
+                tx.next_wakeups(self._pipelines, self._queues, self._versions)
 
             def started() -> None:
                 self._dispatch(jobs, sent, received, handed=len(given))
                 if wakeups is None:
                     self.next_claim = 0.0  # there may be more
                 else:
-                    self._ran_dry(received, wakeups)
+                    self._ran_dry(received, wakeups, looked=looked)
             return started
         return Planned(claim, handoff)
 
@@ -388,6 +446,11 @@ class Claimer:
             self._enforcer.renewed(sent)  # a claim is a fresh lease
         if jobs:
             faults.checkpoint("after_claim")
+        # Jobs claimed before their not-before time wait apart until it has passed.
+        early = [job for job in jobs if job.not_before_ms > job.started_ms]
+        if early:
+            jobs = [job for job in jobs if job.not_before_ms <= job.started_ms]
+            self.ahead.add_early(early, sent)
         # Jobs beyond the free slots wait in the queue ahead, their leases held since the claim.
         self.ahead.add(jobs[len(free):], sent, run_deadline=self._run_deadline)
         for slot, job in zip(free, jobs):
@@ -459,6 +522,13 @@ class Planned:
 
     def __call__(self, tx: Tx) -> Callable[[], None]:
         return self._claim(tx)
+
+
+def _at(time: float) -> float:
+    """A timer for ``time`` (monotonic seconds), with a small jitter that spreads workers
+    woken by the same instant; at least 0.5 ms, so the database clock has passed it
+    when the claim reads it."""
+    return time + random.uniform(0.0005, 0.0015)
 
 
 def _started(job: ClaimedJob) -> None:

@@ -271,7 +271,7 @@ class Worker:
         (nothing charged), so they need not wait for their leases to expire."""
         if self.stopping:
             self.prefetcher.take_back(self.clock.now(), stopping=True)  # to the queue, then given back
-        if not len(self.ahead) or not (self.stopping or self.ahead.overdue(self.clock.now())):
+        if not (len(self.ahead) or self.ahead.early()) or not (self.stopping or self.ahead.overdue(self.clock.now())):
             return
         jobs = self.ahead.drain(overdue=not self.stopping)
         why = "worker shut down" if self.stopping else "the attempts ahead of it ran long"
@@ -368,7 +368,8 @@ class Worker:
         free = any(s.free for s in self.slots) and not self.outbox.recording
         horizon = [now + self.claimer.poll, self.heartbeat.next_at, self._next_maintenance,
                    *self.claimer.wake_times(free, self.stopping)]
-        for due in (self.outbox.retry_at(), self._shutdown_deadline, self.ahead.due_at(), self.prefetcher.due_at()):
+        for due in (self.outbox.retry_at(), self._shutdown_deadline, self.ahead.due_at(), self.prefetcher.due_at(),
+                    None if self.stopping else self.ahead.next_start(self.clock.passed)):
             if due is not None:
                 horizon.append(due)
         waitables: list[Any] = [self.wakeup.fileno()]
