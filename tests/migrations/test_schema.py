@@ -131,7 +131,12 @@ def pg_schema(url: str) -> dict[str, Any]:
             "SELECT p.proname, pg_get_function_identity_arguments(p.oid), pg_get_functiondef(p.oid) "
             "FROM pg_proc p JOIN pg_namespace ns ON ns.oid = p.pronamespace "
             "WHERE ns.nspname = 'public' AND p.proname LIKE 'ductline%' ORDER BY 1, 2").fetchall()
-    return {"columns": columns, "indexes": indexes, "constraints": constraints, "functions": functions}
+        # Storage parameters (a table's fillfactor) are part of the schema too.
+        options = conn.execute(
+            "SELECT c.relname, c.reloptions FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace "
+            "WHERE ns.nspname = 'public' AND c.reloptions IS NOT NULL ORDER BY c.relname").fetchall()
+    return {"columns": columns, "indexes": indexes, "constraints": constraints, "functions": functions,
+            "options": options}
 
 
 def test_postgres_migrations_build_exactly_schema_sql(fresh_pg: Any) -> None:
@@ -148,7 +153,9 @@ def test_postgres_migrations_build_exactly_schema_sql(fresh_pg: Any) -> None:
     expected, actual = pg_schema(from_schema), pg_schema(migrated)
     assert len({c[0] for c in expected["columns"]}) >= 7
     assert [f[0] for f in expected["functions"]] == ["ductline_now_ms", "ductline_ready_ranges"]
-    for part in ("columns", "indexes", "constraints", "functions"):
+    assert ("ductline_attempts", ["fillfactor=70"]) in expected["options"]
+    assert ("ductline_jobs", ["fillfactor=70"]) in expected["options"]
+    for part in ("columns", "indexes", "constraints", "functions", "options"):
         assert actual[part] == expected[part], part
 
 

@@ -116,8 +116,7 @@ CREATE INDEX ductline_runs_pipeline_status ON ductline_runs (pipeline, status, c
 CREATE UNIQUE INDEX ductline_runs_idempotency ON ductline_runs (pipeline, idempotency_key)
     WHERE idempotency_key IS NOT NULL AND status IN ('pending', 'running', 'paused', 'halted');
 
--- Attempts still open (result IS NULL): recording a batch of results never scans finished ones.
-CREATE INDEX ductline_attempts_open ON ductline_attempts (job_id, attempt) WHERE result IS NULL;
+-- Attempts still open: found by the primary key (0018).
 
 -- 0005: operating features, second part; columns are in the tables above.
 -- A limited job holds a slot of its key while it has a lease: running, or ended by a
@@ -333,7 +332,11 @@ CREATE INDEX ductline_jobs_awaiting_children ON ductline_jobs (created_ms) WHERE
 -- this index.
 CREATE INDEX ductline_runs_deadline ON ductline_runs (deadline_ms)
     WHERE deadline_ms IS NOT NULL AND status IN ('pending', 'running', 'paused', 'halted');
--- The elements of an expand, in order (gather_elements): only jobs that are elements
--- (an element has a parent scope; parent_scope = :parent_scope implies it).
+-- The elements of an expand, in order: ductline_jobs_elements (0018).
+
+-- 0018: fewer index entries written per job.
+-- The elements of an expand, in order (gather_elements): completed elements only (an
+-- element has a parent scope; parent_scope = :parent_scope implies it). An element's
+-- insert and its claim write no entry here.
 CREATE INDEX ductline_jobs_elements ON ductline_jobs (run_id, step, parent_scope, elem_index)
-    WHERE parent_scope IS NOT NULL;
+    WHERE parent_scope IS NOT NULL AND status = 'completed';
