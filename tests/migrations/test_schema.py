@@ -153,7 +153,7 @@ def test_postgres_migrations_build_exactly_schema_sql(fresh_pg: Any) -> None:
     expected, actual = pg_schema(from_schema), pg_schema(migrated)
     assert len({c[0] for c in expected["columns"]}) >= 7
     assert [f[0] for f in expected["functions"]] == ["ductline_now_ms", "ductline_ready_ranges"]
-    assert ("ductline_attempts", ["fillfactor=70"]) in expected["options"]
+    assert ("ductline_attempts", ["fillfactor=50"]) in expected["options"]
     assert ("ductline_jobs", ["fillfactor=70"]) in expected["options"]
     for part in ("columns", "indexes", "constraints", "functions", "options"):
         assert actual[part] == expected[part], part
