@@ -2,8 +2,9 @@
 -- (or a column in an index's WHERE) writes a new entry into every index whose WHERE
 -- the new row meets; one that changes none can stay on its page without any (a
 -- heap-only update).
--- Open attempts: the primary key (job_id, attempt) finds them as well (every lookup of
--- an open attempt names both), so the partial index on result IS NULL goes. With it
+-- Open attempts: the primary key (job_id, attempt) finds them as well (every statement
+-- that ends one attempt names both; the one that ends a run's open attempts reads
+-- them by run), so the partial index on result IS NULL goes. With it
 -- goes the only index on a column an attempt's end changes: its end can be a
 -- heap-only update, given room on the page. Attempts are inserted a batch at a time
 -- and ended together a moment later, before anything is pruned: half of each page is

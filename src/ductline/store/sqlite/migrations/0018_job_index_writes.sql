@@ -1,6 +1,7 @@
 -- 0018: fewer index entries written per job.
--- Open attempts: the primary key (job_id, attempt) finds them as well (every lookup of
--- an open attempt names both), so the partial index on result IS NULL goes.
+-- Open attempts: the primary key (job_id, attempt) finds them as well (every statement
+-- that ends one attempt names both; the one that ends a run's open attempts reads
+-- them by run), so the partial index on result IS NULL goes.
 DROP INDEX ductline_attempts_open;
 -- The elements of an expand, in order: gather_elements reads completed ones only, so
 -- only they are entered. An element's insert and its claim write no entry here.
