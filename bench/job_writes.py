@@ -2,7 +2,7 @@
 """What a job writes on PostgreSQL: WAL records and bytes, and heap-only updates, per
 job of the claim and completion statements, on one connection with no worker.
 
-    python bench/job_writes.py [--jobs 2000] [--batch 32] [--pg-url URL]
+    python bench/job_writes.py [--jobs 2000] [--batch 32] [--cpu] [--pg-url URL]
 
 Two cases, each on a fresh database:
 
@@ -17,8 +17,11 @@ back as notices), which reports the WAL each wrote: the figures count this
 benchmark's statements only, whatever else the server is doing. The claim's attempt
 insert and the completion's attempt update are statements of their own inside the
 claim and the completion (data-modifying CTEs that the outer query does not read),
-so they are counted apart and added. Timings under ``auto_explain`` mean little: use
-``figures.py`` for speed.
+so they are counted apart and added.
+
+``--cpu``: the same statements without ``auto_explain``; prints instead the CPU time
+its PostgreSQL backends spent per job (read from ``/proc``: a local server), which
+depends less on the machine's load than the wall time does.
 """
 
 from __future__ import annotations
@@ -82,7 +85,14 @@ def _setup_elements(url: str, store: Any, n: int) -> str:
     return "bench_expand"
 
 
-def measure(pg: core.PgBackend, case: str, n: int, batch: int) -> dict[str, Any]:
+def _backends(url: str) -> list[int]:
+    """The PIDs of the server processes serving ``url``'s database, but this one."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [int(r[0]) for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                                                "AND pid <> pg_backend_pid()").fetchall()]
+
+
+def measure(pg: core.PgBackend, case: str, n: int, batch: int, cpu: bool = False) -> dict[str, Any]:
     url = pg.fresh()
     store = open_store(url)
     try:
@@ -94,13 +104,17 @@ def measure(pg: core.PgBackend, case: str, n: int, batch: int) -> dict[str, Any]
         plans: list[list[str]] = []
         hooked: set[int] = set()
         done, claimed = 0, []
+        with store.transaction():
+            pass  # the pool's session is open: its backend is counted from here
+        pids = _backends(url)
+        cpu_before = sum(core._cpu_seconds(pid) for pid in pids)
         while True:
             with store.transaction() as tx:
                 conn = tx.s._conn  # type: ignore[attr-defined]
-                if id(conn) not in hooked:
+                if not cpu and id(conn) not in hooked:
                     hooked.add(id(conn))
                     conn.add_notice_handler(lambda d: plans.append(str(d.message_primary).splitlines()))
-                for statement in SESSION:
+                for statement in () if cpu else SESSION:
                     conn.execute(statement)
                 if claimed:
                     held = tx.complete_and_close([(j.job_id, j.attempt, j.lease_token, "1", None, None)
@@ -110,9 +124,12 @@ def measure(pg: core.PgBackend, case: str, n: int, batch: int) -> dict[str, Any]
                     if case == "runs":
                         tx.complete_runs([(j.run_id, "1") for j in claimed])
                 claimed = tx.claim("bench-writer", [pipeline], batch, 60_000)
-                conn.execute("SET auto_explain.log_min_duration = -1")
+                if not cpu:
+                    conn.execute("SET auto_explain.log_min_duration = -1")
             if not claimed:
                 break
+        backend_cpu = sum(core._cpu_seconds(pid) for pid in pids) - cpu_before
+        assert set(_backends(url)) <= set(pids), "a session opened during the loop: its CPU is not counted"
     finally:
         store.close()
     # The closed sessions report their counts as they exit: wait for all of them (each
@@ -127,7 +144,7 @@ def measure(pg: core.PgBackend, case: str, n: int, batch: int) -> dict[str, Any]
                 break
             time.sleep(0.1)
             conn.execute("SELECT pg_stat_clear_snapshot()")
-    out: dict[str, Any] = {"jobs": done}
+    out: dict[str, Any] = {"jobs": done, "cpu_us": backend_cpu * 1e6 / done}
     for name, (marker, inner) in STATEMENTS.items():
         records = size = 0
         for plan in plans:
@@ -144,12 +161,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--cpu", action="store_true", help="CPU of the backends per job, without auto_explain")
     ap.add_argument("--pg-url", default=core.DEFAULT_PG)
     args = ap.parse_args()
     pg = core.PgBackend(args.pg_url)
     for case in ("elements", "runs"):
-        got = measure(pg, case, args.jobs, args.batch)
+        got = measure(pg, case, args.jobs, args.batch, args.cpu)
         print(f"{case}: {got['jobs']} jobs claimed and completed, {args.batch} per statement")
+        if args.cpu:
+            print(f"  PostgreSQL backends' CPU per job: {got['cpu_us']:.0f} us "
+                  f"(load average {open('/proc/loadavg').read().split()[0]})")
+            continue
         total_r = total_b = 0.0
         for name in STATEMENTS:
             if name in got:
