@@ -12,7 +12,7 @@ Two cases, each on a fresh database:
 * ``runs``: ``--jobs`` one-step runs (``trigger_many``); the claim also starts each
   run, and the completion also completes it (`Tx.complete_runs`).
 
-Every statement runs under ``auto_explain`` (loaded into the session, plans sent
+Every statement runs under ``auto_explain`` (loaded into the connection, plans sent
 back as notices), which reports the WAL each wrote: the figures count this
 benchmark's statements only, whatever else the server is doing. The claim's attempt
 insert and the completion's attempt update are statements of their own inside the
@@ -42,7 +42,7 @@ import bench_app  # noqa: E402
 import core  # noqa: E402
 from ductline.store import open_store  # noqa: E402
 
-SESSION = ("LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0", "SET auto_explain.log_analyze = on",
+EXPLAINED = ("LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0", "SET auto_explain.log_analyze = on",
            "SET auto_explain.log_timing = off", "SET auto_explain.log_wal = on",
            "SET auto_explain.log_level = notice", "SET client_min_messages = notice")
 STATEMENTS = {"claim": ("WITH picked AS", "Insert on ductline_attempts"),
@@ -105,7 +105,7 @@ def measure(pg: core.PgBackend, case: str, n: int, batch: int, cpu: bool = False
         hooked: set[int] = set()
         done, claimed = 0, []
         with store.transaction():
-            pass  # the pool's session is open: its backend is counted from here
+            pass  # the pool's connection is open: its backend is counted from here
         pids = _backends(url)
         cpu_before = sum(core._cpu_seconds(pid) for pid in pids)
         while True:
@@ -114,7 +114,7 @@ def measure(pg: core.PgBackend, case: str, n: int, batch: int, cpu: bool = False
                 if not cpu and id(conn) not in hooked:
                     hooked.add(id(conn))
                     conn.add_notice_handler(lambda d: plans.append(str(d.message_primary).splitlines()))
-                for statement in () if cpu else SESSION:
+                for statement in () if cpu else EXPLAINED:
                     conn.execute(statement)
                 if claimed:
                     held = tx.complete_and_close([(j.job_id, j.attempt, j.lease_token, "1", None, None)
@@ -129,10 +129,10 @@ def measure(pg: core.PgBackend, case: str, n: int, batch: int, cpu: bool = False
             if not claimed:
                 break
         backend_cpu = sum(core._cpu_seconds(pid) for pid in pids) - cpu_before
-        assert set(_backends(url)) <= set(pids), "a session opened during the loop: its CPU is not counted"
+        assert set(_backends(url)) <= set(pids), "a connection opened during the loop: its CPU is not counted"
     finally:
         store.close()
-    # The closed sessions report their counts as they exit: wait for all of them (each
+    # The closed connections report their counts as they exit: wait for all of them (each
     # job was updated twice, each attempt once).
     expected = {"ductline_jobs": 2 * done, "ductline_attempts": done}
     with psycopg.connect(url, autocommit=True) as conn:
