@@ -125,11 +125,16 @@ class DatabaseClock:
         reached ``db_ms`` (epoch milliseconds): `to_monotonic` plus the kept
         measurement's error bound, grown with its age (a step must not start before
         its not-before time by the database's clock)."""
+        return self.to_monotonic(db_ms) + self.error_ms() / 1000
+
+    def error_ms(self) -> float:
+        """The kept measurement's error bound now (milliseconds): half its round trip,
+        grown with its age by `DRIFT_MS_PER_SECOND`; 0.0 before any measurement (the
+        offset is then a guess)."""
         _, error, at = self._kept
         if math.isinf(error):
-            error = 0.0  # nothing measured yet: the offset itself is a guess
-        error += max(0.0, self.now() - at) * self.DRIFT_MS_PER_SECOND
-        return self.to_monotonic(db_ms) + error / 1000
+            return 0.0
+        return error + max(0.0, self.now() - at) * self.DRIFT_MS_PER_SECOND
 
     def db_now_ms(self) -> float:
         """This process's estimate of the database clock now, in epoch milliseconds."""

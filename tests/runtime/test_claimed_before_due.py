@@ -164,3 +164,38 @@ def test_held_jobs_enter_the_queue_at_their_times_and_are_renewed_and_given_back
     ahead.add_early([_job("back", 20_000)], confirmed=19.9)
     assert ahead.due_at() is not None
     assert [j.job_id for j in ahead.drain()] == ["back"] and ahead.early() == 0
+
+
+def test_the_next_delayed_job_is_claimed_before_its_time_even_when_due_just_past_the_last_window():
+    horizon = 0.05
+    # Nothing looked within the horizon: claim 50 ms before its time, or now if that is past.
+    assert claimer.early_claim_time(20.0, now=10.0, looked_until=None, horizon=horizon) == 19.95
+    assert claimer.early_claim_time(10.0, now=9.99, looked_until=None, horizon=horizon) == 9.99
+    # A claim sent at 9.93 looked up to 9.98 and ran dry at 9.99 (it took 60 ms): the
+    # job due at 10.0 was beyond its window, so it is claimed at once -- not at its
+    # time, which made it late by a whole claim.
+    assert claimer.early_claim_time(10.0, now=9.99, looked_until=9.98, horizon=horizon) == 9.99
+    # Inside the window it looked at, the claim left it on purpose: at its time.
+    assert claimer.early_claim_time(10.0, now=9.99, looked_until=10.01, horizon=horizon) is None
+    assert claimer.early_claim_time(10.0, now=9.0, looked_until=None, horizon=0.0) is None
+
+
+def test_jobs_claimed_before_their_time_have_the_database_clock_read_again(store, inprocess_worker, marks,
+                                                                           monkeypatch):
+    """A held job waits past its time by the clock's error bound, and a claim's
+    measurement is as loose as half its transaction: the clock is read on its own
+    right after such a claim (here whatever the bound, so the read is seen)."""
+    monkeypatch.setattr(claimer, "CLOCK_PROBE_ABOVE_MS", -1.0)
+    worker = inprocess_worker()
+    reads = []
+    original = worker.store.now_ms
+
+    def now_ms() -> int:
+        reads.append(1)
+        return original()
+
+    monkeypatch.setattr(worker.store, "now_ms", now_ms)
+    handle = early_app.early.trigger("probed", database=store, delay=DELAY)
+    held(store, handle)
+    wait_for(lambda: reads, timeout=30)
+    assert handle.wait(60) == "completed"

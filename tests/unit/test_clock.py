@@ -54,3 +54,16 @@ def test_a_precise_measurement_replaces_a_looser_one() -> None:
     clock.measure(db_ms=5_000, sent=10.0, received=10.04)  # read at 10.02, +-20 ms
     clock.measure(db_ms=5_010, sent=10.03, received=10.031)  # +-0.5 ms, consistent with it
     assert abs(clock.to_monotonic(5_010) - 10.0305) < 1e-9
+
+
+def test_the_error_bound_is_half_the_round_trip_grown_with_its_age() -> None:
+    base = ManualClock(10.0)
+    clock = DatabaseClock(base)
+    assert clock.error_ms() == 0.0  # nothing measured: the offset is a guess
+    clock.measure(db_ms=5_000, sent=10.0, received=10.004)  # +-2 ms
+    base.advance(0.004)
+    assert abs(clock.error_ms() - 2.0) < 1e-9
+    base.advance(2.0)  # two seconds later: 0.5 ms per second more
+    assert abs(clock.error_ms() - 3.0) < 1e-9
+    # A job due at 5,100 ms surely started by the database clock that much later.
+    assert abs(clock.passed(5_100) - (clock.to_monotonic(5_100) + 0.003)) < 1e-9

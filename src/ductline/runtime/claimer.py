@@ -73,6 +73,9 @@ ENDING_LEAD_SECONDS = 0.05
 HORIZON_SECONDS = 0.05
 # Jobs claimed before their time that a worker holds at most, per slot.
 EARLY_PER_SLOT = 32
+# The database clock's error bound (milliseconds) over which jobs just claimed before
+# their time have the clock read once more on its own (`Claimer._tighten_clock`).
+CLOCK_PROBE_ABOVE_MS = 0.5
 
 
 class Claimer:
@@ -309,9 +312,26 @@ class Claimer:
             if wakeups is None:
                 self.next_claim = 0.0  # there may be more
                 return
-            self._ran_dry(now, wakeups, looked=looked)
+            self._ran_dry(now, wakeups, looked_until=sent + HORIZON_SECONDS if looked else None)
         except StoreError as exc:
             self._outage.failed("claiming", exc)
+
+    def _tighten_clock(self) -> None:
+        """Measure the database clock on its own when jobs were just claimed before
+        their time and the kept measurement's error bound is over `CLOCK_PROBE_ABOVE_MS`:
+        a held job waits that bound past its time (`DatabaseClock.passed`), and the
+        bound of a claim's measurement is half the whole claim transaction (3 to 12 ms
+        on a busy machine), or an older one's grown with its age. One read of the
+        clock is one short round trip, so its bound is a fraction of a millisecond."""
+        if self._clock.error_ms() <= CLOCK_PROBE_ABOVE_MS:
+            return
+        try:
+            sent = self._clock.now()
+            db_ms = self._store.now_ms()
+            self._clock.measure(db_ms, sent, self._clock.now())
+        except StoreError as exc:
+            # The held jobs then start by the older measurement, later but never early.
+            log.debug("Database clock not read (%s)", exc)
 
     def _upcoming_soon(self) -> bool:
         """The next not-before time the last claim saw is within the horizon."""
@@ -327,34 +347,36 @@ class Claimer:
         return now >= self.next_claim or (self.timer is not None and now >= self.timer) or \
             self._wakeup.pending() or bool(self._ending(now))
 
-    def _ran_dry(self, now: float, wakeups: tuple[int | None, int | None], *, looked: bool = False) -> None:
+    def _ran_dry(self, now: float, wakeups: tuple[int | None, int | None], *,
+                 looked_until: float | None = None) -> None:
         """A claim found fewer ready jobs than it asked for: poll again later, fire
         the schedules that are due (now, and only now), and set the timers to
-        ``wakeups`` (`Store.next_wakeups`, read after the claim). ``looked``: the
-        claim looked for jobs due within the horizon too (`_timer_for`)."""
+        ``wakeups`` (`Store.next_wakeups`, read after the claim). ``looked_until``:
+        the claim looked for jobs due within the horizon too, at least up to this
+        monotonic instant (`_timer_for`); ``None``: it did not."""
         self.next_claim = now + self.poll
         if self._scheduler.fire_due():
             self.next_claim = 0.0  # the runs just started have ready jobs
         upcoming, deadline = wakeups
         self._upcoming_ms = upcoming
         tick = self._scheduler.next_fire_ms
-        timers = [] if upcoming is None else [self._timer_for(upcoming, now, looked)]
+        timers = [] if upcoming is None else [self._timer_for(upcoming, now, looked_until)]
         if tick is not None:
             timers.append(_at(self._clock.to_monotonic(tick)))
         self.timer = min(timers, default=None)
         self.deadline_timer = None if deadline is None else self._clock.to_monotonic(deadline)
 
-    def _timer_for(self, upcoming_ms: int, now: float, looked: bool) -> float:
+    def _timer_for(self, upcoming_ms: int, now: float, looked_until: float | None) -> float:
         """When to claim for the next not-before time (monotonic): `HORIZON_SECONDS`
-        before it, to claim the job before its time; at once if that is past and the
-        claim just now did not look within the horizon (it did not know the time);
-        at the time itself if it looked and left the job (one of a limited step, or
-        no room for more jobs claimed early): asking again before then would spin."""
+        before it, to claim the job before its time, or at once if that is past; at
+        the time itself if the claim just now looked that far and left the job (one
+        of a limited step, or no room for more jobs claimed early): asking again
+        before then would spin. A job due after ``looked_until`` was beyond the
+        window that claim looked at -- the window moves on while a claim runs, and a
+        job due just past it is claimed at once, not at its time."""
         due = self._clock.to_monotonic(upcoming_ms)
-        early = due - HORIZON_SECONDS
-        if HORIZON_SECONDS <= 0 or (looked and early <= now):
-            return _at(due)
-        return max(early, now)
+        early = early_claim_time(due, now, looked_until, HORIZON_SECONDS)
+        return _at(due) if early is None else early
 
     def claim_in(self) -> "Planned | None":
         """Plan a claim for the free slots (and the queue ahead), to run inside the
@@ -422,7 +444,7 @@ class Claimer:
                 if wakeups is None:
                     self.next_claim = 0.0  # there may be more
                 else:
-                    self._ran_dry(received, wakeups, looked=looked)
+                    self._ran_dry(received, wakeups, looked_until=sent + HORIZON_SECONDS if looked else None)
             return started
         return Planned(claim, handoff)
 
@@ -451,6 +473,7 @@ class Claimer:
         if early:
             jobs = [job for job in jobs if job.not_before_ms <= job.started_ms]
             self.ahead.add_early(early, sent)
+            self._tighten_clock()
         # Jobs beyond the free slots wait in the queue ahead, their leases held since the claim.
         self.ahead.add(jobs[len(free):], sent, run_deadline=self._run_deadline)
         for slot, job in zip(free, jobs):
@@ -522,6 +545,28 @@ class Planned:
 
     def __call__(self, tx: Tx) -> Callable[[], None]:
         return self._claim(tx)
+
+
+def early_claim_time(due: float, now: float, looked_until: float | None, horizon: float) -> float | None:
+    """When to claim a delayed job before its time (monotonic seconds), or ``None``:
+    claim it at its time.
+
+    Args:
+        due: when the job becomes ready (monotonic seconds).
+        now: the time the last claim ran dry (monotonic seconds).
+        looked_until: the last claim looked for jobs due within the horizon, at least
+            up to this instant (its start plus the horizon); ``None``: it did not.
+        horizon: how long before its time a job is claimed (seconds).
+
+    A job inside the window the last claim looked at was left by it on purpose (a
+    limited step, or no room): claiming again before its time would spin. A job due
+    after that window is claimed ``horizon`` before its time, or at once if that is
+    past -- the window moves on while a claim runs, and the next job is often due
+    just past it.
+    """
+    if horizon <= 0 or (looked_until is not None and due <= looked_until):
+        return None
+    return max(due - horizon, now)
 
 
 def _at(time: float) -> float:
