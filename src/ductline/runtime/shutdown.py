@@ -12,7 +12,11 @@ So a guard thread ends the process when the loop could not:
 
 - at the end of the shutdown grace, if nothing is at stake (no attempt running, no
   outcome waiting to be recorded): an idle worker exits within its grace whatever
-  state its database is in;
+  state its database is in. A worker on its way out on its own -- it killed what
+  still ran at the end of its grace, or its loop ended and it is stopping its
+  children and writing its last row -- counts as having something at stake for
+  `FINISH_SECONDS` from then: it was not held, and ended there it would leave its
+  row ``stopping``;
 - otherwise ``overtime`` seconds later (the kill of what still runs, and the time
   unrecorded outcomes may wait for the database while their leases hold; see
   docs/howto/deployment.md).
@@ -38,6 +42,9 @@ log = logging.getLogger("ductline.worker")
 
 # How often the guard looks (seconds).
 CHECK_EVERY_SECONDS = 0.1
+# How long a worker on its way out on its own (`ExitGuard.finishing`) may take to
+# stop its children and write its last row before the guard ends it (seconds).
+FINISH_SECONDS = 3.0
 
 
 class ExitGuard:
@@ -69,6 +76,7 @@ class ExitGuard:
         self._lock = threading.Lock()
         self.deadline: float | None = None  # monotonic: the end of the grace, once signalled
         self._interrupts = 0
+        self._finishing: float | None = None  # monotonic: when the worker last said it is on its way out
 
     def hand_over(self, at_stake: Callable[[], bool], overtime: float) -> None:
         """Judge what is at stake with ``at_stake`` from now on: a guard listening
@@ -77,6 +85,13 @@ class ExitGuard:
         with self._lock:
             self._at_stake = at_stake
             self._overtime = overtime
+
+    def finishing(self) -> None:
+        """The worker is on its way out on its own: it killed what still ran at the end
+        of its grace, or its loop ended. Its last steps (recording the kills, stopping
+        its children, its last write) count as at stake for `FINISH_SECONDS`."""
+        with self._lock:
+            self._finishing = self._clock.now()
 
     @property
     def overtime(self) -> float:
@@ -110,7 +125,8 @@ class ExitGuard:
         deadline = self.deadline
         if deadline is None or now < deadline:
             return None
-        if not self._at_stake():
+        finishing = self._finishing
+        if not self._at_stake() and (finishing is None or now >= finishing + FINISH_SECONDS):
             return "the shutdown grace is over and nothing runs"
         if now >= deadline + self._overtime:
             return f"the shutdown grace is over, and {self._overtime:g} s more"

@@ -206,6 +206,7 @@ class Worker:
                 self._wait()
                 self._collect_undead()
         finally:
+            self.exit_guard.finishing()  # stopping on its own: the guard gives it time to finish
             self.outbox.close()
             self.deaths.close()
             maintainer.stop()
@@ -416,6 +417,7 @@ class Worker:
                       "their jobs will be re-run when their leases expire", len(self.outbox))
             return True
         if self._shutdown_deadline is not None and self.clock.now() >= self._shutdown_deadline:
+            self.exit_guard.finishing()  # on its way out on its own, not held by the database
             for slot in busy:
                 if slot.busy:
                     self.enforcer.kill(slot.index, Reason.SHUTDOWN)
