@@ -87,12 +87,15 @@ def test_a_held_job_of_a_cancelled_run_never_starts(store, inprocess_worker, mar
 def test_a_stopping_worker_gives_its_held_jobs_back(store, inprocess_worker, marks):
     worker = inprocess_worker()
     handle = early_app.early.trigger("back", database=store, delay=DELAY)
-    held(store, handle)
+    not_before_ms, _ = held(store, handle)
     worker.request_stop()
     wait_for(lambda: first_job(store, handle)["status"] == "pending", timeout=30)
     attempts = store.run_attempts(handle.id)
     assert [(a["result"], a["error_type"]) for a in attempts] == [("cancelled", RELEASED_TYPE)]
     assert "back" not in marks()
+    # Given back before its time, it is still due at its time, not at once: the next
+    # worker must not start it early.
+    assert first_job(store, handle)["not_before_ms"] == not_before_ms
 
 
 def test_a_job_due_beyond_the_horizon_is_left_to_any_worker(store, inprocess_worker, marks):

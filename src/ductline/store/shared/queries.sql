@@ -94,9 +94,13 @@ ORDER BY elem_index;
 -- name: release_job
 -- Given back uncharged, to waiting as in retry_job (held if its run halted meanwhile);
 -- :counted adds one to its consecutive releases (ductline.model.outcomes.MAX_RELEASES).
+-- A job claimed before its not-before time (ductline.runtime.claimer) keeps that time:
+-- given back early, it must not become ready at once.
 UPDATE ductline_jobs
 SET status = CASE WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = ductline_jobs.run_id) IN ({ACTIVE_RUN})
-                  THEN 'pending' ELSE 'held' END, not_before_ms = ductline_now_ms(), lease_token = NULL, lease_expires_ms = NULL,
+                  THEN 'pending' ELSE 'held' END,
+    not_before_ms = CASE WHEN not_before_ms > ductline_now_ms() THEN not_before_ms ELSE ductline_now_ms() END,
+    lease_token = NULL, lease_expires_ms = NULL,
     worker_id = NULL, releases = releases + :counted
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running';
 
