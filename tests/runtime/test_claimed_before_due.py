@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apps"))
 import early_app  # noqa: E402
 
 from ductline.model.outcomes import RELEASED_TYPE  # noqa: E402
-from ductline.runtime import claimer  # noqa: E402
+from ductline.runtime import ahead as ahead_queue, claimer, heartbeat  # noqa: E402
 from ductline.runtime.ahead import Ahead  # noqa: E402
 from ductline.store.records import ClaimedJob  # noqa: E402
 
@@ -96,6 +96,23 @@ def test_a_stopping_worker_gives_its_held_jobs_back(store, inprocess_worker, mar
     # Given back before its time, it is still due at its time, not at once: the next
     # worker must not start it early.
     assert first_job(store, handle)["not_before_ms"] == not_before_ms
+
+
+def test_a_held_job_of_a_run_cancelled_just_before_its_time_never_starts(store, inprocess_worker, marks,
+                                                                         monkeypatch):
+    # The real horizon (50 ms) is far shorter than the time a queued job starts
+    # unconfirmed (ahead.FRESH_SECONDS) and than the reads of lost leases on a
+    # database that cannot notify (a poll): a cancel inside it meets neither. The
+    # widened horizon keeps those ratios here.
+    monkeypatch.setattr(ahead_queue, "FRESH_SECONDS", 60.0)
+    monkeypatch.setattr(heartbeat.Heartbeat, "_lost_since_renewal", lambda self: False)
+    inprocess_worker(lease_seconds=600)  # renewed every 200 s: not before the job's time
+    handle = early_app.early.trigger("late-cancel", database=store, delay=DELAY)
+    not_before_ms, _ = held(store, handle)
+    handle.cancel()
+    assert handle.wait(30) == "cancelled"
+    wait_for(lambda: store.now_ms() > not_before_ms + 1000, timeout=30)
+    assert "late-cancel" not in marks()
 
 
 def test_a_job_due_beyond_the_horizon_is_left_to_any_worker(store, inprocess_worker, marks):

@@ -50,7 +50,11 @@ its start time (`promote` moves it into the queue then). Held, it keeps the
 contract of a queued job -- its lease is renewed, a stopping worker gives it back,
 a killed worker's held jobs are taken by others when their leases expire, a lost
 lease (a cancel) drops it -- and its clocks (the attempt's timeout, a first step's
-run deadline) start when it starts, as a queued job's do.
+run deadline) start when it starts, as a queued job's do. A worker that is not
+notified of cancels (SQLite, a PostgreSQL reached through a transaction pooler)
+renews a held job's lease once its time has come and before it starts: a cancel
+made before a delayed job's time must keep its step from ever being called, as it
+did when the job was claimed only after its time.
 """
 
 from __future__ import annotations
@@ -187,14 +191,23 @@ class Ahead:
         """
         return passed(self._early[0].job.not_before_ms) if self._early else None
 
-    def promote(self, now: float, passed: Callable[[int], float]) -> None:
+    def promote(self, now: float, passed: Callable[[int], float], *, confirm: bool = False) -> None:
         """Queue the held jobs whose not-before time has surely passed by ``now`` (by
-        the clock's current reading: `passed` as in `next_start`), in the claim order."""
+        the clock's current reading: `passed` as in `next_start`), in the claim order.
+
+        Args:
+            confirm: their leases must be confirmed again before they start (`stale`):
+                for a worker that no notification tells of a cancel, so that a run
+                cancelled before a held job's time never has that job start.
+        """
         due = 0
         while due < len(self._early) and passed(self._early[due].job.not_before_ms) <= now:
             due += 1
         if not due:
             return
+        if confirm:
+            for q in self._early[:due]:
+                q.confirmed = -math.inf
         self._jobs.extend(self._early[:due])
         del self._early[:due]
         self._jobs = deque(sorted(self._jobs, key=lambda q: rank(q.job.priority, q.job.phase)))

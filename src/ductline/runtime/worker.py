@@ -103,11 +103,14 @@ class Worker:
             slot.spares = self.spares
         self.outage = Outage(self.clock)
         self.ahead = Ahead()
+        # Whether a cancel made in another process reaches this worker as a notification
+        # (PostgreSQL LISTEN); if not, it is found by reading the leases.
+        notified = bool(getattr(store.dialect, "listens", False))
         self.scheduler = Scheduler(store, definitions, self.clock, settings.poll_interval, enabled=fire_schedules)
         self.claimer = Claimer(store, definitions, settings, self.id, self.slots, clock=self.clock,
                                enforcer=self.enforcer, wakeup=self.wakeup, scheduler=self.scheduler,
                                outage=self.outage, healthy=lambda: self.undead_count() <= settings.max_undead,
-                               ahead=self.ahead, renew_now=lambda: self.heartbeat.soon())
+                               ahead=self.ahead, renew_now=lambda: self.heartbeat.soon(), notified=notified)
         self.outbox = Outbox(store, definitions, settings.retry_delay, limits, self.outage, self.clock.db_now_ms,
                              recorded=self.claimer.soon, wake=self.wakeup.nudge,
                              timed=self.ahead.observe_recording, origin=self.id,
@@ -127,8 +130,7 @@ class Worker:
                                    wakeup=self.wakeup, outbox=self.outbox, outage=self.outage,
                                    report=lambda: (self.undead_count(), self.status()), ahead=self.ahead,
                                    prefetcher=self.prefetcher,
-                                   check_every=None if getattr(store.dialect, "listens", False)
-                                   else self.claimer.poll)
+                                   check_every=None if notified else self.claimer.poll)
         # Unrecorded outcomes may wait for the database while their leases hold.
         self.exit_guard = ExitGuard(self.clock, grace=settings.shutdown_grace_seconds, at_stake=self._at_stake,
                                     overtime=settings.kill_grace_seconds + settings.lease_seconds * LEASE_SAFETY_SHARE
