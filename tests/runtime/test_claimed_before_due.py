@@ -128,6 +128,20 @@ def test_a_job_due_beyond_the_horizon_is_left_to_any_worker(store, inprocess_wor
     assert soon.wait(60) == "completed"
 
 
+def test_a_worker_claims_before_their_time_no_more_jobs_than_it_can_start_then(store, inprocess_worker, marks):
+    # A fresh worker has seen no attempt, so it queues nothing ahead of its free slot
+    # (`Ahead.room`); jobs it held beyond that would wait for the slot after their
+    # time while an idle worker could run them.
+    inprocess_worker()
+    handles = [early_app.early.trigger(f"burst-{i}", database=store, delay=DELAY) for i in range(3)]
+    not_before_ms = min(first_job(store, h)["not_before_ms"] for h in handles)
+    wait_for(lambda: any(first_job(store, h)["status"] == "running" for h in handles), timeout=30)
+    wait_for(lambda: store.now_ms() >= not_before_ms - 200, timeout=30)
+    assert sum(first_job(store, h)["status"] == "running" for h in handles) == 1
+    for h in handles:
+        assert h.wait(60) == "completed"
+
+
 def start_wide_worker(db_url: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """`helpers.start_worker` with the horizon widened in the worker parent (which
     never imports the app: user code runs in its children only)."""

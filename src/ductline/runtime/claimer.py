@@ -303,7 +303,7 @@ class Claimer:
                                 limits=self._limits, fifo=self._claims % FIFO_EVERY == 0,
                                 queues=self._queues, definitions=self._versions)
                 looked = len(jobs) < wanted and self._upcoming_soon()
-                early = self._early_room() if looked else 0
+                early = early_room(wanted - len(jobs), self.ahead.early(), self._usable()) if looked else 0
                 if early:
                     # No more ready jobs: those due within the horizon, to start at their time.
                     jobs += tx.claim(self._worker_id, self._pipelines, early, self._settings.lease_ms,
@@ -344,10 +344,6 @@ class Claimer:
         """The next not-before time the last claim saw is within the horizon."""
         return HORIZON_SECONDS > 0 and self._upcoming_ms is not None and \
             self._upcoming_ms <= self._clock.db_now_ms() + HORIZON_SECONDS * 1000
-
-    def _early_room(self) -> int:
-        """How many more jobs may be claimed before their time (`EARLY_PER_SLOT`)."""
-        return max(0, EARLY_PER_SLOT * self._usable() - self.ahead.early())
 
     def _due(self, now: float) -> bool:
         """Whether the loop claims now: its poll came, a timer fired, or it was woken."""
@@ -421,7 +417,7 @@ class Claimer:
             self._wakeup.clear()  # what woke the loop until now, this claim sees
         self._claims += 1
         fifo = self._claims % FIFO_EVERY == 0
-        early_room = self._early_room()
+        held_early, usable = self.ahead.early(), self._usable()  # read here, on the loop's thread
 
         def claim(tx: Tx) -> Callable[[], None]:
             sent = self._clock.now()
@@ -437,7 +433,7 @@ class Claimer:
             # A busy worker claims in its recordings, not on its timer: they claim the
             # jobs due within the horizon too, as the loop's claim does.
             looked = len(jobs) < wanted and self._upcoming_soon()
-            early = early_room if looked else 0
+            early = early_room(wanted - len(jobs), held_early, usable) if looked else 0
             if early:
                 jobs += tx.claim(self._worker_id, self._pipelines, early, self._settings.lease_ms,
                                  queues=self._queues, definitions=self._versions,
@@ -574,6 +570,16 @@ def early_claim_time(due: float, now: float, looked_until: float | None, horizon
     if horizon <= 0 or (looked_until is not None and due <= looked_until):
         return None
     return max(due - horizon, now)
+
+
+def early_room(unfilled: int, held: int, usable_slots: int) -> int:
+    """How many jobs a claim may take before their not-before times: as many as it
+    wanted and found no ready job for (its free slots, and the room of the queue
+    ahead, which is none while attempts are long or not yet seen: `Ahead.room`),
+    less the jobs already held for their times, at most `EARLY_PER_SLOT` per slot.
+    A job held beyond that would wait for a slot after its time, taken from idle
+    workers until the queue is given back as overdue."""
+    return max(0, min(EARLY_PER_SLOT * usable_slots, unfilled) - held)
 
 
 def _at(time: float) -> float:
