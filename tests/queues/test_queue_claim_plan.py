@@ -71,7 +71,8 @@ def pick_sql(definitions: str) -> str:
     found = re.search(r"WITH picked AS \(\s*(SELECT .*?LIMIT :limit)\s*\),\s*gate AS", text, re.DOTALL)
     assert found, text
     select = (found.group(1).replace(":pipelines::jsonb", "'[\"qp\"]'::jsonb").replace(":limit", "4")
-              .replace(":queues::jsonb", "'[\"default\"]'::jsonb").replace(":definitions::jsonb", definitions))
+              .replace(":queues::jsonb", "'[\"default\"]'::jsonb").replace(":definitions::jsonb", definitions)
+              .replace(":horizon_ms", "0"))
     assert ":" not in select.replace("::", ""), select
     return select
 

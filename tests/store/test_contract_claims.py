@@ -395,3 +395,20 @@ def test_a_claim_with_a_horizon_takes_unlimited_jobs_due_within_it(store: Store)
     assert job(store, run_id, later)["status"] == "pending"
     assert job(store, run_id, limited.id)["status"] == "pending"
     assert store.claim("another-worker", [PIPELINE], 10, LONG_LEASE_MS) == []
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_on_postgresql_a_claim_with_a_horizon_is_one_statement(backend: str, store: Store) -> None:
+    """The claim ahead of a delayed job's time runs beside the recordings of a busy
+    worker: on PostgreSQL it is the fused claim (claim, runs started, attempts), one
+    round trip, not the candidate path's five. (SQLite claims in-process, statement
+    by statement.)"""
+    run_id, [soon] = create_run(store, {"delay_ms": 5_000})
+    with store.transaction() as tx:
+        names: list[str] = []
+        fetch, execute = tx.s.fetch, tx.s.execute
+        tx.s.fetch = lambda name, *a, **k: names.append(name) or fetch(name, *a, **k)  # type: ignore[method-assign]
+        tx.s.execute = lambda name, *a, **k: names.append(name) or execute(name, *a, **k)  # type: ignore[method-assign]
+        claimed = tx.claim(WORKER, [PIPELINE], 10, LONG_LEASE_MS, horizon_ms=60_000)
+    assert [c.job_id for c in claimed] == [soon]
+    assert names == ["claim_start_jobs"]

@@ -120,8 +120,9 @@ class Tx:
     def _claim(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int, *,
                limits: dict[tuple[str, str], StepLimit] | None, fifo: bool,
                serving: dict[str, str | None], horizon_ms: int = 0) -> list[ClaimedJob]:
-        if self._fused and not fifo and not horizon_ms:
-            claimed = self._claim_fused(worker_id, pipelines, limit, lease_ms, gated=bool(limits), serving=serving)
+        if self._fused and not fifo:
+            claimed = self._claim_fused(worker_id, pipelines, limit, lease_ms, gated=bool(limits), serving=serving,
+                                        horizon_ms=horizon_ms)
             if claimed is not None:
                 return claimed
             # A job of a limited step is among the next ones: the limits decide below.
@@ -160,13 +161,14 @@ class Tx:
         return claimed
 
     def _claim_fused(self, worker_id: str, pipelines: list[str], limit: int, lease_ms: int, *,
-                     gated: bool, serving: dict[str, str | None]) -> list[ClaimedJob] | None:
+                     gated: bool, serving: dict[str, str | None], horizon_ms: int = 0) -> list[ClaimedJob] | None:
         """`claim` in one statement (claim_start_jobs): same rows, same deadlines.
         ``gated``: the worker serves limited steps; if the next ready jobs include one
-        of them, nothing is claimed and ``None`` returned (the candidate path decides)."""
+        of them, nothing is claimed and ``None`` returned (the candidate path decides).
+        ``horizon_ms``: as `claim`'s (a claim with a horizon never picks a limited job)."""
         rows = self.s.fetch("claim_start_jobs", {"pipelines": json.dumps(pipelines), "limit": limit,
                                                  "lease_ms": lease_ms, "worker_id": worker_id,
-                                                 "gated": gated, **serving})
+                                                 "gated": gated, "horizon_ms": horizon_ms, **serving})
         if rows and rows[0]["limited"]:
             return None
         if rows and rows[0]["ran_dry"]:
