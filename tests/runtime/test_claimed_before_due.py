@@ -233,3 +233,18 @@ def test_jobs_claimed_before_their_time_have_the_database_clock_read_again(store
     held(store, handle)
     wait_for(lambda: reads, timeout=30)
     assert handle.wait(60) == "completed"
+
+
+def test_short_attempts_let_a_worker_hold_the_jobs_its_slots_start_within_the_horizon():
+    # Jobs due one after another (a burst of delayed runs) and attempts of 2 ms: 2 slots
+    # start 50 of them within a 50 ms horizon, however little the claim wanted.
+    ahead = Ahead()
+    assert ahead.started_within(2, 0.05) == 0  # no attempt seen yet
+    ahead.observe(0.002)
+    assert ahead.started_within(2, 0.05) == 50
+    assert claimer.early_room(2, held=10, usable_slots=2, in_time=50) == 40
+    assert claimer.early_room(2, held=0, usable_slots=2, in_time=500) == claimer.EARLY_PER_SLOT * 2
+    # Long attempts: only what the claim wanted (the free slots), less what is held.
+    ahead.observe(5.0)
+    assert ahead.started_within(2, 0.05) == 0
+    assert claimer.early_room(2, held=1, usable_slots=2, in_time=0) == 1

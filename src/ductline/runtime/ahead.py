@@ -144,6 +144,14 @@ class Ahead:
                     max(self.depth, math.ceil(span / max(self._average, 1e-4)) + 1))
         return max(0, depth * usable_slots - len(self._jobs))
 
+    def started_within(self, usable_slots: int, seconds: float) -> int:
+        """How many attempts ``usable_slots`` slots start within the next ``seconds`` at
+        the recent attempt length: the jobs due that soon they can start at their
+        times. 0 while attempts are long (`SHORT_SECONDS`) or none was seen yet."""
+        if self._average is None or self._average >= SHORT_SECONDS:
+            return 0
+        return math.ceil(usable_slots * seconds / max(self._average, 1e-4))
+
     def add(self, jobs: list[ClaimedJob], confirmed: float,
             run_deadline: Callable[[ClaimedJob], float | None] = lambda job: None) -> None:
         """Queue claimed jobs in the claim order (`ductline.model.claim_order`): a job of

@@ -303,7 +303,8 @@ class Claimer:
                                 limits=self._limits, fifo=self._claims % FIFO_EVERY == 0,
                                 queues=self._queues, definitions=self._versions)
                 looked = len(jobs) < wanted and self._upcoming_soon()
-                early = early_room(wanted - len(jobs), self.ahead.early(), self._usable()) if looked else 0
+                early = early_room(wanted - len(jobs), self.ahead.early(), self._usable(),
+                                   self.ahead.started_within(self._usable(), HORIZON_SECONDS)) if looked else 0
                 if early:
                     # No more ready jobs: those due within the horizon, to start at their time.
                     jobs += tx.claim(self._worker_id, self._pipelines, early, self._settings.lease_ms,
@@ -418,6 +419,7 @@ class Claimer:
         self._claims += 1
         fifo = self._claims % FIFO_EVERY == 0
         held_early, usable = self.ahead.early(), self._usable()  # read here, on the loop's thread
+        in_time = self.ahead.started_within(usable, HORIZON_SECONDS)
 
         def claim(tx: Tx) -> Callable[[], None]:
             sent = self._clock.now()
@@ -433,7 +435,7 @@ class Claimer:
             # A busy worker claims in its recordings, not on its timer: they claim the
             # jobs due within the horizon too, as the loop's claim does.
             looked = len(jobs) < wanted and self._upcoming_soon()
-            early = early_room(wanted - len(jobs), held_early, usable) if looked else 0
+            early = early_room(wanted - len(jobs), held_early, usable, in_time) if looked else 0
             if early:
                 jobs += tx.claim(self._worker_id, self._pipelines, early, self._settings.lease_ms,
                                  queues=self._queues, definitions=self._versions,
@@ -572,14 +574,16 @@ def early_claim_time(due: float, now: float, looked_until: float | None, horizon
     return max(due - horizon, now)
 
 
-def early_room(unfilled: int, held: int, usable_slots: int) -> int:
+def early_room(unfilled: int, held: int, usable_slots: int, in_time: int = 0) -> int:
     """How many jobs a claim may take before their not-before times: as many as it
     wanted and found no ready job for (its free slots, and the room of the queue
-    ahead, which is none while attempts are long or not yet seen: `Ahead.room`),
-    less the jobs already held for their times, at most `EARLY_PER_SLOT` per slot.
-    A job held beyond that would wait for a slot after its time, taken from idle
-    workers until the queue is given back as overdue."""
-    return max(0, min(EARLY_PER_SLOT * usable_slots, unfilled) - held)
+    ahead, which is none while attempts are long or not yet seen: `Ahead.room`), or
+    as many as its slots start within the horizon at the recent attempt length
+    (``in_time``, `Ahead.started_within`: short attempts, jobs due one after another),
+    whichever is more, less the jobs already held for their times, at most
+    `EARLY_PER_SLOT` per slot. A job held beyond that would wait for a slot after its
+    time, taken from idle workers until the queue is given back as overdue."""
+    return max(0, min(EARLY_PER_SLOT * usable_slots, max(unfilled, in_time)) - held)
 
 
 def _at(time: float) -> float:
