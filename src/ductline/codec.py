@@ -52,6 +52,8 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Callable
 
+from ductline.errors import PayloadNotSerializable
+
 TAG = "__ductline__"
 
 
@@ -270,12 +272,19 @@ def dumps(value: Any, *, what: str = "value") -> str:
         what: a name for the value used in error messages (e.g. ``"argument 0"``).
 
     Raises:
-        TypeError: if the value would not round-trip exactly.
+        ductline.PayloadNotSerializable: (a ``TypeError``) the value would not
+            round-trip exactly; the message says where in it and why.
     """
     try:
         return _ENCODER.encode(_encode(value, what))
     except RecursionError:
-        raise TypeError(f"{what}: nested too deeply to encode") from None
+        raise PayloadNotSerializable(f"{what}: nested too deeply to encode") from None
+    except PayloadNotSerializable:
+        raise
+    except TypeError as exc:
+        # One type for every refusal, raised here where the rule is applied, so that a
+        # driver tells a value that never round-trips from a step's own TypeError.
+        raise PayloadNotSerializable(str(exc)) from None
 
 
 def loads(text: str | None, *, user_types: bool = True) -> Any:

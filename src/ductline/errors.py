@@ -136,6 +136,28 @@ class PayloadTooLarge(DuctlineError, ValueError):
 PayloadTooLarge.__module__ = "ductline"
 
 
+class PayloadNotSerializable(DuctlineError, TypeError):
+    """A value does not round-trip through JSON (docs/howto/payloads.md, "Values: the
+    JSON rule"): e.g. ``bytes``, a set, a naive ``datetime`` or an object of a class
+    ductline does not encode. A ``TypeError``, so code that catches ``TypeError``
+    still catches it.
+
+    Raised by ``trigger`` for arguments (before anything is written), and inside the
+    child for a step's output: the attempt is recorded ``errored`` with
+    ``error_type="ductline.PayloadNotSerializable"`` and, being deterministic (the same
+    output fails the same way every time), is not retried: the run halts with
+    ``non_retryable_error`` unless the step's ``retry_on`` names it. A ``TypeError``
+    the step's own body raises stays an ordinary error, retried under the budget.
+
+    Args:
+        message: where the value is and why it does not round-trip, e.g.
+            ``"output of step 'load': bytes value b'x' does not round-trip through JSON"``.
+    """
+
+
+PayloadNotSerializable.__module__ = "ductline"
+
+
 class StepSignatureError(DuctlineError, TypeError):
     """A step's arguments do not fit its signature: e.g. ``def f(a, b)`` that receives
     one input (every step after the first receives exactly one).

@@ -182,13 +182,15 @@ def test_a_failure_after_cross_boundary_is_not_retried(clock: FakeClock) -> None
 
 
 def test_outputs_that_do_not_round_trip_are_errors(clock: FakeClock) -> None:
-    sync = ductline.execute(Pipeline(name()).start(s.returns_frozenset, max_retry=1), 1, clock=clock)
-    assert sync.step("returns_frozenset").error_type == "TypeError"
+    sync = ductline.execute(Pipeline(name()).start(s.returns_frozenset, max_retry=3), 1, clock=clock)
+    assert sync.step("returns_frozenset").error_type == "ductline.PayloadNotSerializable"
     assert "does not round-trip" in sync.step("returns_frozenset").error
+    assert sync.step("returns_frozenset").attempts == 1  # the same output would fail again: not retried
+    assert sync.metadata["halt_reason"] == "non_retryable_error"
     kept = ductline.execute(Pipeline(name()).start(s.returns_tuple, max_retry=1), 1, clock=clock)
     assert kept.output == (1, 1)  # a tuple round-trips with its tag
     in_loop = ductline.execute(Pipeline(name()).start(s.async_returns_set, max_retry=1), 1, clock=clock)
-    assert in_loop.step("async_returns_set").error_type == "TypeError"
+    assert in_loop.step("async_returns_set").error_type == "ductline.PayloadNotSerializable"
 
 
 def test_arguments_that_do_not_round_trip_are_refused_before_anything_runs() -> None:

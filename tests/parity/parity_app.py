@@ -242,6 +242,11 @@ def returns_set(x):
     return {1, 2}
 
 
+def returns_bytes_first(x):
+    """Its first attempt returns bytes (no JSON form); the next returns text."""
+    return b"raw" if _attempt() == 1 else "text"
+
+
 def not_a_list(x):
     return {"n": x}
 
@@ -524,6 +529,12 @@ signature_mismatch_thread = (_after_start("parity_signature_mismatch_thread")
                              .chain(to=pair_sum, isolation="thread").chain(to=never))
 type_error_in_body = _after_start("parity_type_error_in_body").chain(to=type_error_first).chain(to=identity)
 bad_output = _after_start("parity_bad_output").chain(to=returns_set, max_retry=2).chain(to=never)
+bad_output_thread = (_after_start("parity_bad_output_thread")
+                     .chain(to=returns_set, max_retry=2, isolation="thread").chain(to=never))
+bad_output_retry_on = (_after_start("parity_bad_output_retry_on")
+                       .chain(to=returns_bytes_first, max_retry=2, retry_delay=0,
+                              retry_on=["ductline.PayloadNotSerializable"])
+                       .chain(to=identity))
 
 # -- timeouts and the run deadline ---------------------------------------------------------------
 timeout_in_c = _after_start("parity_timeout_in_c").chain(to=sleep_in_c, timeout=1, max_retry=2).chain(to=never)

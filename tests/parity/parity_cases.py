@@ -156,7 +156,17 @@ CASES: list[Case] = [
     Case("type_error_in_body", app.type_error_in_body, (1,), COMPLETED,
          check=both(steps(("type_error_first", "", COMPLETED, [ERR, OK], {"attempt": 2})),
                     errors("type_error_first", "TypeError"))),
-    Case("bad_output", app.bad_output, (1,), HALTED, RETRIES, check=steps(("returns_set", "", FAILED, [ERR, ERR]))),
+    # An output with no JSON form fails the same way every time: it halts at once,
+    # unless retry_on names the error.
+    Case("bad_output", app.bad_output, (1,), HALTED, "non_retryable_error",
+         check=both(steps(("returns_set", "", FAILED, [ERR])), absent("never"),
+                    errors("returns_set", "ductline.PayloadNotSerializable"))),
+    Case("bad_output_thread", app.bad_output_thread, (1,), HALTED, "non_retryable_error",
+         check=both(steps(("returns_set", "", FAILED, [ERR])), absent("never"),
+                    errors("returns_set", "ductline.PayloadNotSerializable"))),
+    Case("bad_output_retry_on", app.bad_output_retry_on, (1,), COMPLETED,
+         check=both(steps(("returns_bytes_first", "", COMPLETED, [ERR, OK], "text")),
+                    errors("returns_bytes_first", "ductline.PayloadNotSerializable"))),
     # -- step timeouts and the run deadline ---------------------------------------------------
     Case("timeout_in_c", app.timeout_in_c, (1,), HALTED, RETRIES, seconds=3,
          check=steps(("sleep_in_c", "", FAILED, ["timed_out", "timed_out"]))),

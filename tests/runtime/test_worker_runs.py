@@ -118,8 +118,10 @@ def test_output_that_does_not_round_trip_is_an_error_not_a_string(store, workers
     workers()
     handle = rt_app.bad_output.trigger(1, database=store)
     assert settle(handle) == "halted"
-    attempt = run_view(store, handle.id)["steps"][0]["attempts"][0]
-    assert attempt["error_type"] == "TypeError"
+    view = run_view(store, handle.id)
+    assert view["halt_reason"] == "non_retryable_error"  # the same output would fail again: not retried
+    [attempt] = view["steps"][0]["attempts"]
+    assert attempt["error_type"] == "ductline.PayloadNotSerializable"
     assert "output of step 'returns_set'" in attempt["error"]
 
 

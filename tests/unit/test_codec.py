@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+import ductline
 from ductline import codec
 
 
@@ -126,8 +127,20 @@ REFUSED = [
 
 @pytest.mark.parametrize("value,pattern", REFUSED)
 def test_unrepresentable_value_is_type_error(value: Any, pattern: str) -> None:
-    with pytest.raises(TypeError, match=pattern):
+    # One public TypeError for every refusal: drivers and users tell it from a step's own TypeError.
+    with pytest.raises(ductline.PayloadNotSerializable, match=pattern) as caught:
         codec.dumps(value)
+    assert isinstance(caught.value, TypeError) and isinstance(caught.value, ductline.DuctlineError)
+
+
+def echo(raw: Any) -> Any:
+    return raw
+
+
+def test_trigger_arguments_that_do_not_round_trip_raise_payload_not_serializable() -> None:
+    pipeline = ductline.Pipeline("refused_arguments").start(echo)
+    with pytest.raises(ductline.PayloadNotSerializable, match=r"bytes value b'raw' does not round-trip"):
+        ductline.execute(pipeline, b"raw")
 
 
 @pytest.mark.parametrize("value,path", [

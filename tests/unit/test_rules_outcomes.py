@@ -37,6 +37,7 @@ CANCEL = AttemptResult.CANCELLED
 RETRY_TYPE = error_type_name(ductline.Retry)
 TOO_LARGE_TYPE = error_type_name(ductline.PayloadTooLarge)
 SIGNATURE_TYPE = "ductline.StepSignatureError"
+NOT_SERIALIZABLE_TYPE = "ductline.PayloadNotSerializable"
 
 
 def opts(**kwargs: Any) -> StepOptions:
@@ -218,6 +219,14 @@ DECISIONS = [
                  fail(NEVER, "takes 2"), id="StepSignatureError-halts-TypeError-in-retry_on"),
     pytest.param(errored(SIGNATURE_TYPE, "takes 2"), B(failures=5), opts(retry_on=[SIGNATURE_TYPE]),
                  retry(10_000), id="StepSignatureError-in-retry_on-retried"),
+    # -- PayloadNotSerializable: the output has no JSON form, the same every time -----------------
+    pytest.param(errored(NOT_SERIALIZABLE_TYPE, "bytes"), B(), DEFAULT, fail(NEVER, "bytes"),
+                 id="PayloadNotSerializable-halts-at-first-attempt"),
+    pytest.param(errored(NOT_SERIALIZABLE_TYPE, "bytes"), B(), opts(max_retry=10, retry_on=[TypeError]),
+                 fail(NEVER, "bytes"), id="PayloadNotSerializable-halts-TypeError-in-retry_on"),
+    pytest.param(errored(NOT_SERIALIZABLE_TYPE, "bytes"), B(failures=5),
+                 opts(retry_on=[ductline.PayloadNotSerializable]), retry(10_000),
+                 id="PayloadNotSerializable-in-retry_on-retried"),
     pytest.param(errored("TypeError", "in the body"), B(), DEFAULT, retry(10_000),
                  id="TypeError-from-the-body-retried"),
     pytest.param(errored("TypeError", "in the body"), B(failures=2), DEFAULT, fail(EXHAUSTED, "in the body"),
@@ -479,6 +488,7 @@ def test_retry_is_recorded_under_the_public_name() -> None:
     assert RETRY_TYPE == "ductline.Retry"
     assert TOO_LARGE_TYPE == "ductline.PayloadTooLarge"
     assert error_type_name(getattr(ductline, "StepSignatureError", object)) == SIGNATURE_TYPE
+    assert error_type_name(ductline.PayloadNotSerializable) == NOT_SERIALIZABLE_TYPE
 
 
 @pytest.mark.parametrize(("error", "boundary", "expected"), [

@@ -15,11 +15,13 @@ Rules, each from its source:
   every time halts its run (``job_crashes_exhausted``) instead of looping forever.
 - ``no_retry_on`` types fail at once (``non_retryable_error``); ``retry_on`` types
   are retried whatever is left of the budget (still counted). They apply to errors,
-  not to timeouts. `ductline.PayloadTooLarge` and `ductline.StepSignatureError`
-  are never retried unless ``retry_on`` names them: an output that is too large,
-  and arguments the step's signature cannot take, fail the same way every time.
-  (A ``TypeError`` raised inside a step's body is an ordinary error: only binding
-  the arguments, checked before the call, raises `ductline.StepSignatureError`.)
+  not to timeouts. `ductline.PayloadTooLarge`, `ductline.PayloadNotSerializable`
+  and `ductline.StepSignatureError` are never retried unless ``retry_on`` names
+  them: an output that is too large or does not round-trip through JSON, and
+  arguments the step's signature cannot take, fail the same way every time.
+  (A ``TypeError`` raised inside a step's body is an ordinary error: only encoding
+  the output raises `ductline.PayloadNotSerializable`, and only binding the
+  arguments, checked before the call, `ductline.StepSignatureError`.)
 - A `ductline.Retry` the step raised is retried after its delay, free of charge.
 - An attempt that crossed a boundary (`ductline.cross_boundary`) is never run again
   automatically, whatever ended it -- error, timeout, crash, a requested retry or a
@@ -56,6 +58,7 @@ CRASH_BACKOFF_CAP_MS = 60_000
 # Error types recorded for failures ductline itself detects.
 RETRY_REQUEST_TYPE = "ductline.Retry"              # the step raised `ductline.Retry`
 PAYLOAD_TOO_LARGE_TYPE = "ductline.PayloadTooLarge"
+NOT_SERIALIZABLE_TYPE = "ductline.PayloadNotSerializable"  # an output that does not round-trip
 STEP_SIGNATURE_TYPE = "ductline.StepSignatureError"  # the step's arguments do not fit its signature
 FANOUT_ERROR_TYPE = "FanoutError"                  # an expand's list is over max_fanout
 NOT_A_LIST_TYPE = "TypeError"                      # an expand's output is not a list
@@ -170,7 +173,7 @@ def requested_delay_ms(ended: Ended) -> int | None:
 
 # Errors another attempt cannot fix (the same output or input fails the same way):
 # never retried unless the step's retry_on names them.
-_DETERMINISTIC = (PAYLOAD_TOO_LARGE_TYPE, STEP_SIGNATURE_TYPE)
+_DETERMINISTIC = (PAYLOAD_TOO_LARGE_TYPE, NOT_SERIALIZABLE_TYPE, STEP_SIGNATURE_TYPE)
 
 
 def _never_retried(options: StepOptions | None) -> tuple[str, ...]:
