@@ -379,10 +379,31 @@ def runs(ctx: click.Context, status: str | None, pipeline: str | None, tag_texts
             found = child_rows.list_child_runs(session, parent_id, status, pipeline, limit)
     else:
         found = store.list_runs(status, pipeline, limit, tags=wanted)
+    if not found and pipeline is not None:
+        _note_unknown_pipeline(store, pipeline)
     if as_json:
         print(json.dumps([views.run_summary(r) for r in found]))
         return
     out.print(tables.runs_table(out, found, lambda: views.short_ids(store, [r["id"] for r in found])))
+
+
+# The most pipeline names a note about an unknown pipeline lists.
+NAMED_PIPELINES = 20
+
+
+def _note_unknown_pipeline(store: Store, pipeline: str) -> None:
+    """Say on stderr that no run at all has ``pipeline`` (a misspelt name reads as an
+    empty table otherwise), naming the pipelines that have runs. The answer stays a
+    valid empty list: rc 0."""
+    if store.list_runs(None, pipeline, 1):
+        return
+    from ductline.web.reader import DashboardReader
+
+    names = DashboardReader(store).pipeline_names()
+    shown = ", ".join(names[:NAMED_PIPELINES]) + (f" and {len(names) - NAMED_PIPELINES} more"
+                                                  if len(names) > NAMED_PIPELINES else "")
+    known = f"; pipelines with runs: {shown}" if names else "; no pipeline has runs"
+    click.echo(f"note: no pipeline named {pipeline!r} has runs{known}", err=True)
 
 
 # The most characters of a completed run's output `ductline show` prints.

@@ -37,6 +37,8 @@ def logs(run_id: str, step: str | None, follow: bool, as_json: bool, database: s
             run = store.get_run(run_id)
             if run is None:
                 raise RunNotFound(f"run {run_id!r} not found")
+            if step is not None and not seen:
+                _check_step(store, run, step)
             for record in steplogs.of_run(store.dialect, run_id, step):
                 key = (record.job_id, record.attempt, record.seq)
                 if key not in seen:
@@ -49,6 +51,17 @@ def logs(run_id: str, step: str | None, follow: bool, as_json: bool, database: s
             time.sleep(FOLLOW_POLL_SECONDS)  # a polling loop of a command, not of a test
     finally:
         store.close()
+
+
+def _check_step(store: Any, run: dict[str, Any], step: str) -> None:
+    """Exit with an error (rc 2) naming the run's steps when ``step`` is not one of
+    them: an empty answer would read as "that step logged nothing"."""
+    from ductline import views
+    from ductline.cli import fail
+
+    steps = views.run_steps(store, run)
+    if steps is not None and step not in steps:
+        fail(f"run {run['id']} has no step {step!r}; its steps: {', '.join(steps) or '(none)'}")
 
 
 def _line(record: Any, as_json: bool) -> str:

@@ -329,6 +329,27 @@ def _shared(a: str, b: str) -> int:
     return n
 
 
+def run_steps(store: Store, run: dict[str, Any]) -> list[str] | None:
+    """The steps a run has: those of its definition when a worker recorded it, else
+    (a settled run) the steps it reached; ``None`` when that cannot be known (an
+    unsettled run of an unrecorded definition may still reach steps it has not).
+
+    Args:
+        run: the run's row (`Store.get_run`).
+    """
+    from ductline.errors import DefinitionNotFound
+    from ductline.model.states import SETTLED_RUN, RunStatus
+
+    if run.get("definition"):
+        try:
+            return fleet.definition(store, run["definition"]).steps
+        except (DefinitionNotFound, ValueError):
+            pass
+    if RunStatus(run["status"]) not in SETTLED_RUN:
+        return None
+    return list(dict.fromkeys(job["step"] for job in store.run_jobs(run["id"])))
+
+
 def resolve_run_id(store: Store, text: str) -> str:
     """A full run id, or a unique prefix of one (at least 6 characters).
 

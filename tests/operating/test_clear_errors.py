@@ -71,3 +71,34 @@ def test_runs_refuses_a_status_that_does_not_exist(db_url):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "'bogus' is not one of" in done.stderr and "'completed'" in done.stderr
+
+
+def _cli(db_url, *args):
+    return subprocess.run([sys.executable, "-m", "ductline", *args, "--database", db_url],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_runs_of_a_pipeline_without_runs_says_so_on_stderr(store, db_url):
+    rt_app.chain.trigger(1, database=store, delay=3600)
+    for extra in ((), ("--json",)):
+        done = _cli(db_url, "runs", "--pipeline", "nope", *extra)
+        assert done.returncode == 0, done.stderr  # an empty answer to a valid filter
+        assert done.stderr.strip() == "note: no pipeline named 'nope' has runs; pipelines with runs: rt_chain"
+    assert _cli(db_url, "runs", "--pipeline", "nope", "--json").stdout.strip() == "[]"
+    # A pipeline that has runs, none with this status: an empty answer, nothing to note.
+    done = _cli(db_url, "runs", "--pipeline", "rt_chain", "--status", "completed", "--json")
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "[]", "")
+
+
+def test_logs_of_a_step_the_run_does_not_have_is_an_error_naming_its_steps(store, db_url):
+    handle = rt_app.chain.trigger(1, database=store, delay=3600)
+    # Unsettled, its definition unrecorded (no worker loaded it): later steps may come, so no verdict.
+    done = _cli(db_url, "logs", handle.id, "--step", "nostep")
+    assert (done.returncode, done.stdout) == (0, ""), done.stderr
+    handle.cancel()
+    done = _cli(db_url, "logs", handle.id, "--step", "nostep")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert f"run {handle.id} has no step 'nostep'; its steps: add_one" in done.stderr
+    done = _cli(db_url, "logs", handle.id, "--step", "add_one")
+    assert (done.returncode, done.stdout) == (0, "")
+    assert done.stderr.strip() == f"no log records for run {handle.id}, step 'add_one'"

@@ -90,8 +90,9 @@ def test_logs_are_captured_forwarded_stored_and_shown(store, db_url, tmp_path):
     assert followed == text
     none = subprocess.run([sys.executable, "-m", "ductline", "logs", handle.id, "--step", "absent", "--database",
                            db_url], capture_output=True, text=True, timeout=120)
-    assert (none.returncode, none.stdout) == (0, "")
-    assert none.stderr.strip() == f"no log records for run {handle.id}, step 'absent'"
+    # The worker recorded the definition: a step it does not have is an error naming those it has.
+    assert (none.returncode, none.stdout) == (2, "")
+    assert f"run {handle.id} has no step 'absent'; its steps: chatty, verbose, quiet" in none.stderr
 
 
 def test_each_attempt_keeps_its_own_logs(store, tmp_path, db_url):

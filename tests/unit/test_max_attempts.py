@@ -43,7 +43,8 @@ def test_both_at_once_is_a_type_error_naming_both():
 
 @pytest.mark.parametrize(("value", "error", "message"), [
     (0, ValueError, r"max_attempts must be at least 1 \(one attempt, no retry\), got 0"),
-    (-1, ValueError, "max_attempts must not be negative"),
+    (-1, ValueError, r"max_attempts must be at least 1 \(one attempt, no retry\), got -1"),
+    (-2, ValueError, r"max_attempts must be at least 1 \(one attempt, no retry\), got -2"),
     (2.0, TypeError, r"max_attempts must be an int, not float"),
     (True, TypeError, r"max_attempts must be an int, not bool"),
     ("3", TypeError, r"max_attempts must be an int, not str"),

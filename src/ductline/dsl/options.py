@@ -249,11 +249,14 @@ def _resource_limits(memory_limit: Any, cpu_limit: Any, isolation: str) -> tuple
     return memory_limit, cpu_limit
 
 
-def _count(value: Any, field: str, maximum: int = MAX_COUNT) -> int:
+def _count(value: Any, field: str, maximum: int = MAX_COUNT, minimum: int = 0, meaning: str = "") -> int:
+    """``value`` checked as a count in ``[minimum, maximum]``; ``meaning`` follows the
+    lower bound in the error (one message for every value below it)."""
     if isinstance(value, bool) or type(value) is not int:  # an int subclass would be stored as an int
         raise TypeError(f"{field} must be an int, not {type(value).__name__} ({value!r})")
-    if value < 0:
-        raise ValueError(f"{field} must not be negative, got {value}")
+    if value < minimum:
+        bound = f"must be at least {minimum}{meaning}" if minimum else "must not be negative"
+        raise ValueError(f"{field} {bound}, got {value}")
     if value > maximum:
         raise ValueError(f"{field} must be at most {maximum:,}, got {value:,}")
     return value
@@ -266,10 +269,7 @@ def _attempts(max_attempts: Any, max_retry: Any) -> int:
         raise TypeError(f"give max_attempts or max_retry, not both (max_retry is the older name of "
                         f"max_attempts), got max_attempts={max_attempts!r} and max_retry={max_retry!r}")
     if max_attempts is not None:
-        attempts = _count(max_attempts, "max_attempts")
-        if attempts < 1:
-            raise ValueError(f"max_attempts must be at least 1 (one attempt, no retry), got {attempts}")
-        return attempts
+        return _count(max_attempts, "max_attempts", minimum=1, meaning=" (one attempt, no retry)")
     return DEFAULT_MAX_RETRY if max_retry is None else _count(max_retry, "max_retry")
 
 
