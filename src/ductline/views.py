@@ -11,7 +11,7 @@ from typing import Any
 from ductline import codec
 from ductline.timestamps import iso as iso  # the CLI's and the API's one form of a time
 from ductline.errors import RunNotFound
-from ductline.model import marking, serving
+from ductline.model import marking, serving, stops
 from ductline.model.states import WAITING_JOB, JobStatus
 from ductline.store import Store, fleet, payloads, steplogs
 from ductline.store import operator
@@ -151,7 +151,8 @@ def run_view(store: Store, run_id: str, *, live_within_seconds: float = serving.
         steps.append({
             "step": job["step"], "index": job["elem_index"], "scope": job["scope"], "status": status.value,
             "not_before": iso(job["not_before_ms"]) if status in WAITING_JOB else None,
-            "boundary": job["boundary"], "skip_reason": job["skip_reason"],
+            "boundary": job["boundary"], "skip_reason": stops.shown_skip_reason(status, job["skip_reason"],
+                                                                            job["attempts"]),
             # the step run whose stop made this one unreachable (null: skipped itself)
             "skip_root": job["skip_root"],
             # a paused step waits for `ductline resume`; null: the pause never expires

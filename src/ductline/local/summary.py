@@ -15,6 +15,7 @@ from ductline.local.results import AttemptRecord, LogEntry, RunStatusValue, Step
 from ductline.model import scopes
 from ductline.model.outcomes import TIMEOUT_ERROR_TYPE
 from ductline.model.states import AttemptResult, HaltReason, JobStatus, RunStatus
+from ductline.model import stops
 from ductline.model.stops import WORKFLOW_TIMEOUT
 from ductline.store import Store, payloads, steplogs
 
@@ -65,20 +66,12 @@ def step_results(store: Store, definition: Definition, run_id: str) -> list[Step
             step=job["step"], index=job["elem_index"], status=status.value,
             output=_value(store, run_id, job["output"]) if status is JobStatus.COMPLETED else None,
             error_type=None if last is None else last.error_type, error=None if last is None else last.error,
-            skip_reason=_skip_reason(job, status), attempts=int(job["attempts"] or 0),
+            skip_reason=stops.shown_skip_reason(status, job["skip_reason"], job["attempts"] or 0),
+            attempts=int(job["attempts"] or 0),
             started_at=records[0].started_at if records else None,
             finished_at=_at(job["finished_ms"]) if status.value in _ENDED else None,
             scope=job["scope"] or "", skip_root=job["skip_root"], history=records))
     return results
-
-
-def _skip_reason(job: dict[str, Any], status: JobStatus) -> str | None:
-    """Why a step run never ran: of a skipped one, and of one that failed without
-    an attempt (its pause expired). The reason a stop recorded on a job it ended
-    while it ran is its attempt's error, not a skip."""
-    if status is JobStatus.SKIPPED or (status is JobStatus.FAILED and not job["attempts"]):
-        return job["skip_reason"]  # type: ignore[no-any-return]
-    return None
 
 
 _ENDED = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.SKIPPED, JobStatus.CANCELLED})

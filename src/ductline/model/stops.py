@@ -23,6 +23,23 @@ PAUSE_EXPIRED = "pause expired"         # skip reason after a pause expired
 EVENT_TIMED_OUT = "event timed out"     # skip reason after an awaited event did not come in time
 
 
+def shown_skip_reason(status: str, skip_reason: str | None, attempts: int) -> str | None:
+    """Why a step run never ran, as every view shows it: of a ``skipped`` one, and of
+    one that failed without an attempt (its pause expired, its awaited event did not
+    come). A stop also records its message on the step runs it ends in flight
+    (``failed`` at a run deadline, ``cancelled`` by a cancel); there it is the error
+    of their last attempt, not a reason they were skipped: ``None``.
+
+    Args:
+        status: the step run's status (a `JobStatus` value).
+        skip_reason: the reason stored with it.
+        attempts: how many attempts it began.
+    """
+    if status == JobStatus.SKIPPED or (status == JobStatus.FAILED and not attempts):
+        return skip_reason
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class StopPlan:
     """What a stop does.

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ductline.dsl.graph import Definition
-from ductline.model import serving
+from ductline.model import serving, stops
 from ductline.model.serving import Offer
 from ductline.model.states import ACTIVE_RUN, UNFINISHED_RUN, HaltReason, JobStatus, RunStatus
 from ductline.web import graph as run_graph
@@ -223,7 +223,7 @@ def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[di
         by_step.setdefault(j["step"], []).append(StepRunView(
             j["id"], j["elem_index"], j["scope"], job_state(j, now_ms), int(j["not_before_ms"]),
             int(j["created_ms"]), j["finished_ms"], int(j["failures"]), int(j["crashes"]), j["boundary"],
-            j["skip_reason"], j["output"], attempts.get(j["id"], []),
+            stops.shown_skip_reason(j["status"], j["skip_reason"], j["attempts"]), j["output"], attempts.get(j["id"], []),
             pause_expires_ms=None if j.get("pause_expires_ms") is None or j["status"] != JobStatus.PAUSED
             else int(j["pause_expires_ms"]), skip_root=j.get("skip_root"),
             failed=failures.of_step_run(j, [a.result for a in attempts.get(j["id"], [])]),

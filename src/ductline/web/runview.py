@@ -14,7 +14,7 @@ from typing import Any
 
 from ductline import views
 from ductline.errors import StoreError
-from ductline.model import serving
+from ductline.model import serving, stops
 from ductline.model.serving import LIVE_WITHIN_SECONDS
 from ductline.model.states import WAITING_JOB, JobStatus
 from ductline.web import failures, values
@@ -89,7 +89,8 @@ def build(reader: DashboardReader, run_id: str, lease_seconds: float = LIVE_WITH
         steps.append({
             "step": job["step"], "index": job["elem_index"], "scope": job["scope"], "status": status.value,
             "not_before": views.iso(job["not_before_ms"]) if status in WAITING_JOB else None,
-            "boundary": job["boundary"], "skip_reason": job["skip_reason"],
+            "boundary": job["boundary"], "skip_reason": stops.shown_skip_reason(status, job["skip_reason"],
+                                                                            job["attempts"]),
             # the step whose stop made this step run unreachable (null: skipped itself, or not skipped)
             "skip_root": job["skip_root"],
             "pause_expires": views.iso(job.get("pause_expires_ms")) if status is JobStatus.PAUSED else None,

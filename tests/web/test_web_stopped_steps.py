@@ -1,0 +1,79 @@
+"""A step run a run's stop ended in flight reads as what it is -- failed by the run
+deadline, cancelled by a cancel -- with the stop's message as its attempt's error, never
+also as skipped: in ``ductline show``, ``show --json``, the API's run view and the run
+page. Both backends."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import rt_app
+import web_support
+
+from ductline.engine.stop import expire
+from ductline.operations.cancel import cancel_run
+from ductline.store import Store
+from ductline.views import run_view
+from ductline.web import create_app
+
+DEADLINE_ERROR = "cancelled at the run deadline: the run exceeded its deadline of 2 s"
+
+
+def _ended_at_the_deadline(store: Store) -> str:
+    handle = rt_app.deadline_chain.trigger(1, database=store)
+    (quick,) = web_support.claim(store, rt_app.deadline_chain)
+    web_support.succeed(store, rt_app.deadline_chain, quick, 1)
+    web_support.claim(store, rt_app.deadline_chain)  # "stuck" is running when the deadline fires
+    with store.transaction() as tx:
+        assert expire(tx, rt_app.deadline_chain.definition(), handle.id)
+    return handle.id
+
+
+def _steps(view: dict) -> dict[str, dict]:
+    return {s["step"]: s for s in view["steps"]}
+
+
+def _page_and_api(store: Store, run_id: str) -> tuple[str, dict]:
+    from starlette.testclient import TestClient
+
+    with TestClient(create_app(store, token=None), base_url="http://localhost") as client:
+        return client.get(f"/runs/{run_id}").text, client.get(f"/api/runs/{run_id}").json()
+
+
+def test_a_step_ended_by_the_run_deadline_reads_failed_with_that_error(store, db_url, monkeypatch):
+    monkeypatch.delenv("DUCTLINE_DASHBOARD_TOKEN", raising=False)
+    run_id = _ended_at_the_deadline(store)
+    shown = json.loads(subprocess.run([sys.executable, "-m", "ductline", "show", run_id, "--json", "--database",
+                                       db_url], capture_output=True, text=True, timeout=120, check=True).stdout)
+    page, api = _page_and_api(store, run_id)
+    for view in (run_view(store, run_id), shown, api):
+        steps = _steps(view)
+        stuck = steps["stuck"]
+        assert (stuck["status"], stuck["skip_reason"], stuck["skip_root"]) == ("failed", None, None)
+        last = stuck["attempts"][-1]
+        assert (last["result"], last["error_type"], last["error"]) == ("timed_out", "TimeoutError", DEADLINE_ERROR)
+        assert (steps["after"]["status"], steps["after"]["skip_reason"]) == ("skipped", "workflow timeout")
+    text = subprocess.run([sys.executable, "-m", "ductline", "show", run_id, "--database", db_url],
+                          capture_output=True, text=True, timeout=120, check=True,
+                          env={**os.environ, "COLUMNS": "250"}).stdout
+    [row] = [line for line in text.splitlines() if "stuck" in line and "failed" in line]
+    assert f"TimeoutError: {DEADLINE_ERROR}" in row and "skipped" not in row
+    # The page says it once, as the attempt's error; only "after" reads skipped.
+    assert f"skipped: {DEADLINE_ERROR}" not in page
+    assert "skipped: workflow timeout" in page and DEADLINE_ERROR in page
+
+
+def test_a_step_ended_by_a_cancel_reads_cancelled_not_skipped(store, monkeypatch):
+    monkeypatch.delenv("DUCTLINE_DASHBOARD_TOKEN", raising=False)
+    handle = rt_app.chain.trigger(1, database=store)
+    web_support.claim(store, rt_app.chain)  # the first step is running when the run is cancelled
+    cancel_run(store, handle.id)
+    page, api = _page_and_api(store, handle.id)
+    for view in (run_view(store, handle.id), api):
+        first = view["steps"][0]
+        assert (first["status"], first["skip_reason"]) == ("cancelled", None)
+        assert first["attempts"][-1]["result"] == "cancelled"
+    assert "skipped: the run was cancelled" not in page
