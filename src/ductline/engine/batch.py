@@ -18,6 +18,7 @@ from ductline.observability.events import RESULT_LABELS, EventName, emit
 from ductline.engine.stop import Unchanged, expire
 from ductline import faults
 from ductline.engine import childruns, record
+from ductline.engine.lost import Lost, report_lost
 from ductline.model.children import starts_children
 from ductline.engine.advance import Completed, advance_many
 from ductline.store.records import ClaimedJob, NewJob
@@ -144,7 +145,7 @@ def record_batch(store: Store, outcomes: list[Outcome], definitions: dict[str, D
     for i, o in enumerate(outcomes):
         if o.run_deadline:
             results[i] = _run_deadline(store, definitions.get(o.pipeline), o.attempt)
-    return _finish(outcomes, [r for r in results if r is not None], now_ms())
+    return _finish(store, outcomes, [r for r in results if r is not None], now_ms())
 
 
 def _run_deadline(store: Store, definition: Definition | None, a: record.Attempt) -> record.Recorded:
@@ -223,10 +224,19 @@ def _record_successes(tx: Tx, outcomes: list[Outcome], indexes: list[int],
                 results[i] = record.Recorded(record.Outcome.COMPLETED, run_completed=True)
 
 
-def _finish(outcomes: list[Outcome], results: list[record.Recorded], now_ms: float) -> list[record.Recorded]:
+def _finish(store: Store, outcomes: list[Outcome], results: list[record.Recorded],
+            now_ms: float) -> list[record.Recorded]:
+    lost = []
     for o, done in zip(outcomes, results):
         _log(o, done)
-        _emit(o, done, now_ms)
+        if done.outcome is record.Outcome.LOST:
+            a = o.attempt
+            lost.append(Lost(o.pipeline, a.step, a.run_id, a.job_id, a.attempt))
+        else:
+            _emit(o, done, now_ms)
+    # Another writer (the run's stop, a rescue) recorded these attempts first: what it
+    # recorded says which event they get (`ductline.engine.lost`).
+    report_lost(store, lost)
     return results
 
 
@@ -234,11 +244,6 @@ def _emit(o: Outcome, done: record.Recorded, now_ms: float) -> None:
     a = o.attempt
     fields = {"pipeline": o.pipeline, "step": a.step, "run_id": a.run_id, "job_id": a.job_id,
               "attempt": a.attempt}
-    if done.outcome is record.Outcome.LOST:
-        # Another writer (the run's stop, a rescue) recorded the attempt first: its span
-        # ends with what that writer recorded (`ductline.observability.tracing`).
-        emit(EventName.LEASE_LOST, **fields)
-        return
     if done.outcome is record.Outcome.RELEASED:
         return
     runtime = None if a.started_ms is None else max(0.0, (now_ms - a.started_ms) / 1000)

@@ -31,6 +31,7 @@ from ductline.dsl.graph import Definition, check_event_name
 from ductline.dsl.pipeline import registered_definition
 from ductline.engine import childruns, events as event_engine, pause, stop
 from ductline.engine.batch import Outcome as Recording, record_batch
+from ductline.engine.lost import Lost, report_lost
 from ductline.engine.record import Outcome as Recorded
 from ductline.engine.start import new_run, write
 from ductline.errors import DefinitionError, InvalidStateError
@@ -454,10 +455,11 @@ class Driver:
             job = r.job
             if job.run_id == self.run_id:
                 self.stopped.append(_label(job.step, job.scope))
-            emit(EventName.LEASE_LOST, pipeline=job.pipeline, step=job.step, run_id=job.run_id, job_id=job.job_id,
-                 attempt=job.attempt)
             if r.task is not None and not r.task.done():
                 r.task.cancel()  # it kills the child as it unwinds
+        # Reported as the stop recorded them, as a worker reports them (`ductline.engine.lost`).
+        report_lost(self.store, [Lost(r.job.pipeline, r.job.step, r.job.run_id, r.job.job_id, r.job.attempt)
+                                 for r in lost])
         self.tracker.sync()
 
     def _end_due(self) -> None:

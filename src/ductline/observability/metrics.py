@@ -94,7 +94,8 @@ METRICS: tuple[MetricSpec, ...] = (
                "From an attempt's deadline to its child process being gone.", "s"),
     MetricSpec("ductline.thread.undead", COUNTER, STEP, "Thread attempts that could not be stopped."),
     MetricSpec("ductline.process.undead", COUNTER, STEP, "Child processes that survived SIGKILL."),
-    MetricSpec("ductline.lease.lost", COUNTER, STEP, "Attempts whose lease was lost (killed)."),
+    MetricSpec("ductline.lease.lost", COUNTER, STEP, "Attempts whose lease was lost to a rescue (killed; a run's stop "
+               "counts in job.completed)."),
     MetricSpec("ductline.jobs.ready", GAUGE, PIPELINE, "Pending jobs whose not-before time has passed."),
     MetricSpec("ductline.jobs.delayed", GAUGE, PIPELINE, "Pending jobs waiting for their not-before time."),
     MetricSpec("ductline.jobs.throttled", GAUGE, PIPELINE,

@@ -41,7 +41,8 @@ derived span context; the run span itself then has a random id).
 Known limits: a halted run that is revived and later ends emits a second run span
 with the same ids (one per end seen); a cancel is only traced when the process
 that cancels has tracing installed (the workers running its attempts end their
-spans at ``lease.lost``); attempts given back at worker shutdown (released, no
+spans with the ``job.completed`` that reports what the cancel recorded,
+`ductline.engine.lost`); attempts given back at worker shutdown (released, no
 event) are ended by `TracingSubscriber.close`.
 
 Attributes follow the OpenTelemetry CI/CD conventions: ``cicd.pipeline.name``,
@@ -367,10 +368,11 @@ class TracingSubscriber:
             span.add_event(name, attributes)
 
     def _lease_lost(self, a: dict[str, Any]) -> None:
-        """The attempt's lease was taken (a cancel, the run deadline, a rescue): its
-        span ends with what the taker recorded for the attempt (the run deadline's
-        ``timed_out``, a cancel's ``cancelled``), read from the store when there is
-        one, so every process that saw the attempt tells the same result."""
+        """The attempt's lease was lost for real (a rescue, an expiry; an attempt a
+        run's stop ended comes as ``job.completed`` instead, `ductline.engine.lost`):
+        its span ends with what the taker recorded for the attempt (a rescue's
+        ``crashed``), read from the store when there is one, so every process that
+        saw the attempt tells the same result."""
         span = self._take(a)
         if span is None:
             return

@@ -22,10 +22,10 @@ from ductline.clock import DatabaseClock
 from ductline.config import Settings
 from ductline.errors import StoreError
 from ductline.execution.enforcer import Enforcer, Reason
-from ductline.observability.events import EventName, emit
 from ductline.runtime.ahead import Ahead
 from ductline.runtime.outbox import Outage, Outbox
 from ductline.engine.batch import job_extra
+from ductline.engine.lost import Lost, report_lost
 from ductline.runtime.prefetch import Prefetcher
 from ductline.runtime.slots import Slot
 from ductline.runtime.wakeup import Wakeup
@@ -119,15 +119,19 @@ class Heartbeat:
                     # Its run was cancelled or ended, or it was rescued: never started.
                     log.info("Lease of a job claimed ahead was lost; not starting it", extra={
                         "run_id": job.run_id, "job_id": job.job_id, "step": job.step, "attempt": job.attempt})
+            lost = []
             for slot in busy:
                 if slot.job is not None and slot.job.lease_token not in renewed:
-                    extra = job_extra(slot.attempt())
+                    job = slot.job
                     # A cancel is the usual cause; the others (a run ended by its deadline
                     # elsewhere, a rescue after missed renewals) are named too.
                     log.warning("Lease lost (the run was cancelled or ended, or the job rescued); "
-                                "killing the attempt", extra=extra)
-                    emit(EventName.LEASE_LOST, pipeline=slot.job.pipeline, **extra)
+                                "killing the attempt", extra=job_extra(slot.attempt()))
                     self._enforcer.kill(slot.index, Reason.LEASE, grace=0.0)
+                    lost.append(Lost(job.pipeline, job.step, job.run_id, job.job_id, job.attempt))
+            # A stop's kill is reported as the attempt's recorded end, a real loss as
+            # lease.lost: decided in one place (`ductline.engine.lost`).
+            report_lost(self._store, lost)
         except StoreError as exc:
             # The enforcer kills the children before their leases can expire.
             self._outage.failed("heartbeat", exc)

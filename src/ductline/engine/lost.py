@@ -1,0 +1,104 @@
+"""An attempt whose lease another writer took: what its driver reports of it.
+
+Two writers take a running attempt's lease, and each records the attempt in the same
+transaction: a run's stop (its deadline records it ``timed_out``; a cancel, an expired
+pause or wait and a fail-fast halt record it ``cancelled``) and a rescue (its lease
+expired: ``crashed``, reported by the rescuer as ``job.completed``). The driver
+running the attempt learns of it later -- a heartbeat that finds the lease gone, an
+outcome whose fenced write finds it gone -- and reports it here, one rule for the
+worker and `ductline.execute`:
+
+- recorded by a stop: ``job.completed`` with the result recorded (so
+  ``ductline_job_completed_total{result="timed_out"|"cancelled"}`` counts it, as
+  the dashboard and ``show`` do), never ``lease.lost``;
+- anything else (a rescue, a lease that expired, a row not closed): ``lease.lost``,
+  the event operators alert on.
+
+An attempt is reported once per process: its heartbeat and its outcome may both
+find the same loss.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ductline.errors import StoreError
+from ductline.model.states import AttemptResult
+from ductline.observability.events import RESULT_LABELS, EventName, emit
+from ductline.store import Store
+
+log = logging.getLogger("ductline.engine")
+
+# The results a run's stop records on the attempts it ends in flight (`ductline.model.stops`).
+STOPPED_RESULTS = frozenset({AttemptResult.TIMED_OUT.value, AttemptResult.CANCELLED.value})
+# How many reported attempts a process remembers, to report each once.
+REMEMBERED = 10_000
+
+_reported: OrderedDict[tuple[str, int], None] = OrderedDict()
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """An attempt its driver found without its lease."""
+
+    pipeline: str
+    step: str
+    run_id: str
+    job_id: str
+    attempt: int
+
+
+def _first_report(lost: Lost) -> bool:
+    key = (lost.job_id, lost.attempt)
+    with _lock:
+        if key in _reported:
+            return False
+        _reported[key] = None
+        while len(_reported) > REMEMBERED:
+            _reported.popitem(last=False)
+        return True
+
+
+def _recorded(store: Store, runs: set[str]) -> dict[tuple[str, int], dict[str, Any]]:
+    """The closed attempt rows of ``runs`` by ``(job_id, attempt)``; none for a run
+    that cannot be read (its attempts are then reported as lost leases)."""
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for run_id in sorted(runs):
+        try:
+            attempts = store.run_attempts(run_id)
+        except StoreError as exc:
+            log.warning("cannot read the attempts of run %s: %s", run_id, exc)
+            continue
+        for row in attempts:
+            if row.get("result"):
+                rows[(str(row["job_id"]), int(row["attempt"]))] = row
+    return rows
+
+
+def report_lost(store: Store, lost: Sequence[Lost]) -> None:
+    """Emit, once per attempt, what the module docstring says of each of ``lost``.
+
+    Args:
+        store: where the attempts were recorded (read once per run).
+        lost: the attempts whose lease was found taken.
+    """
+    fresh = [x for x in lost if _first_report(x)]
+    if not fresh:
+        return
+    recorded = _recorded(store, {x.run_id for x in fresh})
+    for x in fresh:
+        fields = {"pipeline": x.pipeline, "step": x.step, "run_id": x.run_id, "job_id": x.job_id,
+                  "attempt": x.attempt}
+        row = recorded.get((x.job_id, x.attempt))
+        if row is None or row["result"] not in STOPPED_RESULTS:
+            emit(EventName.LEASE_LOST, **fields)
+            continue
+        started, finished = row.get("started_ms"), row.get("finished_ms")
+        runtime = None if started is None or finished is None else max(0.0, (int(finished) - int(started)) / 1000)
+        emit(EventName.JOB_COMPLETED, **fields, result=RESULT_LABELS[row["result"]], runtime_seconds=runtime,
+             error_type=row.get("error_type"), outcome=None, reason=None)
