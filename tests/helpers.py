@@ -92,6 +92,31 @@ def start_worker(db_url: str, *, concurrency: int = 2, env: dict[str, str] | Non
     return proc
 
 
+def freeze_outside_a_write(proc: subprocess.Popen[bytes], db_url: str) -> None:
+    """SIGSTOP a worker at a moment it holds no SQLite write lock: stopped inside a
+    write (a heartbeat, a recording), it would hold the database from every other
+    process until it is continued. On PostgreSQL a frozen worker's transaction holds
+    only its own rows, so any moment will do."""
+    if not db_url.startswith("sqlite:///"):
+        proc.send_signal(signal.SIGSTOP)
+        return
+    import sqlite3
+
+    path = db_url.removeprefix("sqlite:///")
+    for _ in range(200):
+        proc.send_signal(signal.SIGSTOP)
+        probe = sqlite3.connect(path, timeout=0.2, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return
+        except sqlite3.OperationalError:
+            proc.send_signal(signal.SIGCONT)  # frozen inside a write: let it finish, try again
+        finally:
+            probe.close()
+    raise AssertionError(f"worker {proc.pid} held the SQLite write lock at every try")
+
+
 # Every worker `start_worker` started, so that one a failing test did not stop is
 # stopped after it (tests/conftest.py) instead of slowing every later test.
 STARTED: list[subprocess.Popen[bytes]] = []

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import events_app
 import pytest
-from helpers import drive, start_worker, stop_worker, wait_for
+from helpers import drive, freeze_outside_a_write, start_worker, stop_worker, wait_for
 
 from ductline.errors import InvalidStateError, RunNotFound
 from ductline.handle import RunHandle
@@ -169,7 +169,7 @@ def test_a_worker_sigkilled_between_the_send_and_the_consuming_step_loses_nothin
     first = start_worker(db_url, app=APP, env=env)
     handle = events_app.orders.trigger(9, database=store)
     wait_for(lambda: deferred(store, handle.id), 30)
-    first.send_signal(signal.SIGSTOP)  # it cannot claim the released step before it dies
+    freeze_outside_a_write(first, db_url)  # it cannot claim the released step before it dies
     try:
         assert handle.send("paid", {"amount": 3}).step == "ship"
     finally:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from helpers import start_worker, stop_worker, wait_for
+from helpers import freeze_outside_a_write, start_worker, stop_worker, wait_for
 
 import watchdog_app
 from ductline.views import run_view
@@ -43,7 +43,7 @@ def test_a_frozen_parent_s_child_stops_at_the_lease_horizon(store, tmp_path):
     try:
         handle = watchdog_app.marked.trigger(str(marks), database=store)
         [(_, first_pid)] = wait_for(lambda: list(_marks(marks)), timeout=60)
-        frozen.send_signal(signal.SIGSTOP)
+        freeze_outside_a_write(frozen, store.url)  # frozen inside a SQLite write, it would hold the rescuer too
         rescuer = start_worker(store.url, concurrency=1, app=APP)
         assert handle.wait(90) == "completed"
         wait_for(lambda: _gone(first_pid), timeout=30)
