@@ -121,8 +121,10 @@ class Tx:
                limits: dict[tuple[str, str], StepLimit] | None, fifo: bool,
                serving: dict[str, str | None], horizon_ms: int = 0) -> list[ClaimedJob]:
         if self._fused and not fifo:
-            claimed = self._claim_fused(worker_id, pipelines, limit, lease_ms, gated=bool(limits), serving=serving,
-                                        horizon_ms=horizon_ms)
+            # With a horizon it is gated whatever the worker serves: a limited job due
+            # within it must not be claimed ahead of its time (the candidate path skips it).
+            claimed = self._claim_fused(worker_id, pipelines, limit, lease_ms, gated=bool(limits) or horizon_ms > 0,
+                                        serving=serving, horizon_ms=horizon_ms)
             if claimed is not None:
                 return claimed
             # A job of a limited step is among the next ones: the limits decide below.
@@ -165,7 +167,8 @@ class Tx:
         """`claim` in one statement (claim_start_jobs): same rows, same deadlines.
         ``gated``: the worker serves limited steps; if the next ready jobs include one
         of them, nothing is claimed and ``None`` returned (the candidate path decides).
-        ``horizon_ms``: as `claim`'s (a claim with a horizon never picks a limited job)."""
+        ``horizon_ms``: as `claim`'s (with it, the caller gates: a claim ahead of time
+        never takes a limited job)."""
         rows = self.s.fetch("claim_start_jobs", {"pipelines": json.dumps(pipelines), "limit": limit,
                                                  "lease_ms": lease_ms, "worker_id": worker_id,
                                                  "gated": gated, "horizon_ms": horizon_ms, **serving})

@@ -441,8 +441,9 @@ FROM jsonb_to_recordset(:items::jsonb) AS x(job_id text, attempt bigint, run_id 
 -- Without a limited job the fused claim serves, whatever limits the worker knows.
 -- The result always has one row at least: a row without an id only carries `limited`
 -- (and `wake`'s columns, on every row).
--- :horizon_ms > 0: also the jobs of unlimited steps that become ready within it (a
--- claim ahead of their time, ductline.store.claims); 0: ready jobs only.
+-- :horizon_ms > 0: also the jobs that become ready within it (a claim ahead of their
+-- time, ductline.store.claims), always :gated: a limited job among them is left to the
+-- candidate path, which takes only unlimited ones then; 0: ready jobs only.
 WITH picked AS (
     SELECT c.id, c.limit_key FROM ductline_ready_queues queues CROSS JOIN LATERAL (
         SELECT j.id, j.priority, j.phase, j.not_before_ms, j.limit_key
@@ -450,7 +451,6 @@ WITH picked AS (
         WHERE j.status = 'pending' AND j.throttled = 0 AND j.queue = queues.queue
           AND j.priority = queues.priority
           AND j.phase = queues.phase AND j.not_before_ms <= (SELECT ductline_now_ms()) + :horizon_ms
-          AND (:horizon_ms = 0 OR j.limit_key IS NULL)
           AND :pipelines::jsonb ? j.pipeline
           AND (:definitions::jsonb IS NULL OR :definitions::jsonb ? j.definition)
         ORDER BY j.not_before_ms
