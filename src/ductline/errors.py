@@ -149,9 +149,8 @@ class PayloadNotSerializable(DuctlineError, TypeError):
     ``non_retryable_error`` unless the step's ``retry_on`` names it. A ``TypeError``
     the step's own body raises stays an ordinary error, retried under the budget.
 
-    Args:
-        message: where the value is and why it does not round-trip, e.g.
-            ``"output of step 'load': bytes value b'x' does not round-trip through JSON"``.
+    Its message says where the value is and why it does not round-trip, e.g.
+    ``"output of step 'load': bytes value b'x' does not round-trip through JSON"``.
     """
 
 
