@@ -302,20 +302,16 @@ class Claimer:
                 jobs = tx.claim(self._worker_id, self._pipelines, wanted, self._settings.lease_ms,
                                 limits=self._limits, fifo=self._claims % FIFO_EVERY == 0,
                                 queues=self._queues, definitions=self._versions)
-                looked = len(jobs) < wanted and self._upcoming_soon()
-                early = early_room(wanted - len(jobs), self.ahead.early(), self._usable(),
-                                   self.ahead.started_within(self._usable(), HORIZON_SECONDS)) if looked else 0
-                if early:
-                    # No more ready jobs: those due within the horizon, to start at their time.
-                    jobs += tx.claim(self._worker_id, self._pipelines, early, self._settings.lease_ms,
-                                     queues=self._queues, definitions=self._versions,
-                                     horizon_ms=round(HORIZON_SECONDS * 1000))
+                unfilled = wanted - len(jobs)
+                usable = self._usable()
+                early, looked = self._claim_early(tx, unfilled, self.ahead.early(), usable,
+                                                  self.ahead.started_within(usable, HORIZON_SECONDS))
+                jobs += early
                 received = self._clock.now()
                 # When to wake next is read in the claim's transaction (as the recording's
                 # claim does), not after the dispatch: a read there kept the loop from the
                 # result of an attempt that had just started.
-                wakeups = None if len(jobs) == wanted and not early else \
-                    tx.next_wakeups(self._pipelines, self._queues, self._versions)
+                wakeups = None if not unfilled else tx.next_wakeups(self._pipelines, self._queues, self._versions)
             self._dispatch(jobs, sent, received)
             if wakeups is None:
                 self.next_claim = 0.0  # there may be more
@@ -340,6 +336,19 @@ class Claimer:
         except StoreError as exc:
             # The held jobs then start by the older measurement, later but never early.
             log.debug("Database clock not read (%s)", exc)
+
+    def _claim_early(self, tx: Tx, unfilled: int, held: int, usable: int,
+                     in_time: int) -> tuple[list[ClaimedJob], bool]:
+        """After a claim found ``unfilled`` fewer ready jobs than it wanted: the jobs due
+        within the horizon it takes too, to start at their times (`early_room` says
+        how many; ``held``, ``usable`` and ``in_time`` as it takes them), and whether it
+        looked within the horizon at all (the next not-before time is that near)."""
+        looked = unfilled > 0 and self._upcoming_soon()
+        room = early_room(unfilled, held, usable, in_time) if looked else 0
+        if not room:
+            return [], looked
+        return tx.claim(self._worker_id, self._pipelines, room, self._settings.lease_ms, queues=self._queues,
+                        definitions=self._versions, horizon_ms=round(HORIZON_SECONDS * 1000)), looked
 
     def _upcoming_soon(self) -> bool:
         """The next not-before time the last claim saw is within the horizon."""
@@ -434,15 +443,11 @@ class Claimer:
                                      definitions=self._versions) if more > 0 else [])
             # A busy worker claims in its recordings, not on its timer: they claim the
             # jobs due within the horizon too, as the loop's claim does.
-            looked = len(jobs) < wanted and self._upcoming_soon()
-            early = early_room(wanted - len(jobs), held_early, usable, in_time) if looked else 0
-            if early:
-                jobs += tx.claim(self._worker_id, self._pipelines, early, self._settings.lease_ms,
-                                 queues=self._queues, definitions=self._versions,
-                                 horizon_ms=round(HORIZON_SECONDS * 1000))
+            unfilled = wanted - len(jobs)
+            early, looked = self._claim_early(tx, unfilled, held_early, usable, in_time)
+            jobs += early
             received = self._clock.now()
-            wakeups = None if len(jobs) == wanted and not early else \
-                tx.next_wakeups(self._pipelines, self._queues, self._versions)
+            wakeups = None if not unfilled else tx.next_wakeups(self._pipelines, self._queues, self._versions)
 
             def started() -> None:
                 self._dispatch(jobs, sent, received, handed=len(given))
