@@ -94,6 +94,19 @@ def test_run_attempts_in_order(store: Store) -> None:
     assert job(store, run_id, job_id)["output"] == "42"
 
 
+def test_get_attempt_reads_one_attempt_by_its_key(store: Store) -> None:
+    run_id, (job_id,) = create_run(store)
+    first = claim_one(store)
+    assert store.get_attempt(job_id, 1)["result"] is None  # open
+    with store.transaction() as tx:
+        assert tx.retry_job(job_id, first.lease_token, 0)
+        tx.close_attempt(job_id, 1, first.lease_token, AttemptResult.TIMED_OUT, "TimeoutError", "too slow")
+    claim_one(store, worker_id="worker-2")
+    assert store.get_attempt(job_id, 1) == store.run_attempts(run_id)[0]
+    assert (store.get_attempt(job_id, 2)["worker_id"], store.get_attempt(job_id, 2)["result"]) == ("worker-2", None)
+    assert store.get_attempt(job_id, 3) is None and store.get_attempt("no-such-job", 1) is None
+
+
 def test_run_progress_counts_jobs_by_status(store: Store) -> None:
     run_id, job_ids = create_run(store, *[{} for _ in range(5)], {"delay_ms": 600_000})
     assert store.run_progress(run_id) == {"pending": 6}

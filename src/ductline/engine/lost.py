@@ -64,37 +64,32 @@ def _first_report(lost: Lost) -> bool:
         return True
 
 
-def _recorded(store: Store, runs: set[str]) -> dict[tuple[str, int], dict[str, Any]]:
-    """The closed attempt rows of ``runs`` by ``(job_id, attempt)``; none for a run
-    that cannot be read (its attempts are then reported as lost leases)."""
-    rows: dict[tuple[str, int], dict[str, Any]] = {}
-    for run_id in sorted(runs):
-        try:
-            attempts = store.run_attempts(run_id)
-        except StoreError as exc:
-            log.warning("cannot read the attempts of run %s: %s", run_id, exc)
-            continue
-        for row in attempts:
-            if row.get("result"):
-                rows[(str(row["job_id"]), int(row["attempt"]))] = row
-    return rows
+def _recorded(store: Store, x: Lost) -> dict[str, Any] | None:
+    """The closed row of attempt ``x``, by its key (a run of an expand may hold
+    thousands of attempts); ``None`` if it is open, missing or cannot be read (it is
+    then reported as a lost lease)."""
+    try:
+        row = store.get_attempt(x.job_id, x.attempt)
+    except StoreError as exc:
+        log.warning("cannot read attempt %d of job %s: %s", x.attempt, x.job_id, exc)
+        return None
+    return row if row is not None and row.get("result") else None
 
 
 def report_lost(store: Store, lost: Sequence[Lost]) -> None:
     """Emit, once per attempt, what the module docstring says of each of ``lost``.
 
     Args:
-        store: where the attempts were recorded (read once per run).
+        store: where the attempts were recorded (each read by its key).
         lost: the attempts whose lease was found taken.
     """
     fresh = [x for x in lost if _first_report(x)]
     if not fresh:
         return
-    recorded = _recorded(store, {x.run_id for x in fresh})
     for x in fresh:
         fields = {"pipeline": x.pipeline, "step": x.step, "run_id": x.run_id, "job_id": x.job_id,
                   "attempt": x.attempt}
-        row = recorded.get((x.job_id, x.attempt))
+        row = _recorded(store, x)
         if row is None or row["result"] not in STOPPED_RESULTS:
             emit(EventName.LEASE_LOST, **fields)
             continue

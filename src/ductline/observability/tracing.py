@@ -355,12 +355,11 @@ class TracingSubscriber:
         if self.store is None:
             return None
         try:
-            for row in self.store.run_attempts(a["run_id"]):
-                if row["job_id"] == a["job_id"] and int(row["attempt"]) == int(a["attempt"]):
-                    return _ms_to_ns(row["started_ms"])
+            row = self.store.get_attempt(a["job_id"], int(a["attempt"]))
         except StoreError as exc:
             log.warning("cannot read attempt times of run %s: %s", a["run_id"], exc)
-        return None
+            return None
+        return None if row is None else _ms_to_ns(row["started_ms"])
 
     def _attempt_event(self, a: dict[str, Any], name: str, attributes: dict[str, Any]) -> None:
         span = self._peek(a)
@@ -395,12 +394,11 @@ class TracingSubscriber:
         if self.store is None:
             return None
         try:
-            for row in self.store.run_attempts(a["run_id"]):
-                if row["job_id"] == a["job_id"] and int(row["attempt"]) == int(a["attempt"]):
-                    return row if row.get("result") else None
+            row = self.store.get_attempt(a["job_id"], int(a["attempt"]))
         except StoreError as exc:
             log.warning("cannot read the attempts of run %s: %s", a["run_id"], exc)
-        return None
+            return None
+        return row if row is not None and row.get("result") else None
 
     # -- runs --------------------------------------------------------------------------------
     def _run_row(self, run_id: str) -> dict[str, Any] | None:

@@ -318,6 +318,17 @@ class Store:
         with self.dialect.reader() as s:
             return s.fetch("run_attempts", {"run_id": run_id})
 
+    def get_attempt(self, job_id: str, attempt: int) -> dict[str, Any] | None:
+        """One attempt's row (the `run_attempts` columns), or ``None`` if it was never
+        recorded: a point read by its primary key, whatever the size of its run.
+
+        Raises:
+            StoreError: the database could not be read.
+        """
+        with self.dialect.reader() as s:
+            rows = s.fetch("get_attempt", {"job_id": job_id, "attempt": attempt})
+        return rows[0] if rows else None
+
     def run_progress(self, run_id: str) -> dict[str, int]:
         with self.dialect.reader() as s:
             return {r["status"]: int(r["n"]) for r in s.fetch("run_progress", {"run_id": run_id})}

@@ -157,6 +157,11 @@ FROM ductline_jobs WHERE run_id = :run_id ORDER BY created_ms, coalesce(elem_ind
 SELECT job_id, attempt, result, started_ms, deadline_ms, finished_ms, error_type, error, traceback, worker_id
 FROM ductline_attempts WHERE run_id = :run_id ORDER BY job_id, attempt;
 
+-- name: get_attempt
+-- One attempt by its primary key (a driver looking up what was recorded of its own).
+SELECT job_id, attempt, result, started_ms, deadline_ms, finished_ms, error_type, error, traceback, worker_id
+FROM ductline_attempts WHERE job_id = :job_id AND attempt = :attempt;
+
 -- name: run_progress
 SELECT status, count(*) AS n FROM ductline_jobs WHERE run_id = :run_id GROUP BY status;
 
