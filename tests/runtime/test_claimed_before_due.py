@@ -1,4 +1,4 @@
-"""Delayed jobs claimed shortly before their time (`ductline.runtime.claimer`,
+"""Delayed jobs claimed shortly before their time (`ductline.runtime.horizon`,
 `HORIZON_SECONDS`) and held in the worker's queue ahead until it comes
 (`ductline.runtime.ahead`). A held job keeps the contract of a queued one: its step
 is never called before its not-before time, its clocks start when it starts, a
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apps"))
 import early_app  # noqa: E402
 
 from ductline.model.outcomes import RELEASED_TYPE  # noqa: E402
-from ductline.runtime import ahead as ahead_queue, claimer, heartbeat  # noqa: E402
+from ductline.runtime import ahead as ahead_queue, heartbeat, horizon  # noqa: E402
 from ductline.runtime.ahead import Ahead  # noqa: E402
 from ductline.store.records import ClaimedJob  # noqa: E402
 
@@ -38,7 +38,7 @@ inprocess_worker = inprocess_worker_fixture(APP, concurrency=1)
 def marks(tmp_path, monkeypatch):
     path = tmp_path / "marks.txt"
     monkeypatch.setenv("EARLY_MARKS", str(path))
-    monkeypatch.setattr(claimer, "HORIZON_SECONDS", HORIZON)
+    monkeypatch.setattr(horizon, "HORIZON_SECONDS", HORIZON)
     return lambda: path.read_text(encoding="utf-8").split() if path.exists() else []
 
 
@@ -145,7 +145,7 @@ def test_a_worker_claims_before_their_time_no_more_jobs_than_it_can_start_then(s
 def start_wide_worker(db_url: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """`helpers.start_worker` with the horizon widened in the worker parent (which
     never imports the app: user code runs in its children only)."""
-    code = (f"from ductline.runtime import claimer; claimer.HORIZON_SECONDS = {HORIZON}; "
+    code = (f"from ductline.runtime import horizon; horizon.HORIZON_SECONDS = {HORIZON}; "
             "import runpy, sys; sys.argv[0] = 'ductline'; runpy.run_module('ductline', run_name='__main__')")
     proc = subprocess.Popen([sys.executable, "-c", code, "worker", "--app", APP, "--database", db_url,
                              "--concurrency", "1"], env={**os.environ, **helpers.FAST_ENV, **env})
@@ -201,17 +201,17 @@ def test_held_jobs_enter_the_queue_at_their_times_and_are_renewed_and_given_back
 
 
 def test_the_next_delayed_job_is_claimed_before_its_time_even_when_due_just_past_the_last_window():
-    horizon = 0.05
+    lead = 0.05
     # Nothing looked within the horizon: claim 50 ms before its time, or now if that is past.
-    assert claimer.early_claim_time(20.0, now=10.0, looked_until=None, horizon=horizon) == 19.95
-    assert claimer.early_claim_time(10.0, now=9.99, looked_until=None, horizon=horizon) == 9.99
+    assert horizon.early_claim_time(20.0, now=10.0, looked_until=None, horizon=lead) == 19.95
+    assert horizon.early_claim_time(10.0, now=9.99, looked_until=None, horizon=lead) == 9.99
     # A claim sent at 9.93 looked up to 9.98 and ran dry at 9.99 (it took 60 ms): the
     # job due at 10.0 was beyond its window, so it is claimed at once -- not at its
     # time, which made it late by a whole claim.
-    assert claimer.early_claim_time(10.0, now=9.99, looked_until=9.98, horizon=horizon) == 9.99
+    assert horizon.early_claim_time(10.0, now=9.99, looked_until=9.98, horizon=lead) == 9.99
     # Inside the window it looked at, the claim left it on purpose: at its time.
-    assert claimer.early_claim_time(10.0, now=9.99, looked_until=10.01, horizon=horizon) is None
-    assert claimer.early_claim_time(10.0, now=9.0, looked_until=None, horizon=0.0) is None
+    assert horizon.early_claim_time(10.0, now=9.99, looked_until=10.01, horizon=lead) is None
+    assert horizon.early_claim_time(10.0, now=9.0, looked_until=None, horizon=0.0) is None
 
 
 def test_jobs_claimed_before_their_time_have_the_database_clock_read_again(store, inprocess_worker, marks,
@@ -219,7 +219,7 @@ def test_jobs_claimed_before_their_time_have_the_database_clock_read_again(store
     """A held job waits past its time by the clock's error bound, and a claim's
     measurement is as loose as half its transaction: the clock is read on its own
     right after such a claim (here whatever the bound, so the read is seen)."""
-    monkeypatch.setattr(claimer, "CLOCK_PROBE_ABOVE_MS", -1.0)
+    monkeypatch.setattr(horizon, "CLOCK_PROBE_ABOVE_MS", -1.0)
     worker = inprocess_worker()
     reads = []
     original = worker.store.now_ms
@@ -242,9 +242,9 @@ def test_short_attempts_let_a_worker_hold_the_jobs_its_slots_start_within_the_ho
     assert ahead.started_within(2, 0.05) == 0  # no attempt seen yet
     ahead.observe(0.002)
     assert ahead.started_within(2, 0.05) == 50
-    assert claimer.early_room(2, held=10, usable_slots=2, in_time=50) == 40
-    assert claimer.early_room(2, held=0, usable_slots=2, in_time=500) == claimer.EARLY_PER_SLOT * 2
+    assert horizon.early_room(2, held=10, usable_slots=2, in_time=50) == 40
+    assert horizon.early_room(2, held=0, usable_slots=2, in_time=500) == horizon.EARLY_PER_SLOT * 2
     # Long attempts: only what the claim wanted (the free slots), less what is held.
     ahead.observe(5.0)
     assert ahead.started_within(2, 0.05) == 0
-    assert claimer.early_room(2, held=1, usable_slots=2, in_time=0) == 1
+    assert horizon.early_room(2, held=1, usable_slots=2, in_time=0) == 1

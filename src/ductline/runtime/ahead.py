@@ -43,7 +43,7 @@ then it holds up to `AHEAD_SECONDS` of work per slot, at most `MAX_DEPTH` jobs,
 which bounds what a worker keeps from the others.
 
 Jobs claimed before their time: a delayed job due within a short horizon is claimed
-ahead of its not-before time (`ductline.runtime.claimer`), so that at that time it
+ahead of its not-before time (`ductline.runtime.horizon`), so that at that time it
 starts on a warm child with no claim on its path. Such a job is held apart
 (`add_early`), not in the queue: it never starts, nor is it sent ahead to a child, before
 its start time (`promote` moves it into the queue then). Held, it keeps the

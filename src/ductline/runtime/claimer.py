@@ -20,14 +20,10 @@ claimed so is held for its slot (`held`): an attempt that nears its deadline whi
 another's successor waits in the queue gets one of its own, and neither is sent
 ahead to another child (`ductline.runtime.prefetch`).
 
-A delayed job is claimed `HORIZON_SECONDS` before its not-before time: the timer
-fires that much early, and a claim that found no more ready jobs then also claims
-those of steps without limits that become ready within the horizon
-(`ductline.store.claims`), at most `EARLY_PER_SLOT` per slot. They wait apart in the
-queue ahead (`Ahead.add_early`) and start at their time, when the database clock has
-surely passed it (`DatabaseClock.passed`), with no claim transaction on the path;
-their attempts' clocks start then, as a queued job's do (`_start_queued`). A job due
-later is left to the worker that comes first.
+A delayed job is claimed shortly before its not-before time
+(`ductline.runtime.horizon`): a claim that found no more ready jobs also takes
+those; their attempts' clocks start when they start, as a queued job's do
+(`_start_queued`).
 """
 
 from __future__ import annotations
@@ -49,6 +45,7 @@ from ductline.engine.batch import Handoff
 from ductline.engine.stop import expire_due
 from ductline.runtime import faults
 from ductline.runtime.ahead import Ahead
+from ductline.runtime.horizon import Horizon
 from ductline.runtime.outbox import Outage
 from ductline.runtime.scheduler import Scheduler
 from ductline.runtime.slots import Runner, Slot
@@ -66,16 +63,6 @@ log = logging.getLogger("ductline.worker")
 # held from other workers for an attempt that then ends in time (it then starts
 # on the slot that attempt freed, as any job claimed ahead).
 ENDING_LEAD_SECONDS = 0.05
-# How long before its not-before time a delayed job is claimed (seconds): longer than
-# a claim transaction takes on a busy machine (3 to 12 ms, tens under heavy load), so
-# that the claim is over before the job is due; short, so that a job is held from
-# other workers only for moments.
-HORIZON_SECONDS = 0.05
-# Jobs claimed before their time that a worker holds at most, per slot.
-EARLY_PER_SLOT = 32
-# The database clock's error bound (milliseconds) over which jobs just claimed before
-# their time have the clock read once more on its own (`Claimer._tighten_clock`).
-CLOCK_PROBE_ABOVE_MS = 0.5
 
 
 class Claimer:
@@ -118,6 +105,8 @@ class Claimer:
         self._outage = outage
         self._healthy = healthy
         self.ahead = ahead if ahead is not None else Ahead(depth=0)
+        self._horizon = Horizon(store, clock, worker_id, self._pipelines, lease_ms=settings.lease_ms,
+                                queues=self._queues, definitions=self._versions)
         # Told of the run deadlines of the jobs it starts (epoch ms, database clock):
         # the worker's maintenance thread ends a run with nothing running at its deadline.
         self.on_run_deadline: Callable[[int], None] = lambda deadline_ms: None
@@ -132,9 +121,6 @@ class Claimer:
             else settings.poll_interval
         self.next_claim = 0.0                 # monotonic; 0.0: claim at once
         self.timer: float | None = None       # the next not-before time or schedule tick
-        # The next not-before time a claim saw (epoch ms, database clock): within the
-        # horizon, a claim takes the jobs that become ready then too.
-        self._upcoming_ms: int | None = None
         self.deadline_timer: float | None = None  # the next run deadline
         # Slots (by index) whose attempt nearing its deadline already had its
         # successor claimed ahead, with that attempt's deadline (one claim per attempt).
@@ -304,8 +290,8 @@ class Claimer:
                                 queues=self._queues, definitions=self._versions)
                 unfilled = wanted - len(jobs)
                 usable = self._usable()
-                early, looked = self._claim_early(tx, unfilled, self.ahead.early(), usable,
-                                                  self.ahead.started_within(usable, HORIZON_SECONDS))
+                early, looked_until = self._horizon.claim(tx, unfilled, self.ahead.early(), usable,
+                                                          self._horizon.in_time(self.ahead, usable), sent)
                 jobs += early
                 received = self._clock.now()
                 # When to wake next is read in the claim's transaction (as the recording's
@@ -316,44 +302,9 @@ class Claimer:
             if wakeups is None:
                 self.next_claim = 0.0  # there may be more
                 return
-            self._ran_dry(now, wakeups, looked_until=sent + HORIZON_SECONDS if looked else None)
+            self._ran_dry(now, wakeups, looked_until=looked_until)
         except StoreError as exc:
             self._outage.failed("claiming", exc)
-
-    def _tighten_clock(self) -> None:
-        """Measure the database clock on its own when jobs were just claimed before
-        their time and the kept measurement's error bound is over `CLOCK_PROBE_ABOVE_MS`:
-        a held job waits that bound past its time (`DatabaseClock.passed`), and the
-        bound of a claim's measurement is half the whole claim transaction (3 to 12 ms
-        on a busy machine), or an older one's grown with its age. One read of the
-        clock is one short round trip, so its bound is a fraction of a millisecond."""
-        if self._clock.error_ms() <= CLOCK_PROBE_ABOVE_MS:
-            return
-        try:
-            sent = self._clock.now()
-            db_ms = self._store.now_ms()
-            self._clock.measure(db_ms, sent, self._clock.now())
-        except StoreError as exc:
-            # The held jobs then start by the older measurement, later but never early.
-            log.debug("Database clock not read (%s)", exc)
-
-    def _claim_early(self, tx: Tx, unfilled: int, held: int, usable: int,
-                     in_time: int) -> tuple[list[ClaimedJob], bool]:
-        """After a claim found ``unfilled`` fewer ready jobs than it wanted: the jobs due
-        within the horizon it takes too, to start at their times (`early_room` says
-        how many; ``held``, ``usable`` and ``in_time`` as it takes them), and whether it
-        looked within the horizon at all (the next not-before time is that near)."""
-        looked = unfilled > 0 and self._upcoming_soon()
-        room = early_room(unfilled, held, usable, in_time) if looked else 0
-        if not room:
-            return [], looked
-        return tx.claim(self._worker_id, self._pipelines, room, self._settings.lease_ms, queues=self._queues,
-                        definitions=self._versions, horizon_ms=round(HORIZON_SECONDS * 1000)), looked
-
-    def _upcoming_soon(self) -> bool:
-        """The next not-before time the last claim saw is within the horizon."""
-        return HORIZON_SECONDS > 0 and self._upcoming_ms is not None and \
-            self._upcoming_ms <= self._clock.db_now_ms() + HORIZON_SECONDS * 1000
 
     def _due(self, now: float) -> bool:
         """Whether the loop claims now: its poll came, a timer fired, or it was woken."""
@@ -371,7 +322,7 @@ class Claimer:
         if self._scheduler.fire_due():
             self.next_claim = 0.0  # the runs just started have ready jobs
         upcoming, deadline = wakeups
-        self._upcoming_ms = upcoming
+        self._horizon.saw(upcoming)
         tick = self._scheduler.next_fire_ms
         timers = [] if upcoming is None else [self._timer_for(upcoming, now, looked_until)]
         if tick is not None:
@@ -380,15 +331,15 @@ class Claimer:
         self.deadline_timer = None if deadline is None else self._clock.to_monotonic(deadline)
 
     def _timer_for(self, upcoming_ms: int, now: float, looked_until: float | None) -> float:
-        """When to claim for the next not-before time (monotonic): `HORIZON_SECONDS`
+        """When to claim for the next not-before time (monotonic): within the horizon
         before it, to claim the job before its time, or at once if that is past; at
         the time itself if the claim just now looked that far and left the job (one
         of a limited step, or no room for more jobs claimed early): asking again
         before then would spin. A job due after ``looked_until`` was beyond the
         window that claim looked at -- the window moves on while a claim runs, and a
-        job due just past it is claimed at once, not at its time."""
+        job due just past it is claimed at once, not at its time (`Horizon.claim_time`)."""
         due = self._clock.to_monotonic(upcoming_ms)
-        early = early_claim_time(due, now, looked_until, HORIZON_SECONDS)
+        early = self._horizon.claim_time(due, now, looked_until)
         return _at(due) if early is None else early
 
     def claim_in(self) -> "Planned | None":
@@ -428,7 +379,7 @@ class Claimer:
         self._claims += 1
         fifo = self._claims % FIFO_EVERY == 0
         held_early, usable = self.ahead.early(), self._usable()  # read here, on the loop's thread
-        in_time = self.ahead.started_within(usable, HORIZON_SECONDS)
+        in_time = self._horizon.in_time(self.ahead, usable)
 
         def claim(tx: Tx) -> Callable[[], None]:
             sent = self._clock.now()
@@ -444,7 +395,7 @@ class Claimer:
             # A busy worker claims in its recordings, not on its timer: they claim the
             # jobs due within the horizon too, as the loop's claim does.
             unfilled = wanted - len(jobs)
-            early, looked = self._claim_early(tx, unfilled, held_early, usable, in_time)
+            early, looked_until = self._horizon.claim(tx, unfilled, held_early, usable, in_time, sent)
             jobs += early
             received = self._clock.now()
             wakeups = None if not unfilled else tx.next_wakeups(self._pipelines, self._queues, self._versions)
@@ -454,7 +405,7 @@ class Claimer:
                 if wakeups is None:
                     self.next_claim = 0.0  # there may be more
                 else:
-                    self._ran_dry(received, wakeups, looked_until=sent + HORIZON_SECONDS if looked else None)
+                    self._ran_dry(received, wakeups, looked_until=looked_until)
             return started
         return Planned(claim, handoff)
 
@@ -483,7 +434,7 @@ class Claimer:
         if early:
             jobs = [job for job in jobs if job.not_before_ms <= job.started_ms]
             self.ahead.add_early(early, sent)
-            self._tighten_clock()
+            self._horizon.tighten_clock()
         # Jobs beyond the free slots wait in the queue ahead, their leases held since the claim.
         self.ahead.add(jobs[len(free):], sent, run_deadline=self._run_deadline)
         for slot, job in zip(free, jobs):
@@ -555,40 +506,6 @@ class Planned:
 
     def __call__(self, tx: Tx) -> Callable[[], None]:
         return self._claim(tx)
-
-
-def early_claim_time(due: float, now: float, looked_until: float | None, horizon: float) -> float | None:
-    """When to claim a delayed job before its time (monotonic seconds), or ``None``:
-    claim it at its time.
-
-    Args:
-        due: when the job becomes ready (monotonic seconds).
-        now: the time the last claim ran dry (monotonic seconds).
-        looked_until: the last claim looked for jobs due within the horizon, at least
-            up to this instant (its start plus the horizon); ``None``: it did not.
-        horizon: how long before its time a job is claimed (seconds).
-
-    A job inside the window the last claim looked at was left by it on purpose (a
-    limited step, or no room): claiming again before its time would spin. A job due
-    after that window is claimed ``horizon`` before its time, or at once if that is
-    past -- the window moves on while a claim runs, and the next job is often due
-    just past it.
-    """
-    if horizon <= 0 or (looked_until is not None and due <= looked_until):
-        return None
-    return max(due - horizon, now)
-
-
-def early_room(unfilled: int, held: int, usable_slots: int, in_time: int = 0) -> int:
-    """How many jobs a claim may take before their not-before times: as many as it
-    wanted and found no ready job for (its free slots, and the room of the queue
-    ahead, which is none while attempts are long or not yet seen: `Ahead.room`), or
-    as many as its slots start within the horizon at the recent attempt length
-    (``in_time``, `Ahead.started_within`: short attempts, jobs due one after another),
-    whichever is more, less the jobs already held for their times, at most
-    `EARLY_PER_SLOT` per slot. A job held beyond that would wait for a slot after its
-    time, taken from idle workers until the queue is given back as overdue."""
-    return max(0, min(EARLY_PER_SLOT * usable_slots, max(unfilled, in_time)) - held)
 
 
 def _at(time: float) -> float:

@@ -30,7 +30,7 @@ transaction lock on PostgreSQL; SQLite's single writer needs none), and
 
 A claim with a horizon (``horizon_ms``) also takes the jobs that become ready within
 it, so that a worker can start a delayed job at its time with no claim on the path
-(`ductline.runtime.claimer`). It reads the same ranges in the same order, through the
+(`ductline.runtime.horizon`). It reads the same ranges in the same order, through the
 candidates below, and takes only jobs of steps without limits: their limits count
 an attempt from its claim, and a rate slot handed out early would be used late.
 """
