@@ -1,5 +1,5 @@
 """An attempt about to be killed at its deadline has the job that follows it on its
-slot claimed before the kill (`ductline.runtime.claimer`): when the kill frees the
+slot claimed before the kill (`ductline.runtime.successors`): when the kill frees the
 slot, that job starts on a warm child with no claim in between, and the killed
 attempt's failure is recorded at once, not after a claim of its own. A real worker
 (in a thread of this process) with real children, on both backends."""
@@ -15,7 +15,7 @@ import rt_app
 from ductline.config import load_settings
 from ductline.observability import events
 from ductline.observability.events import EventName
-from ductline.runtime import claimer
+from ductline.runtime import successors
 from ductline.runtime.launch import build_worker
 from ductline.store import open_store
 from helpers import APP, wait_for
@@ -24,7 +24,7 @@ from helpers import APP, wait_for
 def test_the_job_after_an_attempt_killed_at_its_deadline_is_claimed_before_the_kill(store, db_url, monkeypatch):
     # A wider lead than the default, so a busy machine cannot make the loop miss it;
     # still well under the queue's freshness, so the queued job starts without a renewal.
-    monkeypatch.setattr(claimer, "ENDING_LEAD_SECONDS", 0.3)
+    monkeypatch.setattr(successors, "ENDING_LEAD_SECONDS", 0.3)
     stuck = rt_app.timeout_pipeline.trigger(120, database=store)   # killed at its 1 s deadline
     after = rt_app.busy.trigger(0, database=store)                  # ready behind it
     seen: list[tuple[str, dict[str, Any]]] = []
@@ -68,7 +68,7 @@ def test_attempts_ending_one_after_the_other_each_get_their_own_successor(store,
     # Two attempts near their deadlines at once, the second's claimed a little later:
     # the job claimed ahead for the first is held for it, so the second gets one of
     # its own, and neither kill waits for a claim.
-    monkeypatch.setattr(claimer, "ENDING_LEAD_SECONDS", 0.45)  # more than the gap between the claims below
+    monkeypatch.setattr(successors, "ENDING_LEAD_SECONDS", 0.45)  # more than the gap between the claims below
     seen: list[tuple[str, dict[str, Any]]] = []
     unsubscribe = events.subscribe(lambda name, fields: seen.append((str(name), dict(fields))))
     worker_store = open_store(db_url)
@@ -117,7 +117,7 @@ def test_a_job_claimed_ahead_of_a_kill_does_not_start_if_its_run_was_cancelled_j
     # workers find it by reading the leases (tests/runtime/test_cancel_races.py).
     if store.dialect.name == "sqlite":
         pytest.skip("SQLite sends no cancel notification")
-    monkeypatch.setattr(claimer, "ENDING_LEAD_SECONDS", 0.3)
+    monkeypatch.setattr(successors, "ENDING_LEAD_SECONDS", 0.3)
     seen: list[tuple[str, dict[str, Any]]] = []
     unsubscribe = events.subscribe(lambda name, fields: seen.append((str(name), dict(fields))))
     worker_store = open_store(db_url)

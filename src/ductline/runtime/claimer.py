@@ -13,17 +13,10 @@ there at once (`fill_free`), and the claims that refill the queue ride along wit
 the recording of results (`claim_in`).
 
 An attempt about to be killed at its deadline gets its slot's next job claimed
-ahead too (`ENDING_LEAD_SECONDS` before it): when the kill frees the slot, the
-next attempt starts on a warm child at once, and the killed attempt's failure is
-recorded in a transaction of its own right away, with no claim before it. A job
-claimed so is held for its slot (`held`): an attempt that nears its deadline while
-another's successor waits in the queue gets one of its own, and neither is sent
-ahead to another child (`ductline.runtime.prefetch`).
-
-A delayed job is claimed shortly before its not-before time
-(`ductline.runtime.horizon`): a claim that found no more ready jobs also takes
-those; their attempts' clocks start when they start, as a queued job's do
-(`_start_queued`).
+ahead too (`ductline.runtime.successors`), and a delayed job is claimed shortly
+before its not-before time (`ductline.runtime.horizon`): a claim that found no
+more ready jobs also takes those; their attempts' clocks start when they start, as
+a queued job's do (`_start_queued`).
 """
 
 from __future__ import annotations
@@ -49,6 +42,7 @@ from ductline.runtime.horizon import Horizon
 from ductline.runtime.outbox import Outage
 from ductline.runtime.scheduler import Scheduler
 from ductline.runtime.slots import Runner, Slot
+from ductline.runtime.successors import Successors
 from ductline.runtime.threads import ThreadAttempt
 from ductline.runtime.wakeup import Wakeup
 from ductline.store import Store
@@ -57,12 +51,6 @@ from ductline.store.records import ClaimedJob
 from ductline.store.store import Tx
 
 log = logging.getLogger("ductline.worker")
-
-# How long before an attempt's deadline the job that follows it on its slot is
-# claimed (seconds): longer than a claim takes, short enough that a job is rarely
-# held from other workers for an attempt that then ends in time (it then starts
-# on the slot that attempt freed, as any job claimed ahead).
-ENDING_LEAD_SECONDS = 0.05
 
 
 class Claimer:
@@ -105,6 +93,7 @@ class Claimer:
         self._outage = outage
         self._healthy = healthy
         self.ahead = ahead if ahead is not None else Ahead(depth=0)
+        self.successors = Successors(slots, enforcer, self.ahead, renew_now)
         self._horizon = Horizon(store, clock, worker_id, self._pipelines, lease_ms=settings.lease_ms,
                                 queues=self._queues, definitions=self._versions)
         # Told of the run deadlines of the jobs it starts (epoch ms, database clock):
@@ -122,9 +111,6 @@ class Claimer:
         self.next_claim = 0.0                 # monotonic; 0.0: claim at once
         self.timer: float | None = None       # the next not-before time or schedule tick
         self.deadline_timer: float | None = None  # the next run deadline
-        # Slots (by index) whose attempt nearing its deadline already had its
-        # successor claimed ahead, with that attempt's deadline (one claim per attempt).
-        self._covered: dict[int, float] = {}
 
     def soon(self) -> None:
         """Claim on the next turn of the loop (a slot became usable, or work may be ready)."""
@@ -138,54 +124,8 @@ class Claimer:
         if free and not stopping and self.next_claim == 0.0:
             times.append(self._clock.now())
         if not stopping:
-            # Only times to come: one already past is due now (`_due`), and if the
-            # claim cannot run (an outage) the loop must not spin on it.
-            now = self._clock.now()
-            times += [at for at in (d - ENDING_LEAD_SECONDS for d in self._uncovered().values()) if at > now]
+            times += self.successors.wake_times(self._clock.now())
         return times
-
-    def held(self) -> int:
-        """How many jobs of the queue ahead are held for the attempts that had their
-        successor claimed ahead and have not ended yet (at most; a claim may have found
-        fewer): those jobs start on these attempts' slots, not ahead on other children."""
-        if not self._covered:
-            return 0  # the common case, asked on every turn of the loop: no lock taken
-        self._forget_ended(self._enforcer.deadlines())
-        return len(self._covered)
-
-    def _forget_ended(self, deadlines: dict[int, float]) -> None:
-        """Covered attempts that ended (their slot's deadline is gone or another's)
-        hold nothing any more."""
-        self._covered = {i: d for i, d in self._covered.items() if deadlines.get(i) == d}
-
-    def _uncovered(self) -> dict[int, float]:
-        """The busy slots whose attempt has a deadline and no successor claimed ahead
-        for it yet: slot index -> that deadline (monotonic seconds)."""
-        deadlines = self._enforcer.deadlines()
-        if self._covered:
-            self._forget_ended(deadlines)
-        return {i: d for i, d in deadlines.items()
-                if self._covered.get(i) != d and self._slots[i].busy and not self._slots[i].undead}
-
-    def _ending(self, now: float) -> dict[int, float]:
-        """The uncovered slots whose attempt ends by its deadline within
-        `ENDING_LEAD_SECONDS` (or is past it, being killed), beyond what the queue
-        ahead already holds for them. When the queue holds their successors, those
-        count as claimed for them; if their leases would be too old to start on at
-        the deadline (`Ahead.stale`: they waited behind the long attempts), a
-        renewal is asked for now, not when the kill frees the slots."""
-        ending = {i: d for i, d in self._uncovered().items() if d - now <= ENDING_LEAD_SECONDS}
-        if not ending or len(ending) > self._unheld():
-            return ending
-        self._covered.update(ending)
-        if self.ahead.stale(max(ending.values())):
-            self._renew_now()
-        return {}
-
-    def _unheld(self) -> int:
-        """The jobs queued ahead beyond those held for covered attempts (`held`):
-        one queued for an attempt that ends first is not another's successor."""
-        return max(0, len(self.ahead) - len(self._covered))
 
     def _usable(self) -> int:
         return sum(1 for s in self._slots if not s.undead)
@@ -193,19 +133,17 @@ class Claimer:
     def hungry(self) -> bool:
         """A claim now keeps a child from idling: a slot is free, or fewer jobs are
         queued ahead than there are slots to take them."""
-        if any(s.free for s in self._slots) or self._ending(self._clock.now()):
+        if any(s.free for s in self._slots) or self.successors.ending(self._clock.now()):
             return True
         usable = self._usable()
         return len(self.ahead) < usable and self.ahead.room(usable) > 0
 
     def _wanted(self, free: list[Slot]) -> int:
         """Jobs to claim: one per free slot, plus those to queue ahead -- what the
-        queue has room for, or one per attempt about to be killed (`_ending`), which
-        then counts as covered."""
-        ending = self._ending(self._clock.now())
-        unheld = self._unheld()
-        self._covered.update(ending)
-        return len(free) + max(self.ahead.room(self._usable()), len(ending) - unheld)
+        queue has room for, or one per attempt about to be killed
+        (`Successors.wanted`), which then counts as covered."""
+        successors = self.successors.wanted(self._clock.now())
+        return len(free) + max(self.ahead.room(self._usable()), successors)
 
     def fill_free(self) -> None:
         """Start queued jobs on the free slots, in the queue's order (the claim order). A queued job
@@ -309,7 +247,7 @@ class Claimer:
     def _due(self, now: float) -> bool:
         """Whether the loop claims now: its poll came, a timer fired, or it was woken."""
         return now >= self.next_claim or (self.timer is not None and now >= self.timer) or \
-            self._wakeup.pending() or bool(self._ending(now))
+            self._wakeup.pending() or bool(self.successors.ending(now))
 
     def _ran_dry(self, now: float, wakeups: tuple[int | None, int | None], *,
                  looked_until: float | None = None) -> None:

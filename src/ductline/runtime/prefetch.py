@@ -104,7 +104,7 @@ class Prefetcher:
             child before its attempt was taken (the child was being killed for what the
             attempt before it did): released, as begun, with its start (epoch ms).
         held: how many queued jobs are held for attempts about to be killed at their
-            deadlines (`ductline.runtime.claimer.Claimer.held`): never sent ahead, they
+            deadlines (`ductline.runtime.successors.Successors.held`): never sent ahead, they
             start on those attempts' slots when the kills free them.
     """
 

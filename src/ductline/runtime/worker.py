@@ -125,7 +125,7 @@ class Worker:
                                      begin=self.claimer.begin_prefetched,
                                      kill_lost=lambda slot: self.enforcer.kill(slot.index, Reason.LEASE, grace=0.0),
                                      killing=self._killing, release_begun=self._release_begun,
-                                     held=self.claimer.held)
+                                     held=self.claimer.successors.held)
         self.heartbeat = Heartbeat(store, settings, self.id, self.slots, clock=self.clock, enforcer=self.enforcer,
                                    wakeup=self.wakeup, outbox=self.outbox, outage=self.outage,
                                    report=lambda: (self.undead_count(), self.status()), ahead=self.ahead,
