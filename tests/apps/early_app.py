@@ -18,3 +18,15 @@ def called_at(x):
 
 # A step timeout and a run deadline, both counted from the step's real start.
 early = Pipeline("early_called", timeout=60).start(called_at, timeout=30)
+
+
+
+def handed_on(x):
+    return x
+
+
+# A run deadline that falls while the delayed second step is held by the worker that
+# claimed it before its time (with the horizon widened to 4 s): 3 s from the run's
+# start (the first step's claim), while the second step is due 5 s after the first
+# one completed, so held from 1 s after it.
+deadline_in_hold = Pipeline("early_deadline", timeout=3).start(handed_on).chain(to=called_at, delay=5)

@@ -1,6 +1,7 @@
 """No attempt starts after its run's deadline: a job claimed once that deadline has
 passed (given back and claimed again, or queued behind long attempts) is recorded as
-stopped by it, and its step never runs (a real worker and child, both backends)."""
+stopped by it -- skipped, without an attempt, as it never began -- and its step never
+runs (a real worker and child, both backends)."""
 
 from __future__ import annotations
 
@@ -31,13 +32,15 @@ def test_a_job_claimed_after_its_runs_deadline_is_not_started(store, tmp_path):
         assert worker.claimer.start(slot, job) is False
         assert slot.job is None and not slot.busy  # its child got nothing
         assert [(o.attempt.job_id, o.run_deadline, o.attempt.begun) for o in recorded] == [(job.job_id, True, False)]
-        # Recorded as the deadline's stop: the run fails, its attempt a TimeoutError.
+        # Recorded as the deadline's stop: the run fails; the job never began, so it is
+        # skipped as a waiting one is, without an attempt (`ductline.model.stops.begun_by`).
         from ductline.engine.batch import record_batch
 
         record_batch(store, recorded, worker.definitions, 0, now_ms=store.now_ms)
         view = run_view(store, handle.id)
         assert view["status"] == "failed" and view["metadata"]["timeout_exceeded"] is True
-        assert [a["error_type"] for s in view["steps"] for a in s["attempts"]] == ["TimeoutError"]
+        [first] = [s for s in view["steps"] if s["step"] == job.step]
+        assert (first["status"], first["skip_reason"], first["attempts"]) == ("skipped", "workflow timeout", [])
     finally:
         slot.child.stop()
         slot.child.join(timeout=5)

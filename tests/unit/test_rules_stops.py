@@ -175,3 +175,13 @@ def test_messages_used_by_plans_are_the_helpers() -> None:
     plan: Any = stops.pause_expired("x", 9)
     assert plan.metadata["error"] == stops.pause_expired_reason("x", 9)
     assert stops.deadline(9).metadata["error"] == stops.deadline_error(9)
+
+
+@pytest.mark.parametrize("not_before_ms, at_ms, begun", [
+    (1_000, 999, False),    # held for its time, still ahead at the stop: waiting
+    (1_000, 1_000, True),   # its time came: its worker may have started it
+    (1_000, 1_001, True),
+    (0, 1_000, True),       # claimed when ready: in flight
+])
+def test_a_running_job_has_begun_only_once_its_time_came(not_before_ms: int, at_ms: int, begun: bool) -> None:
+    assert stops.begun_by(not_before_ms, at_ms) is begun

@@ -155,7 +155,8 @@ def _run_deadline(store: Store, definition: Definition | None, a: record.Attempt
         with store.transaction() as tx:
             if tx.lease_state(a.job_id) != (a.lease_token, JobStatus.RUNNING):
                 return record.LOST
-            ended = expire(tx, definition, a.run_id)
+            # One its worker never started (claimed after the deadline) is skipped as waiting.
+            ended = expire(tx, definition, a.run_id, unstarted=None if a.begun else a.lease_token)
     except Unchanged:
         return record.LOST
     childruns.committed(tx)

@@ -11,6 +11,9 @@ worker and `ductline.execute`:
 - recorded by a stop: ``job.completed`` with the result recorded (so
   ``ductline_job_completed_total{result="timed_out"|"cancelled"}`` counts it, as
   the dashboard and ``show`` do), never ``lease.lost``;
+- taken back by a stop before it began (held by its worker for its not-before
+  time, `ductline.model.stops.begun_by`): its attempt row is gone and nothing ran,
+  so nothing is reported;
 - anything else (a rescue, a lease that expired, a row not closed): ``lease.lost``,
   the event operators alert on.
 
@@ -64,16 +67,15 @@ def _first_report(lost: Lost) -> bool:
         return True
 
 
-def _recorded(store: Store, x: Lost) -> dict[str, Any] | None:
-    """The closed row of attempt ``x``, by its key (a run of an expand may hold
-    thousands of attempts); ``None`` if it is open, missing or cannot be read (it is
-    then reported as a lost lease)."""
+def _recorded(store: Store, x: Lost) -> tuple[bool, dict[str, Any] | None]:
+    """Whether attempt ``x`` could be read, by its key (a run of an expand may hold
+    thousands of attempts), and its row (``None``: there is none). An attempt that
+    cannot be read is reported as a lost lease."""
     try:
-        row = store.get_attempt(x.job_id, x.attempt)
+        return True, store.get_attempt(x.job_id, x.attempt)
     except StoreError as exc:
         log.warning("cannot read attempt %d of job %s: %s", x.attempt, x.job_id, exc)
-        return None
-    return row if row is not None and row.get("result") else None
+        return False, None
 
 
 def report_lost(store: Store, lost: Sequence[Lost]) -> None:
@@ -89,8 +91,10 @@ def report_lost(store: Store, lost: Sequence[Lost]) -> None:
     for x in fresh:
         fields = {"pipeline": x.pipeline, "step": x.step, "run_id": x.run_id, "job_id": x.job_id,
                   "attempt": x.attempt}
-        row = _recorded(store, x)
-        if row is None or row["result"] not in STOPPED_RESULTS:
+        read, row = _recorded(store, x)
+        if read and row is None:
+            continue  # a stop took it back before it began: no attempt, nothing ran
+        if row is None or not row.get("result") or row["result"] not in STOPPED_RESULTS:
             emit(EventName.LEASE_LOST, **fields)
             continue
         started, finished = row.get("started_ms"), row.get("finished_ms")

@@ -31,7 +31,8 @@ class Unchanged(InvalidStateError):
 
 
 def apply_stop(tx: Tx, definition: Definition | None, run_id: str, plan: stops.StopPlan,
-               metadata: dict[str, Any], roots: list[tuple[str, str]] | None = None) -> bool:
+               metadata: dict[str, Any], roots: list[tuple[str, str]] | None = None, *,
+               unstarted: str | None = None) -> bool:
     """Apply ``plan`` to a run inside ``tx``: end its running attempts, skip what
     waits, end the run, and record its never-created dependents skipped.
 
@@ -41,6 +42,9 @@ def apply_stop(tx: Tx, definition: Definition | None, run_id: str, plan: stops.S
         metadata: the run's metadata before the stop (the plan's is merged in).
         roots: step runs ``(step, scope)`` the stop ended itself before calling
             this (the expired paused step): their dependents are skipped too.
+        unstarted: the lease token of a running job its worker did not start (one
+            claimed after its run's deadline): it is waiting, as a job held for its
+            not-before time is (`ductline.model.stops.begun_by`).
 
     Returns:
         ``True`` when the plan changed the run's status (always ``True`` for a
@@ -50,6 +54,8 @@ def apply_stop(tx: Tx, definition: Definition | None, run_id: str, plan: stops.S
         Unchanged: the run left ``plan.from_statuses`` meanwhile; roll back.
     """
     open_jobs = tx.open_jobs(run_id)
+    # A job held by its worker for its not-before time is waiting, not in flight.
+    tx.take_back_unstarted(run_id, lease_token=unstarted)
     tx.abort_running(run_id, plan.job_status, plan.attempt_result, plan.error_type, plan.error)
     if plan.skip_reason is not None:
         tx.skip_waiting(run_id, plan.skip_reason, plan.skip_root)
@@ -84,8 +90,9 @@ def cancel(tx: Tx, definition: Definition | None, run_id: str) -> None:
         raise InvalidStateError(f"run {run_id} finished while it was being cancelled") from None
 
 
-def expire(tx: Tx, definition: Definition | None, run_id: str) -> bool:
+def expire(tx: Tx, definition: Definition | None, run_id: str, *, unstarted: str | None = None) -> bool:
     """End a run whose deadline passed: ``failed`` with ``timeout_exceeded``.
+    ``unstarted``: as `apply_stop`'s.
 
     Returns whether this call ended it (``False`` if it had already ended).
 
@@ -95,7 +102,8 @@ def expire(tx: Tx, definition: Definition | None, run_id: str) -> bool:
     info = tx.run_metadata(run_id, for_stop=True)
     if info is None or RunStatus(info["status"]) not in stops.deadline(None).from_statuses:
         return False
-    return apply_stop(tx, definition, run_id, stops.deadline(info["timeout_seconds"]), info["metadata"])
+    return apply_stop(tx, definition, run_id, stops.deadline(info["timeout_seconds"]), info["metadata"],
+                      unstarted=unstarted)
 
 
 def expire_due(store: Store, definitions: dict[str, Definition]) -> int:
@@ -225,6 +233,7 @@ def sweep_orphans(store: Store) -> int:
             if info is None:
                 continue
             plan = plan_for_ended(RunStatus(info["status"]), info["metadata"], info["timeout_seconds"])
+            tx.take_back_unstarted(row["run_id"])
             tx.abort_running(row["run_id"], plan.job_status, plan.attempt_result, plan.error_type, plan.error)
             if plan.skip_reason is not None:
                 tx.skip_waiting(row["run_id"], plan.skip_reason, None)

@@ -8,6 +8,11 @@ dependents are recorded skipped by a breadth-first walk (`ductline.model.cascade
 that remembers the step each was reached from. Finished step runs keep their state;
 nothing goes from a terminal state back to pending. Fail-fast is the exception
 that keeps what waits: its run is halted, and a retry revives it.
+
+A job a worker claimed before its not-before time and holds until then
+(`ductline.runtime.ahead`) is running in the database but has not begun: a stop
+before that time treats it as waiting (`begun_by`), so its step is skipped (or kept,
+by fail-fast) with no attempt, as it would have been had it not been claimed yet.
 """
 
 from __future__ import annotations
@@ -21,6 +26,25 @@ WORKFLOW_TIMEOUT = "workflow timeout"   # skip reason after a run deadline
 CANCELLED = "cancelled"                 # skip reason after a cancel
 PAUSE_EXPIRED = "pause expired"         # skip reason after a pause expired
 EVENT_TIMED_OUT = "event timed out"     # skip reason after an awaited event did not come in time
+
+
+def begun_by(not_before_ms: int, at_ms: int) -> bool:
+    """Whether a running job may have begun its attempt by a stop at ``at_ms``.
+
+    A worker starts a job only once the database clock has surely passed the job's
+    not-before time (`ductline.clock.DatabaseClock.passed`), whenever it claimed it;
+    a job due after the stop's instant has therefore not begun, and the stop treats
+    it as waiting. At or after that time the worker may have started it: the stop
+    treats it as in flight (its child is killed). The stores apply this rule in SQL
+    (``drop_unstarted_attempts`` and ``take_back_unstarted_jobs``), where a worker
+    may also say of its own job that it did not start it (a job claimed after its
+    run's deadline, which it never starts).
+
+    Args:
+        not_before_ms: the job's not-before time (epoch ms, database clock).
+        at_ms: the stop's instant (epoch ms, database clock).
+    """
+    return not_before_ms <= at_ms
 
 
 def shown_skip_reason(status: str, skip_reason: str | None, attempts: int) -> str | None:

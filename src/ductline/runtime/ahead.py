@@ -49,7 +49,8 @@ starts on a warm child with no claim on its path. Such a job is held apart
 its start time (`promote` moves it into the queue then). Held, it keeps the
 contract of a queued job -- its lease is renewed, a stopping worker gives it back,
 a killed worker's held jobs are taken by others when their leases expire, a lost
-lease (a cancel) drops it -- and its clocks (the attempt's timeout, a first step's
+lease (a cancel) drops it; a run's stop before its time records its step skipped,
+with no attempt (`ductline.model.stops.begun_by`) -- and its clocks (the attempt's timeout, a first step's
 run deadline) start when it starts, as a queued job's do. A worker that is not
 notified of cancels (SQLite, a PostgreSQL reached through a transaction pooler)
 renews a held job's lease once its time has come and before it starts: a cancel

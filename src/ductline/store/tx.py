@@ -569,6 +569,16 @@ class Tx:
         """Jobs of the run that have not finished: pending, held or running."""
         return self.s.fetch("open_jobs", {"run_id": run_id})
 
+    def take_back_unstarted(self, run_id: str, *, lease_token: str | None = None) -> int:
+        """Before a stop ends the run's running attempts: give back to waiting, with
+        no attempt, the running jobs that have not begun (`ductline.model.stops.begun_by`)
+        -- due after the database clock's now, or the one whose lease is
+        ``lease_token`` (its worker did not start it). Returns how many."""
+        at_ms = self.now_ms()  # one instant for both statements
+        params = {"run_id": run_id, "at_ms": at_ms, "lease_token": lease_token}
+        self.s.execute("drop_unstarted_attempts", params)
+        return self.s.execute("take_back_unstarted_jobs", params)
+
     def abort_running(self, run_id: str, job_status: JobStatus, attempt_result: AttemptResult,
                       error_type: str, error: str) -> int:
         """End every running attempt of the run (their leases are revoked: the

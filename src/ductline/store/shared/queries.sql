@@ -175,6 +175,31 @@ SELECT DISTINCT step FROM ductline_jobs WHERE run_id = :run_id AND status = 'run
 SELECT id, step, scope, status FROM ductline_jobs
 WHERE run_id = :run_id AND status IN ({OPEN_JOB});
 
+-- name: drop_unstarted_attempts
+-- What a stop does first (ductline.model.stops.begun_by): the run's running jobs whose
+-- attempt never began are taken back -- claimed before their not-before time, which
+-- is after :at_ms, the stop's instant (a worker starts a job only once the database
+-- clock has surely passed that time), or the job whose worker says it did not start
+-- it (:lease_token, else NULL). Their open attempts are removed, as if never claimed.
+DELETE FROM ductline_attempts
+WHERE run_id = :run_id AND result IS NULL
+  AND EXISTS (SELECT 1 FROM ductline_jobs j WHERE j.id = ductline_attempts.job_id
+                 AND j.status = 'running' AND j.lease_token = ductline_attempts.lease_token
+                 AND j.limit_key IS NULL AND (j.not_before_ms > :at_ms OR j.lease_token = :lease_token));
+
+-- name: take_back_unstarted_jobs
+-- Then their jobs go back to waiting, as release_job gives a job back (pending in an
+-- active run, else held), without the attempt they never began: the stop treats them
+-- as waiting jobs. Only jobs of steps without limits are taken back (none other is
+-- claimed before its time, ductline.store.claims): a limited job's slot is handed on
+-- when its attempt ends, which a job taken back never has.
+UPDATE ductline_jobs
+SET status = CASE WHEN (SELECT r.status FROM ductline_runs r WHERE r.id = ductline_jobs.run_id) IN ({ACTIVE_RUN})
+                  THEN 'pending' ELSE 'held' END,
+    attempts = attempts - 1, lease_token = NULL, lease_expires_ms = NULL, worker_id = NULL
+WHERE run_id = :run_id AND status = 'running' AND limit_key IS NULL
+  AND (not_before_ms > :at_ms OR lease_token = :lease_token);
+
 -- name: abort_running_jobs
 -- A limited job keeps its lease expiry: its slot stays held until the worker that was
 -- running it has killed the attempt (or the lease runs out), so the key's limit holds.

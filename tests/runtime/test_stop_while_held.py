@@ -1,0 +1,93 @@
+"""A run stopped while a worker holds one of its delayed jobs for its not-before time
+(claimed before it, `ductline.runtime.horizon`, `ductline.runtime.ahead`): the job
+has not begun, so the stop treats it as waiting (`ductline.model.stops.begun_by`) --
+its step is never called and is recorded ``skipped`` with the stop's reason and no
+attempt, and its worker reports neither a completed attempt nor a lost lease. Real
+workers and children, both backends; the horizon is widened from 50 ms to seconds
+here, so that the job is found held at the stop however slow the machine."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import inprocess_worker_fixture, wait_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apps"))
+import early_app  # noqa: E402
+
+from ductline.observability.events import EventName, subscribe  # noqa: E402
+from ductline.runtime import horizon  # noqa: E402
+from ductline.views import run_view  # noqa: E402
+
+APP = str(Path(__file__).resolve().parents[1] / "apps" / "early_app.py")
+
+inprocess_worker = inprocess_worker_fixture(APP, concurrency=1)
+
+
+@pytest.fixture
+def marks(tmp_path, monkeypatch):
+    path = tmp_path / "marks.txt"
+    monkeypatch.setenv("EARLY_MARKS", str(path))
+    return lambda: path.read_text(encoding="utf-8").split() if path.exists() else []
+
+
+@pytest.fixture
+def events():
+    seen: list[tuple[EventName, dict]] = []
+    unsubscribe = subscribe(lambda name, attributes: seen.append((name, attributes)))
+    yield seen
+    unsubscribe()
+
+
+def step(store, handle, name: str) -> dict:
+    """The step run ``name`` as `ductline show` shows it (``{}`` before it exists)."""
+    found = [s for s in run_view(store, handle.id)["steps"] if s["step"] == name]
+    return found[0] if found else {}
+
+
+def assert_skipped_unstarted(store, handle, reason: str, events, marks, arg: str) -> None:
+    """The held step ``called_at`` was skipped with ``reason``, no attempt, never called,
+    and no event was emitted for it."""
+    called = step(store, handle, "called_at")
+    assert (called["status"], called["skip_reason"], called["attempts"]) == ("skipped", reason, []), called
+    [job] = [j for j in store.run_jobs(handle.id) if j["step"] == "called_at"]
+    assert job["attempts"] == 0
+    assert arg not in marks()
+    about = [name for name, attributes in events if attributes.get("step") == "called_at"]
+    assert EventName.LEASE_LOST not in about and EventName.JOB_COMPLETED not in about, about
+
+
+def test_a_deadline_inside_the_hold_skips_the_held_step(store, inprocess_worker, marks, events, monkeypatch):
+    # The horizon is widened from 50 ms to 4 s, so that the step is found held at the
+    # deadline however slow the machine: claimed 1 s after the first step completed,
+    # held until 5 s after; the deadline falls 2 s into that hold.
+    monkeypatch.setattr(horizon, "HORIZON_SECONDS", 4.0)
+    inprocess_worker()
+    handle = early_app.deadline_in_hold.trigger("held-deadline", database=store)
+    wait_for(lambda: step(store, handle, "called_at").get("status") == "running", timeout=30)
+    assert handle.wait(60) == "failed"
+    assert run_view(store, handle.id)["metadata"]["timeout_exceeded"] is True
+    assert step(store, handle, "handed_on")["status"] == "completed"
+    # Past the step's time too: it is not started late either.
+    [job] = [j for j in store.run_jobs(handle.id) if j["step"] == "called_at"]
+    wait_for(lambda: store.now_ms() > job["not_before_ms"] + 500, timeout=30)
+    assert_skipped_unstarted(store, handle, "workflow timeout", events, marks, "held-deadline")
+
+
+def test_a_cancel_inside_the_hold_skips_the_held_step(store, inprocess_worker, marks, events, monkeypatch):
+    monkeypatch.setattr(horizon, "HORIZON_SECONDS", 2.0)
+    inprocess_worker()
+    handle = early_app.early.trigger("held-cancel", database=store, delay=3)
+
+    def held() -> bool:
+        [job] = store.run_jobs(handle.id)
+        return job["status"] == "running" and store.now_ms() < job["not_before_ms"] - 200
+
+    wait_for(held, timeout=30)
+    [job] = store.run_jobs(handle.id)
+    handle.cancel()
+    assert handle.wait(30) == "cancelled"
+    wait_for(lambda: store.now_ms() > job["not_before_ms"] + 500, timeout=30)
+    assert_skipped_unstarted(store, handle, "cancelled", events, marks, "held-cancel")
