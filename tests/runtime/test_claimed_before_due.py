@@ -52,7 +52,9 @@ def held(store, handle):
     wait_for(lambda: first_job(store, handle)["status"] == "running", timeout=30)
     [attempt] = store.run_attempts(handle.id)
     not_before_ms = first_job(store, handle)["not_before_ms"]
-    assert attempt["started_ms"] < not_before_ms  # claimed before its time
+    assert store.now_ms() < not_before_ms  # claimed before its time
+    # Held, its attempt shows no start before the step's time (it starts then at the earliest).
+    assert attempt["started_ms"] == not_before_ms
     return not_before_ms, attempt
 
 
@@ -92,6 +94,8 @@ def test_a_stopping_worker_gives_its_held_jobs_back(store, inprocess_worker, mar
     wait_for(lambda: first_job(store, handle)["status"] == "pending", timeout=30)
     attempts = store.run_attempts(handle.id)
     assert [(a["result"], a["error_type"]) for a in attempts] == [("cancelled", RELEASED_TYPE)]
+    # Given back before its time, it never began: it ended at its start, not before it.
+    assert attempts[0]["started_ms"] == attempts[0]["finished_ms"] < not_before_ms
     assert "back" not in marks()
     # Given back before its time, it is still due at its time, not at once: the next
     # worker must not start it early.

@@ -86,7 +86,10 @@ def test_a_cancel_inside_the_hold_skips_the_held_step(store, inprocess_worker, m
         return job["status"] == "running" and store.now_ms() < job["not_before_ms"] - 200
 
     wait_for(held, timeout=30)
+    [attempt] = store.run_attempts(handle.id)
     [job] = store.run_jobs(handle.id)
+    # Held, its open attempt shows its start no earlier than the step's time.
+    assert attempt["result"] is None and attempt["started_ms"] == job["not_before_ms"]
     handle.cancel()
     assert handle.wait(30) == "cancelled"
     wait_for(lambda: store.now_ms() > job["not_before_ms"] + 500, timeout=30)

@@ -100,6 +100,9 @@ def test_an_attempt_that_started_after_its_claim_records_that_start_and_its_dead
     run_id = claims[later].run_id
     started = {later: claims[later].started_ms + 250, at_claim: claims[at_claim].started_ms}
     deadline = {later: started[later] + 2_000, at_claim: 5}  # 5: ignored, the start did not move
+    # An attempt ends after it started: a start still ahead would be recorded as the end
+    # (an attempt given back before it started, its start at its not-before time).
+    wait_for(lambda: store.now_ms() >= started[later])
     with store.transaction() as tx:
         for job_id, c in claims.items():
             if close == "close_attempt":

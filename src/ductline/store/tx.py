@@ -156,9 +156,12 @@ class Tx:
             step_deadline = None if row["timeout_seconds"] is None else started + row["timeout_seconds"] * 1000
             candidates = [d for d in (step_deadline, run_deadline) if d is not None]
             claimed.append(_claimed(row, started, min(candidates) if candidates else None, run_deadline))
+        # A job claimed before its not-before time begins no earlier: that time is its
+        # attempt's start until the attempt ends (`close_attempt` writes the real one).
+        # The claimed job keeps its claim's time: it measures the database clock.
         self.s.execute("insert_attempts", {"items": json.dumps([{
             "job_id": c.job_id, "attempt": c.attempt, "run_id": c.run_id, "lease_token": c.lease_token,
-            "worker_id": worker_id, "started_ms": c.started_ms, "deadline_ms": c.deadline_ms,
+            "worker_id": worker_id, "started_ms": max(c.started_ms, c.not_before_ms), "deadline_ms": c.deadline_ms,
         } for c in claimed])})
         return claimed
 

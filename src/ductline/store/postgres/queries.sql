@@ -140,11 +140,15 @@ WHERE status = 'running' AND lease_expires_ms >= ductline_now_ms() AND EXISTS (S
 -- started_ms: when the attempt really began, if later than its claim (a job claimed
 -- ahead waited in its worker's queue); never before the claim, and NULL (GREATEST
 -- skips it) keeps the claim time. With a later start comes the deadline the attempt
--- ran under (its timeout counted from that start): deadline_ms.
+-- ran under (its timeout counted from that start): deadline_ms. Never after its end
+-- either: one claimed before its not-before time starts at that time (claim_start_jobs),
+-- and given back before it, it ends unstarted, then.
+-- (The clock read once: its end and that bound are the same instant.)
 UPDATE ductline_attempts
-SET result = :result, finished_ms = ductline_now_ms(), error_type = :error_type, error = :error,
-    traceback = :traceback, started_ms = GREATEST(started_ms, :started_ms::bigint),
+SET result = :result, finished_ms = c.now_ms, error_type = :error_type, error = :error,
+    traceback = :traceback, started_ms = LEAST(GREATEST(started_ms, :started_ms::bigint), c.now_ms),
     deadline_ms = CASE WHEN :started_ms::bigint > started_ms THEN :deadline_ms::bigint ELSE deadline_ms END
+FROM (SELECT ductline_now_ms() AS now_ms) c
 WHERE job_id = :job_id AND attempt = :attempt AND lease_token = :lease_token AND result IS NULL;
 
 -- name: arrive_fanins
@@ -476,9 +480,9 @@ WITH picked AS (
     SELECT min(claimed_ms) AS now_ms FROM claimed
 ), started AS (
     UPDATE ductline_runs
+    -- (a NULL timeout_seconds makes a NULL deadline_ms)
     SET status = 'running', started_ms = (SELECT now_ms FROM first),
-        deadline_ms = CASE WHEN timeout_seconds IS NULL THEN NULL
-                           ELSE (SELECT now_ms FROM first) + timeout_seconds * 1000 END
+        deadline_ms = (SELECT now_ms FROM first) + timeout_seconds * 1000
     -- Looked up by id (the CASE is no index condition: the planner would otherwise
     -- read the runs by status, i.e. every pending and running run).
     WHERE id = ANY(ARRAY(SELECT run_id FROM claimed))
@@ -498,8 +502,11 @@ WITH picked AS (
            LEAST(c.claimed_ms + c.timeout_seconds * 1000, runs.deadline_ms) AS deadline_ms
     FROM claimed c JOIN runs ON runs.id = c.run_id
 ), attempts AS (
+    -- A job claimed before its not-before time begins no earlier: that time is its
+    -- attempt's start until the attempt ends (as _start_claimed writes it).
     INSERT INTO ductline_attempts (job_id, attempt, run_id, lease_token, worker_id, started_ms, deadline_ms)
-    SELECT id, attempts, run_id, lease_token, :worker_id, claimed_ms, deadline_ms FROM rows
+    SELECT id, attempts, run_id, lease_token, :worker_id, GREATEST(claimed_ms, not_before_ms), deadline_ms
+    FROM rows
 ), wake AS (
     -- A claim that found fewer jobs than it asked for also says when to wake next
     -- (next_wakeups, as the state after this claim: the jobs it claimed are no longer

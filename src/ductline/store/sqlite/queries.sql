@@ -85,9 +85,12 @@ WHERE status = 'running' AND lease_expires_ms >= ductline_now_ms() AND EXISTS (S
 -- started_ms: when the attempt really began, if later than its claim (a job claimed
 -- ahead waited in its worker's queue); never before the claim; NULL keeps it. With a
 -- later start comes the deadline the attempt ran under (its timeout counted from it).
+-- Never after its end either: one claimed before its not-before time starts at that
+-- time (_start_claimed), and given back before it, it ends unstarted, then.
 UPDATE ductline_attempts
 SET result = :result, finished_ms = ductline_now_ms(), error_type = :error_type, error = :error,
-    traceback = :traceback, started_ms = MAX(started_ms, COALESCE(:started_ms, started_ms)),
+    traceback = :traceback,
+    started_ms = MIN(MAX(started_ms, COALESCE(:started_ms, started_ms)), ductline_now_ms()),
     deadline_ms = CASE WHEN :started_ms > started_ms THEN :deadline_ms ELSE deadline_ms END
 WHERE job_id = :job_id AND attempt = :attempt AND lease_token = :lease_token AND result IS NULL;
 
