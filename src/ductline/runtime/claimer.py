@@ -266,7 +266,7 @@ class Claimer:
         if tick is not None:
             timers.append(_at(self._clock.to_monotonic(tick)))
         self.timer = min(timers, default=None)
-        self.deadline_timer = None if deadline is None else self._clock.to_monotonic(deadline)
+        self.deadline_timer = None if deadline is None else self._clock.passed(deadline)
 
     def _timer_for(self, upcoming_ms: int, now: float, looked_until: float | None) -> float:
         """When to claim for the next not-before time (monotonic): within the horizon

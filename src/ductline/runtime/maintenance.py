@@ -104,8 +104,13 @@ class Maintainer:
 
     def watch(self, deadline_ms: int) -> None:
         """A run deadline this worker just learned of (epoch ms, database clock), e.g.
-        from a claim: the thread looks at deadlines then, if that is sooner than it would."""
-        due = self._clock.to_monotonic(deadline_ms)
+        from a claim: the thread looks at deadlines then, if that is sooner than it would.
+        Then is when the database clock has surely reached it: looked at a moment
+        early, the run is not due yet, and the look after that comes
+        `DEADLINE_RECHECK_SECONDS` late -- while a worker holding a job of the run due
+        just after the deadline may start it meanwhile, to be killed in flight
+        instead of skipped (`ductline.model.stops.begun_by`)."""
+        due = self._clock.passed(deadline_ms)
         if due < self._watched:
             self._watched = due
             self._wake.set()
@@ -155,7 +160,7 @@ class Maintainer:
             return float("inf")
         # Never sooner than DEADLINE_RECHECK_SECONDS from now: a deadline that cannot be
         # ended (its run is being stopped meanwhile) must not make this thread spin.
-        return max(self._clock.to_monotonic(deadline_ms), self._clock.now() + DEADLINE_RECHECK_SECONDS)
+        return max(self._clock.passed(deadline_ms), self._clock.now() + DEADLINE_RECHECK_SECONDS)
 
     def _prune_due(self) -> bool:
         """Apply retention if it is time; ``True`` when more is left to prune now."""
