@@ -10,10 +10,16 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import traceback
 from types import ModuleType
 
 from ductline.dsl.pipeline import PipelineBuilder as Pipeline
 from ductline.errors import TargetError
+
+# How many frames of an import's traceback its error names (innermost first): where
+# it failed and what called that, without the whole traceback (at DEBUG the CLI logs it).
+WHERE_FRAMES = 3
+_IMPORTLIB = os.path.dirname(importlib.__file__)
 
 
 def split(target: str) -> tuple[str, str | None]:
@@ -55,11 +61,42 @@ def import_app(spec: str) -> tuple[ModuleType, str | None]:
         folder = os.getcwd()
     try:
         return importlib.import_module(name), folder
-    except ImportError as exc:
+    except ModuleNotFoundError as exc:
+        if not _names_the_app(exc, name):  # a module the app imports is missing, not the app
+            raise TargetError(f"{spec!r}: importing {name!r} raised {type(exc).__name__}: {exc}"
+                              f"{where(exc)}") from exc
         hint = "" if module_part.endswith(".py") else f" (or give a file path, e.g. {name.replace('.', '/')}.py)"
         raise TargetError(f"{spec!r}: cannot import {name!r}: {exc}{hint}") from exc
     except Exception as exc:  # the user's module raised while importing
-        raise TargetError(f"{spec!r}: importing {name!r} raised {type(exc).__name__}: {exc}") from exc
+        raise TargetError(f"{spec!r}: importing {name!r} raised {type(exc).__name__}: {exc}{where(exc)}") from exc
+
+
+def _names_the_app(exc: ModuleNotFoundError, name: str) -> bool:
+    """Whether the module not found is the app's module itself (or a package it sits
+    in), rather than a module the app's code imports."""
+    return exc.name is not None and (name == exc.name or name.startswith(exc.name + "."))
+
+
+def where(exc: BaseException) -> str:
+    """``" (at helper.py:3 in divide, called from app.py:2)"``: the last frames of an
+    exception's traceback, innermost first, leaving out the import machinery and this
+    module (a syntax error names its file and line in its message). Paths under the
+    working directory are relative. Empty when no frame is left."""
+    places = []
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith("<frozen") and f.filename != __file__
+              and os.path.dirname(f.filename) != _IMPORTLIB]
+    for frame in reversed(frames[-WHERE_FRAMES:]):
+        inside = "" if frame.name == "<module>" else f" in {frame.name}"
+        places.append(f"{_path(frame.filename)}:{frame.lineno}{inside}")
+    if not places:
+        return ""
+    return f" (at {places[0]}" + "".join(f", called from {p}" for p in places[1:]) + ")"
+
+
+def _path(filename: str) -> str:
+    relative = os.path.relpath(filename) if os.path.isabs(filename) else filename
+    return filename if relative.startswith("..") else relative
 
 
 def load_pipeline(target: str) -> tuple[Pipeline, str | None]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -17,8 +18,9 @@ from rich.text import Text
 from ductline import safetext, tables, views
 from ductline.config import load_settings
 from ductline.durations import parse_cli_duration
-from ductline.errors import DuctlineError, InvalidStateError, StoreError, StoreUnavailable
+from ductline.errors import DuctlineError, InvalidStateError, StoreError, StoreUnavailable, TargetError
 from ductline.handle import RunHandle
+from ductline.loglevels import LEVELS
 from ductline.logs import configure
 from ductline.model.states import SETTLED_RUN, TERMINAL_RUN, JobStatus, RunStatus
 from ductline.observability import runlog
@@ -155,8 +157,10 @@ database_option = click.option("--database", "database", metavar="URL", default=
 # The version is read from the package metadata only when --version is asked for.
 @click.version_option(None, "--version", package_name="ductline", prog_name="ductline",
                       message="%(prog)s %(version)s")
-@click.option("--log-level", default="INFO", show_default=True, help="Logging level.")
-@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--log-level", type=click.Choice(LEVELS, case_sensitive=False), default="INFO", show_default=True,
+              help="The lowest level logged (any case). Global, as --log-format: before the command.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Text lines, or one JSON object a line.")
 def cli(log_level: str, log_format: str) -> None:
     """ductline: durable pipelines with killable steps.
 
@@ -622,18 +626,51 @@ def prune(older_than: str, statuses: tuple[str, ...], dry_run: bool, database: s
               + (f": {detail}" if detail else ""), highlight=False)
 
 
+# Options of the `ductline` group itself, given before the command.
+GLOBAL_OPTIONS = ("--log-level", "--log-format")
+
+
 def main() -> None:
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
         sys.exit(130)
+    except click.NoSuchOption as exc:
+        if exc.option_name in GLOBAL_OPTIONS:
+            # Given after the command: say where it goes rather than only that it is unknown.
+            names, ctx = [], exc.ctx
+            while ctx is not None and ctx.parent is not None:  # the command's words, without the program's
+                names.append(ctx.info_name or "")
+                ctx = ctx.parent
+            command = " ".join(reversed(names)) or "COMMAND"
+            exc.message += (f" {exc.option_name} is a global option: give it before the command, "
+                            f"as in `ductline {exc.option_name} ... {command}`.")
+        exc.show()
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
+    except TargetError as exc:
+        fail(f"{type(exc).__name__}: {exc}{_import_traceback(exc)}")
     except (DuctlineError, TypeError, ValueError) as exc:
         fail(f"{type(exc).__name__}: {exc}")
     except SystemExit:
         raise
+
+
+def _import_traceback(exc: TargetError) -> str:
+    """An app that raised while it was imported: its whole traceback logged at DEBUG,
+    else a hint saying how to see it (the error names only its last frames)."""
+    from ductline.apps import where
+
+    cause = exc.__cause__
+    if cause is None or not where(cause):  # no import ran the user's code
+        return ""
+    log = logging.getLogger("ductline.cli")
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("Importing an app failed", exc_info=cause)
+        return ""
+    return "; `ductline --log-level DEBUG ...` logs the whole traceback"
 
 
 from ductline.web.command import dashboard  # noqa: E402

@@ -195,8 +195,46 @@ def test_module_with_broken_definition(tmp_path: Path) -> None:
 def test_module_with_failing_import_inside(tmp_path: Path) -> None:
     missing = stem()
     path, _ = write_app(tmp_path, body=f"import {missing}\n")
-    with pytest.raises(TargetError, match=rf"cannot import .*No module named '{missing}'"):
+    with pytest.raises(TargetError, match=rf"importing .* raised ModuleNotFoundError: No module named '{missing}' "
+                                          rf"\(at {path}:1\)$"):
         load_pipeline(f"{path}:pipe")
+
+
+def test_a_missing_dependency_of_a_module_target_is_not_a_missing_module(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The module exists: "give a file path" would point the wrong way.
+    missing = stem()
+    path, _ = write_app(tmp_path, body=f"\nimport {missing}\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TargetError) as info:
+        load_pipeline(path.stem)
+    message = str(info.value)
+    assert f"No module named '{missing}' (at {path.name}:2)" in message
+    assert "give a file path" not in message
+
+
+def test_a_missing_module_target_hints_at_a_file_path() -> None:
+    name = stem()
+    with pytest.raises(TargetError, match=rf"No module named '{name}' \(or give a file path, e\.g\. {name}\.py\)$"):
+        load_pipeline(name)
+
+
+def test_a_missing_package_of_a_module_target_is_the_target_missing() -> None:
+    name = stem()
+    with pytest.raises(TargetError, match=rf"cannot import '{name}\.flows': .*give a file path, e\.g\. {name}/flows\.py"):
+        load_pipeline(f"{name}.flows:pipe")
+
+
+def test_an_error_raised_in_a_module_the_app_imports_names_where(tmp_path: Path) -> None:
+    helper = stem()
+    (tmp_path / f"{helper}.py").write_text("def divide():\n    return 1 / 0\n\n\ndivide()\n", encoding="utf-8")
+    path, _ = write_app(tmp_path, body=f"import {helper}\n")
+    with pytest.raises(TargetError) as info:
+        load_pipeline(str(path))
+    assert str(info.value).endswith(
+        f"raised ZeroDivisionError: division by zero (at {tmp_path / helper}.py:2 in divide, "
+        f"called from {tmp_path / helper}.py:5, called from {path}:1)")
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
 
 
 def test_import_app_returns_module_and_folder(tmp_path: Path) -> None:

@@ -1,0 +1,78 @@
+"""The command line's own mistakes and an app's: an app that fails to import says
+where (its traceback's last frames; the whole traceback at DEBUG, and how to get
+it), a missing dependency is not taken for a missing app, and the global options
+``--log-level`` and ``--log-format`` take a listed choice and say where they go."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+LEVELS = "'debug', 'info', 'warning', 'error', 'critical'"
+
+
+def ductline(cwd: Path, *words: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ductline", *words], capture_output=True, text=True,
+                          timeout=120, cwd=cwd, env={**os.environ, "COLUMNS": "400"})
+
+
+@pytest.fixture
+def broken_app(tmp_path: Path) -> Path:
+    """``boom.py`` imports ``boom_helper``, which divides by zero at import."""
+    (tmp_path / "boom_helper.py").write_text("def divide():\n    return 1 / 0\n\n\ndivide()\n", encoding="utf-8")
+    (tmp_path / "boom.py").write_text("import boom_helper\n", encoding="utf-8")
+    return tmp_path
+
+
+def test_an_app_raising_at_import_names_where_and_how_to_see_the_traceback(broken_app: Path) -> None:
+    done = ductline(broken_app, "trigger", "boom.py:pipe")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: TargetError: 'boom.py:pipe': importing 'boom' raised ZeroDivisionError: division by zero "
+        "(at boom_helper.py:2 in divide, called from boom_helper.py:5, called from boom.py:1); "
+        "`ductline --log-level DEBUG ...` logs the whole traceback")
+
+
+def test_at_debug_the_whole_traceback_is_logged(broken_app: Path) -> None:
+    done = ductline(broken_app, "--log-level", "debug", "trigger", "boom.py:pipe")
+    assert done.returncode == 2
+    assert "DEBUG ductline.cli: Importing an app failed" in done.stderr
+    assert "Traceback (most recent call last):" in done.stderr
+    assert 'boom_helper.py", line 2, in divide' in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: TargetError: ") and "logs the whole traceback" not in last
+
+
+def test_a_missing_dependency_is_not_a_missing_app(tmp_path: Path) -> None:
+    (tmp_path / "needs_more.py").write_text("import no_such_dependency_here\n", encoding="utf-8")
+    done = ductline(tmp_path, "trigger", "needs_more:pipe")
+    assert done.returncode == 2
+    assert ("importing 'needs_more' raised ModuleNotFoundError: No module named 'no_such_dependency_here' "
+            "(at needs_more.py:1)") in done.stderr
+    assert "give a file path" not in done.stderr
+
+
+def test_an_unknown_log_level_lists_the_levels(tmp_path: Path) -> None:
+    done = ductline(tmp_path, "--log-level", "verbose", "runs")
+    assert done.returncode == 2
+    assert f"'verbose' is not one of {LEVELS}" in done.stderr
+    assert "ValueError" not in done.stderr
+
+
+@pytest.mark.parametrize("option,value", [("--log-level", "DEBUG"), ("--log-format", "json")])
+def test_a_global_option_after_the_command_says_where_it_goes(tmp_path: Path, option: str, value: str) -> None:
+    done = ductline(tmp_path, "runs", option, value)
+    assert done.returncode == 2
+    assert (f"No such option '{option}'. {option} is a global option: give it before the command, "
+            f"as in `ductline {option} ... runs`.") in done.stderr
+    assert not (tmp_path / "ductline.db").exists()
+
+
+def test_global_options_are_documented_in_the_help(tmp_path: Path) -> None:
+    done = ductline(tmp_path, "--help")
+    assert "--log-level [debug|info|warning|error|critical]" in done.stdout
+    assert "before the command" in " ".join(done.stdout.split())
