@@ -161,7 +161,7 @@ def test_the_charts_render_as_svg_with_their_series_under_the_strict_policy(tmp_
             page.goto(base + "/charts")
             charts = page.locator("svg.chart")
             expect(charts).to_have_count(5)
-            for key, series in (("runs", ("finished", "failed")), ("failures", ("free", "paid")),
+            for key, series in (("runs", ("finished", "failed", "halted")), ("failures", ("free", "paid")),
                                 ("queue", ("ready", "delayed")), ("lateness", ("p50", "p95", "p99")),
                                 ("duration", ("p50", "p95", "p99"))):
                 chart = page.locator(f'figure[data-chart="{key}"] svg.chart')
@@ -188,7 +188,7 @@ def test_the_charts_render_as_svg_with_their_series_under_the_strict_policy(tmp_
             expect(page.locator("h1")).to_have_text("Charts · last day · beta")
             expect(page.locator('figure[data-chart="runs"] g.series[data-series="finished"]')).to_have_attribute(
                 "data-points", "144")
-            expect(page.locator(".totals")).to_contain_text("3 runs finished, 3 failed or halted")
+            expect(page.locator(".totals")).to_contain_text("3 runs finished, 0 failed, 3 halted")
             page.screenshot(path=str(ARTIFACTS / "charts_day_beta.png"), full_page=True)
 
             page.goto(base + "/")

@@ -1,4 +1,4 @@
-"""The charts, read from the database on both backends: runs finished and failed,
+"""The charts, read from the database on both backends: runs finished, failed and halted,
 failed attempts free and paid, ready and delayed jobs, start lateness and attempt
 duration per minute, from rows whose times are known to the millisecond; and the
 statements that read them use indexes only (their cost follows the window's
@@ -81,7 +81,9 @@ def test_each_minute_counts_what_happened_in_it(store: Store, minute: int):
     beta = by_start(cache.window("hour", "beta"))
     assert (beta[minute].failed_free, beta[minute].failed_paid) == (1, 0)
     assert (beta[minute + MINUTE_MS].failed_free, beta[minute + MINUTE_MS].failed_paid) == (0, 1)
-    assert (beta[minute + MINUTE_MS].runs_finished, beta[minute + MINUTE_MS].runs_failed) == (1, 1)
+    # the halted run is not failed: it has a count of its own
+    assert (beta[minute + MINUTE_MS].runs_finished, beta[minute + MINUTE_MS].runs_failed,
+            beta[minute + MINUTE_MS].runs_halted) == (1, 0, 1)
     # first wait ready 5 s; the retry's wait delayed 6 s..60 s, then (next minute) 60..66 s delayed, 66..70 s ready
     assert beta[minute].ready == pytest.approx(5 / 60) and beta[minute].delayed == pytest.approx(54 / 60)
     assert beta[minute + MINUTE_MS].delayed == pytest.approx(6 / 60)
@@ -89,7 +91,7 @@ def test_each_minute_counts_what_happened_in_it(store: Store, minute: int):
     assert beta[minute + MINUTE_MS].lateness[50] == pytest.approx(4_000, rel=0.05)
 
     every = cache.window("hour")
-    assert every.totals == {"finished": 2, "failed": 1, "failed_free": 1, "failed_paid": 1}
+    assert every.totals == {"finished": 2, "failed": 0, "halted": 1, "failed_free": 1, "failed_paid": 1}
     assert every.pipelines == ["alpha", "beta"]
     day = cache.window("day")
     assert day.totals == every.totals and len(day.points) == 144
@@ -100,19 +102,43 @@ def test_the_api_and_the_pages_show_the_series(store: Store, minute: int):
 
     with TestClient(create_app(store, token=None), base_url="http://localhost") as client:
         answer = client.get("/api/charts?window=hour&pipeline=beta").json()
-        assert answer["totals"] == {"finished": 1, "failed": 1, "failed_free": 1, "failed_paid": 1}
+        assert answer["totals"] == {"finished": 1, "failed": 0, "halted": 1, "failed_free": 1, "failed_paid": 1}
         points = {p["at"]: p for p in answer["points"]}
         assert len(points) == 60
         page = client.get("/charts?window=day").text
         assert page.count('<svg class="chart"') == 5
-        for series in ("finished", "failed", "free", "paid", "ready", "delayed", "p50", "p95", "p99"):
+        for series in ("finished", "failed", "halted", "free", "paid", "ready", "delayed", "p50", "p95", "p99"):
             assert f'data-series="{series}"' in page
-        assert client.get("/api/overview").json()["last_hour"] == {"finished": 2, "failed": 1, "failed_free": 1,
-                                                                   "failed_paid": 1}
+        assert client.get("/api/overview").json()["last_hour"] == {"finished": 2, "failed": 0, "halted": 1,
+                                                                   "failed_free": 1, "failed_paid": 1}
         overview = client.get("/").text
         assert re.search(r'id="failed-free">1</strong>', overview) and re.search(r'id="failed-paid"[^>]*>1<', overview)
         assert client.get("/charts?window=week").status_code == 400
         assert client.get("/api/charts?window=week").status_code == 400
+
+
+def test_failed_and_halted_runs_are_counted_apart(backend: str, db_url: str, store: Store, minute: int):
+    """A failed run (its deadline passed) counts as failed, a halted one as halted, in
+    the series, the totals, the overview's last hour (API and page) and the charts'
+    API; both count among the runs finished."""
+    from starlette.testclient import TestClient
+
+    Raw(backend, db_url).run([(
+        "INSERT INTO ductline_runs (id, pipeline, status, args, halt_reason, not_before_ms, created_ms, "
+        "started_ms, finished_ms) VALUES ('late', 'beta', 'failed', '[]', NULL, ?, ?, ?, ?)",
+        (minute, minute, minute + 2 * S, minute + 80 * S))])
+    with TestClient(create_app(store, token=None), base_url="http://localhost") as client:
+        last_hour = client.get("/api/overview").json()["last_hour"]
+        assert (last_hour["finished"], last_hour["failed"], last_hour["halted"]) == (3, 1, 1)
+        overview = client.get("/").text
+        assert re.search(r'id="runs-failed">1</strong> failed, <strong id="runs-halted">1</strong> halted', overview)
+        assert "failed or halted" not in overview
+        answer = client.get("/api/charts?window=hour&pipeline=beta").json()
+        point = next(p for p in answer["points"] if p["runs_finished"])
+        assert (point["runs_finished"], point["runs_failed"], point["runs_halted"]) == (2 / 1, 1 / 1, 1 / 1)
+        assert (answer["totals"]["failed"], answer["totals"]["halted"]) == (1, 1)
+        page = client.get("/charts?window=hour").text
+        assert "1</strong> failed, <strong>1</strong> halted" in page
 
 
 def explain(store: Store, backend: str, name: str, params: dict[str, object]) -> str:

@@ -104,9 +104,10 @@ def overview(request: Request) -> Response:
     """Counts of runs by status and of jobs by readiness. A run count is exact up to
     1,000; above that it is reported as 1001 (more than 1,000).
 
-    ``last_hour`` counts, over the last hour's whole minutes, runs finished and failed
-    (or halted) and failed attempts, free (before their step crossed its boundary)
-    and paid (after)."""
+    ``last_hour`` counts, over the last hour's whole minutes, runs finished (any
+    end, halted included), failed (their deadline passed or a pause expired) and
+    halted (a step gave up; not failed: they can be retried), and failed attempts,
+    free (before their step crossed its boundary) and paid (after)."""
     d = dashboard(request)
     reader = d.reader
     jobs = reader.job_counts()
@@ -170,6 +171,7 @@ def get_run(request: Request) -> Response:
 
 def _point(p: Point) -> dict[str, Any]:
     return {"at": views.iso(p.start), "minutes": p.minutes, "runs_finished": p.finished, "runs_failed": p.failed,
+            "runs_halted": p.halted,
             "attempts_failed_free": p.free, "attempts_failed_paid": p.paid, "jobs_ready": round(p.ready, 3),
             "jobs_delayed": round(p.delayed, 3),
             "start_lateness_ms": {f"p{k}": None if v is None else round(v, 1) for k, v in p.lateness.items()},
@@ -180,7 +182,7 @@ def _point(p: Point) -> dict[str, Any]:
                             enum=list(WINDOWS)),
                      _query("pipeline", "only this pipeline")],
          responses={"200": {"description": "{window, pipeline, now, pipelines, totals, points: [{at, minutes, "
-                                           "runs_finished, runs_failed, attempts_failed_free, attempts_failed_paid, "
+                                           "runs_finished, runs_failed, runs_halted, attempts_failed_free, attempts_failed_paid, "
                                            "jobs_ready, jobs_delayed, start_lateness_ms, attempt_duration_ms}]}"},
                     "400": {"description": "unknown window"}})
 def charts(request: Request) -> Response:
@@ -189,8 +191,10 @@ def charts(request: Request) -> Response:
     Rates (``runs_*``, ``attempts_*``) are per minute; ``jobs_ready`` and
     ``jobs_delayed`` are the average number of jobs waiting over the point;
     ``start_lateness_ms`` and ``attempt_duration_ms`` hold the p50, p95 and p99 of
-    the point (null without a sample). ``totals`` counts runs finished and failed
-    and attempts failed free and paid over the whole window.
+    the point (null without a sample). ``runs_failed`` counts failed runs only and
+    ``runs_halted`` halted ones (halted is not failed); ``runs_finished`` counts
+    every end. ``totals`` counts runs finished, failed and halted and attempts
+    failed free and paid over the whole window.
     """
     from ductline.web.pages import chart_window
 

@@ -246,7 +246,8 @@ class Point:
     start: int
     minutes: int
     runs_finished: int
-    runs_failed: int       # failed or halted
+    runs_failed: int       # failed only: a halted run is not failed (it can be retried)
+    runs_halted: int
     failed_free: int       # attempts
     failed_paid: int
     ready: float           # average jobs waiting
@@ -262,6 +263,10 @@ class Point:
     @property
     def failed(self) -> float:
         return self.runs_failed / self.minutes
+
+    @property
+    def halted(self) -> float:
+        return self.runs_halted / self.minutes
 
     @property
     def free(self) -> float:
@@ -282,7 +287,7 @@ def point(minutes: Minutes, pipeline: str | None, first: int, count: int) -> Poi
                 merged.add(stats)
     span = count * MINUTE_MS
     return Point(first, count, sum(merged.finished.values()),
-                 merged.finished[RunStatus.FAILED] + merged.finished[RunStatus.HALTED], merged.failed_free,
+                 merged.finished[RunStatus.FAILED], merged.finished[RunStatus.HALTED], merged.failed_free,
                  merged.failed_paid, merged.ready_ms / span, merged.delayed_ms / span,
                  {p: percentile(merged.lateness, p) for p in PERCENTILES},
                  {p: percentile(merged.duration, p) for p in PERCENTILES})
@@ -300,9 +305,11 @@ class Window:
 
     @property
     def totals(self) -> dict[str, int]:
-        """Runs finished and failed, attempts failed free and paid, over the window."""
+        """Runs finished (any end), failed and halted, attempts failed free and paid,
+        over the window."""
         return {"finished": sum(p.runs_finished for p in self.points),
                 "failed": sum(p.runs_failed for p in self.points),
+                "halted": sum(p.runs_halted for p in self.points),
                 "failed_free": sum(p.failed_free for p in self.points),
                 "failed_paid": sum(p.failed_paid for p in self.points)}
 

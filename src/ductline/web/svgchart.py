@@ -158,8 +158,11 @@ def charts(w: Window) -> list[Chart]:
         return lambda point: (point.lateness if kind == "lateness" else point.duration)[p]
 
     return [
-        _chart("runs", "Runs finished and failed", f"Runs that ended, {per}; failed: failed or halted.", w,
-               [("finished", "finished", lambda p: p.finished), ("failed", "failed", lambda p: p.failed)],
+        _chart("runs", "Runs finished, failed and halted",
+               f"Runs that ended, {per} (finished: any end); failed: their deadline passed or a pause expired; "
+               f"halted: a step gave up (not failed: they can be retried).", w,
+               [("finished", "finished", lambda p: p.finished), ("failed", "failed", lambda p: p.failed),
+                ("halted", "halted", lambda p: p.halted)],
                False, rate),
         _chart("failures", "Failed attempts: free and paid",
                f"Attempts that failed before their step crossed its boundary (free: retried) and after it "
