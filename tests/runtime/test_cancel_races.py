@@ -152,7 +152,7 @@ def _end_run_behind_the_claim(db_url: str, run_id: str, status: str, metadata: d
     pytest.param("cancelled", {"cancelled": True}, "cancelled", "cancelled", "Cancelled", "the run was cancelled",
                  id="cancelled"),
     pytest.param("failed", {"timeout_exceeded": True}, "failed", "timed_out", "TimeoutError",
-                 "cancelled at the run deadline: the run exceeded its deadline of 2 s", id="deadline"),
+                 "stopped at the run deadline: the run exceeded its deadline of 2 s", id="deadline"),
     pytest.param("failed", {"pause_expired": True, "paused_step": "approve", "pause_timeout_seconds": 30},
                  "cancelled", "cancelled", "PauseExpired",
                  "cancelled because the pause before step 'approve' expired after 30 s without a resume",

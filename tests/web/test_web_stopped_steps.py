@@ -19,7 +19,7 @@ from ductline.store import Store
 from ductline.views import run_view
 from ductline.web import create_app
 
-DEADLINE_ERROR = "cancelled at the run deadline: the run exceeded its deadline of 2 s"
+DEADLINE_ERROR = "stopped at the run deadline: the run exceeded its deadline of 2 s"
 
 
 def _ended_at_the_deadline(store: Store) -> str:

@@ -113,7 +113,7 @@ def deadline(timeout_seconds: float | None) -> StopPlan:
     return StopPlan(
         run_status=RunStatus.FAILED, from_statuses=UNFINISHED_RUN, job_status=JobStatus.FAILED,
         attempt_result=AttemptResult.TIMED_OUT, error_type="TimeoutError",
-        error=f"cancelled at the run deadline: {error}", skip_reason=WORKFLOW_TIMEOUT,
+        error=f"stopped at the run deadline: {error}", skip_reason=WORKFLOW_TIMEOUT,
         metadata={"timeout_exceeded": True, "timeout_seconds": timeout_seconds, "error": error})
 
 
