@@ -22,7 +22,7 @@ from ductline.errors import DuctlineError, InvalidStateError, StoreError, StoreU
 from ductline.handle import RunHandle
 from ductline.loglevels import LEVELS
 from ductline.logs import configure
-from ductline.model.states import SETTLED_RUN, TERMINAL_RUN, JobStatus, RunStatus
+from ductline.model.states import SETTLED_RUN, TERMINAL_RUN, HaltReason, JobStatus, RunStatus
 from ductline.observability import runlog
 from ductline.store import Store, open_store
 from ductline.stores import ensure_schema
@@ -279,8 +279,9 @@ def run(target: str, args_json: str | None, concurrency: int | None, timeout: st
         for line in views.failed_steps(view):
             console.print(Text("  " + safetext.printable(line, newlines=False)))
         short = views.short_ids(store, [handle.id])[handle.id]
-        console.print(f"  `ductline show {short}` lists every attempt; `ductline retry {short}` revives the run",
-                      highlight=False, markup=False)
+        revive = (views.retry_hint(view["halt_reason"], short) if view["halt_reason"] == HaltReason.NON_RETRYABLE_ERROR
+                  else f"`ductline retry {short}` revives the run")
+        console.print(f"  `ductline show {short}` lists every attempt; {revive}", highlight=False, markup=False)
     if view["output"] is not None and not as_json:
         out.print_json(views.to_json(view["output"]))
     if as_json:
@@ -385,10 +386,11 @@ def runs(ctx: click.Context, status: str | None, pipeline: str | None, tag_texts
         found = store.list_runs(status, pipeline, limit, tags=wanted)
     if not found and pipeline is not None:
         _note_unknown_pipeline(store, pipeline)
+    errors = views.run_errors(store, found)  # why failed runs stopped: their rows hold no halt reason
     if as_json:
-        print(json.dumps([views.run_summary(r) for r in found]))
+        print(json.dumps([views.run_summary(r, errors.get(r["id"])) for r in found]))
         return
-    out.print(tables.runs_table(out, found, lambda: views.short_ids(store, [r["id"] for r in found])))
+    out.print(tables.runs_table(out, found, lambda: views.short_ids(store, [r["id"] for r in found]), errors))
 
 
 # The most pipeline names a note about an unknown pipeline lists.
@@ -496,8 +498,7 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
                       f"{safetext.printable(str(view['metadata']['error']), newlines=False)}",
                       highlight=False, soft_wrap=True, markup=False)
         short = views.short_ids(store, [view["run_id"]])[view["run_id"]]
-        out.print(f"halted: `ductline retry {short}` revives it from its failed step(s)", highlight=False,
-                  markup=False)
+        out.print(f"halted: {views.retry_hint(view['halt_reason'], short)}", highlight=False, markup=False)
 
 
 @cli.command()

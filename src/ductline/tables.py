@@ -8,7 +8,10 @@ it does in a wide terminal or when the output is piped (200 columns, unless
 ``COLUMNS`` says otherwise). Otherwise the compact form: short unique id prefixes
 (`ductline.views.short_ids`), local times without the date when they are today's
 (`ductline.views.compact_time`), durations instead of end times, no borders, and
-text columns that wrap instead of being cut.
+text columns that wrap instead of being cut. In both forms a cell of stored text
+(`_cell`: an error, a reason, a name) holds at most `ERROR_CHARS` characters, cut
+with "…" beyond (the JSON outputs give it whole): one long error must not push a
+table's other rows off the screen.
 
 Every cell that holds text a step made (errors, skip reasons) is escaped
 (`ductline.safetext`): nothing a step wrote acts on the terminal.
@@ -27,6 +30,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from ductline import safetext, views
+from ductline.model.states import RunStatus
 
 ERROR_CHARS = 120  # of an error in a table; `show --json` has it whole
 
@@ -57,23 +61,36 @@ def _cell(text: Any, limit: int = ERROR_CHARS) -> str:
 
 def _took(row: dict[str, Any]) -> int | None:
     start = row.get("started_ms") or row.get("created_ms")
-    if row.get("finished_ms") is None or start is None:
+    if _finished_ms(row) is None or start is None:
         return None
     return max(0, int(row["finished_ms"]) - int(start))
 
 
-def runs_table(console: Console, rows: list[dict[str, Any]], short: Callable[[], dict[str, str]]) -> Table:
+def _finished_ms(row: dict[str, Any]) -> int | None:
+    """When a run ended; none for a halted run, which has not (`ductline retry` revives it)."""
+    return None if row["status"] == RunStatus.HALTED else row.get("finished_ms")
+
+
+def runs_table(console: Console, rows: list[dict[str, Any]], short: Callable[[], dict[str, str]],
+               errors: dict[str, str] | None = None) -> Table:
     """The table of ``ductline runs``.
 
     Args:
         rows: the store's run rows (``list_runs``), newest first.
         short: gives the short prefix of each run id (called only for the compact form).
+        errors: a failed or cancelled run's error by run id (`ductline.views.run_errors`),
+            shown as its reason.
     """
-    full = Table("run", "pipeline", "status", "halt reason", "created", "finished")
+    errors = errors or {}
+
+    def reason(r: dict[str, Any]) -> str:
+        return _cell(r["halt_reason"] or errors.get(r["id"]))
+
+    full = Table("run", "pipeline", "status", "reason", "created", "finished")
     full.columns[0].no_wrap = True
     for r in rows:
-        full.add_row(r["id"], r["pipeline"], r["status"], r["halt_reason"] or "", views.iso(r["created_ms"]) or "",
-                     views.iso(r["finished_ms"]) or "")
+        full.add_row(r["id"], r["pipeline"], r["status"], reason(r), views.iso(r["created_ms"]) or "",
+                     views.iso(_finished_ms(r)) or "")
     if fits(console, full):
         return full
     prefixes = short()
@@ -82,7 +99,7 @@ def runs_table(console: Console, rows: list[dict[str, Any]], short: Callable[[],
         table.columns[column].no_wrap = True
     table.columns[1].overflow = table.columns[3].overflow = "fold"
     for r in rows:
-        table.add_row(prefixes[r["id"]], r["pipeline"], r["status"], r["halt_reason"] or "",
+        table.add_row(prefixes[r["id"]], r["pipeline"], r["status"], reason(r),
                       views.compact_time(r["created_ms"]), views.compact_duration(_took(r)))
     return table
 

@@ -12,7 +12,7 @@ from ductline import codec
 from ductline.timestamps import iso as iso  # the CLI's and the API's one form of a time
 from ductline.errors import RunNotFound
 from ductline.model import marking, serving, stops
-from ductline.model.states import WAITING_JOB, JobStatus
+from ductline.model.states import WAITING_JOB, HaltReason, JobStatus, RunStatus
 from ductline.store import Store, fleet, payloads, steplogs
 from ductline.store import operator
 from ductline.store import tags as run_tags
@@ -96,10 +96,49 @@ def compact_duration(ms: int | None) -> str:
     return f"{hours} h {minute} min" if hours else f"{minutes} min {second} s"
 
 
-def run_summary(row: dict[str, Any]) -> dict[str, Any]:
+def run_summary(row: dict[str, Any], reason: str | None = None) -> dict[str, Any]:
+    """A run row (``list_runs``) as ``ductline runs --json`` gives it.
+
+    ``finished_at`` is null for a halted run: it has not ended (`ductline retry`
+    revives it). ``reason`` is why the run stopped: its halt reason, else ``reason``
+    (a failed or cancelled run's error, from `run_errors`)."""
+    halted = row["status"] == RunStatus.HALTED
     return {"run_id": row["id"], "pipeline": row["pipeline"], "status": row["status"],
-            "halt_reason": row["halt_reason"], "created_at": iso(row["created_ms"]),
-            "finished_at": iso(row["finished_ms"]), "definition": row["definition"]}
+            "halt_reason": row["halt_reason"], "reason": row["halt_reason"] or reason,
+            "created_at": iso(row["created_ms"]), "finished_at": None if halted else iso(row["finished_ms"]),
+            "definition": row["definition"]}
+
+
+def retry_hint(halt_reason: str | None, run_id: str) -> str:
+    """What to do about a halted run, as ``show`` and ``run`` say it. A step whose
+    error is not retried (``non_retryable_error``: its type is in ``no_retry_on``, or
+    the error is deterministic, such as `ductline.PayloadNotSerializable`) fails the
+    same way on the same input: its code must change before a retry can help."""
+    if halt_reason == HaltReason.NON_RETRYABLE_ERROR:
+        return (f"its step's error is not retried, and the same input fails the same way: change the step's code "
+                f"(and restart the workers with it), then `ductline retry {run_id}` revives the run")
+    return f"`ductline retry {run_id}` revives it from its failed step(s)"
+
+
+def run_errors(store: Store, rows: list[dict[str, Any]]) -> dict[str, str]:
+    """The error each failed or cancelled run of ``rows`` recorded (its deadline passed,
+    a pause expired, ...), by run id, read in one query; runs without one are left out.
+
+    Raises:
+        StoreError: the database failed.
+    """
+    wanted = [r["id"] for r in rows if r["status"] in (RunStatus.FAILED, RunStatus.CANCELLED)
+              and not r["halt_reason"]]
+    found = {}
+    for run_id, run in store.run_ends(wanted).items():
+        try:
+            metadata = json.loads(run.get("metadata") or "{}")
+        except (TypeError, ValueError):
+            continue
+        error = metadata.get("error") if isinstance(metadata, dict) else None
+        if isinstance(error, str) and error:
+            found[run_id] = error
+    return found
 
 
 def run_view(store: Store, run_id: str, *, live_within_seconds: float = serving.LIVE_WITHIN_SECONDS) -> dict[str, Any]:
