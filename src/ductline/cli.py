@@ -164,11 +164,12 @@ database_option = click.option("--database", "database", metavar="URL", default=
 def cli(log_level: str, log_format: str) -> None:
     """ductline: durable pipelines with killable steps.
 
-    A run ends completed, halted, failed or cancelled, and halted is not failed. A
-    halted run stopped because a step gave up (it used up max_attempts, its error is
-    not retried, or it failed after crossing its boundary); it keeps everything, and
-    `ductline retry RUN` revives it from that step. A failed run is over: its
-    deadline passed or a pause expired; it cannot be retried, only triggered again.
+    A run ends completed, failed or cancelled, or stops halted, and halted is not
+    failed. A halted run stopped because a step gave up (it used up max_attempts,
+    its error is not retried, or it failed after crossing its boundary); it has not
+    ended: it keeps everything, and `ductline retry RUN` revives it from that step.
+    A failed run is over: its deadline passed or a pause expired; it cannot be
+    retried, only triggered again.
     """
     configure(log_level, log_format)
 
@@ -291,8 +292,10 @@ def run(target: str, args_json: str | None, concurrency: int | None, timeout: st
 
 
 @cli.command()
-@click.option("--app", "apps", multiple=True, required=True, help="Module or file defining pipelines.")
-@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Child slots per process.")
+@click.option("--app", "apps", multiple=True, required=True, metavar="MODULE_OR_FILE",
+              help="Module or file defining pipelines (repeat for several).")
+@click.option("--concurrency", type=click.IntRange(min=1), default=None,
+              help="Child slots per process (default: CPUs).")
 @click.option("--processes", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes, supervised and restarted when they die.")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
@@ -345,7 +348,8 @@ def worker(apps: tuple[str, ...], concurrency: int | None, processes: int, metri
                    "'-' for runs started before versions were recorded).")
 @click.option("--parent", metavar="RUN_ID", help="Only the child runs this run started (an id or a unique prefix).")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a JSON list of runs (whole ids, ISO 8601 UTC times, each run's reason).")
 @database_option
 @click.pass_context
 def runs(ctx: click.Context, status: str | None, pipeline: str | None, tag_texts: tuple[str, ...],
@@ -418,7 +422,8 @@ SHOW_OUTPUT_CHARS = 500
 
 @cli.command()
 @click.argument("run_id")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the run as one JSON object: its steps, attempts, errors and output, whole.")
 @database_option
 def show(run_id: str, as_json: bool, database: str | None) -> None:
     """Show one run: its steps, then each attempt with its start, end and duration,

@@ -24,7 +24,7 @@ from ductline.schedule_command import _database, _open
 @click.option("--map", "mapping", multiple=True, metavar="OLD=NEW",
               help="A step renamed between the two (repeat for several); other steps keep their names.")
 @click.option("--run", "run_id", default=None, help="Move only this run (its id).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 @_database
 def move(from_definition: str, to_definition: str, mapping: tuple[str, ...], run_id: str | None, as_json: bool,
          database: str | None) -> None:
@@ -58,7 +58,7 @@ def move(from_definition: str, to_definition: str, mapping: tuple[str, ...], run
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object: the definitions and the queues.")
 @_database
 def definitions(as_json: bool, database: str | None) -> None:
     """List the definitions workers have loaded, which live workers serve each, and

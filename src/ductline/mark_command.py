@@ -17,7 +17,7 @@ import click
 @click.option("--index", type=click.IntRange(min=0), default=None,
               help="The element index of the step run, for a step with several (an expand).")
 @click.option("--reason", default=None, help="Why, for the run's history.")
-@click.option("--app", "apps", multiple=True, required=True,
+@click.option("--app", "apps", multiple=True, required=True, metavar="MODULE_OR_FILE",
               help="Module or file defining the run's pipeline (the run advances by its graph).")
 @click.option("--database", "database", metavar="URL", default=None,
               help="Database URL (default: DUCTLINE_DATABASE_URL or sqlite:///ductline.db).")

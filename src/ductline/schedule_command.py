@@ -130,7 +130,8 @@ def _instant(text: str, option: str) -> int:
 @click.option("--from", "from_text", required=True, metavar="ISO", help="First instant of the range (ISO 8601 "
               "with offset), included.")
 @click.option("--to", "to_text", required=True, metavar="ISO", help="Last instant of the range, included.")
-@click.option("--app", "apps", multiple=True, required=True, help="Module or file defining the schedule's pipeline.")
+@click.option("--app", "apps", multiple=True, required=True, metavar="MODULE_OR_FILE",
+              help="Module or file defining the schedule's pipeline.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 @_database
 @click.pass_context

@@ -76,3 +76,28 @@ def test_global_options_are_documented_in_the_help(tmp_path: Path) -> None:
     done = ductline(tmp_path, "--help")
     assert "--log-level [debug|info|warning|error|critical]" in done.stdout
     assert "before the command" in " ".join(done.stdout.split())
+
+
+def test_every_option_of_the_reference_commands_is_described_and_app_is_named_alike() -> None:
+    """--help of each command: every option has a description (a bare ``--json``
+    said nothing), ``--app`` reads MODULE_OR_FILE everywhere, defaults are stated."""
+    from click.testing import CliRunner
+
+    from ductline.cli import cli
+
+    runner = CliRunner()
+    commands = [["runs"], ["show"], ["definitions"], ["runs", "move"], ["dashboard"], ["worker"],
+                ["mark-succeeded"], ["run"], ["trigger"]]
+    for words in commands:
+        text = runner.invoke(cli, [*words, "--help"], terminal_width=200).output
+        lines = text.splitlines() + [""]
+        # An option without text on its line nor a further line of text under it says nothing.
+        bare = [line for i, line in enumerate(lines[:-1]) if line.startswith("  -") and "--help" not in line
+                and len(line.strip().split("  ")) < 2 and not lines[i + 1].startswith("      ")]
+        assert not bare, (words, bare)
+        if "--app" in text:
+            assert "--app MODULE_OR_FILE" in text, (words, text)
+    worker = runner.invoke(cli, ["worker", "--help"], terminal_width=200).output
+    assert "(default: CPUs)" in worker
+    top = " ".join(runner.invoke(cli, ["--help"], terminal_width=200).output.split())
+    assert "ends completed, halted" not in top and "it has not ended" in top

@@ -22,8 +22,9 @@ def _loopback(host: str) -> bool:
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to bind; anything but loopback exposes run data to the network.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
-@click.option("--app", "apps", multiple=True, metavar="MODULE",
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="Port to serve on.")
+@click.option("--app", "apps", multiple=True, metavar="MODULE_OR_FILE",
               help="Module or file defining pipelines: their graphs are drawn and the API can start them.")
 @click.option("--database", "database", metavar="URL", default=None,
               help="Database URL (default: DUCTLINE_DATABASE_URL or sqlite:///ductline.db).")
