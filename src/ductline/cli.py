@@ -641,16 +641,18 @@ def main() -> None:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
         sys.exit(130)
-    except click.NoSuchOption as exc:
-        if exc.option_name in GLOBAL_OPTIONS:
+    except click.NoSuchOption as unknown:
+        exc: click.ClickException = unknown
+        if unknown.option_name in GLOBAL_OPTIONS:
             # Given after the command: say where it goes rather than only that it is unknown.
-            names, ctx = [], exc.ctx
+            names, ctx = [], unknown.ctx
             while ctx is not None and ctx.parent is not None:  # the command's words, without the program's
                 names.append(ctx.info_name or "")
                 ctx = ctx.parent
             command = " ".join(reversed(names)) or "COMMAND"
-            exc.message += (f" {exc.option_name} is a global option: give it before the command, "
-                            f"as in `ductline {exc.option_name} ... {command}`.")
+            exc = click.UsageError(f"{unknown.format_message()} {unknown.option_name} is a global option: give it "
+                                   f"before the command, as in `ductline {unknown.option_name} ... {command}`.",
+                                   ctx=unknown.ctx)
         exc.show()
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
