@@ -30,3 +30,7 @@ def handed_on(x):
 # start (the first step's claim), while the second step is due 5 s after the first
 # one completed, so held from 1 s after it.
 deadline_in_hold = Pipeline("early_deadline", timeout=3).start(handed_on).chain(to=called_at, delay=5)
+
+# No run deadline: nothing on the start of its held first step writes to the database
+# unless the worker confirms the step's lease.
+plain = Pipeline("early_plain").start(called_at)

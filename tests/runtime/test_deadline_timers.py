@@ -23,9 +23,12 @@ def test_the_maintenance_thread_looks_at_a_deadline_only_once_the_database_clock
     deadline_ms = store.get_run(handle.id)["deadline_ms"]
     # A measurement with a wide error bound (a 400 ms round trip, read at its end): the
     # estimate runs up to 200 ms ahead of the database clock, and says so in its bound.
+    # The database clock is read before ``received``, as in a real round trip: read
+    # after it, a slow read would put the estimate further ahead than its bound says.
     clock = DatabaseClock()
+    db_ms = store.now_ms()
     received = clock.now()
-    clock.measure(store.now_ms(), received - 0.4, received)
+    clock.measure(db_ms, received - 0.4, received)
     looks: list[int] = []  # the database clock at each look at due deadlines
     due_deadlines = store.due_deadlines
 

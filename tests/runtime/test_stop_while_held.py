@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apps"))
 import early_app  # noqa: E402
 
 from ductline.observability.events import EventName, subscribe  # noqa: E402
-from ductline.runtime import horizon  # noqa: E402
+from ductline.runtime import ahead, horizon  # noqa: E402
 from ductline.views import run_view  # noqa: E402
 
 APP = str(Path(__file__).resolve().parents[1] / "apps" / "early_app.py")
@@ -94,3 +94,34 @@ def test_a_cancel_inside_the_hold_skips_the_held_step(store, inprocess_worker, m
     assert handle.wait(30) == "cancelled"
     wait_for(lambda: store.now_ms() > job["not_before_ms"] + 500, timeout=30)
     assert_skipped_unstarted(store, handle, "cancelled", events, marks, "held-cancel")
+
+
+def test_a_cancel_still_committing_at_the_held_jobs_time_keeps_it_from_starting(
+        store, db_url, inprocess_worker, marks, events, monkeypatch):
+    """The stop took its instant before the job's time but commits after it: a worker
+    notified of cancels (PostgreSQL) still confirms the held job's lease before starting
+    it, and that renewal waits for the stop's commit and finds the lease gone."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite has one writer: a worker's renewal cannot run while the stop is open")
+    from ductline.engine import stop
+
+    monkeypatch.setattr(horizon, "HORIZON_SECONDS", 2.0)
+    # A lease confirmed within this long needs no renewal to start (0.5 s by default):
+    # held for 2 s, the job would otherwise be confirmed for being stale alone.
+    monkeypatch.setattr(ahead, "FRESH_SECONDS", 10.0)
+    inprocess_worker()
+    handle = early_app.plain.trigger("held-committing", database=store, delay=3)
+
+    def held() -> bool:
+        [job] = store.run_jobs(handle.id)
+        return job["status"] == "running" and store.now_ms() < job["not_before_ms"] - 200
+
+    wait_for(held, timeout=30)
+    [job] = store.run_jobs(handle.id)
+    with store.transaction() as tx:
+        stop.cancel(tx, early_app.plain.definition(), handle.id)
+        # Held open past the job's time, as a slow stop's transaction would be.
+        wait_for(lambda: store.now_ms() > job["not_before_ms"] + 300, timeout=30)
+    assert handle.wait(30) == "cancelled"
+    wait_for(lambda: store.now_ms() > job["not_before_ms"] + 800, timeout=30)
+    assert_skipped_unstarted(store, handle, "cancelled", events, marks, "held-committing")

@@ -32,7 +32,7 @@ class Unchanged(InvalidStateError):
 
 def apply_stop(tx: Tx, definition: Definition | None, run_id: str, plan: stops.StopPlan,
                metadata: dict[str, Any], roots: list[tuple[str, str]] | None = None, *,
-               unstarted: str | None = None) -> bool:
+               unstarted: str | None = None, until_ms: int | None = None) -> bool:
     """Apply ``plan`` to a run inside ``tx``: end its running attempts, skip what
     waits, end the run, and record its never-created dependents skipped.
 
@@ -45,6 +45,8 @@ def apply_stop(tx: Tx, definition: Definition | None, run_id: str, plan: stops.S
         unstarted: the lease token of a running job its worker did not start (one
             claimed after its run's deadline): it is waiting, as a job held for its
             not-before time is (`ductline.model.stops.begun_by`).
+        until_ms: the stop's instant, if earlier than now (a run deadline: epoch
+            ms), for `ductline.model.stops.begun_by`.
 
     Returns:
         ``True`` when the plan changed the run's status (always ``True`` for a
@@ -55,7 +57,7 @@ def apply_stop(tx: Tx, definition: Definition | None, run_id: str, plan: stops.S
     """
     open_jobs = tx.open_jobs(run_id)
     # A job held by its worker for its not-before time is waiting, not in flight.
-    tx.take_back_unstarted(run_id, lease_token=unstarted)
+    tx.take_back_unstarted(run_id, lease_token=unstarted, until_ms=until_ms)
     tx.abort_running(run_id, plan.job_status, plan.attempt_result, plan.error_type, plan.error)
     if plan.skip_reason is not None:
         tx.skip_waiting(run_id, plan.skip_reason, plan.skip_root)
@@ -102,8 +104,10 @@ def expire(tx: Tx, definition: Definition | None, run_id: str, *, unstarted: str
     info = tx.run_metadata(run_id, for_stop=True)
     if info is None or RunStatus(info["status"]) not in stops.deadline(None).from_statuses:
         return False
+    # Judged at the deadline: no worker starts a job of the run after it, however
+    # late this stop runs.
     return apply_stop(tx, definition, run_id, stops.deadline(info["timeout_seconds"]), info["metadata"],
-                      unstarted=unstarted)
+                      unstarted=unstarted, until_ms=info.get("deadline_ms"))
 
 
 def expire_due(store: Store, definitions: dict[str, Definition]) -> int:

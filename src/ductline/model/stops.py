@@ -40,6 +40,12 @@ def begun_by(not_before_ms: int, at_ms: int) -> bool:
     may also say of its own job that it did not start it (a job claimed after its
     run's deadline, which it never starts).
 
+    The stop's instant is the database clock's now, read once the run's running jobs
+    are locked, so a worker that confirmed a held job's lease before starting it
+    (`ductline.runtime.claimer`) did so before that instant or finds the lease gone;
+    a run deadline's stop takes the deadline instead, after which no worker starts a
+    job of the run.
+
     Args:
         not_before_ms: the job's not-before time (epoch ms, database clock).
         at_ms: the stop's instant (epoch ms, database clock).

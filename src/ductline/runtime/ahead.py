@@ -205,9 +205,9 @@ class Ahead:
         the clock's current reading: `passed` as in `next_start`), in the claim order.
 
         Args:
-            confirm: their leases must be confirmed again before they start (`stale`):
-                for a worker that no notification tells of a cancel, so that a run
-                cancelled before a held job's time never has that job start.
+            confirm: their leases must be confirmed again before they start (`stale`),
+                so that a run stopped before a held job's time never has that job
+                start (`ductline.runtime.claimer.Claimer.fill_free`).
         """
         due = 0
         while due < len(self._early) and passed(self._early[due].job.not_before_ms) <= now:

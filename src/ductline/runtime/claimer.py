@@ -63,17 +63,13 @@ class Claimer:
         ahead: the queue of jobs claimed ahead.
         renew_now: asks the heartbeat to renew the leases on this turn of the loop
             (a queued job waits for its lease to be confirmed).
-        notified: the database notifies this worker of cancels (PostgreSQL with
-            LISTEN); if not, a job claimed before its time has its lease renewed
-            once its time came and before it starts (`Ahead.promote`).
         (the others are the worker's collaborators of the same names)
     """
 
     def __init__(self, store: Store, definitions: dict[str, Definition], settings: Settings, worker_id: str,
                  slots: list[Slot], *, clock: DatabaseClock, enforcer: Enforcer, wakeup: Wakeup,
                  scheduler: Scheduler, outage: Outage, healthy: Callable[[], bool],
-                 ahead: Ahead | None = None, renew_now: Callable[[], None] = lambda: None,
-                 notified: bool = False) -> None:
+                 ahead: Ahead | None = None, renew_now: Callable[[], None] = lambda: None) -> None:
         self._store = store
         self._definitions = definitions
         self._pipelines = sorted(definitions)
@@ -103,7 +99,6 @@ class Claimer:
         self.on_past_deadline: Callable[[ClaimedJob], None] = lambda job: None
         self.on_start: Callable[[Runner], None] = lambda runner: None  # an attempt's runner begins
         self._renew_now = renew_now
-        self._notified = notified
         self._claims = 0  # every FIFO_EVERY-th claim is oldest-first (bounds starvation)
         # SQLite cannot notify other processes; poll it more often (the query is indexed).
         self.poll = min(settings.poll_interval, 0.25) if store.dialect.name == "sqlite" \
@@ -148,9 +143,11 @@ class Claimer:
     def fill_free(self) -> None:
         """Start queued jobs on the free slots, in the queue's order (the claim order). A queued job
         whose lease was not confirmed lately waits for the heartbeat, asked now."""
-        # Jobs claimed before their time whose time came (confirmed first if no
-        # notification would have told of a cancel meanwhile).
-        self.ahead.promote(self._clock.now(), self._clock.passed, confirm=not self._notified)
+        # Jobs claimed before their time whose time came, their leases confirmed first
+        # even where cancels are notified: a stop that began before their time takes
+        # them back as never begun (`ductline.model.stops.begun_by`) and notifies only
+        # at its commit; the renewal waits for that commit and finds the lease gone.
+        self.ahead.promote(self._clock.now(), self._clock.passed, confirm=True)
         if not len(self.ahead):
             return
         if self._wakeup.cancel_pending():

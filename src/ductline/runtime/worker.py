@@ -110,7 +110,7 @@ class Worker:
         self.claimer = Claimer(store, definitions, settings, self.id, self.slots, clock=self.clock,
                                enforcer=self.enforcer, wakeup=self.wakeup, scheduler=self.scheduler,
                                outage=self.outage, healthy=lambda: self.undead_count() <= settings.max_undead,
-                               ahead=self.ahead, renew_now=lambda: self.heartbeat.soon(), notified=notified)
+                               ahead=self.ahead, renew_now=lambda: self.heartbeat.soon())
         self.outbox = Outbox(store, definitions, settings.retry_delay, limits, self.outage, self.clock.db_now_ms,
                              recorded=self.claimer.soon, wake=self.wakeup.nudge,
                              timed=self.ahead.observe_recording, origin=self.id,

@@ -572,12 +572,22 @@ class Tx:
         """Jobs of the run that have not finished: pending, held or running."""
         return self.s.fetch("open_jobs", {"run_id": run_id})
 
-    def take_back_unstarted(self, run_id: str, *, lease_token: str | None = None) -> int:
+    def take_back_unstarted(self, run_id: str, *, lease_token: str | None = None,
+                            until_ms: int | None = None) -> int:
         """Before a stop ends the run's running attempts: give back to waiting, with
         no attempt, the running jobs that have not begun (`ductline.model.stops.begun_by`)
-        -- due after the database clock's now, or the one whose lease is
-        ``lease_token`` (its worker did not start it). Returns how many."""
+        -- due after the stop's instant, or the one whose lease is ``lease_token`` (its
+        worker did not start it). Returns how many.
+
+        The instant is the database clock's now, read once the run's running jobs are
+        locked (a renewal that let a worker start one committed before it, or finds the
+        lease gone after the stop), or ``until_ms`` if earlier: a run deadline's stop
+        passes the deadline (epoch ms), after which no worker starts a job of the run.
+        """
+        self.s.fetch("lock_running_jobs", {"run_id": run_id})
         at_ms = self.now_ms()  # one instant for both statements
+        if until_ms is not None:
+            at_ms = min(at_ms, int(until_ms))
         params = {"run_id": run_id, "at_ms": at_ms, "lease_token": lease_token}
         self.s.execute("drop_unstarted_attempts", params)
         return self.s.execute("take_back_unstarted_jobs", params)
@@ -648,7 +658,7 @@ class Tx:
             return None
         row = rows[0]
         return {"metadata": json.loads(row["metadata"] or "{}"), "timeout_seconds": row["timeout_seconds"],
-                "status": row["status"]}
+                "status": row["status"], "deadline_ms": row.get("deadline_ms")}
 
     # -- fan-in ----------------------------------------------------------------
     def create_fanin(self, run_id: str, step: str, scope: str, expected: int) -> None:

@@ -343,7 +343,14 @@ ORDER BY id FOR NO KEY UPDATE;
 
 -- name: lock_run_for_stop
 -- A stop (cancel, run deadline, expired pause) locks the run exclusively first.
-SELECT metadata, timeout_seconds, status FROM ductline_runs WHERE id = :run_id FOR UPDATE;
+SELECT metadata, timeout_seconds, status, deadline_ms FROM ductline_runs WHERE id = :run_id FOR UPDATE;
+
+-- name: lock_running_jobs
+-- A stop locks the run's running jobs before it reads the instant that tells which
+-- have begun (Tx.take_back_unstarted): a worker's renewal of a held job's lease, sent
+-- once the job's time has passed, then either committed before that instant or waits
+-- for the stop's commit and finds the lease gone.
+SELECT id FROM ductline_jobs WHERE run_id = :run_id AND status = 'running' ORDER BY id FOR UPDATE;
 
 -- name: halt_hold_settle
 -- halt_run, hold_jobs and notify_settled in one round trip (Tx.halt_run): the run

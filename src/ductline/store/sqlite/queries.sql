@@ -260,7 +260,11 @@ WHERE id = :run_id AND status IN (SELECT value FROM json_each(:from_statuses));
 SELECT id, status FROM ductline_runs WHERE id IN (SELECT value FROM json_each(:run_ids)) ORDER BY id;
 
 -- name: lock_run_for_stop
-SELECT metadata, timeout_seconds, status FROM ductline_runs WHERE id = :run_id;
+SELECT metadata, timeout_seconds, status, deadline_ms FROM ductline_runs WHERE id = :run_id;
+
+-- name: lock_running_jobs
+-- SQLite's single writer already holds the database (BEGIN IMMEDIATE): nothing to lock.
+SELECT id FROM ductline_jobs WHERE run_id = :run_id AND status = 'running';
 
 -- name: notify_settled
 -- SQLite cannot notify other processes: clients waiting for a run poll instead.
