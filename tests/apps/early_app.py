@@ -34,3 +34,7 @@ deadline_in_hold = Pipeline("early_deadline", timeout=3).start(handed_on).chain(
 # No run deadline: nothing on the start of its held first step writes to the database
 # unless the worker confirms the step's lease.
 plain = Pipeline("early_plain").start(called_at)
+
+# A 1 s run deadline that starts at the first step's claim: a claim well before the
+# step's time sets it before that time.
+short_deadline = Pipeline("early_short_deadline", timeout=1).start(called_at)

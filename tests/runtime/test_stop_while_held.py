@@ -125,3 +125,26 @@ def test_a_cancel_still_committing_at_the_held_jobs_time_keeps_it_from_starting(
     assert handle.wait(30) == "cancelled"
     wait_for(lambda: store.now_ms() > job["not_before_ms"] + 800, timeout=30)
     assert_skipped_unstarted(store, handle, "cancelled", events, marks, "held-committing")
+
+
+def test_a_deadline_stop_that_runs_late_skips_a_held_job_due_after_the_deadline(store, db_url):
+    """A job due after its run's deadline is never started by a worker, so a deadline
+    stop judges at the deadline, not at its own (late) now: the held job is skipped
+    with no attempt, not recorded as a timed-out attempt in flight."""
+    from ductline.engine import stop
+
+    handle = early_app.short_deadline.trigger("late-stop", database=store, delay=2)
+    [job] = store.run_jobs(handle.id)
+    wait_for(lambda: store.now_ms() > job["not_before_ms"] - 1500, timeout=30)
+    with store.transaction() as tx:  # a worker claims it before its time, as it would hold it
+        [claimed] = tx.claim("late-stop-worker", [early_app.short_deadline.name], 1, 60_000, horizon_ms=1800)
+    deadline_ms = store.get_run(handle.id)["deadline_ms"]
+    assert deadline_ms < claimed.not_before_ms
+    # The stop runs only after the job's time (a slow maintenance thread, a busy database).
+    wait_for(lambda: store.now_ms() > claimed.not_before_ms + 100, timeout=30)
+    with store.transaction() as tx:
+        assert stop.expire(tx, early_app.short_deadline.definition(), handle.id)
+    assert handle.status() == "failed"
+    called = step(store, handle, "called_at")
+    assert (called["status"], called["skip_reason"], called["attempts"]) == ("skipped", "workflow timeout", []), called
+    assert store.run_attempts(handle.id) == []
