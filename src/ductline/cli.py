@@ -56,18 +56,34 @@ def _store(database: str | None, *, migrate: bool = False, read_only: bool = Fal
 
 def _store_when_available(database: str | None, stop: threading.Event) -> Store:
     """A worker started before its database waits for it instead of crash-looping.
-    ``stop`` set (SIGTERM, Ctrl-C) ends the wait: the command exits 0, as a worker's
-    graceful stop does, since nothing was claimed yet."""
+    A refusal that waiting does not cure (`StoreUnavailable.permanent`: no such
+    database or role, authentication failed) is not waited for: it exits 2 with the
+    ``error:`` line of every other command. ``stop`` set (SIGTERM, Ctrl-C) ends the
+    wait: the command exits 0, as a worker's graceful stop does, since nothing was
+    claimed yet. The wait's lines are log records (``--log-format json`` formats them)."""
+    log = logging.getLogger("ductline.worker")
     delay = 0.5
     while True:
         try:
             return _store(database, component="ductline-worker")
         except StoreUnavailable as exc:
-            console.print(f"database unavailable ({exc}); retrying in {delay:.1f} s", highlight=False)
+            if exc.permanent:
+                fail(f"{type(exc).__name__}: {exc}")
+            log.warning("Database unavailable (%s); retrying in %.1f s", exc, delay)
             if stop.wait(delay):
-                console.print("stopped while waiting for the database: nothing was claimed", highlight=False)
+                log.info("Stopped while waiting for the database: nothing was claimed")
                 sys.exit(0)
             delay = min(delay * 2, 10.0)
+
+
+def _refused_for_good(database: str | None) -> None:
+    """Exit 2 if the database refuses this process for good (`StoreUnavailable.permanent`);
+    a database that is down is left to the worker processes to wait for."""
+    try:
+        _store(database, component="ductline-worker").close()
+    except StoreUnavailable as exc:
+        if exc.permanent:
+            fail(f"{type(exc).__name__}: {exc}")
 
 
 def _stop_on_signals() -> threading.Event:
@@ -320,6 +336,7 @@ def worker(apps: tuple[str, ...], concurrency: int | None, processes: int, metri
 
     slots = concurrency or os.cpu_count() or 2
     if processes > 1:
+        _refused_for_good(database)  # not N processes restarted forever on the same refusal
         sys.exit(supervise(worker_argv(list(apps), slots, database), processes))
     settings = load_settings(database_url=database)
     stop = _stop_on_signals()

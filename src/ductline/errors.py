@@ -24,7 +24,28 @@ class StoreError(DuctlineError):
 
 
 class StoreUnavailable(StoreError):
-    """The database is down or unreachable; the operation may be retried."""
+    """The database is down or unreachable; the operation may be retried.
+
+    Args:
+        message: what failed, with the driver's reason.
+        permanent: the database answered and refused this process for a reason
+            that waiting does not cure (PostgreSQL: the database or role does not
+            exist, authentication failed; SQLite: the file's directory is missing
+            or not accessible). A worker starting up exits at once on such a
+            refusal instead of waiting for the database. ``False`` for a database
+            that is down, restarting or out of connections.
+    """
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_store_unavailable, (str(self), self.permanent))
+
+
+def _store_unavailable(message: str, permanent: bool) -> StoreUnavailable:
+    return StoreUnavailable(message, permanent=permanent)
 
 
 class DatabaseReplaced(StoreError):

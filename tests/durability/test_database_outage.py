@@ -4,6 +4,7 @@ and the worker recovers by itself. Also: a worker started before its database.""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -109,27 +110,100 @@ def test_a_worker_started_before_its_database_waits_for_it(cluster):
         stop_worker(worker)
 
 
+def pg_url(database: str) -> str:
+    base = os.environ.get("DUCTLINE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test").rpartition("/")[0]
+    return f"{base}/{database}"
+
+
+def _refused_port() -> int:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(database: str, *options: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "ductline", *options, "worker", "--app", APP, "--database",
+                             database, "--concurrency", "1"],
+                            env={**os.environ, **FAST_ENV}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def _lines_until(worker: subprocess.Popen[str], wanted: str) -> list[str]:
+    assert worker.stdout is not None
+    seen = [worker.stdout.readline()]
+    while wanted not in seen[-1]:
+        assert seen[-1], f"the worker ended before {wanted!r}: {seen}"
+        seen.append(worker.stdout.readline())
+    return seen
+
+
 def test_a_worker_waiting_for_its_database_stops_cleanly_on_sigterm():
     """SIGTERM while the worker waits for a database it cannot reach ends it with exit
     0 (a graceful stop: nothing was claimed), not by the signal's default action."""
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    worker = subprocess.Popen([sys.executable, "-m", "ductline", "worker", "--app", APP, "--database",
-                               f"postgresql://postgres@127.0.0.1:{port}/test", "--concurrency", "1"],
-                              env={**os.environ, **FAST_ENV}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
+    worker = _worker(f"postgresql://postgres@127.0.0.1:{_refused_port()}/test")
     try:
-        assert worker.stdout is not None
-        seen = [worker.stdout.readline()]
-        while not seen[-1].startswith("database unavailable"):
-            assert seen[-1], f"the worker ended before waiting: {seen}"
-            seen.append(worker.stdout.readline())
+        seen = "".join(_lines_until(worker, "; retrying in 0.5 s"))
+        assert " WARNING ductline.worker: Database unavailable (" in seen and "Connection refused" in seen
         worker.send_signal(signal.SIGTERM)
         rest = worker.communicate(timeout=30)[0]
         assert worker.returncode == 0, rest
-        assert "stopped while waiting for the database: nothing was claimed" in rest
+        assert "INFO ductline.worker: Stopped while waiting for the database: nothing was claimed" in rest
     finally:
         if worker.poll() is None:
             worker.kill()
             worker.wait()
+
+
+def test_the_wait_for_a_database_logs_json_lines_with_log_format_json():
+    worker = _worker(f"postgresql://postgres@127.0.0.1:{_refused_port()}/test", "--log-format", "json")
+    try:
+        seen = _lines_until(worker, "retrying in 1.0 s")
+        waits = [json.loads(line) for line in seen if "Database unavailable" in line]
+        assert [w["message"].rpartition("; ")[2] for w in waits] == ["retrying in 0.5 s", "retrying in 1.0 s"]
+        for line in waits:
+            assert line["level"] == "WARNING" and line["logger"] == "ductline.worker" and line["time"]
+            assert "Connection refused" in line["message"]
+        worker.send_signal(signal.SIGTERM)
+        rest = worker.communicate(timeout=30)[0]
+        assert worker.returncode == 0, rest
+        last = json.loads(rest.strip().splitlines()[-1])
+        assert (last["level"], last["message"]) == ("INFO", "Stopped while waiting for the database: "
+                                                             "nothing was claimed")
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+
+
+@pytest.mark.parametrize("database, reason", [
+    (pg_url("ductline_no_such_db"), 'database "ductline_no_such_db" does not exist'),
+    (pg_url("test").replace("postgres@", "ductline_no_such_role@"), 'role "ductline_no_such_role" does not exist'),
+    ("sqlite:////nonexistent-ductline-dir/ductline.db", "directory '/nonexistent-ductline-dir' does not exist"),
+])
+def test_a_worker_refused_for_good_at_start_up_exits_2_at_once(database, reason):
+    """A database or role that does not exist is no outage: the worker says so and
+    exits 2, as every other command does on that URL, instead of waiting forever."""
+    worker = _worker(database)
+    try:
+        output = worker.communicate(timeout=60)[0]
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    assert worker.returncode == 2, output
+    assert output.startswith("error: StoreUnavailable: "), output
+    assert reason in output and "retrying" not in output, output
+    runs = subprocess.run([sys.executable, "-m", "ductline", "runs", "--database", database],
+                          capture_output=True, text=True, timeout=60)
+    assert runs.returncode == 2
+    assert output.splitlines()[0] == runs.stderr.splitlines()[0]
+
+
+def test_a_supervisor_refused_for_good_exits_2_without_starting_workers():
+    database = pg_url("ductline_no_such_db")
+    supervisor = subprocess.run([sys.executable, "-m", "ductline", "worker", "--app", APP, "--database", database,
+                                 "--processes", "2"], env={**os.environ, **FAST_ENV}, capture_output=True,
+                                text=True, timeout=60)
+    assert supervisor.returncode == 2, supervisor.stderr
+    assert supervisor.stderr.startswith("error: StoreUnavailable: "), supervisor.stderr
+    assert "restarting" not in supervisor.stderr

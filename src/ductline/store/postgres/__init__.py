@@ -12,6 +12,7 @@ direct ``listen_url`` or is replaced by polling.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from contextlib import AbstractContextManager, contextmanager
@@ -37,10 +38,38 @@ RUNS_CHANNEL = "ductline_runs"  # a run settled: the payload is its id
 LISTEN_RETRY_MAX_SECONDS = 5.0
 
 
+# The server's refusals that waiting does not cure (StoreUnavailable.permanent):
+# the database does not exist (3D000 invalid_catalog_name), the role does not exist
+# or may not log in, no pg_hba.conf entry (28000 invalid_authorization_specification),
+# a wrong password (28P01 invalid_password), CONNECT not granted (42501). A server
+# starting up or shutting down (57P03, 57P01), out of connections (53300) or not
+# answering at all is an outage: waited for.
+PERMANENT_SQLSTATES = frozenset({"3D000", "28000", "28P01", "42501"})
+# libpq gives no SQLSTATE for a failed connection, only the server's message: these
+# are the messages of the SQLSTATEs above (PostgreSQL's English texts; a server that
+# answers in another language reads as an outage, as every refusal did before).
+_REFUSED = re.compile(r'database ".*" does not exist|role ".*" does not exist|authentication failed for user'
+                      r'|no pg_hba\.conf entry|is not permitted to log in|permission denied for database'
+                      r'|no password supplied')
+
+
+def refused_for_good(exc: BaseException) -> bool:
+    """Whether a driver error is a refusal that waiting does not cure (see
+    `PERMANENT_SQLSTATES`), rather than a database that is down or restarting."""
+    sqlstate = getattr(exc, "sqlstate", None)
+    if sqlstate:
+        return sqlstate in PERMANENT_SQLSTATES
+    return _REFUSED.search(str(exc)) is not None
+
+
 def _translate(exc: Exception, what: str) -> StoreError:
     if isinstance(exc, (psycopg.OperationalError, PoolTimeout, psycopg.InterfaceError)):
-        return StoreUnavailable(f"PostgreSQL {what}: {exc}")
+        return StoreUnavailable(f"PostgreSQL {what}: {exc}", permanent=refused_for_good(exc))
     return StoreError(f"PostgreSQL {what}: {exc}")
+
+
+def _unreachable(why: psycopg.Error) -> StoreUnavailable:
+    return StoreUnavailable(f"PostgreSQL connection: {str(why).strip()}", permanent=refused_for_good(why))
 
 
 # A result of more rows than this is not kept by the connection's statement cursor
@@ -151,7 +180,7 @@ class PostgresDialect:
                 # server that goes away is waited for, up to that timeout.
                 why = self._why_unreachable()
                 if why is not None:
-                    raise StoreUnavailable(f"PostgreSQL connection: {why}")
+                    raise _unreachable(why)
                 kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row,
                                           "connect_timeout": CONNECT_TIMEOUT_SECONDS,
                                           "application_name": self.application_name}
@@ -197,18 +226,20 @@ class PostgresDialect:
                 self._last_used[id(conn)] = time.monotonic()
                 pool.putconn(conn)
         except PoolTimeout as exc:
-            raise StoreUnavailable(f"PostgreSQL connection: {self._why_unreachable() or exc}") from exc
+            why = self._why_unreachable()
+            raise (_unreachable(why) if why is not None
+                   else StoreUnavailable(f"PostgreSQL connection: {exc}")) from exc
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise _translate(exc, "connection") from exc
 
-    def _why_unreachable(self) -> str | None:
+    def _why_unreachable(self) -> psycopg.Error | None:
         """The pool only says it timed out; one direct attempt says why (refused,
         unknown role or database, bad password)."""
         try:
             with psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_SECONDS):
                 return None
         except psycopg.Error as exc:
-            return str(exc).strip()
+            return exc
 
     @contextmanager
     def transaction(self) -> Iterator[_Session]:

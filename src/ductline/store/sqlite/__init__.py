@@ -99,7 +99,8 @@ class SqliteDialect:
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file first opened
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
-            raise StoreUnavailable(f"SQLite: directory {directory!r} does not exist")
+            # Waiting does not create it: a worker starting up exits at once.
+            raise StoreUnavailable(f"SQLite: directory {directory!r} does not exist", permanent=True)
 
     def _check_identity(self) -> None:
         """Raise `DatabaseReplaced` if the file is gone or is another file now."""
