@@ -141,6 +141,41 @@ def run_errors(store: Store, rows: list[dict[str, Any]]) -> dict[str, str]:
     return found
 
 
+def in_run_order(jobs: list[dict[str, Any]], attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run's step runs (``run_jobs`` rows) in the order `ductline show`, the JSON
+    API and the dashboard list them: the step runs one transition created together
+    (an expand's elements: one step at one enclosing scope) stay together, in element
+    order; such groups follow each other as they were created, ties (fast hops, a
+    divide's branches) by the first attempt's start, then by step name.
+
+    Within a group the instant each row was inserted does not count: a worker with
+    free slots takes an expand's first elements as they are created and inserts them
+    after the rest, a millisecond or more later.
+
+    Args:
+        jobs: rows with ``id``, ``step``, ``scope``, ``parent_scope``, ``created_ms``.
+        attempts: rows with ``job_id`` and ``started_ms`` (epoch ms).
+    """
+    started: dict[str, int] = {}
+    for a in attempts:
+        started[a["job_id"]] = min(started.get(a["job_id"], a["started_ms"]), a["started_ms"])
+    created: dict[tuple[str, str | None], int] = {}
+    first_start: dict[tuple[str, str | None], float] = {}
+    for j in jobs:
+        group = (j["step"], j["parent_scope"])
+        created[group] = min(created.get(group, j["created_ms"]), j["created_ms"])
+        first_start[group] = min(first_start.get(group, float("inf")), started.get(j["id"], float("inf")))
+
+    def key(j: dict[str, Any]) -> tuple[Any, ...]:
+        # Within a group the element index alone orders (the scope is the enclosing
+        # one plus it); the scope's text is never parsed: a view shows whatever is stored.
+        group = (j["step"], j["parent_scope"])
+        return (created[group], first_start[group], j["step"], j["parent_scope"] or "",
+                -1 if j["elem_index"] is None else j["elem_index"], j["scope"] or "")
+
+    return sorted(jobs, key=key)
+
+
 def run_view(store: Store, run_id: str, *, live_within_seconds: float = serving.LIVE_WITHIN_SECONDS) -> dict[str, Any]:
     """The run as ``ductline show --json`` prints it.
 
@@ -172,14 +207,7 @@ def run_view(store: Store, run_id: str, *, live_within_seconds: float = serving.
             "logs": logs.get((a["job_id"], int(a["attempt"])), []),
         })
     steps = []
-    jobs = store.run_jobs(run_id)
-    started: dict[str, int] = {}
-    for a in attempt_rows:
-        started[a["job_id"]] = min(started.get(a["job_id"], a["started_ms"]), a["started_ms"])
-    # Creation order at millisecond resolution can tie (fast hops); the first
-    # attempt's start then orders steps as they ran, and element index within an expand.
-    jobs.sort(key=lambda j: (j["created_ms"], started.get(j["id"]) or float("inf"),
-                             -1 if j["elem_index"] is None else j["elem_index"]))
+    jobs = in_run_order(store.run_jobs(run_id), attempt_rows)
     offers = fleet.live_offers(store, live_within_seconds) if any(j["status"] == JobStatus.PENDING for j in jobs) \
         else []
     actions = operator.actions_of_run(store.dialect, run_id)

@@ -62,9 +62,7 @@ def build(reader: DashboardReader, run_id: str, lease_seconds: float = LIVE_WITH
         logs.setdefault((entry["job_id"], int(entry["attempt"])), []).append(
             {k: entry[k] for k in ("at", "level", "logger", "message")})
     attempts: dict[str, list[dict[str, Any]]] = {}
-    started: dict[str, int] = {}
     for a in attempt_rows:
-        started[a["job_id"]] = min(started.get(a["job_id"], a["started_ms"]), a["started_ms"])
         attempts.setdefault(a["job_id"], []).append({
             "attempt": a["attempt"], "result": a["result"], "started_at": views.iso(a["started_ms"]),
             "finished_at": views.iso(a["finished_ms"]), "duration_ms": views.duration_ms(a["started_ms"],
@@ -72,11 +70,7 @@ def build(reader: DashboardReader, run_id: str, lease_seconds: float = LIVE_WITH
             "deadline": views.iso(a["deadline_ms"]), "error_type": a["error_type"], "error": a["error"],
             "traceback": a["traceback"], "logs": logs.get((a["job_id"], int(a["attempt"])), []),
         })
-    jobs = reader.run_jobs(run_id)
-    # As `ductline show`: creation order, ties (fast hops) by the first attempt's start,
-    # then element index within an expand.
-    jobs.sort(key=lambda j: (j["created_ms"], started.get(j["id"]) or float("inf"),
-                             -1 if j["elem_index"] is None else j["elem_index"]))
+    jobs = views.in_run_order(reader.run_jobs(run_id), attempt_rows)  # as `ductline show`
     steps = []
     spent = failures.Failures()
     offers = reader.offers(lease_seconds) if any(j["status"] == JobStatus.PENDING for j in jobs) else []

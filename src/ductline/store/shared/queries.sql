@@ -151,7 +151,14 @@ FROM ductline_runs WHERE id = :run_id;
 SELECT id, step, scope, parent_scope, elem_index, status, output, not_before_ms, attempts, failures,
        crashes, boundary, skip_reason, skip_root, created_ms, finished_ms, pause_expires_ms, priority,
        limit_key, throttled, wait_event, queue, definition
-FROM ductline_jobs WHERE run_id = :run_id ORDER BY created_ms, coalesce(elem_index, -1), scope;
+FROM ductline_jobs WHERE run_id = :run_id
+-- The step runs created together (an expand's elements: one step, one enclosing scope)
+-- stay together in element order, the groups as they were created: not by each row's
+-- own created_ms, which a worker taking the first elements as they are created
+-- (handed over) makes a millisecond or more later than the rest's
+-- (ductline.views.in_run_order orders the views the same way).
+ORDER BY min(created_ms) OVER (PARTITION BY step, parent_scope), step, parent_scope,
+         coalesce(elem_index, -1), scope;
 
 -- name: run_attempts
 SELECT job_id, attempt, result, started_ms, deadline_ms, finished_ms, error_type, error, traceback, worker_id
