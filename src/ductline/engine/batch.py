@@ -271,6 +271,14 @@ def _log(o: Outcome, done: record.Recorded) -> None:
         else:
             log.warning("Lease lost; result dropped", extra=extra)
         return
+    if o.interrupted:
+        # The worker's stop killed it at the end of its shutdown grace: one line per
+        # attempt, so the log says what the stop did (the recorded row says it too).
+        if done.outcome is record.Outcome.RELEASED:
+            log.warning("Attempt killed at the end of the shutdown grace; released to run again", extra=extra)
+        else:
+            log.warning("Attempt killed at the end of the shutdown grace; not released: its step was "
+                        "interrupted by a shutdown too many times in a row", extra=extra)
     if o.run_deadline:
         log.error("Run deadline exceeded; run failed", extra=extra)
     elif o.result is AttemptResult.TIMED_OUT:
