@@ -110,12 +110,25 @@ def expire(tx: Tx, definition: Definition | None, run_id: str, *, unstarted: str
                       unstarted=unstarted, until_ms=info.get("deadline_ms"))
 
 
+# The most run ids the line about runs expired past their deadline names.
+NAMED_RUNS = 5
+
+
+def expired_message(run_ids: list[str]) -> str:
+    """The line about runs ended past their deadline: their count and their ids, the
+    first `NAMED_RUNS` of them, then how many more."""
+    named = ", ".join(run_ids[:NAMED_RUNS])
+    more = f" and {len(run_ids) - NAMED_RUNS} more" if len(run_ids) > NAMED_RUNS else ""
+    return f"Expired {len(run_ids)} run(s) past their deadline: {named}{more}"
+
+
 def expire_due(store: Store, definitions: dict[str, Definition]) -> int:
     """Expire every run whose deadline passed and fail every run whose pause
     expired or whose wait for an event timed out, then carry stops to child runs and
     wake parents left awaiting (`childruns.sweep`); returns how many runs this call
-    ended or woke."""
-    ended = 0
+    ended or woke. One line names the runs ended past their deadline (each expired
+    pause or wait has a line of its own)."""
+    expired: list[str] = []
     for row in store.due_deadlines():
         try:
             with store.transaction() as tx:
@@ -124,9 +137,11 @@ def expire_due(store: Store, definitions: dict[str, Definition]) -> int:
             continue
         childruns.committed(tx)
         if done:
-            ended += 1
+            expired.append(row["id"])
             emit(EventName.PIPELINE_FAILED, pipeline=row["pipeline"], run_id=row["id"])
-    ended += expire_pauses(store, definitions) + expire_waits(store, definitions)
+    if expired:
+        log.info(expired_message(expired))
+    ended = len(expired) + expire_pauses(store, definitions) + expire_waits(store, definitions)
     return ended + childruns.sweep(store, definitions)
 
 
