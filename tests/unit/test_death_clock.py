@@ -42,3 +42,37 @@ def test_the_death_is_noted_when_it_happens_not_when_asked() -> None:
         proc.wait()
         os.close(runner.sentinel)
         deaths.close()
+
+
+def test_a_child_watched_again_for_its_next_attempt_does_not_wake_the_thread() -> None:
+    """A reused child is watched at every attempt's start, on the path from the claim
+    to the task sent to it: only a pidfd the thread does not poll yet wakes it."""
+    clock = SystemClock()
+    deaths = DeathClock(clock)
+    nudges: list[float] = []
+    nudge = deaths._nudge
+
+    def counted() -> None:
+        nudges.append(clock.now())
+        nudge()
+
+    deaths._nudge = counted  # type: ignore[method-assign]
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    runner = Runner(proc)
+    try:
+        deaths.watch(runner)
+        assert len(nudges) == 1  # a new pidfd: the thread must poll it
+        for _ in range(3):
+            deaths.watch(runner)  # its next attempts
+        assert len(nudges) == 1
+        killed = clock.now()
+        os.kill(proc.pid, signal.SIGKILL)
+        wait_for(lambda: not process_running(proc.pid))
+        wait_for(lambda: deaths._died.get(proc.pid) is not None)
+        died = deaths.died_at(runner)
+        assert died is not None and died >= killed  # still seen when it happened
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(runner.sentinel)
+        deaths.close()

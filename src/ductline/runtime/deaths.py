@@ -53,6 +53,12 @@ class DeathClock:
                 self._wake = (read, write)
                 threading.Thread(target=self._run, args=(read, write), daemon=True, name="ductline-deaths").start()
             self._died.pop(pid, None)
+            if self._watched.get(pid) == fd:
+                # A reused child, watched since an attempt before: the thread polls its
+                # pidfd already. Waking the thread at every start put a context switch
+                # (and its turn for the interpreter lock) between the claim and the
+                # task sent to the child.
+                return
             self._watched[pid] = fd
         self._nudge()
 
