@@ -360,7 +360,10 @@ class Tx:
             self.lock_runs(lock_runs or [])
             return set()
         if not self._fused:
-            self.lock_runs(lock_runs or [])
+            # One writer at a time (SQLite's BEGIN IMMEDIATE took the database's write
+            # lock): the runs are held already, and reading them, as `lock_runs` does,
+            # would only cost a statement on every recording's path.
+            self._locked_runs.update(lock_runs or [])
             held = self.complete_jobs([(j, t, o) for j, _, t, o, _, _ in items])
             self.close_succeeded([(j, a, t, st, dl) for j, a, t, _, st, dl in items if j in held])
             return held
