@@ -127,6 +127,35 @@ def test_a_chain_alone_is_claimed_by_its_recordings(store, db_url, monkeypatch):
     assert 1 <= len(during) <= 6, during
 
 
+def test_a_chain_alone_is_recorded_on_the_loops_own_thread(store, db_url, monkeypatch):
+    """A worker that runs nothing else records a hand-over on its loop's thread: the
+    recorder's thread would only add two wake-ups to the hop (the recorder's, then the
+    loop's to start the next step) while the loop had nobody else to serve."""
+    from ductline.runtime import outbox
+
+    monkeypatch.setenv("DUCTLINE_SPARE_CHILDREN", "0")
+    threads: list[str] = []
+    record = outbox.record_batch
+
+    def noted(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return record(*args, **kwargs)
+
+    monkeypatch.setattr(outbox, "record_batch", noted)
+    worker = build_worker(store, [APP], 2, load_settings(database_url=db_url, poll_interval=5))
+    with running(worker) as loop:
+        assert ahead_app.chain.trigger(0, database=store).wait(60) == "completed"  # warm
+        before = len(threads)
+        handle = ahead_app.chain.trigger(100, database=store)
+        assert handle.wait(60) == "completed"
+        assert handle.output() == 120
+        during = threads[before:]
+    # Each of the 20 steps' completions is recorded once; those that handed the next
+    # step over (all but a step claimed by the loop's poll) ran on the loop's thread.
+    assert len(during) == 20, during
+    assert during.count(loop.name) >= 17, during
+
+
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 def test_a_slot_freed_by_a_failure_gets_its_next_job_before_the_failure_is_recorded(store, db_url, tmp_path,
                                                                                      monkeypatch):

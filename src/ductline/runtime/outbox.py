@@ -14,7 +14,9 @@ a time, so the worker's loop keeps serving its children -- handing out jobs clai
 ahead, collecting the next outcomes -- while the database works: the loop's own
 CPU and the database's overlap instead of adding up. What a committed batch
 changes in the worker (starting the attempts it claimed, retrying what it could not
-record) is applied on the loop's thread (`flush`), never on the recorder's.
+record) is applied on the loop's thread (`flush`), never on the recorder's. A worker
+with nothing else running, whose recording hands the next step over to itself, has
+no work to overlap: there the loop records on its own thread.
 """
 
 from __future__ import annotations
@@ -150,6 +152,9 @@ class Outbox:
         self.claim_in: Callable[[], ClaimIn | None] | None = None
         # Set by the worker: whether a slot is free (no attempt, nothing sent ahead).
         self.slot_free: Callable[[], bool] = lambda: True
+        # Set by the worker: whether no attempt runs (nor waits in a child) anywhere in
+        # it: a hand-over is then recorded on the loop's own thread (`flush`).
+        self.alone: Callable[[], bool] = lambda: False
 
     def __len__(self) -> int:
         return len(self.pending) + len(self._inflight)
@@ -209,7 +214,24 @@ class Outbox:
             return
         self._claimed_first = False
         batch, self.pending = self.pending, []
+        if claim is not None and claim.handoff is not None and self.alone():
+            # Nothing else runs here: the loop has nobody to serve while the database
+            # works, and recording on its own thread spares the hand-over its two
+            # wake-ups (of the recorder, then of the loop to start the next attempt).
+            self._record_here(batch, claim)
+            return
         self._submit(batch, claim)
+
+    def _record_here(self, batch: list[Outcome], claim: ClaimIn) -> None:
+        """Record ``batch`` (and ``claim``) on the calling thread, the loop's, and
+        apply what it did at once."""
+        self._inflight = batch  # still at stake for the exit guard meanwhile
+        self._handed = self._outage.now()
+        try:
+            done = self._record_batch(batch, claim)
+        finally:
+            self._inflight = []
+        self._apply(done)
 
     def _submit(self, batch: list[Outcome], claim: ClaimIn | None) -> None:
         """Hand ``batch`` (and ``claim``) to the recorder's thread."""
@@ -233,7 +255,10 @@ class Outbox:
             return
         future, self._future = self._future, None
         self._inflight = []
-        done = future.result()  # _record_batch returns what went wrong; a bug raises here
+        self._apply(future.result())  # _record_batch returns what went wrong; a bug raises here
+
+    def _apply(self, done: _Recorded) -> None:
+        """On the loop's thread: apply what a recording did (`_record_batch`)."""
         self.pending = done.retry + self.pending
         if done.unavailable is not None:
             self._outage.failed("recording", done.unavailable)
