@@ -103,3 +103,23 @@ def graceful(x):
 
 
 cleaning = Pipeline("prefetch_cleaning").start(graceful)
+
+
+def leaves_thread(x):
+    """Returns while a thread it started still runs (until the test creates the
+    release file PREFETCH_MARKS + "." + x): its child cannot restore its state."""
+    import threading
+
+    _note(x)
+    release = Path(f"{os.environ['PREFETCH_MARKS']}.{x}")
+
+    def linger():
+        end = time.monotonic() + 300
+        while not release.exists() and time.monotonic() < end:
+            time.sleep(0.005)
+
+    threading.Thread(target=linger, daemon=True).start()
+    return x
+
+
+leaving = Pipeline("prefetch_leaving").start(leaves_thread).chain(to=held)

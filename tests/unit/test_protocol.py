@@ -112,7 +112,8 @@ def test_a_task_crosses_the_pipe_with_every_field() -> None:
 
     values = {"job_id": "j", "run_id": "r", "pipeline": "p", "step": "s", "attempt": 3, "input": "[1]",
               "deadline_ms": 17, "lease_token": "t", "max_output_bytes": 99, "log_level": "DEBUG",
-              "log_max_bytes": 5, "memory_limit": 1 << 30, "cpu_limit": 2.5, "fresh": True}
+              "log_max_bytes": 5, "memory_limit": 1 << 30, "cpu_limit": 2.5, "fresh": True,
+              "result_first": True}
     assert set(values) == {f.name for f in dataclasses.fields(Task)}  # a new field needs a value here
     task = Task(**values)  # type: ignore[arg-type]
     parent, child = Pipe()

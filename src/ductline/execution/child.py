@@ -119,6 +119,19 @@ def run_step(conn: Connection, task: Task, restore: Callable[[], str] | None = N
             _write_all(conn.fileno(), data)
         return following, False
 
+    def conclude(result: Callable[[str], tuple[Any, ...]]) -> tuple[Task | None, bool]:
+        """Send the attempt's result (``result(why the child retires)``) and restore."""
+        if _result_first(task, restore, inbox):
+            # Sent before the restore: its parent records it meanwhile, and the next
+            # task it sends waits in the channel until this process is clean.
+            send(result(""))
+            why = _retire(task, restore)
+            if why:
+                send(protocol.retire(why))
+            return None, bool(why)
+        retire = _retire(task, restore)
+        return finish(result(retire), retire)
+
     def request(kind: str, args: tuple[Any, ...]) -> Any:
         seq = next(_REQUESTS)
         send(protocol.request(kind, args, seq))
@@ -170,11 +183,9 @@ def run_step(conn: Connection, task: Task, restore: Callable[[], str] | None = N
         context.activate(None)
         described = describe(exc)
         del exc  # the traceback's frames hold the step's objects: drop them before restoring
-        retire = _retire(task, restore)
-        return finish(protocol.failed(task.lease_token, *described, retire), retire)
+        return conclude(lambda retire: protocol.failed(task.lease_token, *described, retire))
     context.activate(None)
-    retire = _retire(task, restore)
-    return finish(protocol.done(task.lease_token, output, retire, route_key), retire)
+    return conclude(lambda retire: protocol.done(task.lease_token, output, retire, route_key))
 
 
 def _diverts(node: Any) -> bool:
@@ -186,6 +197,15 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def _result_first(task: Task, restore: Callable[[], str] | None, inbox: Inbox | None) -> bool:
+    """Whether the result goes out before the restore (`Task.result_first`): not when
+    the child retires whatever the restore finds (limits, ``fresh``), nor when a task
+    sent ahead waits, which starts as the attempt ends, its STARTED in the same write
+    as the result (`finish`)."""
+    return (task.result_first and restore is not None and inbox is not None and not task.fresh
+            and not rlimits.limited(task.memory_limit, task.cpu_limit) and not inbox.holds_next())
 
 
 def _retire(task: Task, restore: Callable[[], str] | None) -> str:

@@ -147,17 +147,26 @@ class Inbox:
         started now, and the ``STARTED`` message to send with the attempt's result
         (``None, None`` if there is none). Reads what arrived meanwhile without
         waiting for more."""
-        try:
-            while self._poller.poll(0):
-                self._held.append(self._conn.recv())
-        except (EOFError, OSError):
-            pass  # the parent is gone: the next `recv` says so
+        self._gather()
         for message in [m for m in self._held if m[0] == Kind.NEXT]:
             self._held.remove(message)
             task, said = self.start(message)
             if task is not None:
                 return task, said
         return None, None
+
+    def holds_next(self) -> bool:
+        """Whether a task sent ahead waits (reads what arrived, without waiting for more)."""
+        self._gather()
+        return any(m[0] == Kind.NEXT for m in self._held)
+
+    def _gather(self) -> None:
+        """Hold what arrived on the connection, without waiting for more."""
+        try:
+            while self._poller.poll(0):
+                self._held.append(self._conn.recv())
+        except (EOFError, OSError):
+            pass  # the parent is gone: the next `recv` says so
 
     def start(self, message: tuple[Any, ...]) -> tuple[Task, tuple[Any, ...]] | tuple[None, None]:
         """Start the task of a ``NEXT`` message now, unless it was taken back: the task

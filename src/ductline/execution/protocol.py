@@ -14,8 +14,10 @@ apps, ``FATAL`` if it could not, ``REQUEST`` (context values, boundary crossings
 input chunks, a scaled timeout), ``LOG`` (a batch of the step's log records,
 `ductline.execution.steplog`), one result per attempt, ``DONE`` or ``ERROR``,
 tagged with the attempt's lease token so a late result of an earlier attempt is
-never taken for the current one, and ``STARTED`` (when, on the monotonic clock)
-for a task sent with ``NEXT``.
+never taken for the current one, ``STARTED`` (when, on the monotonic clock)
+for a task sent with ``NEXT``, and ``RETIRE`` after a result sent before the
+child restored its process state (`Task.result_first`) when it could not: it
+starts no task any more, including one sent after that result.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class Kind(StrEnum):
     LOG = "log"
     NEXT = "next"
     STARTED = "started"
+    RETIRE = "retire"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +68,16 @@ class Task:
     memory_limit: int | None = None   # bytes of address space (RLIMIT_AS) for this attempt only
     cpu_limit: float | None = None    # CPU seconds (RLIMIT_CPU) for this attempt only
     fresh: bool = False               # isolation="fresh": the child is retired after this attempt
+    # The result is sent before the child restores its process state (its parent
+    # records it meanwhile); a child that cannot restore then says RETIRE and starts
+    # no task sent after that result. False: the result says whether it restored.
+    result_first: bool = False
 
     def with_deadline(self, deadline_ms: int | None) -> Task:
         """This task with another deadline (a task sent ahead learns its deadline as it starts)."""
         return Task(self.job_id, self.run_id, self.pipeline, self.step, self.attempt, self.input, deadline_ms,
                     self.lease_token, self.max_output_bytes, self.log_level, self.log_max_bytes, self.memory_limit,
-                    self.cpu_limit, self.fresh)
+                    self.cpu_limit, self.fresh, self.result_first)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled as its constructor's arguments: one task crosses the pipe per
@@ -78,7 +85,7 @@ class Task:
         # cost the parent about four times as much.
         return (Task, (self.job_id, self.run_id, self.pipeline, self.step, self.attempt, self.input,
                        self.deadline_ms, self.lease_token, self.max_output_bytes, self.log_level,
-                       self.log_max_bytes, self.memory_limit, self.cpu_limit, self.fresh))
+                       self.log_max_bytes, self.memory_limit, self.cpu_limit, self.fresh, self.result_first))
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +168,16 @@ class Started:
     at: float
 
 
-Message = Ready | Fatal | Request | Done | Failed | Log | Started
+@dataclass(frozen=True, slots=True)
+class Retire:
+    """After a result sent first (`Task.result_first`), the child could not restore
+    its process state (``reason``): it starts no task any more, and one its parent
+    sent after that result never began."""
+
+    reason: str
+
+
+Message = Ready | Fatal | Request | Done | Failed | Log | Started | Retire
 
 
 class Oversized(Exception):
@@ -221,6 +237,10 @@ def frame(data: bytes) -> bytes:
     if len(data) > 0x7FFFFFFF:
         return struct.pack("!iQ", -1, len(data)) + data
     return struct.pack("!i", len(data)) + data
+
+
+def retire(reason: str) -> tuple[Any, ...]:
+    return (Kind.RETIRE.value, reason)
 
 
 def stop() -> tuple[Any, ...]:
@@ -425,6 +445,8 @@ def parse(raw: Any) -> Message:
         return Done(*fields)
     if kind == Kind.ERROR and len(fields) in (4, 5) and _texts(fields):
         return Failed(*fields)
+    if kind == Kind.RETIRE and len(fields) == 1 and isinstance(fields[0], str):
+        return Retire(fields[0])
     if kind == Kind.STARTED and len(fields) == 2 and isinstance(fields[0], str) and type(fields[1]) is float:
         return Started(fields[0], fields[1])
     if kind == Kind.LOG and len(fields) == 2 and isinstance(fields[0], str) and isinstance(fields[1], list) \

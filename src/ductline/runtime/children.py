@@ -18,7 +18,7 @@ from ductline.errors import StoreError
 from ductline.execution import conversation, protocol, steplog
 from ductline.execution.enforcer import Enforcer, Reason, Watch
 from ductline.execution.process import Child
-from ductline.execution.protocol import Fatal, Log, Message, Ready, Request, Started
+from ductline.execution.protocol import Fatal, Log, Message, Ready, Request, Retire, Started
 from ductline.model.endings import Facts, Report, ending
 from ductline.model.states import AttemptResult
 from ductline.observability.events import EventName, emit
@@ -70,6 +70,9 @@ class ChildEvents:
         self._attempt_ended = attempt_ended
         self._prefetcher = prefetcher
         self._retired: list[ThreadAttempt] = []  # finished threads whose pipes close once they end
+        # Takes back a claimed job whose task reached a child that retired before it
+        # began (the job, when its lease was last known held, monotonic seconds).
+        self.unstarted: Callable[[ClaimedJob, float], None] = lambda job, confirmed: None
 
     def handle(self, ready: Any) -> None:
         """React to one descriptor the loop found ready (a pipe, a sentinel, the wake-up)."""
@@ -90,7 +93,7 @@ class ChildEvents:
     def _read(self, slot: Slot, runner: Runner) -> None:
         """Hear what the runner sent (`ductline.execution.conversation.hear`): whatever
         a child sends, the loop goes on and the attempt ends recorded."""
-        heard = conversation.hear(runner.reader, self._limits.message_cap, lambda m: self._message(slot, m),
+        heard = conversation.hear(runner.reader, self._limits.message_cap, lambda m: self._message(slot, m, runner),
                                   ready=getattr(runner, "ready", True))
         if heard.ended:
             # The sentinel reports the end; stop waiting on this pipe, or the loop
@@ -133,7 +136,10 @@ class ChildEvents:
         else:
             runner.signal_group(signal.SIGKILL)
 
-    def _message(self, slot: Slot, message: Message) -> None:
+    def _message(self, slot: Slot, message: Message, runner: Runner) -> None:
+        if isinstance(message, Retire):
+            self._retire_late(slot, runner, message.reason)
+            return
         if isinstance(message, Ready):
             if slot.child is not None:
                 slot.child.ready = True
@@ -163,12 +169,28 @@ class ChildEvents:
             return
         if job is None or message.lease_token != job.lease_token or not self._enforcer.finish(slot.index):
             return  # a result of an attempt being killed, or no longer current, is never taken
-        runner = slot.runner
+        ran = slot.runner
         self._end(slot, job, conversation.report(message))
-        if message.retire and runner is slot.child and slot.child is not None:
+        if message.retire and ran is slot.child and slot.child is not None:
             # It could not put its process state back (or its step wants a fresh
             # process each time): it never runs another attempt.
             slot.retire_child(message.retire)
+
+    def _retire_late(self, slot: Slot, runner: Runner, reason: str) -> None:
+        """A child that sent its result first (`ductline.execution.protocol.Task.result_first`)
+        could not restore its process state. A task sent to it after that result never
+        began: its job is queued again, unstarted, for the next free slot (unless its
+        kill is under way, which then ends it), and the child is retired."""
+        if runner is not slot.child:
+            return  # already replaced
+        if slot.busy and slot.runner is runner:
+            job = slot.job
+            assert job is not None
+            if not self._enforcer.finish(slot.index):
+                return  # being killed: the kill ends the attempt and the child
+            slot.release()
+            self.unstarted(job, slot.started_at)
+        slot.retire_child(reason)
 
     def _step_log(self, slot: Slot, job: ClaimedJob, records: list[tuple[int, str, str, str]]) -> None:
         """A batch of what the step logged: into the worker's log, and stored with

@@ -104,13 +104,17 @@ class Slot:
     def task(self, job: ClaimedJob, options: StepOptions | None = None) -> Task:
         """The task of ``job``'s attempt; ``options`` (the step's, if this worker
         knows the step) add its resource limits and isolation."""
+        # The result comes before the child restores its state: the recording need not
+        # wait for the restore, and a task sent meanwhile waits for it in the channel
+        # (a child that cannot restore says so: `ductline.runtime.children`).
         if options is None:
             return Task(job.job_id, job.run_id, job.pipeline, job.step, job.attempt, job.input,
-                        job.deadline_ms, job.lease_token, self.max_output_bytes, self.log_level, self.log_max_bytes)
+                        job.deadline_ms, job.lease_token, self.max_output_bytes, self.log_level, self.log_max_bytes,
+                        result_first=True)
         return Task(job.job_id, job.run_id, job.pipeline, job.step, job.attempt, job.input,
                     job.deadline_ms, job.lease_token, self.max_output_bytes, self.log_level, self.log_max_bytes,
                     memory_limit=options.memory_limit, cpu_limit=options.cpu_limit,
-                    fresh=options.isolation == "fresh")
+                    fresh=options.isolation == "fresh", result_first=True)
 
     def needs_fresh_child(self, options: StepOptions | None) -> bool:
         """An ``isolation="fresh"`` step is about to run on a child that already ran

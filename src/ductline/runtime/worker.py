@@ -141,6 +141,7 @@ class Worker:
                                   stopping=lambda: self.stopping, slot_ready=self.claimer.soon,
                                   attempt_ended=self.ahead.observe, prefetcher=self.prefetcher)
         self.events.died_at = self.deaths.died_at
+        self.events.unstarted = self._unstarted
 
     # -- lifecycle -----------------------------------------------------------------------
     def request_stop(self) -> None:
@@ -294,6 +295,12 @@ class Worker:
         log.warning("A job sent ahead started in a child being killed; released to run again",
                     extra=job_extra(attempt))
         self.claimer.soon()
+
+    def _unstarted(self, job: ClaimedJob, confirmed: float) -> None:
+        """A job whose task reached a child that retired before it began: queued again
+        (its lease is held), to start on the next free slot with its clocks from then."""
+        self.ahead.add([job], confirmed, run_deadline=lambda j: None if j.run_deadline_ms is None
+                       else self.clock.to_monotonic(j.run_deadline_ms))
 
     def _past_deadline(self, job: ClaimedJob) -> None:
         """A job claimed after its run's deadline passed is not started: recorded as the
