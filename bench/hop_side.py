@@ -40,7 +40,7 @@ sys.path.insert(0, str(HERE))
 import bench_app  # noqa: E402
 from ductline.store import open_store  # noqa: E402
 
-DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
+DEFAULT_PG = os.environ.get("DUCTLINE_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 def export(rev: str, into: Path) -> Path:
