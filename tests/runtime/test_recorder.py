@@ -314,3 +314,24 @@ def test_the_queue_keeps_the_claim_order():
     while (queued := ahead.take(1.2)) is not None:
         taken.append(queued.job_id)
     assert taken == ["urgent", "next1", "next2", "first1", "first2", "first3"]
+
+
+def test_a_worker_holding_a_job_for_its_time_records_on_the_recorders_thread(store, db_url):
+    """A job claimed ahead, or held for its not-before time, is due to start on the
+    loop: a recording there would hold its start up for a commit (a burst of delayed
+    runs then waited for each other's recordings), so such a worker is not alone."""
+    from ductline.store.records import ClaimedJob
+
+    worker = build_worker(store, [APP], 2, load_settings(database_url=db_url, poll_interval=5))
+    assert worker.outbox.alone()  # built, not run: no child, nothing claimed
+    try:
+        held = ClaimedJob(job_id="held", run_id="held", pipeline="p", step="s", scope="", input="[]", attempt=1,
+                          lease_token="held", timeout_seconds=None, boundary=None, not_before_ms=1,
+                          started_ms=0, deadline_ms=None, run_deadline_ms=None)
+        worker.ahead.add_early([held], confirmed=0.0)
+        assert not worker.outbox.alone()
+        worker.ahead.drain()
+        worker.ahead.add([held], 0.0)
+        assert not worker.outbox.alone()
+    finally:
+        worker.ahead.drain()

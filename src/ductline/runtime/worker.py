@@ -121,7 +121,10 @@ class Worker:
         self.outbox.claim_in = lambda: None if self.stopping or not self.outage.ok() else self.claimer.claim_in()
         self.outbox.urgent = lambda: self.stopping or self.claimer.hungry()
         self.outbox.slot_free = lambda: any(s.free for s in self.slots)
-        self.outbox.alone = lambda: not any(s.busy or s.sent for s in self.slots)
+        # Nor a job claimed ahead or held for its time: recording on the loop would hold
+        # up its start (a burst of delayed runs waited for each other's commits).
+        self.outbox.alone = lambda: not any(s.busy or s.sent for s in self.slots) \
+            and not len(self.ahead) and not self.ahead.early()
         self.prefetcher = Prefetcher(self.slots, self.ahead, definitions, clock=self.clock,
                                      begin=self.claimer.begin_prefetched,
                                      kill_lost=lambda slot: self.enforcer.kill(slot.index, Reason.LEASE, grace=0.0),
