@@ -109,9 +109,10 @@ class PgBackend:
             conn.execute(f'CREATE DATABASE "{db}"')
         return f"{self._base}/{db}"
 
-    def fresh(self) -> str:
-        """A new, empty, migrated ductline database; returns its URL."""
-        url = self._recreate("ductline_bench" + DB_SUFFIX)
+    def fresh(self, name: str = "ductline_bench") -> str:
+        """A new, empty, migrated ductline database named ``name`` (plus the suffix);
+        returns its URL."""
+        url = self._recreate(name + DB_SUFFIX)
         store = open_store(url)
         try:
             store.migrate()

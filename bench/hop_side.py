@@ -38,9 +38,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import bench_app  # noqa: E402
+import core  # noqa: E402
 from ductline.store import open_store  # noqa: E402
-
-DEFAULT_PG = os.environ.get("DUCTLINE_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 def export(rev: str, into: Path) -> Path:
@@ -53,16 +52,11 @@ def export(rev: str, into: Path) -> Path:
 
 
 def database(name: str, folder: Path, pg_url: str | None) -> str:
-    if pg_url is None:
-        url = f"sqlite:///{folder}/{name}.db"
-    else:
-        import psycopg
-
-        db = f"ductline_hop_side_{name}{os.environ.get('DUCTLINE_BENCH_DB_SUFFIX', '')}"
-        with psycopg.connect(pg_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-            admin.execute(f'CREATE DATABASE "{db}"')
-        url = pg_url.rsplit("/", 1)[0] + "/" + db
+    """A fresh, migrated database for the version ``name``: a file in ``folder``, or a
+    PostgreSQL database of its own next to ``pg_url`` (`core.PgBackend`)."""
+    if pg_url is not None:
+        return core.PgBackend(pg_url).fresh(f"ductline_hop_side_{name}")
+    url = f"sqlite:///{folder}/{name}.db"
     store = open_store(url)
     try:
         store.migrate()
@@ -105,7 +99,7 @@ def main() -> int:
     ap.add_argument("--burst", type=int, default=0, help="chains triggered at once per round (0: none)")
     ap.add_argument("--burst-rounds", type=int, default=2)
     ap.add_argument("--postgres", action="store_true", help="PostgreSQL instead of a SQLite file")
-    ap.add_argument("--pg-url", default=DEFAULT_PG, help="admin URL; a database per version is made next to it")
+    ap.add_argument("--pg-url", default=core.DEFAULT_PG, help="admin URL; a database per version is made next to it")
     ap.add_argument("--priority", type=int, default=0, help="SCHED_RR priority (0: normal scheduling)")
     args = ap.parse_args()
 

@@ -47,6 +47,16 @@ def step(store, handle, name: str) -> dict:
     return found[0] if found else {}
 
 
+def wait_until_held(store, handle) -> None:
+    """Until the run's one job is claimed and held, 200 ms or more before its time."""
+
+    def held() -> bool:
+        [job] = store.run_jobs(handle.id)
+        return job["status"] == "running" and store.now_ms() < job["not_before_ms"] - 200
+
+    wait_for(held, timeout=30)
+
+
 def assert_skipped_unstarted(store, handle, reason: str, events, marks, arg: str) -> None:
     """The held step ``called_at`` was skipped with ``reason``, no attempt, never called,
     and no event was emitted for it."""
@@ -80,12 +90,7 @@ def test_a_cancel_inside_the_hold_skips_the_held_step(store, inprocess_worker, m
     monkeypatch.setattr(horizon, "HORIZON_SECONDS", 2.0)
     inprocess_worker()
     handle = early_app.early.trigger("held-cancel", database=store, delay=3)
-
-    def held() -> bool:
-        [job] = store.run_jobs(handle.id)
-        return job["status"] == "running" and store.now_ms() < job["not_before_ms"] - 200
-
-    wait_for(held, timeout=30)
+    wait_until_held(store, handle)
     [attempt] = store.run_attempts(handle.id)
     [job] = store.run_jobs(handle.id)
     # Held, its open attempt shows its start no earlier than the step's time.
@@ -111,12 +116,7 @@ def test_a_cancel_still_committing_at_the_held_jobs_time_keeps_it_from_starting(
     monkeypatch.setattr(ahead, "FRESH_SECONDS", 10.0)
     inprocess_worker()
     handle = early_app.plain.trigger("held-committing", database=store, delay=3)
-
-    def held() -> bool:
-        [job] = store.run_jobs(handle.id)
-        return job["status"] == "running" and store.now_ms() < job["not_before_ms"] - 200
-
-    wait_for(held, timeout=30)
+    wait_until_held(store, handle)
     [job] = store.run_jobs(handle.id)
     with store.transaction() as tx:
         stop.cancel(tx, early_app.plain.definition(), handle.id)
