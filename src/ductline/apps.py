@@ -20,6 +20,9 @@ from ductline.errors import TargetError
 # it failed and what called that, without the whole traceback (at DEBUG the CLI logs it).
 WHERE_FRAMES = 3
 _IMPORTLIB = os.path.dirname(importlib.__file__)
+# ductline's own package: a definition error raised in its checks names the user's
+# line that called them, not the check.
+_DUCTLINE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def split(target: str) -> tuple[str, str | None]:
@@ -79,12 +82,15 @@ def _names_the_app(exc: ModuleNotFoundError, name: str) -> bool:
 
 def where(exc: BaseException) -> str:
     """``" (at helper.py:3 in divide, called from app.py:2)"``: the last frames of an
-    exception's traceback, innermost first, leaving out the import machinery and this
-    module (a syntax error names its file and line in its message). Paths under the
-    working directory are relative. Empty when no frame is left."""
+    exception's traceback, innermost first, leaving out the import machinery and the
+    ductline package itself, so that an error raised by ductline's checks (a
+    `DefinitionError` for a lambda step, a ``ValueError`` for ``timeout=-1``) names
+    the user's line that called them (a syntax error names its file and line in its
+    message). Paths under the working directory are relative. Empty when no frame is
+    left. The one place that decides which frames an app's import error names."""
     places = []
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not f.filename.startswith("<frozen") and f.filename != __file__
+              if not f.filename.startswith("<frozen") and not _in_ductline(f.filename)
               and os.path.dirname(f.filename) != _IMPORTLIB]
     for frame in reversed(frames[-WHERE_FRAMES:]):
         inside = "" if frame.name == "<module>" else f" in {frame.name}"
@@ -92,6 +98,10 @@ def where(exc: BaseException) -> str:
     if not places:
         return ""
     return f" (at {places[0]}" + "".join(f", called from {p}" for p in places[1:]) + ")"
+
+
+def _in_ductline(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_DUCTLINE)
 
 
 def _path(filename: str) -> str:

@@ -237,6 +237,41 @@ def test_an_error_raised_in_a_module_the_app_imports_names_where(tmp_path: Path)
     assert isinstance(info.value.__cause__, ZeroDivisionError)
 
 
+@pytest.mark.parametrize(("line", "error"), [
+    ("pipe = Pipeline('p').start(lambda x: x)", "DefinitionError: step '<lambda>' is not importable"),
+    ("pipe = Pipeline('p').start(outer())", "DefinitionError: step 'outer.<locals>.inner' is not importable"),
+    ("pipe = Pipeline('p').start(first, timeout=-1)", "ValueError: timeout must not be negative"),
+    ("pipe = Pipeline('p').start(first, max_attempts=0)", "max_attempts"),
+    ("pipe = Pipeline('p').start(first).chain(to=outer, delay=1.5)", "TypeError: delay must be"),
+])
+def test_a_definition_error_names_the_users_line_not_ductlines(tmp_path: Path, line: str, error: str) -> None:
+    body = ("from ductline import Pipeline\n"
+            "def first(x):\n"
+            "    return x\n"
+            "def outer():\n"
+            "    def inner(x):\n"
+            "        return x\n"
+            "    return inner\n"
+            f"{line}\n")
+    path, _ = write_app(tmp_path, body=body)
+    with pytest.raises(TargetError) as info:
+        load_pipeline(f"{path}:pipe")
+    message = str(info.value)
+    assert error in message
+    assert message.endswith(f" (at {path}:8)"), message
+
+
+def test_a_definition_error_in_the_users_helper_names_the_helper_and_its_caller(tmp_path: Path) -> None:
+    body = ("from ductline import Pipeline\n"
+            "def build():\n"
+            "    return Pipeline('p').start(lambda x: x)\n"
+            "pipe = build()\n")
+    path, _ = write_app(tmp_path, body=body)
+    with pytest.raises(TargetError) as info:
+        load_pipeline(f"{path}:pipe")
+    assert str(info.value).endswith(f" (at {path}:3 in build, called from {path}:4)")
+
+
 def test_import_app_returns_module_and_folder(tmp_path: Path) -> None:
     path, _ = write_app(tmp_path)
     module, folder = import_app(f"{path}:pipe")
