@@ -209,6 +209,23 @@ class StepSignatureError(DuctlineError, TypeError):
 StepSignatureError.__module__ = "ductline"
 
 
+class ExpandNotAList(DuctlineError, TypeError):
+    """A step followed by ``expand`` returned something other than a list (a tuple,
+    a dict, ``None``, ...): e.g. ``"step 'a' is followed by expand, so it must
+    return a list, not int"``. A ``TypeError``, so code that catches ``TypeError``
+    still catches it.
+
+    Never raised in user code: the worker (or `ductline.execute`) checks the output
+    after the step returned, records the attempt ``errored`` with
+    ``error_type="ductline.ExpandNotAList"`` and, as the same input makes the same
+    output, does not retry it: the run halts with ``non_retryable_error`` unless the
+    step's ``retry_on`` names it (docs/howto/retries.md).
+    """
+
+
+ExpandNotAList.__module__ = "ductline"
+
+
 class Retry(Exception):
     """Raised by a step to ask for another attempt after ``delay``.
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import cli_app
+import pytest
 
 from ductline import codec
 from ductline.engine import record, stop
@@ -98,10 +99,9 @@ def halt_with(store, error_type: str) -> str:
     return handle.id
 
 
-def test_show_says_to_change_the_code_before_retrying_an_error_that_is_not_retried(store, db_url):
-    from ductline.model.outcomes import NOT_SERIALIZABLE_TYPE
-
-    run_id = halt_with(store, NOT_SERIALIZABLE_TYPE)
+@pytest.mark.parametrize("error_type", ["ductline.PayloadNotSerializable", "ductline.ExpandNotAList"])
+def test_show_says_to_change_the_code_before_retrying_an_error_that_is_not_retried(store, db_url, error_type):
+    run_id = halt_with(store, error_type)
     assert store.get_run(run_id)["halt_reason"] == "non_retryable_error"
     said = " ".join(ductline(db_url, "show", run_id).split())
     assert (f"halted: its step's error is not retried, and the same input fails the same way: change the "

@@ -92,13 +92,16 @@ def test_divert_routes_on_str_of_the_output() -> None:
     assert {r.skip_reason for r in other.steps if r.status == "skipped"} == {"route not taken"}
 
 
-def test_expand_of_something_else_than_a_list_is_a_type_error(clock: FakeClock) -> None:
-    pipeline = Pipeline(name()).start(s.not_a_list, max_retry=2).expand(to=s.square) \
+def test_expand_of_something_else_than_a_list_halts_without_retry(clock: FakeClock) -> None:
+    # The same input makes the same output: another attempt cannot fix it.
+    pipeline = Pipeline(name()).start(s.not_a_list, max_retry=3).expand(to=s.square) \
         .collapse(into=s.gather)
     result = ductline.execute(pipeline, 1, clock=clock)
     step = result.step("not_a_list")
-    assert step.status == "failed" and step.error_type == "TypeError" and step.attempts == 2
+    assert step.status == "failed" and step.error_type == "ductline.ExpandNotAList" and step.attempts == 1
+    assert isinstance(ductline.ExpandNotAList("x"), TypeError)
     assert "must return a list" in step.error
+    assert result.metadata["halt_reason"] == "non_retryable_error"
     assert [r.step for r in result.steps] == ["not_a_list"]  # a halt records nothing it never created
     assert result.status == "halted"
 

@@ -245,8 +245,8 @@ CASES: list[Case] = [
     # -- expand errors ----------------------------------------------------------------------------
     Case("max_fanout_exceeded", app.max_fanout, (5,), HALTED, "max_fanout_exceeded",
          check=both(steps(("make_list", "", FAILED, [ERR])), absent("square", "gather"))),
-    Case("expand_not_a_list", app.expand_not_a_list, (1,), HALTED, RETRIES,
-         check=steps(("not_a_list", "", FAILED, [ERR, ERR]))),
+    Case("expand_not_a_list", app.expand_not_a_list, (1,), HALTED, "non_retryable_error",
+         check=steps(("not_a_list", "", FAILED, [ERR]))),
     # -- limits and payloads --------------------------------------------------------------------------
     Case("concurrency_limited", app.concurrency_limited, (6,), COMPLETED, slots=2,
          check=steps(("gather", "", COMPLETED, [OK], [0, 1, 4, 9, 16, 25]))),

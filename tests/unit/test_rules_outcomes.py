@@ -534,13 +534,13 @@ def fanout_definition(max_fanout: int) -> Any:
     pytest.param("a", [1, 2, 3], None, id="at-max_fanout"),
     pytest.param("a", [1, 2, 3, 4], Ended(ERR, "FanoutError", "step 'a' returned 4 elements; max_fanout is 3"),
                  id="over-max_fanout"),
-    pytest.param("a", (1, 2), Ended(ERR, "TypeError", "step 'a' is followed by expand, so it must return a list, "
+    pytest.param("a", (1, 2), Ended(ERR, "ductline.ExpandNotAList", "step 'a' is followed by expand, so it must return a list, "
                                                       "not tuple"), id="tuple"),
-    pytest.param("a", {"k": 1}, Ended(ERR, "TypeError", "step 'a' is followed by expand, so it must return a "
+    pytest.param("a", {"k": 1}, Ended(ERR, "ductline.ExpandNotAList", "step 'a' is followed by expand, so it must return a "
                                                         "list, not dict"), id="dict"),
-    pytest.param("a", None, Ended(ERR, "TypeError", "step 'a' is followed by expand, so it must return a list, "
+    pytest.param("a", None, Ended(ERR, "ductline.ExpandNotAList", "step 'a' is followed by expand, so it must return a list, "
                                                     "not NoneType"), id="none"),
-    pytest.param("a", "abc", Ended(ERR, "TypeError", "step 'a' is followed by expand, so it must return a list, "
+    pytest.param("a", "abc", Ended(ERR, "ductline.ExpandNotAList", "step 'a' is followed by expand, so it must return a list, "
                                                      "not str"), id="str"),
 ])
 def test_check_expand_output(step: str, value: Any, expected: Ended | None) -> None:
@@ -550,7 +550,8 @@ def test_check_expand_output(step: str, value: Any, expected: Ended | None) -> N
 
 @pytest.mark.parametrize(("value", "expected"), [
     pytest.param(list(range(4)), fail(FANOUT, "step 'a' returned 4 elements; max_fanout is 3"), id="fanout-halts"),
-    pytest.param("abc", retry(10_000), id="not-a-list-retried"),
+    pytest.param("abc", fail(NEVER, "step 'a' is followed by expand, so it must return a list, not str"),
+                 id="not-a-list-halts"),
 ])
 def test_checked_expand_output_is_decided(value: Any, expected: Verdict) -> None:
     definition = fanout_definition(3)
@@ -562,6 +563,6 @@ def test_checked_expand_output_is_decided(value: Any, expected: Verdict) -> None
 def test_check_expand_output_nested_expand_source() -> None:
     definition = D.nested_expand()
     assert check_expand_output(definition.node("b"), 7) == Ended(
-        ERR, "TypeError", "step 'b' is followed by expand, so it must return a list, not int")
+        ERR, "ductline.ExpandNotAList", "step 'b' is followed by expand, so it must return a list, not int")
     assert check_expand_output(definition.node("c"), 7) is None
 

@@ -15,10 +15,11 @@ Rules, each from its source:
   every time halts its run (``job_crashes_exhausted``) instead of looping forever.
 - ``no_retry_on`` types fail at once (``non_retryable_error``); ``retry_on`` types
   are retried whatever is left of the budget (still counted). They apply to errors,
-  not to timeouts. `ductline.PayloadTooLarge`, `ductline.PayloadNotSerializable`
-  and `ductline.StepSignatureError` are never retried unless ``retry_on`` names
-  them: an output that is too large or does not round-trip through JSON, and
-  arguments the step's signature cannot take, fail the same way every time.
+  not to timeouts. `ductline.PayloadTooLarge`, `ductline.PayloadNotSerializable`,
+  `ductline.StepSignatureError` and `ductline.ExpandNotAList` are never retried
+  unless ``retry_on`` names them: an output that is too large, does not round-trip
+  through JSON or is not the list an expand needs, and arguments the step's
+  signature cannot take, fail the same way every time.
   (A ``TypeError`` raised inside a step's body is an ordinary error: only encoding
   the output raises `ductline.PayloadNotSerializable`, and only binding the
   arguments, checked before the call, `ductline.StepSignatureError`.)
@@ -27,7 +28,7 @@ Rules, each from its source:
   automatically, whatever ended it -- error, timeout, crash, a requested retry or a
   worker's shutdown: the run halts with ``unsafe_to_retry`` (docs/howto/retries.md,
   "Safe-only retry").
-- An expand's output that is not a list is an error (retried under the budget); one
+- An expand's output that is not a list is a deterministic error (above); one
   longer than ``max_fanout`` halts the run at once (``max_fanout_exceeded``), also
   past a crossed boundary.
 """
@@ -61,7 +62,7 @@ PAYLOAD_TOO_LARGE_TYPE = "ductline.PayloadTooLarge"
 NOT_SERIALIZABLE_TYPE = "ductline.PayloadNotSerializable"  # an output that does not round-trip
 STEP_SIGNATURE_TYPE = "ductline.StepSignatureError"  # the step's arguments do not fit its signature
 FANOUT_ERROR_TYPE = "FanoutError"                  # an expand's list is over max_fanout
-NOT_A_LIST_TYPE = "TypeError"                      # an expand's output is not a list
+NOT_A_LIST_TYPE = "ductline.ExpandNotAList"       # an expand's output is not a list
 TIMEOUT_ERROR_TYPE = "TimeoutError"
 RELEASED_TYPE = "Released"                         # a worker shut down during the attempt
 # The error of a `RELEASED_TYPE` attempt that never began: claimed ahead and given back
@@ -173,7 +174,7 @@ def requested_delay_ms(ended: Ended) -> int | None:
 
 # Errors another attempt cannot fix (the same output or input fails the same way):
 # never retried unless the step's retry_on names them.
-_DETERMINISTIC = (PAYLOAD_TOO_LARGE_TYPE, NOT_SERIALIZABLE_TYPE, STEP_SIGNATURE_TYPE)
+_DETERMINISTIC = (PAYLOAD_TOO_LARGE_TYPE, NOT_SERIALIZABLE_TYPE, STEP_SIGNATURE_TYPE, NOT_A_LIST_TYPE)
 
 
 def _never_retried(options: StepOptions | None) -> tuple[str, ...]:
@@ -265,7 +266,8 @@ def check_expand_output(node: Node, value: Any) -> Ended | None:
     Returns:
         ``None`` if ``node`` does not expand or its output is fine; otherwise the
         errored `Ended` to record instead of the success (`decide` halts a
-        ``FanoutError`` at once and retries a ``TypeError`` under the budget).
+        ``FanoutError`` with ``max_fanout_exceeded`` and a ``ductline.ExpandNotAList``
+        with ``non_retryable_error``, both at once).
     """
     transition = node.next
     if transition is None or transition.kind is not TransitionKind.EXPAND:

@@ -26,8 +26,9 @@ HALT_EXPLAINED: dict[str, str] = {
     HaltReason.UNSAFE_TO_RETRY: "a step failed after crossing an irreversible boundary, so it was not retried",
     HaltReason.NON_RETRYABLE_ERROR: "a step raised an error its no_retry_on names, returned an output above "
                                     "payload_max_bytes (PayloadTooLarge) or one that does not round-trip through "
-                                    "JSON (PayloadNotSerializable), or was given arguments its signature cannot "
-                                    "take (StepSignatureError), so it was not retried",
+                                    "JSON (PayloadNotSerializable) or is not the list its expand needs "
+                                    "(ExpandNotAList), or was given arguments its signature cannot take "
+                                    "(StepSignatureError), so it was not retried",
     HaltReason.MAX_FANOUT_EXCEEDED: "a step returned more elements than its expand allows (max_fanout)",
     HaltReason.CONDITION_UNMATCHED: "a divert found no route for a step's output",
 }
