@@ -264,6 +264,11 @@ _REVIVE_STDLIB = _decoder(False)
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
+# `structure_text`'s: compact like `_ENCODER`, but a structure read back is written
+# as it was read (json.loads accepts NaN, so it is not refused here).
+_STRUCTURE_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
 def dumps(value: Any, *, what: str = "value") -> str:
     """Encode a value as JSON text under the round-trip rule.
 
@@ -318,7 +323,7 @@ def structure(text: str | None) -> Any:
 def structure_text(value: Any) -> str:
     """The JSON text of a structure read by `structure` (tags kept as they were),
     written as `dumps` writes it."""
-    return json.dumps(value, separators=(",", ":"))
+    return _STRUCTURE_ENCODER.encode(value)
 
 
 def structure_type(value: Any) -> str:

@@ -243,3 +243,8 @@ def test_circular_value_is_type_error(kind: str) -> None:
         value["self"] = value
     with pytest.raises(TypeError):
         codec.dumps(value)
+
+
+def test_structure_text_writes_a_structure_as_it_was_read() -> None:
+    for text in ('{"a":[1,2.5,"é"],"b":null}', '{"__ductline__":"tuple","items":[1,2]}', "NaN", '"x\\ny"'):
+        assert codec.structure_text(codec.structure(text)) == json.dumps(json.loads(text), separators=(",", ":"))

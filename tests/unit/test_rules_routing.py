@@ -19,7 +19,7 @@ from ductline.dsl.timeouts import ScaledTimeout
 from ductline.model.cascade import Dependent
 from ductline.model.claim_order import FIRST_STEP, UNDER_WAY
 from ductline.model.routing import (
-    Create, Gather, JobSpec, Routing, gathered_args, initial_status, job_spec, route, timeout_floor,
+    Create, Gather, JobSpec, Routing, gathered_args, initial_status, job_spec, job_specs, route, timeout_floor,
 )
 from ductline.model.states import JobStatus, RunStatus
 
@@ -306,6 +306,29 @@ def test_job_spec_of_the_on_halt_handler() -> None:
 def test_job_spec_phase_puts_first_steps_after_runs_under_way(build: Callable[[], Definition], step: str,
                                                               scope: str, phase: int) -> None:
     assert job_spec(build(), step, scope, "[1]", 10).phase == phase
+
+
+def _keyed_elements() -> Definition:
+    """a expands to b (keyed concurrency limit, paused before), which collapses into c."""
+    return (D.new().start(S.a).expand(to=S.b, concurrency=1, concurrency_key="customer", priority=3, max_retry=1)
+            .collapse(into=S.c).pause(before="b", timeout=60).definition())
+
+
+@pytest.mark.parametrize(("build", "step_runs"), [
+    pytest.param(D.expand_collapse, [("b", str(i), f"[{i}]") for i in range(5)], id="elements"),
+    pytest.param(_keyed_elements, [("b", str(i), json.dumps([{"customer": f"c{i % 3}"}])) for i in range(7)]
+                 + [("b", "7", "[3]")], id="elements-keyed-limit-paused"),
+    pytest.param(D.nested_expand, [("c", f"{o}/{i}", "[1]") for o in range(3) for i in range(3)]
+                 + [("d", "1", "[[1]]"), ("e", "", "[[2]]")], id="nested-scopes"),
+    pytest.param(D.divide_in_expand, [("c", "2", "[1]"), ("d", "2", "[1]"), ("c", "3", "[1]"), ("e", "2", "[[1,1]]")],
+                 id="several-steps"),
+    pytest.param(D.expand_collapse, [("a", "", "[1]"), ("d", "", "[[]]"), ("a", "", "[2]")], id="top-level"),
+])
+def test_job_specs_are_job_spec_for_each_step_run(build: Callable[[], Definition],
+                                                  step_runs: list[tuple[str, str, str]]) -> None:
+    definition = build()
+    assert job_specs(definition, step_runs, 10) == [job_spec(definition, step, scope, input_json, 10)
+                                                    for step, scope, input_json in step_runs]
 
 
 @pytest.mark.parametrize(("timeout", "expected"), [

@@ -14,12 +14,12 @@ from typing import Any, Callable
 
 from ductline import codec
 from ductline.dsl.graph import Definition
-from ductline.model.routing import ROUTE_NOT_TAKEN, Create, Routing, gathered_args, job_spec, route
+from ductline.model.routing import ROUTE_NOT_TAKEN, Create, JobSpec, Routing, gathered_args, job_specs, route
 from ductline.model.states import JobStatus
 from ductline.engine.events import insert_deferred
 from ductline.engine.pause import insert_paused
 from ductline.store import payloads
-from ductline.store.records import NewJob
+from ductline.store.records import NewJob, new_job_ids
 from ductline.store.store import Tx
 from ductline.engine import childruns
 
@@ -143,7 +143,10 @@ def advance_many(tx: Tx, completions: list[tuple[Definition, Completed]], retry_
 def _create(tx: Tx, definition: Definition, run_id: str, creates: list[Create], retry_delay: int,
             sink: list[NewJob] | None, limits: payloads.Limits) -> Advanced:
     """Make the jobs of ``creates`` (inserted here, or appended to ``sink``)."""
-    jobs = [_job(tx, definition, run_id, create, retry_delay, limits) for create in creates]
+    specs = job_specs(definition, [(c.step, c.scope, c.full_args or c.args) for c in creates], retry_delay)
+    ids = new_job_ids(len(creates))
+    jobs = [_job(tx, definition, run_id, create, spec, job_id, limits)
+            for create, spec, job_id in zip(creates, specs, ids)]
     waiting = jobs
     if definition.pauses:  # paused steps' jobs are inserted now, as 'paused' rows
         waiting = insert_paused(tx, definition, jobs)
@@ -163,13 +166,12 @@ def _create(tx: Tx, definition: Definition, run_id: str, creates: list[Create], 
     return Advanced(enqueued, paused=paused, deferred=deferred)
 
 
-def _job(tx: Tx, definition: Definition, run_id: str, create: Create, retry_delay: int,
+def _job(tx: Tx, definition: Definition, run_id: str, create: Create, spec: JobSpec, job_id: str,
          limits: payloads.Limits) -> NewJob:
-    """The job of one created step run. Its limit key is computed from the full
-    input; a large input of an expand element or a fan-in is stored out of line."""
-    spec = job_spec(definition, create.step, create.scope, create.full_args or create.args, retry_delay)
+    """The job of one created step run, of ``spec`` (its limit key computed from the
+    full input); a large input of an expand element or a fan-in is stored out of line."""
     stored = payloads.spill(tx, run_id, create.args, limits) if create.spill else create.args
-    job = NewJob.of(run_id, definition.name, create.step, create.scope, stored, spec)
+    job = NewJob.of(run_id, definition.name, create.step, create.scope, stored, spec, job_id=job_id)
     if spec.paused:
         return dataclasses.replace(job, status=JobStatus.PAUSED.value)
     if create.step in definition.waits:

@@ -247,6 +247,38 @@ def job_spec(definition: Definition, step: str, scope: str, input_json: str,
     )
 
 
+def job_specs(definition: Definition, step_runs: list[tuple[str, str, str]],
+              default_retry_delay: float) -> list[JobSpec]:
+    """`job_spec` for each ``(step, scope, input_json)`` of ``step_runs``, in their order.
+
+    What depends only on the step and on the scope around the step run (budgets,
+    timeout, priority, pause, phase, queue, definition) is worked out once per such
+    pair by `job_spec`; each step run adds its element index and its limit key
+    (`ductline.model.limits.limit_key`, which reads the input when the step's limit
+    is keyed). An expand's thousands of elements then cost one spec, not one each.
+    """
+    shared: dict[tuple[str, str, bool], JobSpec] = {}
+    specs = []
+    for step, scope, input_json in step_runs:
+        index = scopes.element_index(scope) if definition.node(step).depth > 0 else None
+        # An element's phase and parent follow from its enclosing scope alone.
+        key = (step, scope if index is None else scopes.parent(scope), index is None)
+        base = shared.get(key)
+        if base is None:
+            base = shared[key] = job_spec(definition, step, scope, input_json, default_retry_delay)
+            specs.append(base)
+            continue
+        options = definition.node(step).options
+        specs.append(JobSpec(
+            parent_scope=base.parent_scope, elem_index=index, delay_ms=base.delay_ms, max_retry=base.max_retry,
+            max_crash=base.max_crash, retry_delay_seconds=base.retry_delay_seconds,
+            timeout_seconds=base.timeout_seconds, priority=base.priority,
+            limit_key=limit_key(definition.name, step, options, input_json), paused=base.paused,
+            pause_timeout_seconds=base.pause_timeout_seconds, phase=base.phase, queue=base.queue,
+            definition=base.definition))
+    return specs
+
+
 def initial_status(spec: JobSpec, run: RunStatus) -> JobStatus:
     """The status a new job starts in: paused before a pause, else waiting
     (pending, or held in a halted run)."""

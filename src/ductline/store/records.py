@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from dataclasses import dataclass
 
@@ -12,7 +13,7 @@ from ductline.model.limits import StepLimit
 from ductline.model.routing import JobSpec
 
 __all__ = ["ClaimedJob", "ExpiredLease", "JobBudget", "LoadedDefinition", "NewJob", "NewRun", "StepLimit",
-           "AUTO_STATUS"]
+           "AUTO_STATUS", "new_job_ids"]
 
 # A new job's status decided by the insert itself from its run's status, in the
 # same statement (`ductline.model.states.waiting_status`: pending, or held in a
@@ -72,6 +73,14 @@ class NewJob:
             timeout_seconds=spec.timeout_seconds, priority=spec.priority, limit_key=spec.limit_key,
             phase=spec.phase, queue=spec.queue, definition=spec.definition,
         )
+
+
+def new_job_ids(n: int) -> list[str]:
+    """``n`` new random job ids: 32 hex digits each (128 random bits, the length of
+    ``uuid4().hex``), drawn from the system's random source in one read -- an
+    expand's ten thousand ids in one call instead of ten thousand."""
+    digits = os.urandom(16 * n).hex()
+    return [digits[i:i + 32] for i in range(0, 32 * n, 32)]
 
 
 def _whole(seconds: float) -> int:
