@@ -143,6 +143,8 @@ def advance_many(tx: Tx, completions: list[tuple[Definition, Completed]], retry_
 def _create(tx: Tx, definition: Definition, run_id: str, creates: list[Create], retry_delay: int,
             sink: list[NewJob] | None, limits: payloads.Limits) -> Advanced:
     """Make the jobs of ``creates`` (inserted here, or appended to ``sink``)."""
+    if not creates:  # an arrival at a fan-in that others complete: each element but the last
+        return Advanced({})
     specs = job_specs(definition, [(c.step, c.scope, c.full_args or c.args) for c in creates], retry_delay)
     ids = new_job_ids(len(creates))
     jobs = [_job(tx, definition, run_id, create, spec, job_id, limits)
