@@ -407,11 +407,11 @@ def runs(ctx: click.Context, status: str | None, pipeline: str | None, tag_texts
         found = store.list_runs(status, pipeline, limit, tags=wanted)
     if not found and pipeline is not None:
         _note_unknown_pipeline(store, pipeline)
-    errors = views.run_errors(store, found)  # why failed runs stopped: their rows hold no halt reason
+    reasons = views.run_reasons(store, found)
     if as_json:
-        print(json.dumps([views.run_summary(r, errors.get(r["id"])) for r in found]))
+        print(json.dumps([views.run_summary(r, reasons.get(r["id"])) for r in found]))
         return
-    out.print(tables.runs_table(out, found, lambda: views.short_ids(store, [r["id"] for r in found]), errors))
+    out.print(tables.runs_table(out, found, lambda: views.short_ids(store, [r["id"] for r in found]), reasons))
 
 
 # The most pipeline names a note about an unknown pipeline lists.

@@ -72,19 +72,18 @@ def _finished_ms(row: dict[str, Any]) -> int | None:
 
 
 def runs_table(console: Console, rows: list[dict[str, Any]], short: Callable[[], dict[str, str]],
-               errors: dict[str, str] | None = None) -> Table:
+               reasons: dict[str, str] | None = None) -> Table:
     """The table of ``ductline runs``.
 
     Args:
         rows: the store's run rows (``list_runs``), newest first.
         short: gives the short prefix of each run id (called only for the compact form).
-        errors: a failed or cancelled run's error by run id (`ductline.views.run_errors`),
-            shown as its reason.
+        reasons: why each run stopped, by run id (`ductline.views.run_reasons`).
     """
-    errors = errors or {}
+    reasons = reasons or {}
 
     def reason(r: dict[str, Any]) -> str:
-        return _cell(r["halt_reason"] or errors.get(r["id"]))
+        return _cell(reasons.get(r["id"]))
 
     full = Table("run", "pipeline", "status", "reason", "created", "finished")
     full.columns[0].no_wrap = True

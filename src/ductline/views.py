@@ -96,15 +96,15 @@ def compact_duration(ms: int | None) -> str:
     return f"{hours} h {minute} min" if hours else f"{minutes} min {second} s"
 
 
-def run_summary(row: dict[str, Any], reason: str | None = None) -> dict[str, Any]:
-    """A run row (``list_runs``) as ``ductline runs --json`` gives it.
+def run_summary(row: dict[str, Any], reason: str | None) -> dict[str, Any]:
+    """A run row (``list_runs``) as ``ductline runs --json`` and ``GET /api/runs``
+    give it.
 
     ``finished_at`` is null for a halted run: it has not ended (`ductline retry`
-    revives it). ``reason`` is why the run stopped: its halt reason, else ``reason``
-    (a failed or cancelled run's error, from `run_errors`)."""
+    revives it). ``reason`` is why the run stopped, as `run_reasons` decides it."""
     halted = row["status"] == RunStatus.HALTED
     return {"run_id": row["id"], "pipeline": row["pipeline"], "status": row["status"],
-            "halt_reason": row["halt_reason"], "reason": row["halt_reason"] or reason,
+            "halt_reason": row["halt_reason"], "reason": reason,
             "created_at": iso(row["created_ms"]), "finished_at": None if halted else iso(row["finished_ms"]),
             "definition": row["definition"]}
 
@@ -120,16 +120,22 @@ def retry_hint(halt_reason: str | None, run_id: str) -> str:
     return f"`ductline retry {run_id}` revives it from its failed step(s)"
 
 
-def run_errors(store: Store, rows: list[dict[str, Any]]) -> dict[str, str]:
-    """The error each failed or cancelled run of ``rows`` recorded (its deadline passed,
-    a pause expired, ...), by run id, read in one query; runs without one are left out.
+def run_reasons(store: Store, rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Why each run of ``rows`` (``list_runs`` rows) stopped, by run id: the one rule
+    for the reason ``ductline runs``, ``GET /api/runs`` and the dashboard's runs and
+    "Needs attention" tables show.
+
+    A run with a halt reason gives it (``job_retries_exhausted``, ``pause_expired``,
+    ...); a failed or cancelled run without one gives the error its ending recorded
+    (e.g. "the run exceeded its deadline of 4 s"), read for all of them in one query.
+    Runs with neither (active, completed, cancelled by an operator) are left out.
 
     Raises:
         StoreError: the database failed.
     """
+    found = {r["id"]: str(r["halt_reason"]) for r in rows if r["halt_reason"]}
     wanted = [r["id"] for r in rows if r["status"] in (RunStatus.FAILED, RunStatus.CANCELLED)
               and not r["halt_reason"]]
-    found = {}
     for run_id, run in store.run_ends(wanted).items():
         try:
             metadata = json.loads(run.get("metadata") or "{}")

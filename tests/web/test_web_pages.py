@@ -119,3 +119,32 @@ def test_pages_send_a_strict_content_security_policy(client, seeded):
 def test_read_only_dashboard_says_so(make_client, seeded, path):
     html = make_client(token=None).get(path).text
     assert "Read-only dashboard" in html and "Log in" not in html
+
+
+def test_a_failed_runs_reason_is_the_same_in_the_api_the_runs_page_and_needs_attention(client, sqlite_store):
+    # One rule decides why a run stopped (`ductline.views.run_reasons`); `ductline runs`
+    # gives the same text (tests/cli/test_cli_runs_reasons.py).
+    from ductline.engine import stop
+
+    handle = rt_app.chain.trigger(1, database=sqlite_store, timeout=4)
+    with sqlite_store.transaction() as tx:
+        assert stop.expire(tx, rt_app.chain.definition(), handle.id)
+    reason = "the run exceeded its deadline of 4 s"
+    (listed,) = [r for r in client.get("/api/runs").json()["runs"] if r["run_id"] == handle.id]
+    assert (listed["status"], listed["halt_reason"], listed["reason"]) == ("failed", None, reason)
+    (failed_only,) = client.get("/api/runs?status=failed").json()["runs"]
+    assert failed_only["reason"] == reason
+    row = re.search(rf'data-run="{handle.id}">.*?</tr>', client.get("/runs").text, re.S)
+    assert row is not None and f"<td>{reason}</td>" in row.group(0)
+    assert "<th>reason</th>" in client.get("/runs").text
+    overview = client.get("/").text
+    attention = re.search(r'<h2 id="problems-h">Needs attention</h2>.*?</table>', overview, re.S)
+    assert attention is not None and handle.id in attention.group(0)
+    assert f"<td>{reason}</td>" in attention.group(0) and "deadline or error" not in overview
+
+
+def test_a_halted_runs_reason_is_its_halt_reason_in_the_api_and_the_runs_page(client, seeded):
+    (listed,) = client.get("/api/runs?status=halted").json()["runs"]
+    assert listed["reason"] == listed["halt_reason"] == "job_retries_exhausted"
+    row = re.search(rf'data-run="{seeded["halted"]}">.*?</tr>', client.get("/runs").text, re.S)
+    assert row is not None and "<td>job_retries_exhausted</td>" in row.group(0)

@@ -95,8 +95,9 @@ def _refused(request: Request) -> Response | None:
     return None
 
 
-def _summary(row: dict[str, Any]) -> dict[str, Any]:
-    return {**views.run_summary(row), "started_at": views.iso(row["started_ms"])}
+def _summaries(request: Request, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    reasons = dashboard(request).reader.run_reasons(rows)
+    return [{**views.run_summary(r, reasons.get(r["id"])), "started_at": views.iso(r["started_ms"])} for r in rows]
 
 
 @openapi(responses={"200": {"description": "runs by status, jobs ready/delayed/running, pipelines, last_hour"}})
@@ -130,7 +131,11 @@ def overview(request: Request) -> Response:
 def list_runs(request: Request) -> Response:
     """Runs newest first, filtered and keyset-paginated.
 
-    Follow ``next_cursor`` with ``?after=`` for older runs; it is null on the last page.
+    Each run has the fields of ``ductline runs --json`` plus ``started_at``;
+    ``reason`` is why it stopped, the text ``ductline runs`` and the dashboard show
+    (a halt reason, or the error a failed or cancelled run recorded, such as "the
+    run exceeded its deadline of 4 s"). Follow ``next_cursor`` with ``?after=`` for
+    older runs; it is null on the last page.
     """
     q = request.query_params
     raw_limit = q.get("limit", "50")
@@ -143,11 +148,11 @@ def list_runs(request: Request) -> Response:
             raise BadQuery("parent lists one page of child runs: give no after, before or tag")
         found = dashboard(request).reader.child_runs(parent, status=q.get("status"), pipeline=q.get("pipeline"),
                                                      limit=int(raw_limit))
-        return ApiResponse({"runs": [_summary(r) for r in found], "next_cursor": None, "prev_cursor": None})
+        return ApiResponse({"runs": _summaries(request, found), "next_cursor": None, "prev_cursor": None})
     page = dashboard(request).reader.runs_page(status=q.get("status"), pipeline=q.get("pipeline"),
                                                after=q.get("after"), before=q.get("before"), limit=int(raw_limit),
                                                tags=tags)
-    return ApiResponse({"runs": [_summary(r) for r in page.runs], "next_cursor": page.older,
+    return ApiResponse({"runs": _summaries(request, page.runs), "next_cursor": page.older,
                         "prev_cursor": page.newer})
 
 

@@ -61,6 +61,7 @@ def overview(request: Request) -> Response:
         "hour": hour, "hour_chart": svgchart.charts(hour)[0],
         "counts": reader.run_counts(), "jobs": jobs, "pipelines": reader.pipeline_counts(),
         "workers": reader.workers(d.lease_seconds), "problems": problems[:10],
+        "reasons": reader.run_reasons(problems[:10]),
         "lease_seconds": d.lease_seconds, "schedules": reader.schedules(),
         "queues": reader.queues(d.lease_seconds),
     }, now_ms=jobs["now_ms"])
@@ -107,7 +108,8 @@ def runs(request: Request) -> Response:
         return "/runs?" + urlencode([*filters, *cursor.items()]) if (filters or cursor) else "/runs"
 
     return render(request, "runs.html", {
-        "page": page, "status": status or "", "pipeline": pipeline or "",
+        "page": page, "reasons": d.reader.run_reasons(page.runs), "status": status or "",
+        "pipeline": pipeline or "",
         "tag_filter": " ".join(f"{k}={v}" for k, v in tags),
         "pipelines": d.reader.pipeline_names(),
         "older_link": link(after=page.older) if page.older else None,

@@ -330,6 +330,10 @@ class DashboardReader:
         with self._store.dialect.reader() as session:
             return child_rows.list_child_runs(session, self.resolve(parent), status, pipeline, limit)
 
+    def run_reasons(self, rows: list[dict[str, Any]]) -> dict[str, str]:
+        """Why each run of ``rows`` stopped, by run id (`ductline.views.run_reasons`)."""
+        return views.run_reasons(self._store, rows)
+
     def family(self, run_id: str) -> dict[str, Any]:
         """The run's parent and child runs (`ductline.views.run_family`)."""
         return views.run_family(self._store, run_id)
