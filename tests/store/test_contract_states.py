@@ -68,6 +68,8 @@ def test_run_filters_follow_the_rulebook_s_sets(store: Store) -> None:
     # a lease is held, and a success recorded, only while its run is not finished
     tokens = {token: status for status, (_, _, token) in made.items()}
     assert {tokens[t] for t in store.leases_held(list(tokens))} == states.UNFINISHED_RUN
+    held = store.confirm_leases([(job_id, token) for _, job_id, token in made.values()])
+    assert {tokens[t] for t in held} == states.UNFINISHED_RUN
     # a run ended by a stop with a job still open is an orphan for maintenance
     assert statuses(r["run_id"] for r in store.orphaned_runs(limit=1000)) == states.STOPPED_RUN
     completed = set()

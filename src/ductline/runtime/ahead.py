@@ -51,11 +51,11 @@ contract of a queued job -- its lease is renewed, a stopping worker gives it bac
 a killed worker's held jobs are taken by others when their leases expire, a lost
 lease (a cancel) drops it; a run's stop before its time records its step skipped,
 with no attempt (`ductline.model.stops.begun_by`) -- and its clocks (the attempt's timeout, a first step's
-run deadline) start when it starts, as a queued job's do. A worker that is not
-notified of cancels (SQLite, a PostgreSQL reached through a transaction pooler)
-renews a held job's lease once its time has come and before it starts: a cancel
-made before a delayed job's time must keep its step from ever being called, as it
-did when the job was claimed only after its time.
+run deadline) start when it starts, as a queued job's do. Every worker confirms a
+held job's lease once its time has come and before it starts
+(`ductline.runtime.horizon.Horizon.confirm`): a cancel made before a delayed job's
+time must keep its step from ever being called, as it did when the job was claimed
+only after its time, and a cancel's notification comes only at its commit.
 """
 
 from __future__ import annotations
@@ -200,26 +200,43 @@ class Ahead:
         """
         return passed(self._early[0].job.not_before_ms) if self._early else None
 
-    def promote(self, now: float, passed: Callable[[int], float], *, confirm: bool = False) -> None:
+    def promote(self, now: float, passed: Callable[[int], float], *, confirm: bool = False) -> list[ClaimedJob]:
         """Queue the held jobs whose not-before time has surely passed by ``now`` (by
-        the clock's current reading: `passed` as in `next_start`), in the claim order.
+        the clock's current reading: `passed` as in `next_start`), in the claim order;
+        returns them.
 
         Args:
-            confirm: their leases must be confirmed again before they start (`stale`),
-                so that a run stopped before a held job's time never has that job
-                start (`ductline.runtime.claimer.Claimer.fill_free`).
+            confirm: their leases must be confirmed again before they start (`stale`
+                until `confirmed` or a renewal says so), so that a run stopped before a
+                held job's time never has that job start
+                (`ductline.runtime.claimer.Claimer.fill_free`).
         """
         due = 0
         while due < len(self._early) and passed(self._early[due].job.not_before_ms) <= now:
             due += 1
         if not due:
-            return
+            return []
         if confirm:
             for q in self._early[:due]:
                 q.confirmed = -math.inf
-        self._jobs.extend(self._early[:due])
+        promoted = self._early[:due]
+        self._jobs.extend(promoted)
         del self._early[:due]
         self._jobs = deque(sorted(self._jobs, key=lambda q: rank(q.job.priority, q.job.phase)))
+        return [q.job for q in promoted]
+
+    def confirmed(self, asked: set[str], held: set[str], at: float) -> list[ClaimedJob]:
+        """A confirmation sent at ``at`` (monotonic seconds) asked after the leases in
+        ``asked`` and found those in ``held`` still held: the queued jobs among them
+        count as confirmed then, and those whose lease is gone (a stop, a rescue) are
+        dropped and returned. The other queued jobs are left as they are."""
+        lost = [q.job for q in self._jobs if q.job.lease_token in asked and q.job.lease_token not in held]
+        if lost:
+            self._jobs = deque(q for q in self._jobs if q.job.lease_token not in asked or q.job.lease_token in held)
+        for q in self._jobs:
+            if q.job.lease_token in held:
+                q.confirmed = max(q.confirmed, at)
+        return lost
 
     def take(self, now: float) -> ClaimedJob | None:
         """The next job to start, if its lease is fresh; ``None`` if the queue is

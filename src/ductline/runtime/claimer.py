@@ -143,8 +143,8 @@ class Claimer:
         # Jobs claimed before their time whose time came, their leases confirmed first
         # even where cancels are notified: a stop that began before their time takes
         # them back as never begun (`ductline.model.stops.begun_by`) and notifies only
-        # at its commit; the renewal waits for that commit and finds the lease gone.
-        self.ahead.promote(self._clock.now(), self._clock.passed, confirm=True)
+        # at its commit; the confirmation waits for that commit and finds the lease gone.
+        self._horizon.confirm(self.ahead, self.ahead.promote(self._clock.now(), self._clock.passed, confirm=True))
         if not len(self.ahead):
             return
         if self._wakeup.cancel_pending():

@@ -113,6 +113,32 @@ class Horizon:
             # The held jobs then start by the older measurement, later but never early.
             log.debug("Database clock not read (%s)", exc)
 
+    def confirm(self, ahead: Ahead, jobs: list[ClaimedJob]) -> None:
+        """Confirm the leases of held ``jobs`` whose time came, just queued in
+        ``ahead`` (`Ahead.promote`), before any of them starts: one read that waits
+        for a stop of their runs still open (`Store.confirm_leases`). A job whose
+        lease is gone is dropped, never started. If the database cannot be asked,
+        the jobs stay unconfirmed and wait for the heartbeat's renewal (`Ahead.stale`).
+
+        Only once their time has surely passed, not a few milliseconds ahead of it:
+        the confirmation's row locks are gone when its statement ends, and a stop
+        that locks the rows after it but reads its instant before the job's time
+        judges the job not begun (`ductline.model.stops.begun_by`) -- it would skip
+        the step while this worker starts it.
+        """
+        if not jobs:
+            return
+        try:
+            sent = self._clock.now()
+            held = self._store.confirm_leases([(job.job_id, job.lease_token) for job in jobs])
+        except StoreError as exc:
+            log.debug("Leases of held jobs not confirmed (%s); the heartbeat renews them", exc)
+            return
+        for job in ahead.confirmed({job.lease_token for job in jobs}, held, sent):
+            # Its run was stopped before the job's time, or it was rescued: never started.
+            log.info("Lease of a job claimed ahead was lost; not starting it", extra={
+                "run_id": job.run_id, "job_id": job.job_id, "step": job.step, "attempt": job.attempt})
+
     def _upcoming_soon(self) -> bool:
         """The next not-before time the last claim saw is within the horizon."""
         return HORIZON_SECONDS > 0 and self._upcoming_ms is not None and \

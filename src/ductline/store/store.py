@@ -63,8 +63,10 @@ class Store:
     def statementwise(self) -> Iterator[Tx]:
         """A `Tx` whose statements each commit as they run, for a write that one
         statement makes whole (PostgreSQL's autocommit: no ``BEGIN`` and ``COMMIT``
-        round trips, the statement's own commit is as durable). On SQLite, whose
-        writes of that kind take several statements, an ordinary `transaction`."""
+        round trips, the statement's own commit is as durable), or a read that one
+        statement's row locks order against writers (`confirm_leases`). On SQLite,
+        whose writes of that kind take several statements, and whose readers take no
+        locks, an ordinary `transaction`."""
         if not self._statements_whole:
             with self.transaction() as tx:
                 yield tx
@@ -141,6 +143,31 @@ class Store:
         worker whose database cannot notify it of a cancel polls with this."""
         with self.dialect.reader() as s:
             return {r["lease_token"] for r in s.fetch("leases_held", {"tokens": json.dumps(tokens)})}
+
+    def confirm_leases(self, leases: Sequence[tuple[str, str]]) -> set[str]:
+        """Which of these leases a worker still holds, read so that no stop of their
+        runs can be half done: one still open is waited for. A worker confirms the
+        leases of held jobs whose not-before time came before starting them
+        (`ductline.runtime.horizon`), so that a stop that judged them not begun
+        (`ductline.model.stops.begun_by`) never has them start.
+
+        Args:
+            leases: ``(job id, lease token)`` pairs.
+
+        Returns:
+            The lease tokens still held (as `renew_leases` would keep them); the
+            leases are not extended.
+
+        Raises:
+            StoreError: the database could not be asked.
+        """
+        if not leases:
+            return set()
+        # PostgreSQL: one statement whose row locks order it against a stop's; SQLite,
+        # whose readers never wait for its writer: inside a write transaction, which
+        # waits for the stop's (the statement's notes, confirm_leases).
+        with self.statementwise() as tx:
+            return tx.confirm_leases(leases)
 
     def expired_leases(self, limit: int = 100) -> list[ExpiredLease]:
         """Attempts whose lease ran out on the database clock (their worker died)."""

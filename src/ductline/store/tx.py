@@ -78,6 +78,13 @@ class Tx:
         """The database clock, read inside this transaction."""
         return int(self.s.fetch("now")[0]["now_ms"])
 
+    def confirm_leases(self, leases: Sequence[tuple[str, str]]) -> set[str]:
+        """`Store.confirm_leases` in this transaction: ``leases`` as ``(job id, lease
+        token)`` pairs; the tokens still held."""
+        rows = self.s.fetch("confirm_leases", {"job_ids": json.dumps([job_id for job_id, _ in leases]),
+                                               "tokens": json.dumps([token for _, token in leases])})
+        return {r["lease_token"] for r in rows}
+
     def notify(self) -> None:
         """Wake workers when this transaction commits: jobs became ready."""
         self._woke = True

@@ -136,6 +136,26 @@ WHERE status = 'running' AND lease_expires_ms >= ductline_now_ms() AND EXISTS (S
                  AND r.status IN ({UNFINISHED_RUN}))
   AND lease_token IN (SELECT jsonb_array_elements_text(:tokens::jsonb));
 
+-- name: confirm_leases
+-- A worker confirms the leases of held jobs whose time came before it starts them
+-- (ductline.runtime.horizon): leases_held's test on those rows only (by id), each
+-- row locked FOR KEY SHARE. That mode conflicts with FOR UPDATE alone -- the lock a
+-- stop takes on its run's running jobs before it reads its instant
+-- (lock_running_jobs) -- and not with the updates of recordings and renewals (FOR NO
+-- KEY UPDATE). So either the stop locked first: this waits for its commit, and the
+-- row's newest version (READ COMMITTED checks it again) is taken back or ended, the
+-- lease gone; or this locked first: the stop reads its instant after it, past the
+-- job's time, and counts the job begun (ductline.model.stops.begun_by). In id order,
+-- as the stop locks: no deadlock between the two. One statement, no write: the
+-- confirmation costs a round trip, where a renewal cost a transaction.
+SELECT j.lease_token FROM ductline_jobs j
+WHERE j.id IN (SELECT jsonb_array_elements_text(:job_ids::jsonb))
+  AND j.lease_token IN (SELECT jsonb_array_elements_text(:tokens::jsonb))
+  AND j.status = 'running' AND j.lease_expires_ms >= ductline_now_ms()
+  AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = j.run_id AND r.status IN ({UNFINISHED_RUN}))
+ORDER BY j.id
+FOR KEY SHARE OF j;
+
 -- name: close_attempt
 -- started_ms: when the attempt really began, if later than its claim (a job claimed
 -- ahead waited in its worker's queue); never before the claim, and NULL (GREATEST

@@ -81,6 +81,18 @@ WHERE status = 'running' AND lease_expires_ms >= ductline_now_ms() AND EXISTS (S
                  AND r.status IN ({UNFINISHED_RUN}))
   AND lease_token IN (SELECT value FROM json_each(:tokens));
 
+-- name: confirm_leases
+-- leases_held's test on the held jobs whose time came (by id), run by
+-- Store.confirm_leases inside a write transaction: SQLite's readers never wait for
+-- its one writer (WAL), so a plain read could answer from before a stop that is
+-- still open; holding the write lock (BEGIN IMMEDIATE), this waits for the stop's
+-- commit, or the stop waits for it and reads its instant after the job's time.
+SELECT j.lease_token FROM ductline_jobs j
+WHERE j.id IN (SELECT value FROM json_each(:job_ids))
+  AND j.lease_token IN (SELECT value FROM json_each(:tokens))
+  AND j.status = 'running' AND j.lease_expires_ms >= ductline_now_ms()
+  AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = j.run_id AND r.status IN ({UNFINISHED_RUN}));
+
 -- name: close_attempt
 -- started_ms: when the attempt really began, if later than its claim (a job claimed
 -- ahead waited in its worker's queue); never before the claim; NULL keeps it. With a
