@@ -73,3 +73,20 @@ def _waits_for_a_lock(db_url: str, application_name: str) -> bool:
         row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
                            "AND wait_event_type = 'Lock'", (application_name,)).fetchone()
     return row is not None and row[0] > 0
+
+
+def test_a_confirmation_leaves_its_connection_s_commits_durable(db_url: str, backend: str) -> None:
+    """PostgreSQL: the confirmation's own commit does not wait for the disk; the
+    pooled connection's next transactions do."""
+    if backend == "sqlite":
+        pytest.skip("PostgreSQL's commit setting")
+    store = open_store(db_url, max_connections=1)
+    try:
+        create_run(store)
+        claimed = claim_one(store)
+        assert store.confirm_leases([(claimed.job_id, claimed.lease_token)]) == {claimed.lease_token}
+        with store.dialect.reader() as session:  # the pool's one connection
+            row = session._conn.execute("SHOW synchronous_commit").fetchone()  # type: ignore[attr-defined]
+        assert row is not None and row["synchronous_commit"] == "on"
+    finally:
+        store.close()

@@ -148,7 +148,12 @@ WHERE status = 'running' AND lease_expires_ms >= ductline_now_ms() AND EXISTS (S
 -- job's time, and counts the job begun (ductline.model.stops.begun_by). In id order,
 -- as the stop locks: no deadlock between the two. One statement, no write: the
 -- confirmation costs a round trip, where a renewal cost a transaction.
-SELECT j.lease_token FROM ductline_jobs j
+-- Its commit does not wait for the WAL to reach the disk (synchronous_commit off, for
+-- this transaction only): nothing it leaves must outlive a crash -- its row locks end
+-- with its transaction, and a crash ends a stop's open transaction too -- and a stop
+-- that waited for it commits later, flushing it with its own. The flush took nine
+-- tenths of the statement's time (3 ms against 0.2 ms, on a loaded machine).
+SELECT j.lease_token FROM ductline_jobs j, (SELECT set_config('synchronous_commit', 'off', true)) AS async
 WHERE j.id IN (SELECT jsonb_array_elements_text(:job_ids::jsonb))
   AND j.lease_token IN (SELECT jsonb_array_elements_text(:tokens::jsonb))
   AND j.status = 'running' AND j.lease_expires_ms >= ductline_now_ms()
