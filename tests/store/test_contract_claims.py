@@ -11,6 +11,7 @@ import pytest
 from contract_support import (LONG_LEASE_MS, PIPELINE, WORKER, claim_one, create_run, job, make_job,
                               make_run, pausing_store, run_threads, wait_for)
 from ductline.errors import StoreError
+from ductline.model.states import AttemptResult
 from ductline.store import Store, open_store
 from ductline.store.records import ClaimedJob
 
@@ -395,6 +396,26 @@ def test_a_claim_with_a_horizon_takes_unlimited_jobs_due_within_it(store: Store)
     assert job(store, run_id, later)["status"] == "pending"
     assert job(store, run_id, limited.id)["status"] == "pending"
     assert store.claim("another-worker", [PIPELINE], 10, LONG_LEASE_MS) == []
+
+
+def test_an_attempt_claimed_before_its_time_counts_its_deadline_from_that_time(store: Store) -> None:
+    """A job claimed before its not-before time begins no earlier (its attempt's
+    start is that time), and its step timeout counts from there: the recorded
+    deadline is never its claim time plus the timeout, which fell short of it by as
+    long as the claim came early. An attempt that began at that very millisecond
+    keeps it."""
+    run_id, [soon] = create_run(store, {"delay_ms": 5_000, "timeout_seconds": 10})
+    with store.transaction() as tx:
+        [c] = tx.claim(WORKER, [PIPELINE], 10, LONG_LEASE_MS, horizon_ms=60_000)
+    assert c.not_before_ms > c.started_ms
+    [attempt] = store.run_attempts(run_id)
+    assert attempt["started_ms"] == c.not_before_ms
+    assert attempt["deadline_ms"] == c.deadline_ms == c.not_before_ms + 10_000
+    with store.transaction() as tx:
+        tx.close_attempt(soon, c.attempt, c.lease_token, AttemptResult.SUCCEEDED, started_ms=c.not_before_ms,
+                         deadline_ms=c.not_before_ms + 10_000)
+    [attempt] = store.run_attempts(run_id)
+    assert attempt["deadline_ms"] == c.not_before_ms + 10_000
 
 
 @pytest.mark.parametrize("backend", ["postgres"])

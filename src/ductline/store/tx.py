@@ -160,15 +160,13 @@ class Tx:
         for row in rows:
             started = int(row["claimed_ms"])
             run_deadline = deadlines[row["run_id"]]
-            step_deadline = None if row["timeout_seconds"] is None else started + row["timeout_seconds"] * 1000
-            candidates = [d for d in (step_deadline, run_deadline) if d is not None]
-            claimed.append(_claimed(row, started, min(candidates) if candidates else None, run_deadline))
+            claimed.append(_claimed(row, started, _attempt_deadline(row, started, run_deadline), run_deadline))
         # A job claimed before its not-before time begins no earlier: that time is its
         # attempt's start until the attempt ends (`close_attempt` writes the real one).
         # The claimed job keeps its claim's time: it measures the database clock.
         self.s.execute("insert_attempts", {"items": json.dumps([{
             "job_id": c.job_id, "attempt": c.attempt, "run_id": c.run_id, "lease_token": c.lease_token,
-            "worker_id": worker_id, "started_ms": max(c.started_ms, c.not_before_ms), "deadline_ms": c.deadline_ms,
+            "worker_id": worker_id, "started_ms": _begins(c.started_ms, c.not_before_ms), "deadline_ms": c.deadline_ms,
         } for c in claimed])})
         return claimed
 
@@ -198,9 +196,7 @@ class Tx:
             run_deadline = fixed[row["run_id"]] if row["stale"] else row["run_deadline_ms"]
             deadline = row["deadline_ms"]
             if row["stale"]:
-                step_deadline = None if row["timeout_seconds"] is None else started + row["timeout_seconds"] * 1000
-                candidates = [d for d in (step_deadline, run_deadline) if d is not None]
-                deadline = min(candidates) if candidates else None
+                deadline = _attempt_deadline(row, started, run_deadline)
                 self.s.execute("set_attempt_deadline", {"job_id": row["id"], "attempt": row["attempts"],
                                                         "lease_token": row["lease_token"], "deadline_ms": deadline})
             claimed.append(_claimed(row, started, deadline, run_deadline))
@@ -708,6 +704,23 @@ def handed_over(job: NewJob) -> bool:
     a limit (whose admission is the claim's), and not waiting for anything."""
     return (job.status in (AUTO_STATUS, JobStatus.PENDING.value) and job.delay_ms == 0
             and job.not_before_ms is None and job.limit_key is None)
+
+
+def _begins(claimed_ms: int, not_before_ms: int) -> int:
+    """When a claimed job's attempt begins, as recorded until it ends (epoch ms): at
+    its claim, or at its not-before time if it was claimed before it (it never starts
+    earlier: `ductline.runtime.horizon`)."""
+    return max(claimed_ms, not_before_ms)
+
+
+def _attempt_deadline(row: dict[str, Any], claimed_ms: int, run_deadline: Any) -> int | None:
+    """The deadline of the attempt a claim of ``row`` starts at ``claimed_ms`` (epoch
+    ms; ``None``: none): its step timeout counted from when it begins (`_begins`; as
+    claim_start_jobs counts it), or its run's deadline if earlier."""
+    begins = _begins(claimed_ms, int(row["not_before_ms"]))
+    step_deadline = None if row["timeout_seconds"] is None else begins + row["timeout_seconds"] * 1000
+    candidates = [int(d) for d in (step_deadline, run_deadline) if d is not None]
+    return min(candidates) if candidates else None
 
 
 def _claimed(row: dict[str, Any], started: int, deadline: Any, run_deadline: Any) -> ClaimedJob:

@@ -529,9 +529,10 @@ WITH picked AS (
     FROM ductline_runs r LEFT JOIN started s ON s.id = r.id
     WHERE r.id = ANY(ARRAY(SELECT run_id FROM claimed))
 ), rows AS (
-    -- LEAST ignores NULLs: the earlier of the step's and the run's deadline, if any
+    -- LEAST ignores NULLs: the earlier of the step's and the run's deadline, if any;
+    -- the step's counts from the attempt's start (below), not from a claim made early.
     SELECT c.*, runs.deadline_ms AS run_deadline_ms, runs.stale,
-           LEAST(c.claimed_ms + c.timeout_seconds * 1000, runs.deadline_ms) AS deadline_ms
+           LEAST(GREATEST(c.claimed_ms, c.not_before_ms) + c.timeout_seconds * 1000, runs.deadline_ms) AS deadline_ms
     FROM claimed c JOIN runs ON runs.id = c.run_id
 ), attempts AS (
     -- A job claimed before its not-before time begins no earlier: that time is its
