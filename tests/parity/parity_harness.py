@@ -7,7 +7,10 @@ metadata with the types of their values, and per step run its step, scope, statu
 attempt results in order, skip reason (skipped step runs only), skip root and
 decoded output. A worker's run is read into the same `WorkflowResult` that
 `ductline.execute` returns (`ductline.local.summary`, over the worker's database).
-Timestamps, durations, error texts, ids and worker names are left out. Long texts are replaced by their length and digest so a diff stays
+A failed run's error is kept: execute's ``metadata["error"]`` against the error a
+worker recorded in the run's metadata (a halted run's, which execute words with its
+step, is not compared). Timestamps, durations, other error texts, ids and worker
+names are left out. Long texts are replaced by their length and digest so a diff stays
 readable.
 """
 
@@ -141,10 +144,14 @@ class Record:
     steps: tuple[StepRecord, ...] = field(default=())
     metadata: tuple[tuple[str, str], ...] = ()  # (key, type of its value) of the result metadata
     spans: tuple[str, ...] = ()  # the run's spans, one line each (`span_lines`)
+    # A failed run's error (its deadline passed, a pause expired, a wait timed out):
+    # execute's ``metadata["error"]``; for a worker, the error it recorded in the
+    # run's metadata, as `ductline show --json` and `ductline runs` give it.
+    error: str | None = None
 
     def lines(self) -> list[str]:
         head = [f"run: {self.status} halt_reason={self.halt_reason!r} timeout_exceeded={self.timeout_exceeded}",
-                f"metadata: {dict(self.metadata)}"] + [f"span {line}" for line in self.spans]
+                f"metadata: {dict(self.metadata)}", f"error: {self.error!r}"] + [f"span {line}" for line in self.spans]
         return head + [s.line() for s in self.steps]
 
     def step(self, name: str, scope: str = "") -> StepRecord:
@@ -176,10 +183,13 @@ def _text(value: Any) -> str | None:
 
 
 def make_record(status: Any, halt_reason: Any, timeout_exceeded: Any, steps: list[StepRecord],
-                metadata: dict[str, Any] | None = None, spans: list[tuple[str, dict[str, Any]]] | None = None) -> Record:
-    return Record(_text(status) or "", _text(halt_reason), bool(timeout_exceeded),
+                metadata: dict[str, Any] | None = None, spans: list[tuple[str, dict[str, Any]]] | None = None,
+                error: Any = None) -> Record:
+    """``error``: the run's error (`Record.error`), kept for a failed run only."""
+    status_text = _text(status) or ""
+    return Record(status_text, _text(halt_reason), bool(timeout_exceeded),
                   tuple(sorted(steps, key=StepRecord.sort_key)), metadata_types(metadata or {}),
-                  span_lines(spans or []))
+                  span_lines(spans or []), _text(error) if status_text == "failed" else None)
 
 
 def span_lines(spans: list[tuple[str, dict[str, Any]]]) -> tuple[str, ...]:
@@ -317,7 +327,7 @@ def from_execute(found: Any) -> Record:
                                  [[(e.level, e.logger, e.message) for e in getattr(h, "logs", ())] for h in history],
                                  [getattr(h, "error_type", None) for h in history]))
     return make_record(status, metadata.get("halt_reason"), metadata.get("timeout_exceeded"), steps, metadata,
-                       spans)
+                       spans, metadata.get("error"))
 
 
 # -- a worker ------------------------------------------------------------------------------------
@@ -348,12 +358,13 @@ def from_store(store: Store, run_id: str, definition: Any = None, spans: Any = N
     if definition is not None:
         from ductline.local.summary import workflow_result
 
-        result_metadata = workflow_result(store, definition, run_id, 0.0, []).metadata
+        result_metadata = workflow_result(store, definition, run_id, 0.0).metadata
     began = sum(1 for a in store.run_attempts(run_id)
                 if not (a["error_type"] == RELEASED_TYPE and (a["error"] or "").startswith(GIVEN_BACK)))
     return make_record(run["status"], run["halt_reason"], (metadata or {}).get("timeout_exceeded"), steps,
                        result_metadata,
-                       None if spans is None else spans(run_id, began, bool((metadata or {}).get("timeout_exceeded"))))
+                       None if spans is None else spans(run_id, began, bool((metadata or {}).get("timeout_exceeded"))),
+                       (metadata or {}).get("error"))
 
 
 def exported_spans(receiver: Any, timeout: float = 15.0) -> Callable[[str, int], list[tuple[str, dict[str, Any]]]]:

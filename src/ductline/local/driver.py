@@ -99,7 +99,6 @@ class Driver:
                                failed=self._failed, changed=self.wake)
         self.tracker = Tracker(self.store, definition, self.run_id, self.report, self.resumer.paused)
         self.running: dict[str, Running] = {}
-        self.stopped: list[str] = []  # step runs whose attempts a stop ended (labels)
         self._log_seq: dict[tuple[str, int], int] = {}
         self._wake = asyncio.Event()
         self.deadline = RunDeadline(options.timeout, virtual=self.virtual,
@@ -256,8 +255,7 @@ class Driver:
             except BaseException as exc:
                 await self._abandon(exc)
                 raise
-            result = workflow_result(self.store, self.definition, self.run_id, self.clock.now() - began,
-                                     self.stopped)
+            result = workflow_result(self.store, self.definition, self.run_id, self.clock.now() - began)
             self.report.run_ended(_end_status(result), result.status, result.metadata["error"])
             return result
         finally:
@@ -430,8 +428,6 @@ class Driver:
     def _recording(self, r: Running) -> Recording:
         """The engine's record of a finished attempt; one the run deadline killed ends
         the whole run (`ductline.engine.stop.expire`), as on a worker."""
-        if r.killed_at_run_deadline and r.job.run_id == self.run_id:
-            self.stopped.append(_label(r.job.step, r.job.scope))
         return r.recording(self._runner(r.job).node(r.job.step))
 
     def _seconds(self, r: Running) -> float:
@@ -452,9 +448,6 @@ class Driver:
         self.tracker.ended_by_others([(r.job, self._seconds(r)) for r in lost])
         for r in lost:
             r.lost = True
-            job = r.job
-            if job.run_id == self.run_id:
-                self.stopped.append(_label(job.step, job.scope))
             if r.task is not None and not r.task.done():
                 r.task.cancel()  # it kills the child as it unwinds
         # Reported as the stop recorded them, as a worker reports them (`ductline.engine.lost`).
@@ -580,10 +573,6 @@ def _end_status(result: WorkflowResult) -> EndStatus:
     if result.status == "cancelled":
         return EndStatus.CANCELLED
     return EndStatus.FAILED
-
-
-def _label(step: str, scope: str) -> str:
-    return step if not scope else f"{step}[{scope}]"
 
 
 def _whole(seconds: float | None) -> float | None:

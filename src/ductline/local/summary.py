@@ -16,7 +16,6 @@ from ductline.model import scopes
 from ductline.model.outcomes import TIMEOUT_ERROR_TYPE
 from ductline.model.states import AttemptResult, HaltReason, JobStatus, RunStatus
 from ductline.model import stops
-from ductline.model.stops import WORKFLOW_TIMEOUT
 from ductline.store import Store, payloads, steplogs
 
 
@@ -77,9 +76,12 @@ def step_results(store: Store, definition: Definition, run_id: str) -> list[Step
 _ENDED = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.SKIPPED, JobStatus.CANCELLED})
 
 
-def _error(status: RunStatus, meta: dict[str, Any], halt_reason: str | None, steps: list[StepResult],
-           stopped: list[str]) -> tuple[str | None, str | None]:
-    """``(error, error_type)`` describing why the run did not complete."""
+def _error(status: RunStatus, meta: dict[str, Any], halt_reason: str | None,
+           steps: list[StepResult]) -> tuple[str | None, str | None]:
+    """``(error, error_type)`` describing why the run did not complete. A run ended by
+    its deadline, an expired pause or a timed-out wait gives the error its stop
+    recorded, word for word what a worker records for the same run (its step runs
+    the deadline stopped say so in their own errors)."""
     if status is RunStatus.HALTED and meta.get("halted_step") is not None:
         failed = next((s for s in steps if s.step == meta["halted_step"] and s.status == "failed"), None)
         error_type = None if failed is None else failed.error_type
@@ -88,10 +90,7 @@ def _error(status: RunStatus, meta: dict[str, Any], halt_reason: str | None, ste
         label = _label(meta["halted_step"], "" if failed is None else failed.scope)
         return f"step {label!r} failed: {error_type}: {meta.get('error')} ({halt_reason})", error_type
     if meta.get("timeout_exceeded"):
-        error = f"{meta['error']} ({WORKFLOW_TIMEOUT})"
-        if stopped:
-            error += "; stopped: " + ", ".join(repr(label) for label in stopped)
-        return error, TIMEOUT_ERROR_TYPE
+        return meta.get("error"), TIMEOUT_ERROR_TYPE
     if halt_reason == HaltReason.PAUSE_EXPIRED:
         return meta.get("error"), "PauseExpired"
     if halt_reason == HaltReason.EVENT_TIMED_OUT:
@@ -103,14 +102,10 @@ def _error(status: RunStatus, meta: dict[str, Any], halt_reason: str | None, ste
     return None, None
 
 
-def workflow_result(store: Store, definition: Definition, run_id: str, duration_seconds: float,
-                    stopped: list[str]) -> WorkflowResult:
-    """The run's result.
-
-    Args:
-        stopped: labels of the step runs whose attempts a stop ended (for the error
-            of a run past its deadline).
-    """
+def workflow_result(store: Store, definition: Definition, run_id: str, duration_seconds: float) -> WorkflowResult:
+    """The run's result, read from the store its driver recorded it in (the same
+    rows a worker writes: `ductline.execute` and the parity tests read a worker's
+    runs with it)."""
     run = store.get_run(run_id)
     assert run is not None, f"run {run_id} is not in its own store"
     status = RunStatus(run["status"])
@@ -118,7 +113,7 @@ def workflow_result(store: Store, definition: Definition, run_id: str, duration_
     steps = step_results(store, definition, run_id)
     completed = status is RunStatus.COMPLETED
     halt_reason = run["halt_reason"]
-    error, error_type = _error(status, meta, halt_reason, steps, stopped)
+    error, error_type = _error(status, meta, halt_reason, steps)
     failed_step = meta.get("halted_step")
     if failed_step is None and halt_reason == HaltReason.PAUSE_EXPIRED:
         failed_step = meta.get("paused_step")
