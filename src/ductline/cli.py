@@ -478,10 +478,9 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
     attempts = tables.attempts_table(out, view)
     if attempts.row_count:
         out.print(attempts)
+    for line in views.unserved_waits(view):
+        out.print(line, highlight=False, soft_wrap=True, markup=False)
     for s in view["steps"]:
-        if s["unserved"]:
-            where = s["step"] + ("" if s["index"] is None else f"[{s['index']}]")
-            out.print(f"step {where} waits: {s['unserved']}", highlight=False, soft_wrap=True, markup=False)
         if s["status"] == JobStatus.PAUSED:
             where = s["step"] + ("" if s["index"] is None else f"[{s['index']}]")
             expiry = f"; the pause expires at {s['pause_expires']}" if s["pause_expires"] else ""

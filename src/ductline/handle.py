@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ductline import codec
 from ductline.config import load_settings
-from ductline.errors import RunFailed, RunNotFound
+from ductline.errors import DuctlineError, RunFailed, RunNotFound
 from ductline.model.states import SETTLED_RUN, RunStatus
 from ductline.model.inputs import NO_INPUT
 from ductline.operations.resume import resume
@@ -130,7 +130,9 @@ class RunHandle:
             The settled status.
 
         Raises:
-            TimeoutError: the run had not settled within ``timeout`` seconds.
+            TimeoutError: the run had not settled within ``timeout`` seconds; its
+                message says which pending steps no live worker can run, and why
+                (as ``ductline show`` says it).
             RunNotFound: no such run.
         """
         end = None if timeout is None else time.monotonic() + timeout
@@ -142,7 +144,7 @@ class RunHandle:
                     return status
                 now = time.monotonic()
                 if (end is not None and now >= end) or (stop is not None and stop.is_set()):
-                    raise TimeoutError(f"run {self.id} is still {status} after {timeout} s")
+                    raise TimeoutError(f"run {self.id} is still {status} after {timeout} s{self._why_waiting()}")
                 pause = _NOTIFIED_RECHECK if listen is not None else delay
                 if end is not None:
                     pause = min(pause, end - now)
@@ -152,13 +154,26 @@ class RunHandle:
                     time.sleep(pause)
                     delay = delay if poll_interval is not None else min(delay * 1.5, _LONGEST_POLL)
 
+    def _why_waiting(self) -> str:
+        """``"; step chatty waits: no live worker has step 'chatty' of ..."``: why
+        its pending steps are not being run, as ``ductline show`` says it; empty
+        when every pending step has a live worker (or the database cannot tell)."""
+        from ductline import views
+
+        try:
+            waits = views.unserved_waits(views.run_view(self._store, self.id))
+        except DuctlineError:  # the error being raised is the timeout; this is a hint
+            return ""
+        return "".join(f"; {line}" for line in waits)
+
     def result(self, timeout: float | None = None) -> Any:
         """Wait for the run, then its output.
 
         Raises:
             RunFailed: the run halted, failed or was cancelled (``status``,
                 ``halt_reason`` and ``error`` say how).
-            TimeoutError: it had not settled within ``timeout`` seconds.
+            TimeoutError: it had not settled within ``timeout`` seconds (with why, as
+                `wait` says it).
             RunNotFound: no such run.
         """
         status = self.wait(timeout)

@@ -182,6 +182,19 @@ def in_run_order(jobs: list[dict[str, Any]], attempts: list[dict[str, Any]]) -> 
     return sorted(jobs, key=key)
 
 
+def unserved_waits(view: dict[str, Any]) -> list[str]:
+    """``"step chatty waits: no live worker has step 'chatty' of definition ab74216a"``:
+    one line per pending step run of a `run_view` that no live worker can claim, as
+    ``ductline show`` prints them and `ductline.RunHandle.wait` adds them to its
+    ``TimeoutError``."""
+    lines = []
+    for s in view["steps"]:
+        if s["unserved"]:
+            where = s["step"] + ("" if s["index"] is None else f"[{s['index']}]")
+            lines.append(f"step {where} waits: {s['unserved']}")
+    return lines
+
+
 def run_view(store: Store, run_id: str, *, live_within_seconds: float = serving.LIVE_WITHIN_SECONDS) -> dict[str, Any]:
     """The run as ``ductline show --json`` prints it.
 

@@ -69,6 +69,23 @@ def test_a_worker_claims_only_the_definitions_it_loaded(store: Any) -> None:
     assert store.get_run(run.id)["status"] == "completed"
 
 
+def test_a_handle_that_times_out_says_why_its_run_waits(store: Any) -> None:
+    # The same words as `ductline show`, in the TimeoutError of RunHandle.result / wait.
+    run = v1.versioned.trigger(1, database=store)
+    with pytest.raises(TimeoutError) as info:
+        run.result(timeout=0.05)
+    assert str(info.value) == (f"run {run.id} is still pending after 0.05 s; "
+                               "step a waits: no live worker serves queue 'default'")
+    register(store, "w-new", V2)
+    with pytest.raises(TimeoutError) as info:
+        run.wait(timeout=0)
+    assert str(info.value).endswith(f"; step a waits: no live worker has step 'a' of definition {V1.fingerprint[:8]}")
+    register(store, "w-old", V1)
+    with pytest.raises(TimeoutError) as info:
+        run.wait(timeout=0)
+    assert str(info.value) == f"run {run.id} is still pending after 0 s"  # a worker can run it: nothing to add
+
+
 def test_a_job_no_live_worker_can_run_stays_pending_and_says_why(store: Any) -> None:
     run = v1.versioned.trigger(1, database=store)
     [step] = views.run_view(store, run.id)["steps"]
