@@ -18,7 +18,9 @@ worker and `ductline.execute`:
   the event operators alert on.
 
 An attempt is reported once per process: its heartbeat and its outcome may both
-find the same loss.
+find the same loss. `report_lost` also returns, for every attempt it was given, what
+took its lease (a stop's recorded error, or ``None`` for a real loss), so the worker
+logs a cancel or a deadline as what it is, and only a real loss as a warning.
 """
 
 from __future__ import annotations
@@ -78,26 +80,48 @@ def _recorded(store: Store, x: Lost) -> tuple[bool, dict[str, Any] | None]:
         return False, None
 
 
-def report_lost(store: Store, lost: Sequence[Lost]) -> None:
+# What `report_lost` says of an attempt a stop took back before it began.
+TAKEN_BACK = "its run was stopped before it began"
+
+
+def report_lost(store: Store, lost: Sequence[Lost], *, tell: bool = False) -> dict[tuple[str, int], str | None]:
     """Emit, once per attempt, what the module docstring says of each of ``lost``.
 
     Args:
         store: where the attempts were recorded (each read by its key).
         lost: the attempts whose lease was found taken.
+        tell: read an attempt reported before too, to return what took its lease
+            (the worker's heartbeat logs it); without it, only the attempts reported
+            now are read and returned.
+
+    Returns:
+        By ``(job_id, attempt)``, for each of ``lost`` read: the error the run's stop
+        recorded on it (``"the run was cancelled"``, ``"stopped at the run
+        deadline: ..."``; `TAKEN_BACK` for one taken back before it began), or
+        ``None`` when no stop took it (a rescue, an expired lease, a row that
+        cannot be read): a real lost lease.
     """
-    fresh = [x for x in lost if _first_report(x)]
-    if not fresh:
-        return
-    for x in fresh:
+    found: dict[tuple[str, int], str | None] = {}
+    for x in lost:
+        fresh = _first_report(x)
+        if not fresh and not tell:
+            continue
         fields = {"pipeline": x.pipeline, "step": x.step, "run_id": x.run_id, "job_id": x.job_id,
                   "attempt": x.attempt}
         read, row = _recorded(store, x)
         if read and row is None:
-            continue  # a stop took it back before it began: no attempt, nothing ran
+            found[(x.job_id, x.attempt)] = TAKEN_BACK  # no attempt, nothing ran: nothing reported
+            continue
         if row is None or not row.get("result") or row["result"] not in STOPPED_RESULTS:
-            emit(EventName.LEASE_LOST, **fields)
+            found[(x.job_id, x.attempt)] = None
+            if fresh:
+                emit(EventName.LEASE_LOST, **fields)
+            continue
+        found[(x.job_id, x.attempt)] = str(row.get("error") or row["result"])
+        if not fresh:
             continue
         started, finished = row.get("started_ms"), row.get("finished_ms")
         runtime = None if started is None or finished is None else max(0.0, (int(finished) - int(started)) / 1000)
         emit(EventName.JOB_COMPLETED, **fields, result=RESULT_LABELS[row["result"]], runtime_seconds=runtime,
              error_type=row.get("error_type"), outcome=None, reason=None)
+    return found

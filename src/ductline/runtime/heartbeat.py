@@ -119,20 +119,30 @@ class Heartbeat:
                     # Its run was cancelled or ended, or it was rescued: never started.
                     log.info("Lease of a job claimed ahead was lost; not starting it", extra={
                         "run_id": job.run_id, "job_id": job.job_id, "step": job.step, "attempt": job.attempt})
-            lost = []
+            lost, extras = [], []
             for slot in busy:
                 if slot.job is not None and slot.job.lease_token not in renewed:
                     job = slot.job
-                    # A cancel is the usual cause; the others (a run ended by its deadline
-                    # elsewhere, a rescue after missed renewals) are named too.
-                    log.warning("Lease lost (the run was cancelled or ended, or the job rescued); "
-                                "killing the attempt", extra=job_extra(slot.attempt()))
                     self._enforcer.kill(slot.index, Reason.LEASE, grace=0.0)
                     lost.append(Lost(job.pipeline, job.step, job.run_id, job.job_id, job.attempt))
+                    extras.append(job_extra(slot.attempt()))
             # A stop's kill is reported as the attempt's recorded end, a real loss as
-            # lease.lost: decided in one place (`ductline.engine.lost`).
-            report_lost(self._store, lost)
+            # lease.lost: decided in one place (`ductline.engine.lost`), and logged so.
+            took = report_lost(self._store, lost, tell=True)
+            for x, extra in zip(lost, extras):
+                _log_lost(took.get((x.job_id, x.attempt)), extra)
         except StoreError as exc:
             # The enforcer kills the children before their leases can expire.
             self._outage.failed("heartbeat", exc)
             self.next_at = now + 0.5
+
+
+def _log_lost(stopped: str | None, extra: dict[str, object]) -> None:
+    """One line for an attempt killed because its lease was taken: at INFO with the
+    error the run's stop recorded (an operator's cancel, the run deadline reached
+    elsewhere), at WARNING for a real loss (a rescue after missed renewals)."""
+    if stopped is not None:
+        log.info("Attempt stopped by its run (%s); killed it", stopped, extra=extra)
+    else:
+        log.warning("Lease lost (the job was rescued after missed renewals, or its lease expired); "
+                    "killed the attempt", extra=extra)
