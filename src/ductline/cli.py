@@ -669,6 +669,10 @@ def main() -> None:
             exc = click.UsageError(f"{unknown.format_message()} {unknown.option_name} is a global option: give it "
                                    f"before the command, as in `ductline {unknown.option_name} ... {command}`.",
                                    ctx=unknown.ctx)
+        elif unknown.ctx is not None and unknown.ctx.parent is None:
+            hint = _command_option_hint(unknown.option_name, sys.argv[1:])
+            if hint:
+                exc = click.UsageError(f"{unknown.format_message()} {hint}", ctx=unknown.ctx)
         exc.show()
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
@@ -680,6 +684,24 @@ def main() -> None:
         fail(f"{type(exc).__name__}: {exc}")
     except SystemExit:
         raise
+
+
+def _command_option_hint(option: str, words: list[str]) -> str:
+    """Where an option given before the command goes (``ductline --database URL
+    runs``): after the command that takes it, as in ``ductline runs --database
+    URL``; for ``--database``, also the environment variable that sets it for every
+    command. Empty when no command takes ``option``."""
+    takes = sorted(name for name, command in cli.commands.items()
+                   if any(option in p.opts for p in command.params))
+    if not takes:
+        return ""
+    command = next((w for w in words if w in cli.commands), None)
+    if command is None or command not in takes:
+        command = takes[0]
+    said = f"{option} is an option of the command: give it after the command, as in `ductline {command} {option} ...`"
+    if option == "--database":
+        said += ", or set DUCTLINE_DATABASE_URL for every command"
+    return said + "."
 
 
 def _import_traceback(exc: TargetError) -> str:

@@ -72,6 +72,37 @@ def test_a_global_option_after_the_command_says_where_it_goes(tmp_path: Path, op
     assert not (tmp_path / "ductline.db").exists()
 
 
+@pytest.mark.parametrize("words,said", [
+    (("--database", "sqlite:///x.db", "runs"), "--database is an option of the command: give it after the command, "
+                                              "as in `ductline runs --database ...`, or set DUCTLINE_DATABASE_URL "
+                                              "for every command."),
+    (("--concurrency", "2", "worker"), "--concurrency is an option of the command: give it after the command, "
+                                       "as in `ductline worker --concurrency ...`."),
+])
+def test_a_command_option_before_the_command_says_where_it_goes(tmp_path: Path, words: tuple[str, ...],
+                                                                  said: str) -> None:
+    done = ductline(tmp_path, *words)
+    assert done.returncode == 2
+    assert f"No such option '{words[0]}'. {said}" in " ".join(done.stderr.split()), done.stderr
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_an_option_no_command_takes_gets_no_hint(tmp_path: Path) -> None:
+    done = ductline(tmp_path, "--no-such-thing", "runs")
+    assert done.returncode == 2 and done.stderr.strip().endswith("Error: No such option '--no-such-thing'.")
+
+
+def test_a_three_slash_sqlite_url_that_reads_as_an_absolute_path_says_four_slashes_are_needed(tmp_path: Path) -> None:
+    # Run in tmp_path: the URL names the relative folder tmp/..., which is not there; /tmp is.
+    folder = tmp_path.relative_to("/")
+    done = ductline(tmp_path, "runs", "--database", f"sqlite:///{folder}/runs.db")
+    assert done.returncode != 0
+    assert (f"(sqlite:///{folder}/runs.db names {folder}/runs.db under the working directory; an absolute path "
+            f"needs four slashes: sqlite:////{folder}/runs.db)") in " ".join(done.stderr.split()), done.stderr
+    relative = ductline(tmp_path, "runs", "--database", "sqlite:///no_such_folder/runs.db")
+    assert "does not exist" in relative.stderr and "four slashes" not in relative.stderr
+
+
 def test_global_options_are_documented_in_the_help(tmp_path: Path) -> None:
     done = ductline(tmp_path, "--help")
     assert "--log-level [debug|info|warning|error|critical]" in done.stdout

@@ -75,6 +75,21 @@ class _Session:
             raise self._translate(exc, name) from exc
 
 
+def absolute_hint(url: str, path: str) -> str:
+    """`` (sqlite:///tmp/x.db names tmp/x.db under the working directory; an absolute
+    path needs four slashes: sqlite:////tmp/x.db)``, for a three-slash URL whose
+    relative path reads as an absolute one that was meant (its first folder exists
+    at the root, as /tmp or /var does); empty otherwise. SQLAlchemy's rule: three
+    slashes and a relative path, four for an absolute one."""
+    if os.path.isabs(path) or not url.startswith("sqlite:///"):
+        return ""
+    first = path.replace(os.sep, "/").split("/", 1)[0]
+    if not first or first in (".", "..") or not os.path.isdir(os.sep + first):
+        return ""
+    return (f" ({url} names {path} under the working directory; an absolute path needs four slashes: "
+            f"sqlite:////{path})")
+
+
 class SqliteDialect:
     name = "sqlite"
 
@@ -100,7 +115,8 @@ class SqliteDialect:
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
             # Waiting does not create it: a worker starting up exits at once.
-            raise StoreUnavailable(f"SQLite: directory {directory!r} does not exist", permanent=True)
+            raise StoreUnavailable(f"SQLite: directory {directory!r} does not exist{absolute_hint(url, path)}",
+                                   permanent=True)
 
     def _check_identity(self) -> None:
         """Raise `DatabaseReplaced` if the file is gone or is another file now."""
@@ -124,8 +140,8 @@ class SqliteDialect:
         # A connection must never cross a fork: open a new one in a child process.
         if conn is None or getattr(self._local, "pid", None) != os.getpid():
             if not self._create and not os.path.exists(self.path):
-                raise StoreUnavailable(f"no ductline database at {self.path}: trigger or run a pipeline, or run "
-                                       "`ductline migrate`, to create it")
+                raise StoreUnavailable(f"no ductline database at {self.path}{absolute_hint(self.url, self.path)}: "
+                                       "trigger or run a pipeline, or run `ductline migrate`, to create it")
             try:
                 conn = sqlite3.connect(self.path, timeout=self._busy_timeout,
                                        isolation_level=None, check_same_thread=False)
