@@ -190,3 +190,20 @@ def test_started_run_is_visible_to_the_store(client, sqlite_store: Store):
     run_id = client.post("/api/pipelines/rt_failing/runs", json={"args": [1]}, headers=AUTH).json()["run_id"]
     (job,) = web_support.claim(sqlite_store, rt_app.failing)
     assert job.run_id == run_id
+
+
+def test_every_run_path_takes_a_unique_prefix_as_the_cli_does(client, seeded, sqlite_store: Store):
+    running = seeded["running"]
+    assert client.get(f"/api/runs/{running[:8]}/logs").status_code == 200
+    events = client.get(f"/api/runs/{seeded['halted'][:8]}/events")
+    assert events.status_code == 200 and "workflow_end" in events.text
+    answer = client.post(f"/api/runs/{running[:8]}/cancel", headers=AUTH)
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"run_id": running, "cancelled": True}
+    assert sqlite_store.get_run(running)["status"] == "cancelled"
+    retried = client.post(f"/api/runs/{seeded['halted'][:8]}/retry", headers=AUTH)
+    assert retried.status_code == 200, retried.text
+    missing = client.post("/api/runs/" + "0" * 32 + "/cancel", headers=AUTH)
+    assert missing.status_code == 404 and "not found" in missing.json()["error"]
+    short = client.post("/api/runs/abc/cancel", headers=AUTH)
+    assert short.status_code == 404 and "at least 6 characters" in short.json()["error"]

@@ -81,7 +81,9 @@ def _query(name: str, description: str, kind: str = "string", **extra: Any) -> d
 
 
 def _path(name: str) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+    described = {"description": "a full run id or a unique prefix of at least 6 characters, as the CLI takes; "
+                                "404 names the runs an ambiguous prefix matches"} if name == "run_id" else {}
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}, **described}
 
 
 def _refused(request: Request) -> Response | None:
@@ -93,6 +95,17 @@ def _refused(request: Request) -> Response | None:
         return json_error(401, "missing or wrong token: send Authorization: Bearer <DUCTLINE_DASHBOARD_TOKEN>",
                           {"WWW-Authenticate": 'Bearer realm="ductline"'})
     return None
+
+
+async def _run_id(request: Request) -> str:
+    """The full id of the run the path names: a full id or a unique prefix of at
+    least 6 characters, as the CLI and the dashboard's pages take it (one rule:
+    `ductline.views.resolve_run_id`).
+
+    Raises:
+        RunNotFound: no run, or several runs, start with it (404, saying which).
+    """
+    return await run_in_threadpool(dashboard(request).reader.existing, request.path_params["run_id"])
 
 
 def _summaries(request: Request, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -232,8 +245,7 @@ def readyz(request: Request) -> Response:
 def run_logs(request: Request) -> Response:
     """What a run's steps logged and printed, per attempt (as ``ductline logs --json``)."""
     reader = dashboard(request).reader
-    run_id = request.path_params["run_id"]
-    reader.run(run_id)  # 404 for an unknown run
+    run_id = reader.existing(request.path_params["run_id"])  # 404 for an unknown run
     return ApiResponse({"logs": reader.step_logs(run_id, request.query_params.get("step") or None)})
 
 
@@ -247,8 +259,7 @@ def get_payload(request: Request) -> Response:
     text exactly as stored, read from the database one 256 KiB chunk at a time.
     """
     reader = dashboard(request).reader
-    run_id, payload_id = request.path_params["run_id"], request.path_params["payload_id"]
-    reader.run(run_id)  # 404 for an unknown run
+    run_id, payload_id = reader.existing(request.path_params["run_id"]), request.path_params["payload_id"]
     row = reader.payload(run_id, payload_id)
     if row is None:
         return json_error(404, f"run {run_id} has no payload {payload_id[:40]!r}")
@@ -264,8 +275,7 @@ def get_payload(request: Request) -> Response:
 def run_events(request: Request) -> Response:
     """A run's events as server-sent events, closed after ``workflow_end``."""
     d = dashboard(request)
-    run_id = request.path_params["run_id"]
-    d.reader.run(run_id)  # 404 before the stream starts
+    run_id = d.reader.existing(request.path_params["run_id"])  # 404 before the stream starts
     since = request.query_params.get("since")
     if since is not None and not since.isdigit():
         raise BadQuery(f"since must be milliseconds since the epoch, got {since[:30]!r}")
@@ -396,9 +406,8 @@ async def retry_run(request: Request) -> Response:
     if refused is not None:
         return refused
     d = dashboard(request)
-    run_id = request.path_params["run_id"]
+    run_id = await _run_id(request)
     force = request.query_params.getlist("force")
-    await run_in_threadpool(d.reader.run, run_id)  # RunNotFound -> 404
     try:
         await run_in_threadpool(lambda: d.operations.retry(run_id, force=force))
     except InvalidStateError as exc:
@@ -431,8 +440,8 @@ async def mark_step_succeeded(request: Request) -> Response:
     if refused is not None:
         return refused
     d = dashboard(request)
-    run_id = request.path_params["run_id"]
-    run = await run_in_threadpool(d.reader.run, run_id)  # RunNotFound -> 404
+    run_id = await _run_id(request)
+    run = await run_in_threadpool(d.reader.run, run_id)
     definition = d.definition(run["pipeline"])
     if definition is None:
         return json_error(404, f"pipeline {run['pipeline']!r} is not known to this dashboard: start it with "
@@ -470,8 +479,7 @@ async def cancel_run(request: Request) -> Response:
     if refused is not None:
         return refused
     d = dashboard(request)
-    run_id = request.path_params["run_id"]
-    await run_in_threadpool(d.reader.run, run_id)
+    run_id = await _run_id(request)
     try:
         await run_in_threadpool(d.operations.cancel, run_id)
     except InvalidStateError as exc:
@@ -501,7 +509,7 @@ async def resume_run(request: Request) -> Response:
     if refused is not None:
         return refused
     d = dashboard(request)
-    run_id = request.path_params["run_id"]
+    run_id = await _run_id(request)
     body, bad = await _json_body(request, empty=NO_INPUT)
     if bad is not None:
         return bad
@@ -550,7 +558,7 @@ async def send_event(request: Request) -> Response:
     if refused is not None:
         return refused
     d = dashboard(request)
-    run_id = request.path_params["run_id"]
+    run_id = await _run_id(request)
     body, bad = await _json_body(request)
     if bad is not None:
         return bad

@@ -287,6 +287,16 @@ class DashboardReader:
         """
         return views.resolve_run_id(self._store, text)
 
+    def existing(self, text: str) -> str:
+        """The full id of an existing run ``text`` names (`resolve`, then checked).
+
+        Raises:
+            RunNotFound: no run, or several runs, start with it.
+        """
+        run_id = self.resolve(text)
+        self.run(run_id)
+        return run_id
+
     def run(self, run_id: str) -> dict[str, Any]:
         """The run's row.
 
