@@ -425,12 +425,29 @@ SELECT x.id, x.run_id, x.pipeline, x.step, x.scope, x.parent_scope, x.elem_index
        x.retry_delay_seconds, x.timeout_seconds, x.now_ms,
        coalesce((SELECT r.priority FROM ductline_runs r WHERE r.id = x.run_id), 0) + x.priority, x.limit_key,
        x.phase, x.queue, x.definition
--- Rows go in the order given (no join to reorder them): of two rows for one step
--- run the first is kept, and not-before times follow the order.
+-- Rows go in the order given (no join to reorder them: the one row of :common is
+-- joined to each): of two rows for one step run the first is kept, and not-before
+-- times follow the order. A field absent from a row of :items is :common's
+-- (Tx.insert_jobs sends the values every row shares once, `shared_fields`).
 -- The clock is read once per row (a volatile column keeps the subquery apart): a row's
 -- not-before and created times are one instant.
-FROM (SELECT r.*, ductline_now_ms() AS now_ms
+FROM (SELECT coalesce(r.id, c.id) AS id, coalesce(r.run_id, c.run_id) AS run_id,
+             coalesce(r.pipeline, c.pipeline) AS pipeline, coalesce(r.step, c.step) AS step,
+             coalesce(r.scope, c.scope) AS scope, coalesce(r.parent_scope, c.parent_scope) AS parent_scope,
+             coalesce(r.elem_index, c.elem_index) AS elem_index, coalesce(r.status, c.status) AS status,
+             coalesce(r.input, c.input) AS input, coalesce(r.not_before_ms, c.not_before_ms) AS not_before_ms,
+             coalesce(r.delay_ms, c.delay_ms) AS delay_ms, coalesce(r.max_retry, c.max_retry) AS max_retry,
+             coalesce(r.max_crash, c.max_crash) AS max_crash,
+             coalesce(r.retry_delay_seconds, c.retry_delay_seconds) AS retry_delay_seconds,
+             coalesce(r.timeout_seconds, c.timeout_seconds) AS timeout_seconds,
+             coalesce(r.priority, c.priority) AS priority, coalesce(r.limit_key, c.limit_key) AS limit_key,
+             coalesce(r.phase, c.phase) AS phase, coalesce(r.queue, c.queue) AS queue,
+             coalesce(r.definition, c.definition) AS definition, ductline_now_ms() AS now_ms
       FROM jsonb_to_recordset(:items::jsonb) AS r(id text, run_id text, pipeline text, step text, scope text,
+         parent_scope text, elem_index bigint, status text, input text, not_before_ms bigint, delay_ms bigint,
+         max_retry bigint, max_crash bigint, retry_delay_seconds bigint, timeout_seconds bigint,
+         priority bigint, limit_key text, phase bigint, queue text, definition text)
+      CROSS JOIN jsonb_to_record(:common::jsonb) AS c(id text, run_id text, pipeline text, step text, scope text,
          parent_scope text, elem_index bigint, status text, input text, not_before_ms bigint, delay_ms bigint,
          max_retry bigint, max_crash bigint, retry_delay_seconds bigint, timeout_seconds bigint,
          priority bigint, limit_key text, phase bigint, queue text, definition text)) AS x

@@ -294,7 +294,26 @@ RETURNING ductline_runs.id AS id, parent_run_id, parent_job_id;
 -- name: insert_jobs
 -- insert_job for many jobs in one statement (a fan-out's elements, a batch's next
 -- steps, trigger_many's first jobs); the same rules row by row. (WHERE true: SQLite
--- needs it before ON CONFLICT after a SELECT.)
+-- needs it before ON CONFLICT after a SELECT.) A field absent from a row of :items is
+-- :common's, read once (Tx.insert_jobs sends the values every row shares once,
+-- `shared_fields`).
+WITH c AS MATERIALIZED (SELECT json_extract(:common, '$.id') AS id,
+                        json_extract(:common, '$.run_id') AS run_id,
+                        json_extract(:common, '$.pipeline') AS pipeline,
+                        json_extract(:common, '$.step') AS step, json_extract(:common, '$.scope') AS scope,
+                        json_extract(:common, '$.parent_scope') AS parent_scope,
+                        json_extract(:common, '$.elem_index') AS elem_index,
+                        json_extract(:common, '$.status') AS status, json_extract(:common, '$.input') AS input,
+                        json_extract(:common, '$.not_before_ms') AS not_before_ms,
+                        json_extract(:common, '$.delay_ms') AS delay_ms,
+                        json_extract(:common, '$.max_retry') AS max_retry,
+                        json_extract(:common, '$.max_crash') AS max_crash,
+                        json_extract(:common, '$.retry_delay_seconds') AS retry_delay_seconds,
+                        json_extract(:common, '$.timeout_seconds') AS timeout_seconds,
+                        json_extract(:common, '$.priority') AS priority,
+                        json_extract(:common, '$.limit_key') AS limit_key,
+                        json_extract(:common, '$.phase') AS phase, json_extract(:common, '$.queue') AS queue,
+                        json_extract(:common, '$.definition') AS definition)
 INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, parent_scope, elem_index, status, input,
                            not_before_ms, max_retry, max_crash, retry_delay_seconds, timeout_seconds, created_ms,
                            priority, limit_key, phase, queue, definition)
@@ -305,19 +324,27 @@ SELECT x.id, x.run_id, x.pipeline, x.step, x.scope, x.parent_scope, x.elem_index
        x.input, coalesce(x.not_before_ms, ductline_now_ms() + x.delay_ms), x.max_retry, x.max_crash,
        x.retry_delay_seconds, x.timeout_seconds, ductline_now_ms(),
        coalesce(r.priority, 0) + x.priority, x.limit_key, x.phase, x.queue, x.definition
-FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.run_id') AS run_id,
-             json_extract(value, '$.pipeline') AS pipeline, json_extract(value, '$.step') AS step,
-             json_extract(value, '$.scope') AS scope, json_extract(value, '$.parent_scope') AS parent_scope,
-             json_extract(value, '$.elem_index') AS elem_index, json_extract(value, '$.status') AS status,
-             json_extract(value, '$.input') AS input, json_extract(value, '$.not_before_ms') AS not_before_ms,
-             json_extract(value, '$.delay_ms') AS delay_ms, json_extract(value, '$.max_retry') AS max_retry,
-             json_extract(value, '$.max_crash') AS max_crash,
-             json_extract(value, '$.retry_delay_seconds') AS retry_delay_seconds,
-             json_extract(value, '$.timeout_seconds') AS timeout_seconds,
-             json_extract(value, '$.priority') AS priority, json_extract(value, '$.limit_key') AS limit_key,
-             json_extract(value, '$.phase') AS phase, json_extract(value, '$.queue') AS queue,
-             json_extract(value, '$.definition') AS definition, key AS position
-      FROM json_each(:items)) AS x
+FROM (SELECT coalesce(json_extract(value, '$.id'), c.id) AS id,
+             coalesce(json_extract(value, '$.run_id'), c.run_id) AS run_id,
+             coalesce(json_extract(value, '$.pipeline'), c.pipeline) AS pipeline,
+             coalesce(json_extract(value, '$.step'), c.step) AS step,
+             coalesce(json_extract(value, '$.scope'), c.scope) AS scope,
+             coalesce(json_extract(value, '$.parent_scope'), c.parent_scope) AS parent_scope,
+             coalesce(json_extract(value, '$.elem_index'), c.elem_index) AS elem_index,
+             coalesce(json_extract(value, '$.status'), c.status) AS status,
+             coalesce(json_extract(value, '$.input'), c.input) AS input,
+             coalesce(json_extract(value, '$.not_before_ms'), c.not_before_ms) AS not_before_ms,
+             coalesce(json_extract(value, '$.delay_ms'), c.delay_ms) AS delay_ms,
+             coalesce(json_extract(value, '$.max_retry'), c.max_retry) AS max_retry,
+             coalesce(json_extract(value, '$.max_crash'), c.max_crash) AS max_crash,
+             coalesce(json_extract(value, '$.retry_delay_seconds'), c.retry_delay_seconds) AS retry_delay_seconds,
+             coalesce(json_extract(value, '$.timeout_seconds'), c.timeout_seconds) AS timeout_seconds,
+             coalesce(json_extract(value, '$.priority'), c.priority) AS priority,
+             coalesce(json_extract(value, '$.limit_key'), c.limit_key) AS limit_key,
+             coalesce(json_extract(value, '$.phase'), c.phase) AS phase,
+             coalesce(json_extract(value, '$.queue'), c.queue) AS queue,
+             coalesce(json_extract(value, '$.definition'), c.definition) AS definition, key AS position
+      FROM json_each(:items) CROSS JOIN c) AS x
 LEFT JOIN ductline_runs r ON r.id = x.run_id
 WHERE true
 ORDER BY x.position
