@@ -204,6 +204,27 @@ def test_held_jobs_enter_the_queue_at_their_times_and_are_renewed_and_given_back
     assert [j.job_id for j in ahead.drain()] == ["back"] and ahead.early() == 0
 
 
+def test_held_jobs_whose_time_came_start_only_once_their_leases_are_confirmed():
+    """`Ahead.promote` names the held jobs it queued, unconfirmed; `Ahead.confirmed`
+    lets those whose lease is still held start and drops the others, leaving the
+    rest of the queue as it was."""
+    def passed(db_ms: int) -> float:
+        return db_ms / 1000
+
+    ahead = Ahead()
+    ahead.add([_job("queued")], confirmed=10.95)
+    ahead.add_early([_job("kept", 11_000), _job("lost", 11_000), _job("later", 12_000)], confirmed=10.9)
+    promoted = ahead.promote(11.0, passed, confirm=True)
+    assert sorted(j.job_id for j in promoted) == ["kept", "lost"] and ahead.early() == 1
+    assert ahead.take(11.0) is not None  # the queued job's lease was confirmed lately
+    assert ahead.take(11.0) is None  # the promoted ones wait for their confirmation
+    lost = ahead.confirmed({"kept", "lost"}, {"kept"}, at=11.002)
+    assert [j.job_id for j in lost] == ["lost"]
+    started = ahead.take(11.003)
+    assert started is not None and started.job_id == "kept" and len(ahead) == 0
+    assert ahead.promote(11.5, passed, confirm=True) == []
+
+
 def test_the_next_delayed_job_is_claimed_before_its_time_even_when_due_just_past_the_last_window():
     lead = 0.05
     # Nothing looked within the horizon: claim 50 ms before its time, or now if that is past.

@@ -68,10 +68,12 @@ def test_a_confirmation_waits_for_a_stop_still_open(store: Store, db_url: str, b
 
 
 def _waits_for_a_lock(db_url: str, application_name: str) -> bool:
-    """A connection named ``application_name`` waits for a lock (PostgreSQL)."""
+    """A connection named ``application_name`` to this test's database waits for a
+    lock (PostgreSQL)."""
     with psycopg.connect(db_url, autocommit=True) as conn:
         row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
-                           "AND wait_event_type = 'Lock'", (application_name,)).fetchone()
+                           "AND datname = current_database() AND wait_event_type = 'Lock'",
+                           (application_name,)).fetchone()
     return row is not None and row[0] > 0
 
 
