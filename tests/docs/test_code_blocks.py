@@ -14,6 +14,9 @@ test, so a typo never turns a block off.
 A hidden comment on the line before a block asks for a worker while it runs:
 ``<!-- test: worker app.py -->`` starts ``ductline worker --app app.py`` in the
 page's directory and stops it (SIGTERM to its pid) once the block has ended.
+``<!-- test: env DUCTLINE_RETRY_DELAY=0 -->`` runs the block with that one setting in its
+environment: a faster timing the reader does not need to see, for an example whose
+outcome does not depend on it (the block's text stays what the reader runs).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class Block:
     title: str | None
     worker: str | None  # app for a worker started while the block runs
     code: str
+    env: tuple[tuple[str, str], ...] = ()  # settings the block runs with (a test: env line)
 
 
 def read_blocks(page: Path) -> list[Block]:
@@ -70,10 +74,18 @@ def read_blocks(page: Path) -> list[Block]:
         language = info.split()[0].strip("{}.") if info else ""
         title = TITLE.search(info)
         worker = None
+        env: tuple[tuple[str, str], ...] = ()
         previous = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
         directive = DIRECTIVE.match(previous)
         if directive and directive["verb"] == "worker":
             worker = directive["arg"]
+        elif directive and directive["verb"] == "env":
+            name, equals, value = directive["arg"].partition("=")
+            if not (equals and name.startswith("DUCTLINE_")):
+                raise AssertionError(f"{page.relative_to(REPO)}:{i}: expected test: env DUCTLINE_NAME=value")
+            env = ((name, value),)
+        elif directive:
+            raise AssertionError(f"{page.relative_to(REPO)}:{i}: unknown test directive {directive['verb']!r}")
         body: list[str] = []
         j = i + 1
         while j < len(lines) and not lines[j].strip().startswith(fence):
@@ -82,7 +94,7 @@ def read_blocks(page: Path) -> list[Block]:
         if j >= len(lines):
             raise AssertionError(f"{page.relative_to(REPO)}:{i + 1}: code block never closed")
         blocks.append(Block(page, i + 1, language, title["title"] if title else None, worker,
-                            "\n".join(body) + "\n"))
+                            "\n".join(body) + "\n", env))
         i = j + 1
     return blocks
 
@@ -124,7 +136,7 @@ def _run(block: Block, tmp_path: Path, index: int) -> None:
     script = tmp_path / (block.title or f"block_{index}.py")
     script.write_text(block.code, encoding="utf-8")
     where = f"{block.page.relative_to(REPO)}:{block.line}"
-    env = _env(tmp_path)
+    env = {**_env(tmp_path), **dict(block.env)}
     worker = None
     worker_log = tmp_path / f"worker_{index}.log"
     if block.worker:
@@ -171,6 +183,7 @@ def test_blocks_are_found() -> None:
     assert any(b.language == "sh" for b in readme)
     assert any(b.language == EXECUTED for b in readme)
     assert any(b.title for p in PAGES for b in read_blocks(p))
+    assert any(b.env for p in PAGES for b in read_blocks(p))
 
 
 def test_a_block_leaves_no_process_behind(tmp_path: Path) -> None:
