@@ -33,9 +33,19 @@ def pg_url(database: str) -> str:
 
 
 def recreate_pg_database(name: str) -> str:
+    """An empty database ``name`` on the test server; its URL.
+
+    Its sessions commit without waiting for the WAL flush (``synchronous_commit =
+    off``): a commit is as visible, as atomic and as isolated as with the default,
+    and is lost only if the server itself crashes, which no test does to the shared
+    server (the outage tests run a cluster of their own). The suite's PostgreSQL
+    tests commit thousands of small transactions; waiting on the disk for each made
+    them several times slower (a 2,482-job drive: 15-18 s, 4-6 s without the wait).
+    """
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'ALTER DATABASE "{name}" SET synchronous_commit TO off')
     return pg_url(name)
 
 
