@@ -7,6 +7,7 @@ be reached the PostgreSQL tests fail (they are never skipped).
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 import subprocess
@@ -95,15 +96,27 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated once per test process, closed (its WAL checkpointed into
+    it): a copy of it is a freshly migrated database, byte for byte, at the cost of a
+    file copy instead of a migration (about 0.2 s per test on a loaded machine)."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "ductline.db"
+    store = open_store(f"sqlite:///{path}")
+    store.migrate()
+    store.close()
+    leftovers = [p.name for p in path.parent.iterdir() if p != path]
+    assert not leftovers, f"the closed template left {leftovers}: a copy of the file alone would be incomplete"
+    return path
+
+
 @pytest.fixture
 def db_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     """A URL of an empty, migrated database of the parametrized backend."""
     if backend == "sqlite":
-        url = f"sqlite:///{tmp_path}/ductline.db"
-        store = open_store(url)
-        store.migrate()
-        store.close()
-        return url
+        path = tmp_path / "ductline.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+        return f"sqlite:///{path}"
     url = request.getfixturevalue("pg_base_url")
     _truncate(url)
     return url
