@@ -284,18 +284,27 @@ def run(target: str, args_json: str | None, concurrency: int | None, timeout: st
                  "stops it", code=130)
         fail(f"interrupted; run {handle.id} is still {status}: `ductline worker --app "
              f"{module_part}` finishes it, `ductline cancel {handle.id}` stops it", code=130)
-    view = views.run_view(store, handle.id)
+    report_end(store, handle.id, as_json)
+
+
+def report_end(store: Store, run_id: str, as_json: bool) -> NoReturn:
+    """Print how a settled run ended and exit with the code of ``ductline run``: 0 if
+    it completed, else 1. A halted run is named with the step that gave up, its last
+    error and the commands that show and revive it; a completed run's output is
+    printed as JSON on stdout. ``as_json``: the last stdout line is one JSON object,
+    ``{"run_id", "pipeline", "status", "output", "halt_reason", "metadata"}``."""
+    view = views.run_view(store, run_id)
     status = view["status"]
     colour = "green" if status == RunStatus.COMPLETED else "red"
     metadata = view.get("metadata") or {}
     reason = view["halt_reason"] or (metadata.get("error") if isinstance(metadata, dict) else None)
-    console.print(Text.assemble(f"run {handle.id}: ", (status, colour),
+    console.print(Text.assemble(f"run {run_id}: ", (status, colour),
                                 f" ({safetext.printable(str(reason), newlines=False)})" if reason else ""))
     if status == RunStatus.HALTED:
         # The step that stopped the run and its last error, then what to do next.
         for line in views.failed_steps(view):
             console.print(Text("  " + safetext.printable(line, newlines=False)))
-        short = views.short_ids(store, [handle.id])[handle.id]
+        short = views.short_ids(store, [run_id])[run_id]
         revive = (views.retry_hint(view["halt_reason"], short) if view["halt_reason"] == HaltReason.NON_RETRYABLE_ERROR
                   else f"`ductline retry {short}` revives the run")
         console.print(f"  `ductline show {short}` lists every attempt; {revive}", highlight=False, markup=False)
@@ -732,6 +741,9 @@ cli.add_command(schedules)
 
 from ductline.logs_command import logs  # noqa: E402
 cli.add_command(logs)
+
+from ductline.wait_command import wait  # noqa: E402
+cli.add_command(wait)
 
 from ductline.mark_command import mark_succeeded  # noqa: E402
 cli.add_command(mark_succeeded)
