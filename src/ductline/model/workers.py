@@ -17,6 +17,13 @@ heartbeat on the database clock:
 - ``healthy``: otherwise.
 
 A worker is *live* while it is neither stopped nor lost.
+
+Which rows a listing shows (`shown_within_ms`): ``ductline workers``, the dashboard
+and ``GET /api/workers`` show the workers whose last heartbeat is at most
+`RECENTLY_GONE_MS` old (15 minutes), or a lease if that is longer: every live worker,
+and those that stopped or were lost within that time. Every ``ductline run`` leaves
+a stopped row and a killed worker stays lost for ever; older rows are history, shown
+by ``--all`` (``?all=1``).
 """
 
 from __future__ import annotations
@@ -51,6 +58,17 @@ def judge(status: str, age_ms: int, lease_ms: int) -> WorkerHealth:
     if age_ms > lease_ms / 2:
         return WorkerHealth.LATE
     return WorkerHealth.HEALTHY
+
+
+# How long a stopped or lost worker is still listed by default (milliseconds).
+RECENTLY_GONE_MS = 15 * 60 * 1000
+
+
+def shown_within_ms(lease_ms: int) -> int:
+    """The oldest last heartbeat (milliseconds, database clock) of a worker a listing
+    shows by default: `RECENTLY_GONE_MS`, or the lease ``lease_ms`` if longer, so that
+    no live worker is ever left out (past a lease it is lost)."""
+    return max(RECENTLY_GONE_MS, lease_ms)
 
 
 def is_live(health: WorkerHealth) -> bool:

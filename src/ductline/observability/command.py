@@ -7,7 +7,10 @@ import sys
 
 import click
 
+from ductline.model.workers import RECENTLY_GONE_MS
 from ductline.observability import health as health_checks
+
+RECENT_MINUTES = RECENTLY_GONE_MS // 60_000
 
 _database = click.option("--database", "database", metavar="URL", default=None,
                          help="Database URL (default: DUCTLINE_DATABASE_URL or sqlite:///ductline.db).")
@@ -59,14 +62,21 @@ def health(as_json: bool, max_age: float | None, host: str | None, database: str
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 @click.option("--max-age", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
               help="Heartbeat age beyond which a live worker shows as stale (default: the lease).")
+@click.option("--all", "everything", is_flag=True,
+              help=f"Every worker row, also those that stopped or were lost more than {RECENT_MINUTES} minutes ago.")
 @_host
 @_database
-def workers(as_json: bool, max_age: float | None, host: str | None, database: str | None) -> None:
-    """List worker processes: host, pid, the queues each claims from, slots busy/undead, last heartbeat."""
+def workers(as_json: bool, max_age: float | None, everything: bool, host: str | None, database: str | None) -> None:
+    """List worker processes: host, pid, the queues each claims from, slots busy/undead, last heartbeat.
+
+    Shown: the live workers and those that stopped or were lost recently (within 15
+    minutes, or a lease if longer); --all shows every row.
+    """
     store, lease_seconds = _open(database)
     try:
         limit = health_checks.default_max_age(lease_seconds) if max_age is None else max_age
-        rows = health_checks.worker_table(store, limit, lease_seconds=lease_seconds, host=host)
+        rows = health_checks.worker_table(store, limit, lease_seconds=lease_seconds, host=host,
+                                          everything=everything)
     finally:
         store.close()  # type: ignore[attr-defined]
     if as_json:

@@ -79,21 +79,24 @@ def default_max_age(lease_seconds: float) -> float:
 
 
 def worker_table(store: Any, max_age: float, *, lease_seconds: float, host: str | None = None,
-                 limit: int = 100) -> list[WorkerHealth]:
-    """Every worker row (newest first), with its age and health.
+                 limit: int = 100, everything: bool = True) -> list[WorkerHealth]:
+    """The worker rows (newest first), with their age and health.
 
     Args:
         max_age: the oldest heartbeat of a healthy live worker (seconds).
         lease_seconds: the workers' lease (seconds); a heartbeat older makes a worker lost.
         host: only the workers of this host.
+        everything: every row; ``False``: only those a listing shows by default, the
+            live ones and those stopped or lost recently (`ductline.model.workers.shown_within_ms`).
     """
+    lease_ms = round(lease_seconds * 1000)
     out = []
-    for r in store.list_workers(limit):
+    for r in store.list_workers(limit, None if everything else rule.shown_within_ms(lease_ms)):
         if host is not None and r["host"] != host:
             continue
         age_ms = max(0, int(r["now_ms"]) - int(r["heartbeat_ms"]))
         age = age_ms / 1000
-        judged = rule.judge(r["status"], age_ms, round(lease_seconds * 1000))
+        judged = rule.judge(r["status"], age_ms, lease_ms)
         live = rule.is_live(judged)
         # A worker with too many undead slots heartbeats but claims nothing: not healthy.
         problem = UNDEAD if judged == rule.WorkerHealth.UNHEALTHY else STALE if age > max_age else None

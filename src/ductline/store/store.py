@@ -360,12 +360,15 @@ class Store:
         with self.dialect.reader() as s:
             return {r["status"]: int(r["n"]) for r in s.fetch("run_progress", {"run_id": run_id})}
 
-    def list_workers(self, limit: int = 100) -> list[dict[str, Any]]:
+    def list_workers(self, limit: int = 100, within_ms: int | None = None) -> list[dict[str, Any]]:
         """The newest ``limit`` worker rows: ``id``, ``host``, ``pid``, ``concurrency``,
         ``busy``, ``undead``, ``status``, ``started_ms``, ``heartbeat_ms``, ``now_ms``
-        (the database clock) and ``queues``, the names it claims from (a list)."""
+        (the database clock) and ``queues``, the names it claims from (a list).
+        ``within_ms``: only the rows whose last heartbeat is at most that old
+        (database clock); ``None``: every row."""
         with self.dialect.reader() as s:
-            rows = s.fetch("list_workers", {"limit": limit})
+            rows = (s.fetch("list_workers", {"limit": limit}) if within_ms is None
+                    else s.fetch("list_workers_within", {"limit": limit, "within_ms": within_ms}))
         return [{**r, "queues": _names(r["queues"])} for r in rows]
 
     def lease_state(self, job_id: str) -> dict[str, Any] | None:

@@ -21,6 +21,7 @@ from starlette.schemas import SchemaGenerator
 
 from ductline import views
 from ductline.errors import DefinitionError, InvalidStateError, PayloadTooLarge, PipelineNotFound
+from ductline.model import workers as worker_rule
 from ductline.model.states import JobStatus
 from ductline.observability import probes
 from ductline.safetext import printable
@@ -285,11 +286,17 @@ def run_events(request: Request) -> Response:
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-@openapi(responses={"200": {"description": "{workers: [...]} with health by heartbeat age vs the lease"}})
+@openapi(parameters=[_query("all", f"1: every worker row, also those stopped or lost more than "
+                                   f"{worker_rule.RECENTLY_GONE_MS // 60_000} minutes ago")],
+         responses={"200": {"description": "{workers: [...]} with health by heartbeat age vs the lease"}})
 def list_workers(request: Request) -> Response:
-    """Worker processes and their health (healthy, late, unhealthy, lost, stopped; `ductline.model.workers`)."""
+    """Worker processes and their health (healthy, late, unhealthy, lost, stopped; `ductline.model.workers`):
+    the live ones and those stopped or lost within the last 15 minutes (or a lease, if
+    longer), as ``ductline workers`` lists them; ``?all=1`` gives every row."""
     d = dashboard(request)
-    return ApiResponse({"workers": d.reader.workers(d.lease_seconds), "lease_seconds": d.lease_seconds})
+    everything = request.query_params.get("all") in ("1", "true")
+    return ApiResponse({"workers": d.reader.workers(d.lease_seconds, everything=everything),
+                        "lease_seconds": d.lease_seconds})
 
 
 @openapi(responses={"200": {"description": "{pipelines: [{name, known, steps, runs}]}"}})

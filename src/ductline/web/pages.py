@@ -14,6 +14,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from ductline.errors import InvalidStateError
+from ductline.model import workers as worker_rule
 from ductline.model.states import MARKABLE_JOB, TERMINAL_RUN, JobStatus, RunStatus
 from ductline.views import RUN_ID_LENGTH
 from ductline.web import runpage, svgchart
@@ -60,7 +61,9 @@ def overview(request: Request) -> Response:
     return render(request, "overview.html", {
         "hour": hour, "hour_chart": svgchart.charts(hour)[0],
         "counts": reader.run_counts(), "jobs": jobs, "pipelines": reader.pipeline_counts(),
-        "workers": reader.workers(d.lease_seconds), "problems": problems[:10],
+        "workers": reader.workers(d.lease_seconds, everything=request.query_params.get("workers") == "all"),
+        "all_workers": request.query_params.get("workers") == "all",
+        "recent_minutes": worker_rule.RECENTLY_GONE_MS // 60_000, "problems": problems[:10],
         "reasons": reader.run_reasons(problems[:10]),
         "lease_seconds": d.lease_seconds, "schedules": reader.schedules(),
         "queues": reader.queues(d.lease_seconds),

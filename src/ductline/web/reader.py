@@ -169,12 +169,14 @@ class DashboardReader:
         return [{"queue": q, "ready": ready.get(q, 0), "workers": workers.get(q, 0)}
                 for q in sorted(set(ready) | set(workers))]
 
-    def workers(self, lease_seconds: float, limit: int = 100) -> list[dict[str, Any]]:
+    def workers(self, lease_seconds: float, limit: int = 100, everything: bool = False) -> list[dict[str, Any]]:
         """Worker processes with their health, judged by heartbeat age against the lease
-        (`ductline.model.workers`: healthy, late, unhealthy, lost, stopped), worst first."""
+        (`ductline.model.workers`: healthy, late, unhealthy, lost, stopped), worst first:
+        the live ones and those stopped or lost recently (`ductline.model.workers.shown_within_ms`),
+        or every row with ``everything``."""
         lease_ms = round(lease_seconds * 1000)
         out = []
-        for row in self._store.list_workers(limit):
+        for row in self._store.list_workers(limit, None if everything else worker_rule.shown_within_ms(lease_ms)):
             age_ms = max(0, int(row["now_ms"]) - int(row["heartbeat_ms"]))
             health = worker_rule.judge(row["status"], age_ms, lease_ms)
             out.append({

@@ -142,6 +142,12 @@ SELECT id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_m
        ductline_now_ms() AS now_ms
 FROM ductline_workers ORDER BY started_ms DESC LIMIT :limit;
 
+-- name: list_workers_within
+SELECT id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_ms, queues,
+       ductline_now_ms() AS now_ms
+FROM ductline_workers WHERE heartbeat_ms >= ductline_now_ms() - :within_ms
+ORDER BY started_ms DESC LIMIT :limit;
+
 -- name: get_run
 SELECT id, pipeline, status, args, output, halt_reason, metadata, timeout_seconds, deadline_ms,
        not_before_ms, created_ms, started_ms, finished_ms, idempotency_key, priority, definition
