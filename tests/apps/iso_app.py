@@ -321,3 +321,14 @@ def raise_unrenderable(kind):
 
 
 unrenderable = Pipeline("iso_unrenderable").start(raise_unrenderable, max_retry=1)
+
+
+def leave_session_slowly(seconds):
+    """Start a process in a session of its own and return its pid, leaving a thread
+    that runs on for ``seconds``: the restore waits for it a moment before it reports
+    both, so the child's RETIRE reaches its parent well after the result."""
+    threading.Thread(target=time.sleep, args=(seconds,), daemon=True).start()
+    return subprocess.Popen(["sleep", "3600"], start_new_session=True).pid
+
+
+left_alone = Pipeline("iso_left_alone").start(leave_session_slowly)

@@ -308,7 +308,16 @@ def child_main(conn: Connection, apps: list[str], sys_path: list[str], horizon: 
             reasons.append("the descriptor of its ledger of tasks sent ahead was closed or replaced")
         return "; ".join(reasons)
 
-    inbox = Inbox(conn, ledger)
+    try:
+        _serve(conn, restore, Inbox(conn, ledger), watchdog)
+    finally:
+        # Stopped or left by its parent before the parent killed what an attempt
+        # left running (it learns of it only after the result): gone with this child.
+        snapshot.end_leftovers()
+
+
+def _serve(conn: Connection, restore: Callable[[], str], inbox: Inbox, watchdog: Watchdog | None) -> None:
+    """Run the tasks the parent sends until it says stop or goes away."""
     task: Task | None = None
     retiring = False  # it could not restore its state: it waits for its parent to kill it
     while True:

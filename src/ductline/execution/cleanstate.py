@@ -36,6 +36,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ductline.execution.descendants import Below
+
 PR_SET_CHILD_SUBREAPER = 36
 
 _UNCATCHABLE = {signal.SIGKILL, signal.SIGSTOP}
@@ -118,6 +120,26 @@ class Snapshot:
             interpreter=_interpreter(),
             kernel_view=_kernel_view(), children=set(_children(_tasks())),
         )
+
+    def end_leftovers(self) -> None:
+        """Kill with SIGKILL every process below this one that was not there when the
+        snapshot was taken, and all below those (also what left its process group).
+
+        Called as a child exits: an attempt's leftover its parent has not killed yet
+        (the report of it comes after the result, and a stop may come first) would
+        otherwise be reparented to PID 1 and outlive the worker."""
+        below = Below()
+        try:
+            for pid in map(int, _children(_tasks())):
+                if str(pid) in self.children:
+                    continue
+                below.signal(pid, signal.SIGKILL)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        finally:
+            below.close()
 
     def restore(self) -> list[str]:
         """Put the process back as it was; returns what could not be restored (an

@@ -392,8 +392,11 @@ class Worker:
                 continue
             if slot.child is not None:
                 waitables.append(slot.child.sentinel)
-                if not slot.busy and not slot.child.eof and (not slot.child.ready or slot.sent):
-                    waitables.append(slot.child.conn)  # its READY message, or news of the task sent ahead
+                if not slot.busy and not slot.child.eof:
+                    # Its READY message, news of the task sent ahead, or a RETIRE sent
+                    # after its result (`ductline.execution.protocol.Task.result_first`):
+                    # unread, the child would idle on with what its attempt left running.
+                    waitables.append(slot.child.conn)
             if slot.busy and slot.runner is not None:
                 if not slot.runner.eof:
                     waitables.append(slot.runner.conn)
