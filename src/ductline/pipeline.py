@@ -66,8 +66,8 @@ class Pipeline(PipelineBuilder):
             delay_until: an aware ``datetime`` to start at instead.
             timeout: overrides the whole-run deadline (seconds or ``timedelta``).
             database: a database URL or a ``Store``; defaults to the configured one.
-            key: an idempotency key (1 to 1000 characters, no NUL). While a run of
-                this pipeline holding the same key is active (pending, running,
+            key: an idempotency key (1 to 1000 characters, no NUL or lone
+                surrogate). While a run of this pipeline holding the same key is active (pending, running,
                 paused or halted), triggering again starts nothing and returns that
                 run's handle with ``created=False``; once it completed, failed or was
                 cancelled the key is free again.

@@ -43,6 +43,7 @@ def test_a_finished_run_releases_its_key(store):
 
 
 @pytest.mark.parametrize("key, error", [(7, TypeError), ("", ValueError), ("a\x00b", ValueError),
+                                        ("zz\ud800", ValueError),  # else the same key as "zz\\ud800"
                                         ("x" * 1001, ValueError)])
 def test_an_invalid_key_is_refused_before_anything_is_written(store, key, error):
     with pytest.raises(error):

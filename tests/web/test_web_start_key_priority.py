@@ -71,9 +71,11 @@ def test_a_priority_overrides_the_pipelines_and_null_fields_are_absent(client, s
 BAD = [
     ({"key": 5}, "key must be a JSON string, got 5"),
     ({"key": ["a"]}, 'key must be a JSON string, got ["a"]'),
-    ({"key": ""}, "key must be 1 to 1000 characters without NUL, got 0 characters"),
-    ({"key": "k" * 1001}, "key must be 1 to 1000 characters without NUL, got 1001 characters"),
-    ({"key": "a\x00b"}, "key must be 1 to 1000 characters without NUL, got 3 characters with a NUL"),
+    ({"key": ""}, "key must be 1 to 1000 characters without NUL or lone surrogates, got 0 characters"),
+    ({"key": "k" * 1001}, "key must be 1 to 1000 characters without NUL or lone surrogates, got 1001 characters"),
+    ({"key": "a\x00b"}, "key must be 1 to 1000 characters without NUL or lone surrogates, got 3 characters with a NUL"),
+    ({"key": "a\ud800"}, "key must be 1 to 1000 characters without NUL or lone surrogates, "
+                          "got 2 characters with a lone surrogate"),
     ({"priority": 1.5}, "priority must be a whole number from -100 to 100 (a JSON integer), got 1.5"),
     ({"priority": True}, "priority must be a whole number from -100 to 100 (a JSON integer), got true"),
     ({"priority": "5"}, 'priority must be a whole number from -100 to 100 (a JSON integer), got "5"'),
@@ -94,7 +96,7 @@ def test_the_openapi_schema_describes_key_priority_and_the_200(client):
     start = client.get("/api/openapi.json").json()["paths"]["/api/pipelines/{name}/runs"]["post"]
     props = start["requestBody"]["content"]["application/json"]["schema"]["properties"]
     assert props["key"] == {"type": "string", "minLength": 1, "maxLength": 1000,
-                            "description": "idempotency key (no NUL): while a run of the pipeline holding it is "
+                            "description": "idempotency key (no NUL or lone surrogate): while a run of the pipeline holding it is "
                                            "active, that run is returned (200, created: false) and nothing is "
                                            "started"}
     assert (props["priority"]["type"], props["priority"]["minimum"], props["priority"]["maximum"]) == (

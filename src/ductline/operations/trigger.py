@@ -29,7 +29,7 @@ from ductline.store import tags as run_tags
 from ductline.store import payloads
 from ductline.model.states import JobStatus
 from ductline.store.records import NewJob, NewRun
-from ductline.dsl.graph import Definition
+from ductline.dsl.graph import Definition, is_unicode
 from ductline.store.tx import Tx
 from ductline.stores import store_for
 
@@ -98,18 +98,22 @@ MAX_KEY_LENGTH = 1000
 
 def check_key(key: Any) -> str | None:
     """Validate an idempotency key: ``None`` or a non-empty ``str`` of at most
-    `MAX_KEY_LENGTH` characters without NUL (PostgreSQL text cannot hold NUL).
+    `MAX_KEY_LENGTH` characters without NUL (PostgreSQL text cannot hold NUL) or
+    lone surrogates (`ductline.dsl.graph.is_unicode`: the store keeps one as its
+    escape, so ``"k\\ud800"`` and the text ``"k\\\\ud800"`` would be the same key).
 
     Raises:
         TypeError: not a ``str``.
-        ValueError: empty, too long, or containing NUL.
+        ValueError: empty, too long, or containing NUL or a lone surrogate.
     """
     if key is None:
         return None
     if not isinstance(key, str):
         raise TypeError(f"key must be a str, not {type(key).__name__} ({key!r})")
-    if not key or len(key) > MAX_KEY_LENGTH or "\x00" in key:
-        raise ValueError(f"key must be 1 to {MAX_KEY_LENGTH} characters without NUL, got {key[:40]!r}")
+    flaw = " with a NUL" if "\x00" in key else "" if is_unicode(key) else " with a lone surrogate"
+    if not key or len(key) > MAX_KEY_LENGTH or flaw:
+        raise ValueError(f"key must be 1 to {MAX_KEY_LENGTH} characters without NUL or lone surrogates, "
+                         f"got {len(key)} character{'s' if len(key) != 1 else ''}{flaw}")
     return key
 
 

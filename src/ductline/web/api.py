@@ -348,7 +348,7 @@ async def _json_body(request: Request, empty: Any = None) -> tuple[Any, Response
         "delay_until": {"type": "string", "format": "date-time", "description": "start time with UTC offset"},
         "timeout": {"type": "integer", "minimum": 1, "description": "run deadline in seconds"},
         "key": {"type": "string", "minLength": 1, "maxLength": 1000,
-                "description": "idempotency key (no NUL): while a run of the pipeline holding it is active, "
+                "description": "idempotency key (no NUL or lone surrogate): while a run of the pipeline holding it is active, "
                                "that run is returned (200, created: false) and nothing is started"},
         "priority": {"type": "integer", "minimum": -100, "maximum": 100,
                      "description": "this run's priority instead of the pipeline's; higher is claimed first"},

@@ -7,7 +7,7 @@ Body (every field optional)::
 
 ``delay`` and ``timeout`` are whole seconds (`ductline.durations`: a duration is an int
 number of seconds); ``tags`` an object of string values (`ductline.model.tags`); ``delay_until`` is ISO 8601 with a UTC offset; ``timeout`` is the run
-deadline; ``key`` is an idempotency key (1 to 1000 characters without NUL) and
+deadline; ``key`` is an idempotency key (1 to 1000 characters without NUL or lone surrogates) and
 ``priority`` the run's priority (an integer from -100 to 100), as for
 `Pipeline.trigger`. Then `Pipeline.trigger` applies the same rules as in Python (the
 JSON rule for arguments, no past ``delay_until``) and writes nothing when it refuses.
@@ -22,7 +22,7 @@ from typing import Any
 
 from ductline.dsl.options import MAX_PRIORITY, MIN_PRIORITY
 from ductline.model.tags import check_tags
-from ductline.operations.trigger import MAX_KEY_LENGTH
+from ductline.operations.trigger import check_key
 
 FIELDS = ("args", "delay", "delay_until", "timeout", "key", "priority", "tags")
 MAX_BODY_BYTES = 1_048_576
@@ -65,11 +65,10 @@ def _key(body: dict[str, Any]) -> str | None:
         return None
     if not isinstance(value, str):
         raise BadStart(f"key must be a JSON string, got {json.dumps(value)[:60]}")
-    if not value or len(value) > MAX_KEY_LENGTH or "\x00" in value:
-        raise BadStart(f"key must be 1 to {MAX_KEY_LENGTH} characters without NUL, got "
-                       f"{len(value)} character{'s' if len(value) != 1 else ''}"
-                       + (" with a NUL" if "\x00" in value else ""))
-    return value
+    try:
+        return check_key(value)
+    except ValueError as exc:
+        raise BadStart(str(exc)) from None
 
 
 def _priority(body: dict[str, Any]) -> int | None:
