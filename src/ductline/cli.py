@@ -309,7 +309,10 @@ def report_end(store: Store, run_id: str, as_json: bool) -> NoReturn:
                   else f"`ductline retry {short}` revives the run")
         console.print(f"  `ductline show {short}` lists every attempt; {revive}", highlight=False, markup=False)
     if view["output"] is not None and not as_json:
-        out.print_json(views.to_json(view["output"]))
+        # ASCII JSON, as `show` and --json print it: re-rendered with other characters
+        # as they are, a lone surrogate cannot be encoded and a C1 control would reach
+        # the terminal raw.
+        out.print_json(views.to_json(view["output"]), ensure_ascii=True)
     if as_json:
         print(views.to_json({k: view[k] for k in ("run_id", "pipeline", "status", "output", "halt_reason",
                                                    "metadata")}))

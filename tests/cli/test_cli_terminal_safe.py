@@ -135,3 +135,14 @@ def test_escaped_text_holds_no_unsafe_character_and_encodes(text):
         shown.encode("utf-8")  # a lone surrogate would raise here
     if not {ord(c) for c in text} & UNSAFE:
         assert safetext.printable(text) == text  # safe text is left alone
+
+
+def test_ductline_run_prints_an_output_of_any_text_escaped_and_exits_0(tmp_path):
+    # A lone surrogate cannot be written to a UTF-8 stdout, a C1 control would act on
+    # the terminal: the output is shown as ASCII JSON, as `ductline show` shows it.
+    done = subprocess.run([sys.executable, "-m", "ductline", "run", f"{APP}:anything_pipeline",
+                           "--args", r'["a\ud800b\u009b[31mc\u00e9"]', "--database", f"sqlite:///{tmp_path / 'd.db'}"],
+                          capture_output=True, timeout=300, cwd=tmp_path, env={**os.environ, **FAST_ENV})
+    assert done.returncode == 0, done.stderr
+    assert_inert(done.stdout + done.stderr)
+    assert json.loads(done.stdout) == ["a\ud800b\x9b[31mc\u00e9"], done.stdout
