@@ -256,6 +256,8 @@ def _build(overrides: dict[str, Any]) -> Settings:
         try:
             with open(path, "rb") as fh:
                 data = tomllib.load(fh)
+        except UnicodeDecodeError as exc:  # TOML is UTF-8 text; tomllib lets the decoding error through
+            raise ConfigurationError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigurationError(f"{path}: {exc}") from exc
         for key, raw in data.items():

@@ -240,6 +240,12 @@ def test_malformed_toml_is_configuration_error(isolated: Path) -> None:
         load_settings()
 
 
+def test_toml_that_is_not_utf8_is_configuration_error(isolated: Path) -> None:
+    (isolated / "ductline.toml").write_bytes(b"\xff\xfe\n")
+    with pytest.raises(ConfigurationError, match=r"ductline\.toml: not UTF-8 text"):
+        load_settings()
+
+
 def test_config_path_that_is_a_directory_is_configuration_error(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "adir"
