@@ -89,6 +89,7 @@ def test_a_duplicate_schedule_name_raises_value_error():
 
 
 @pytest.mark.parametrize("name, error", [("", ValueError), ("x" * 201, ValueError), ("a\x00b", ValueError),
+                                         ("s\ud800", ValueError),  # else stored as the same name as "s\\ud800"
                                          (7, TypeError)])
 def test_an_invalid_name_is_refused(name, error):
     with pytest.raises(error):

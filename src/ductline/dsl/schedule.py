@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ductline import codec
+from ductline.dsl.graph import is_unicode
 
 if TYPE_CHECKING:
     from ductline.dsl.pipeline import PipelineBuilder as Pipeline
@@ -177,8 +178,8 @@ def schedule(pipeline: "Pipeline", cron: str, args: Any = (), name: str | None =
             ``"@daily"``, or six fields with seconds last (``"* * * * * */5"``).
         args: the arguments of the first step, a tuple or list; each must obey
             the JSON rule (``ductline.codec``).
-        name: the schedule's unique name (at most 200 characters); defaults to the
-            pipeline's name.
+        name: the schedule's unique name (at most 200 characters, no NUL or lone
+            surrogate); defaults to the pipeline's name.
         catch_up: the most missed ticks to run after downtime, 1 (the latest only,
             the default) to `MAX_CATCH_UP` (100).
 
@@ -190,7 +191,7 @@ def schedule(pipeline: "Pipeline", cron: str, args: Any = (), name: str | None =
             ``str``, ``args`` is not a tuple or list or does not round-trip
             through JSON.
         ValueError: an invalid cron expression (the message names it), an empty
-            or too long name, a name already used by another schedule in this
+            or too long name, one with NUL or a lone surrogate, a name already used by another schedule in this
             process, or ``catch_up`` outside 1 to 100.
     """
     from ductline.dsl.pipeline import PipelineBuilder as Pipeline
@@ -206,9 +207,11 @@ def schedule(pipeline: "Pipeline", cron: str, args: Any = (), name: str | None =
         name = pipeline.name
     if not isinstance(name, str):
         raise TypeError(f"schedule name must be a str, not {type(name).__name__}")
-    if not name.strip() or len(name) > MAX_NAME_LENGTH or "\x00" in name:
-        raise ValueError(f"schedule name must be 1 to {MAX_NAME_LENGTH} characters without NUL, "
-                         f"got {name[:40]!r}")
+    # A lone surrogate is stored as its escape: "s\ud800" would name the same row as
+    # the text "s\\ud800" (`is_unicode`, the rule of every stored name and key).
+    if not name.strip() or len(name) > MAX_NAME_LENGTH or "\x00" in name or not is_unicode(name):
+        raise ValueError(f"schedule name must be 1 to {MAX_NAME_LENGTH} characters without NUL or lone "
+                         f"surrogates, got {name[:40]!r}")
     if name in _SCHEDULES:
         raise ValueError(f"a schedule named {name!r} is already defined (pipeline "
                          f"{_SCHEDULES[name].pipeline!r}); give each schedule a unique name=")
