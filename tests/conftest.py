@@ -25,7 +25,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE / "apps"))
 sys.path.insert(0, str(HERE))
 
-from helpers import start_worker, stop_worker, truncate as _truncate, wait_for  # noqa: E402,F401
+from helpers import start_worker, stop_worker, stop_workers, truncate as _truncate, wait_for  # noqa: E402,F401
 
 
 def pg_url(database: str) -> str:
@@ -141,8 +141,7 @@ def workers(db_url: str, store: object) -> Iterator[Callable[..., subprocess.Pop
         return proc
 
     yield start
-    for proc in started:
-        stop_worker(proc)
+    stop_workers(started)
 
 
 @pytest.fixture(scope="session")

@@ -189,6 +189,21 @@ def stop_worker(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeou
     return proc.returncode
 
 
+def stop_workers(procs: list[subprocess.Popen[bytes]], timeout: float = 15) -> None:
+    """`stop_worker` for several workers side by side: each gets SIGTERM at once, then
+    up to ``timeout`` seconds to exit (SIGKILL after). One after the other, a test's
+    teardown waited for each worker's shutdown in turn."""
+    running = [proc for proc in procs if proc.poll() is None]
+    for proc in running:
+        proc.send_signal(signal.SIGTERM)
+    for proc in running:
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def drive(store: Any, pipeline: Any, skip: tuple[str, ...] = (), queues: tuple[str, ...] = ("default",)) -> list[str]:
     """Run every ready job of ``pipeline`` in ``queues`` in this process (each step's
     function is called with its stored input) until none is ready; returns the steps run."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import kill_app
 import pytest
-from helpers import process_running, start_worker, stop_worker, wait_for
+from helpers import process_running, start_worker, stop_worker, stop_workers, wait_for
 
 from ductline.views import run_view
 
@@ -26,8 +26,7 @@ def kill_worker(db_url, store):
         return proc
 
     yield start
-    for proc in started:
-        stop_worker(proc)
+    stop_workers(started)
 
 
 def timed_out_then_halted(store, handle, timeout=30):
