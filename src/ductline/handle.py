@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import threading
 import time
@@ -22,6 +21,7 @@ from ductline.operations.resume import resume
 from ductline.operations.send import Sent, send
 from ductline.operations.cancel import cancel_run
 from ductline.store import Store, payloads, sqlite_path
+from ductline.store.run_errors import run_error
 from ductline.stores import store_for
 
 # The settled statuses (`ductline.model.states.SETTLED_RUN`), kept under this name
@@ -109,9 +109,10 @@ class RunHandle:
     @property
     def error(self) -> str | None:
         """What went wrong, for a halted, failed or cancelled run: the failed step
-        and its error, the deadline, or the cancel; ``None`` otherwise."""
-        row = self._row()
-        return _error_of(row)
+        and its error (``step 'a' failed: ValueError: boom (job_retries_exhausted)``),
+        the deadline, or the cancel; ``None`` otherwise. The same text as
+        ``ductline.execute``'s ``metadata["error"]`` (`ductline.store.run_errors`)."""
+        return run_error(self._store, self._row())[0]
 
     def wait(self, timeout: float | None = None, *, poll_interval: float | None = None,
              stop: threading.Event | None = None) -> str:
@@ -179,7 +180,7 @@ class RunHandle:
         status = self.wait(timeout)
         if status != RunStatus.COMPLETED:
             row = self._row()
-            raise RunFailed(self.id, status, row["halt_reason"], _error_of(row))
+            raise RunFailed(self.id, status, row["halt_reason"], run_error(self._store, row)[0])
         return self.output()
 
     async def wait_async(self, timeout: float | None = None) -> str:
@@ -274,19 +275,6 @@ class RunHandle:
 
     def __repr__(self) -> str:
         return f"RunHandle({self.id!r})"
-
-
-def _error_of(row: dict[str, Any]) -> str | None:
-    if row["status"] not in (RunStatus.HALTED, RunStatus.FAILED, RunStatus.CANCELLED):
-        return None
-    metadata = json.loads(row.get("metadata") or "{}")
-    if row["status"] == RunStatus.CANCELLED:
-        return "the run was cancelled"
-    error = metadata.get("error")
-    step = metadata.get("halted_step")
-    if step is not None:
-        return f"step {step!r} failed: {error}"
-    return None if error is None else str(error)
 
 
 def _without_password(url: str) -> str:

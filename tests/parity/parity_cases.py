@@ -52,6 +52,15 @@ def errors(step: str, *types: str, scope: str = "") -> Callable[[Record], None]:
     return check
 
 
+def error_is(text: str) -> Callable[[Record], None]:
+    """A check that pins the run's error text (`ductline.store.run_errors`)."""
+
+    def check(record: Record) -> None:
+        assert record.error == text, f"expected error {text!r}, recorded {record.error!r}"
+
+    return check
+
+
 def deadline_exceeded(record: Record) -> None:
     assert record.timeout_exceeded, "timeout_exceeded is not set:\n" + "\n".join(record.lines())
 
@@ -129,7 +138,9 @@ CASES: list[Case] = [
          check=steps(("key_error_until_third", "", COMPLETED, [ERR, ERR, OK]))),
     # Known drift: execute made 3 attempts and halted job_retries_exhausted.
     Case("no_retry_on", app.no_retry_on, (1,), HALTED, "non_retryable_error",
-         check=both(steps(("value_error", "", FAILED, [ERR])), absent("never"))),
+         check=both(steps(("value_error", "", FAILED, [ERR])), absent("never"),
+                    error_is("step 'value_error' failed: ValueError: bad value 1 on attempt 1 "
+                             "(non_retryable_error)"))),
     Case("no_retry_on_other_error", app.no_retry_on_other, (1,), COMPLETED,
          check=steps(("key_error_first", "", COMPLETED, [ERR, OK]))),
     # Known drift: execute halted the run instead of retrying free of charge.
@@ -209,7 +220,8 @@ CASES: list[Case] = [
          check=steps(("fail_always", "", FAILED, [ERR, ERR]),
                      ("__on_halt__", "", COMPLETED, [OK], [{"reason": RETRIES, "step": "fail_always"}]))),
     Case("cancel_running", app.cancel_chain, (1,), CANCELLED, cancel_at="hang",
-         check=steps(("hang", "", CANCELLED, [CANCELLED]), ("after", "", "skipped", [], ("cancelled", "hang")))),
+         check=both(steps(("hang", "", CANCELLED, [CANCELLED]), ("after", "", "skipped", [], ("cancelled", "hang"))),
+                    error_is("the run was cancelled"))),
     # Two open step runs lead to the fan-in: its skip root is the first open one in
     # declaration order.
     Case("cancel_two_branches", app.cancel_two_branches, (1,), CANCELLED, cancel_at="hang_element", slots=2,

@@ -7,9 +7,9 @@ metadata with the types of their values, and per step run its step, scope, statu
 attempt results in order, skip reason (skipped step runs only), skip root and
 decoded output. A worker's run is read into the same `WorkflowResult` that
 `ductline.execute` returns (`ductline.local.summary`, over the worker's database).
-A failed run's error is kept: execute's ``metadata["error"]`` against the error a
-worker recorded in the run's metadata (a halted run's, which execute words with its
-step, is not compared). Timestamps, durations, other error texts, ids and worker
+A run's error is kept when it failed, halted or was cancelled: execute's
+``metadata["error"]`` against a worker run's `RunHandle.error` (both worded by
+`ductline.store.run_errors`). Timestamps, durations, other error texts, ids and worker
 names are left out. Long texts are replaced by their length and digest so a diff stays
 readable.
 """
@@ -22,6 +22,7 @@ import difflib
 import hashlib
 import json
 import logging
+import re
 import subprocess
 import threading
 import time
@@ -144,9 +145,8 @@ class Record:
     steps: tuple[StepRecord, ...] = field(default=())
     metadata: tuple[tuple[str, str], ...] = ()  # (key, type of its value) of the result metadata
     spans: tuple[str, ...] = ()  # the run's spans, one line each (`span_lines`)
-    # A failed run's error (its deadline passed, a pause expired, a wait timed out):
-    # execute's ``metadata["error"]``; for a worker, the error it recorded in the
-    # run's metadata, as `ductline show --json` and `ductline runs` give it.
+    # The error of a failed, halted or cancelled run: execute's ``metadata["error"]``;
+    # for a worker, `RunHandle.error`, what `RunFailed` says.
     error: str | None = None
 
     def lines(self) -> list[str]:
@@ -185,11 +185,17 @@ def _text(value: Any) -> str | None:
 def make_record(status: Any, halt_reason: Any, timeout_exceeded: Any, steps: list[StepRecord],
                 metadata: dict[str, Any] | None = None, spans: list[tuple[str, dict[str, Any]]] | None = None,
                 error: Any = None) -> Record:
-    """``error``: the run's error (`Record.error`), kept for a failed run only."""
+    """``error``: the run's error (`Record.error`), kept for a failed, halted or cancelled run."""
     status_text = _text(status) or ""
     return Record(status_text, _text(halt_reason), bool(timeout_exceeded),
                   tuple(sorted(steps, key=StepRecord.sort_key)), metadata_types(metadata or {}),
-                  span_lines(spans or []), _text(error) if status_text == "failed" else None)
+                  span_lines(spans or []),
+                  _without_run_ids(_text(error)) if status_text in ("failed", "halted", "cancelled") else None)
+
+
+def _without_run_ids(text: str | None) -> str | None:
+    """An error text with every run id (a child run's, each driver's own) as ``<run id>``."""
+    return None if text is None else re.sub(r"\b[0-9a-f]{32}\b", "<run id>", text)
 
 
 def span_lines(spans: list[tuple[str, dict[str, Any]]]) -> tuple[str, ...]:
@@ -364,7 +370,7 @@ def from_store(store: Store, run_id: str, definition: Any = None, spans: Any = N
     return make_record(run["status"], run["halt_reason"], (metadata or {}).get("timeout_exceeded"), steps,
                        result_metadata,
                        None if spans is None else spans(run_id, began, bool((metadata or {}).get("timeout_exceeded"))),
-                       (metadata or {}).get("error"))
+                       ductline.RunHandle(run_id, store).error)
 
 
 def exported_spans(receiver: Any, timeout: float = 15.0) -> Callable[[str, int], list[tuple[str, dict[str, Any]]]]:

@@ -13,10 +13,10 @@ from ductline.dsl.graph import Definition
 from ductline.engine.record import ON_HALT_STEP
 from ductline.local.results import AttemptRecord, LogEntry, RunStatusValue, StepResult, WorkflowResult
 from ductline.model import scopes
-from ductline.model.outcomes import TIMEOUT_ERROR_TYPE
 from ductline.model.states import AttemptResult, HaltReason, JobStatus, RunStatus
 from ductline.model import stops
 from ductline.store import Store, payloads, steplogs
+from ductline.store.run_errors import run_error
 
 
 def _at(ms: Any) -> datetime | None:
@@ -26,10 +26,6 @@ def _at(ms: Any) -> datetime | None:
 def _value(store: Store, run_id: str, text: str | None) -> Any:
     loaded = payloads.load(store, run_id, text)
     return None if loaded is None else codec.loads(loaded)
-
-
-def _label(step: str, scope: str) -> str:
-    return step if not scope else f"{step}[{scope}]"
 
 
 def _order(definition: Definition) -> dict[str, int]:
@@ -76,32 +72,6 @@ def step_results(store: Store, definition: Definition, run_id: str) -> list[Step
 _ENDED = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.SKIPPED, JobStatus.CANCELLED})
 
 
-def _error(status: RunStatus, meta: dict[str, Any], halt_reason: str | None,
-           steps: list[StepResult]) -> tuple[str | None, str | None]:
-    """``(error, error_type)`` describing why the run did not complete. A run ended by
-    its deadline, an expired pause or a timed-out wait gives the error its stop
-    recorded, word for word what a worker records for the same run (its step runs
-    the deadline stopped say so in their own errors)."""
-    if status is RunStatus.HALTED and meta.get("halted_step") is not None:
-        failed = next((s for s in steps if s.step == meta["halted_step"] and s.status == "failed"), None)
-        error_type = None if failed is None else failed.error_type
-        if error_type is None and halt_reason == HaltReason.CHILD_RUN_FAILED:
-            error_type = "ChildRunFailed"  # its attempt succeeded in starting them; a child did not complete
-        label = _label(meta["halted_step"], "" if failed is None else failed.scope)
-        return f"step {label!r} failed: {error_type}: {meta.get('error')} ({halt_reason})", error_type
-    if meta.get("timeout_exceeded"):
-        return meta.get("error"), TIMEOUT_ERROR_TYPE
-    if halt_reason == HaltReason.PAUSE_EXPIRED:
-        return meta.get("error"), "PauseExpired"
-    if halt_reason == HaltReason.EVENT_TIMED_OUT:
-        return meta.get("error"), "EventTimedOut"
-    if status is RunStatus.CANCELLED:
-        return "the run was cancelled", "Cancelled"
-    if status is not RunStatus.COMPLETED:  # pragma: no cover - a validated graph reaches its end
-        return f"the run ended {status.value} without completing its last step", None
-    return None, None
-
-
 def workflow_result(store: Store, definition: Definition, run_id: str, duration_seconds: float) -> WorkflowResult:
     """The run's result, read from the store its driver recorded it in (the same
     rows a worker writes: `ductline.execute` and the parity tests read a worker's
@@ -113,7 +83,7 @@ def workflow_result(store: Store, definition: Definition, run_id: str, duration_
     steps = step_results(store, definition, run_id)
     completed = status is RunStatus.COMPLETED
     halt_reason = run["halt_reason"]
-    error, error_type = _error(status, meta, halt_reason, steps)
+    error, error_type = run_error(store, run)
     failed_step = meta.get("halted_step")
     if failed_step is None and halt_reason == HaltReason.PAUSE_EXPIRED:
         failed_step = meta.get("paused_step")
