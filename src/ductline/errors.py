@@ -119,7 +119,10 @@ class RunFailed(DuctlineError):
 
     def __init__(self, run_id: str, status: str, halt_reason: str | None, error: str | None) -> None:
         self.run_id, self.status, self.halt_reason, self.error = run_id, str(status), halt_reason, error
-        reason = f" ({halt_reason})" if halt_reason else ""
+        # The error of a halted run already ends with its reason (`store.run_errors`):
+        # the reason is said once, after the status when the error does not say it.
+        said = bool(error) and bool(halt_reason) and str(error).endswith(f"({halt_reason})")
+        reason = f" ({halt_reason})" if halt_reason and not said else ""
         super().__init__(f"run {run_id} {status}{reason}" + (f": {error}" if error else ""))
 
     def __reduce__(self) -> tuple[object, ...]:
