@@ -13,6 +13,8 @@ its own trigger (as figures.py's burst does), and reports, per run:
 * whether the job was claimed before its time (held in the queue ahead,
   `Ahead.add_early`) or at or after it, and the lateness of each group;
 * the database clock's error bound the held jobs waited for (`DatabaseClock.passed`);
+* the confirmation of the held jobs' leases at their time (`Store.confirm_leases`):
+  how long each call took, and its wait for a pooled connection;
 * for the first few jobs claimed late, the claims around their time: when each began
   (relative to the job's time), how long it took, its horizon and what it took.
 
@@ -40,7 +42,8 @@ from ductline import clock as clock_module  # noqa: E402
 from ductline.config import load_settings  # noqa: E402
 from ductline.runtime import ahead as ahead_module, claimer as claimer_module  # noqa: E402
 from ductline.runtime.launch import build_worker  # noqa: E402
-from ductline.store import open_store, tx as tx_module  # noqa: E402
+from ductline.store import open_store, store as store_module, tx as tx_module  # noqa: E402
+from psycopg_pool import ConnectionPool  # noqa: E402
 
 DELAY_SECONDS = 3.0
 
@@ -54,11 +57,15 @@ class Trace:
         self.early: set[str] = set()
         self.claims: list[tuple[float, float, int, list[str]]] = []
         self.bounds: list[float] = []
+        self.confirms: list[float] = []  # ms per Store.confirm_leases call
+        self.checkouts: list[float] = []  # ms waited for a pooled connection by those calls
+        self._confirming = threading.local()
 
     def install(self) -> Any:
         """Hook the worker's functions; returns what puts the originals back."""
         start, add_early = claimer_module.Claimer.start, ahead_module.Ahead.add_early
         claim, passed = tx_module.Tx.claim, clock_module.DatabaseClock.passed
+        confirm, getconn = store_module.Store.confirm_leases, ConnectionPool.getconn
 
         def traced_start(claimer: Any, slot: Any, job: Any, **how: Any) -> bool:
             self.starts[job.job_id] = time.time()
@@ -79,6 +86,24 @@ class Trace:
             self.bounds.append((at - clock.to_monotonic(db_ms)) * 1000)
             return at
 
+        def traced_confirm(store: Any, leases: Any) -> Any:
+            self._confirming.on, began = True, time.perf_counter()
+            try:
+                return confirm(store, leases)
+            finally:
+                self._confirming.on = False
+                self.confirms.append((time.perf_counter() - began) * 1000)
+
+        def traced_getconn(pool: Any, timeout: float | None = None) -> Any:
+            began = time.perf_counter()
+            try:
+                return getconn(pool, timeout)
+            finally:
+                if getattr(self._confirming, "on", False):
+                    self.checkouts.append((time.perf_counter() - began) * 1000)
+
+        store_module.Store.confirm_leases = traced_confirm  # type: ignore[method-assign]
+        ConnectionPool.getconn = traced_getconn  # type: ignore[method-assign]
         claimer_module.Claimer.start = traced_start  # type: ignore[method-assign]
         ahead_module.Ahead.add_early = traced_add_early  # type: ignore[method-assign]
         tx_module.Tx.claim = traced_claim  # type: ignore[method-assign]
@@ -89,6 +114,8 @@ class Trace:
             ahead_module.Ahead.add_early = add_early  # type: ignore[method-assign]
             tx_module.Tx.claim = claim  # type: ignore[method-assign]
             clock_module.DatabaseClock.passed = passed  # type: ignore[method-assign]
+            store_module.Store.confirm_leases = confirm  # type: ignore[method-assign]
+            ConnectionPool.getconn = getconn  # type: ignore[method-assign]
         return restore
 
 
@@ -149,6 +176,8 @@ def one_round(url: str, runs: int) -> None:
     print("  " + line("claimed before its time", held))
     print("  " + line("claimed at or after its time", after))
     print("  " + line("clock error bound waited for", trace.bounds))
+    print("  " + line("lease confirmation at the time, per call", trace.confirms))
+    print("  " + line("  of which waiting for a pooled connection", trace.checkouts))
     for job_id, due_at, called, _ in [r for r in rows if r[0] not in trace.early][:5]:
         near = [(round((began - due_at) * 1000, 1), round((ended - began) * 1000, 1), horizon, len(taken))
                 for began, ended, horizon, taken in trace.claims if -0.1 < began - due_at < 0.05]
