@@ -95,6 +95,16 @@ def log(msg: str) -> None:
 # ======================================================================================
 # Backends: fresh databases and cheap read queries
 # ======================================================================================
+def migrated(url: str) -> str:
+    """``url``, its database migrated to the current schema."""
+    store = open_store(url)
+    try:
+        store.migrate()
+    finally:
+        store.close()
+    return url
+
+
 class PgBackend:
     name = "postgresql"
 
@@ -112,13 +122,7 @@ class PgBackend:
     def fresh(self, name: str = "ductline_bench") -> str:
         """A new, empty, migrated ductline database named ``name`` (plus the suffix);
         returns its URL."""
-        url = self._recreate(name + DB_SUFFIX)
-        store = open_store(url)
-        try:
-            store.migrate()
-        finally:
-            store.close()
-        return url
+        return migrated(self._recreate(name + DB_SUFFIX))
 
     def fresh_raw(self) -> str:
         return self._recreate("ductline_bench_raw" + DB_SUFFIX)
@@ -208,13 +212,7 @@ class SqliteBackend:
 
     def fresh(self) -> str:
         path = self._fresh_path("ductline")
-        url = f"sqlite:///{path}"  # path is absolute -> sqlite:////abs/path.db
-        store = open_store(url)
-        try:
-            store.migrate()
-        finally:
-            store.close()
-        return url
+        return migrated(f"sqlite:///{path}")  # path is absolute -> sqlite:////abs/path.db
 
     @staticmethod
     def _path(url: str) -> str:

@@ -61,6 +61,7 @@ sys.path.insert(0, str(HERE))
 
 import psycopg  # noqa: E402
 
+import core  # noqa: E402
 import delay_bench_app  # noqa: E402  (bench_delay_stamp: one step that returns its start time)
 from ductline.store import Store, open_store, queries  # noqa: E402
 
@@ -91,12 +92,7 @@ class Pg:
             conn.execute(f'DROP DATABASE IF EXISTS "{PG_DB}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{PG_DB}"')
         url = f"{self.base}/{PG_DB}"
-        store = open_store(url)
-        try:
-            store.migrate()
-        finally:
-            store.close()
-        return url
+        return core.migrated(url)
 
     def query(self, url: str, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         with psycopg.connect(url, autocommit=True) as conn:
@@ -156,12 +152,7 @@ class Sqlite:
     def fresh(self) -> str:
         self.n += 1
         url = f"sqlite:///{self.dir}/delays_{self.n}.db"
-        store = open_store(url)
-        try:
-            store.migrate()
-        finally:
-            store.close()
-        return url
+        return core.migrated(url)
 
     @staticmethod
     def path(url: str) -> str:

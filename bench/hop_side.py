@@ -56,13 +56,7 @@ def database(name: str, folder: Path, pg_url: str | None) -> str:
     PostgreSQL database of its own next to ``pg_url`` (`core.PgBackend`)."""
     if pg_url is not None:
         return core.PgBackend(pg_url).fresh(f"ductline_hop_side_{name}")
-    url = f"sqlite:///{folder}/{name}.db"
-    store = open_store(url)
-    try:
-        store.migrate()
-    finally:
-        store.close()
-    return url
+    return core.migrated(f"sqlite:///{folder}/{name}.db")
 
 
 def descendants(pid: int) -> set[int]:
