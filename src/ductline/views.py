@@ -11,7 +11,7 @@ from typing import Any
 from ductline import codec
 from ductline.timestamps import iso as iso  # the CLI's and the API's one form of a time
 from ductline.errors import RunNotFound
-from ductline.model import marking, serving, stops
+from ductline.model import marking, outcomes, serving, stops
 from ductline.model.states import WAITING_JOB, HaltReason, JobStatus, RunStatus
 from ductline.store import Store, fleet, payloads, steplogs
 from ductline.store import operator
@@ -218,7 +218,8 @@ def run_view(store: Store, run_id: str, *, live_within_seconds: float = serving.
         logs.setdefault((record.job_id, record.attempt), []).append(log_entry(record))
     for a in attempt_rows:
         attempts.setdefault(a["job_id"], []).append({
-            "attempt": a["attempt"], "result": a["result"], "started_at": iso(a["started_ms"]),
+            "attempt": a["attempt"], "result": outcomes.shown_result(a["result"], a["error_type"]),
+            "started_at": iso(a["started_ms"]),
             "finished_at": iso(a["finished_ms"]), "duration_ms": duration_ms(a["started_ms"], a["finished_ms"]),
             "deadline": iso(a["deadline_ms"]),
             "error_type": a["error_type"], "error": a["error"], "traceback": a["traceback"],

@@ -75,6 +75,8 @@ GIVEN_BACK_PATTERN = GIVEN_BACK + "%"  # SQL LIKE: the error begins with it
 # child): it runs again, not charged.
 KILLED_WITH_CHILD = "started in a child that was being killed for the attempt before it"
 PROTOCOL_ERROR_TYPE = "ductline.ProtocolError"     # the child sent what its parent cannot take (a crash)
+# How a `RELEASED_TYPE` attempt reads to people (`shown_result`).
+RELEASED = "released"
 
 _REQUESTED = re.compile(r"retry requested in (\d+) s")
 
@@ -280,6 +282,23 @@ def check_expand_output(node: Node, value: Any) -> Ended | None:
         return Ended(AttemptResult.ERRORED, FANOUT_ERROR_TYPE,
                      f"step {node.name!r} returned {len(value)} elements; max_fanout is {transition.max_fanout}")
     return None
+
+
+def shown_result(result: str | None, error_type: str | None) -> str | None:
+    """An attempt's result as people read it (``ductline show``, its JSON, the API's
+    run view, the run page): the stored result, except that an attempt its worker
+    gave back (recorded ``cancelled`` with error type `RELEASED_TYPE`: claimed ahead
+    and not started, or interrupted by a shutdown, and run again, nothing charged)
+    reads `RELEASED`. The design's attempt ends stay five; "cancelled" alone reads as
+    an operator's cancel of the run, which a shutdown release is not.
+
+    Args:
+        result: the stored result (``None`` while the attempt runs).
+        error_type: the stored error type.
+    """
+    if result == AttemptResult.CANCELLED and error_type == RELEASED_TYPE:
+        return RELEASED
+    return result
 
 
 def timeout_message(attempt: int, step: str, seconds: float | None) -> str:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ductline.dsl.graph import Definition
-from ductline.model import serving, stops
+from ductline.model import outcomes, serving, stops
 from ductline.model.serving import Offer
 from ductline.model.states import ACTIVE_RUN, UNFINISHED_RUN, HaltReason, JobStatus, RunStatus
 from ductline.web import graph as run_graph
@@ -185,7 +185,8 @@ def _attempts(rows: list[dict[str, Any]], logs: list[dict[str, Any]]) -> dict[st
     out: dict[str, list[AttemptView]] = {}
     for a in rows:
         out.setdefault(a["job_id"], []).append(AttemptView(
-            int(a["attempt"]), a["result"] or JobStatus.RUNNING, int(a["started_ms"]),  # no result yet: running
+            int(a["attempt"]), outcomes.shown_result(a["result"], a["error_type"]) or JobStatus.RUNNING,
+            int(a["started_ms"]),  # no result yet: running
             None if a["finished_ms"] is None else int(a["finished_ms"]),
             None if a["deadline_ms"] is None else int(a["deadline_ms"]), a["worker_id"], a["error_type"],
             a["error"], a["traceback"], by_attempt.get((a["job_id"], int(a["attempt"])), [])))

@@ -14,7 +14,7 @@ from typing import Any
 
 from ductline import views
 from ductline.errors import StoreError
-from ductline.model import serving, stops
+from ductline.model import outcomes, serving, stops
 from ductline.model.serving import LIVE_WITHIN_SECONDS
 from ductline.model.states import WAITING_JOB, JobStatus
 from ductline.web import failures, values
@@ -64,7 +64,8 @@ def build(reader: DashboardReader, run_id: str, lease_seconds: float = LIVE_WITH
     attempts: dict[str, list[dict[str, Any]]] = {}
     for a in attempt_rows:
         attempts.setdefault(a["job_id"], []).append({
-            "attempt": a["attempt"], "result": a["result"], "started_at": views.iso(a["started_ms"]),
+            "attempt": a["attempt"], "result": outcomes.shown_result(a["result"], a["error_type"]),
+            "started_at": views.iso(a["started_ms"]),
             "finished_at": views.iso(a["finished_ms"]), "duration_ms": views.duration_ms(a["started_ms"],
                                                                                         a["finished_ms"]),
             "deadline": views.iso(a["deadline_ms"]), "error_type": a["error_type"], "error": a["error"],
