@@ -60,7 +60,10 @@ def _cell(text: Any, limit: int = ERROR_CHARS) -> str:
 
 
 def _took(row: dict[str, Any]) -> int | None:
-    start = row.get("started_ms") or row.get("created_ms")
+    """How long a run ran, from its start (its first attempt's) to its end; none for
+    a run that never started (cancelled while pending: its time waiting is not a
+    time it took), as the dashboard's runs list shows it, nor one that has not ended."""
+    start = row.get("started_ms")
     if _finished_ms(row) is None or start is None:
         return None
     return max(0, int(row["finished_ms"]) - int(start))

@@ -73,6 +73,23 @@ def test_runs_fits_80_columns_with_short_ids_every_command_accepts(store, db_url
     assert ductline(db_url, "cancel", long_one.id[:8]) == f"run {long_one.id} cancelled\n"
 
 
+def test_a_run_cancelled_before_it_started_took_no_time(store, db_url):
+    # The narrow form's "took" is from the run's start to its end, as the dashboard's
+    # runs list has it; a run cancelled while it waited to start has none (not the
+    # time from its trigger to the cancel).
+    waited = cli_app.chain.trigger(1, database=store)
+    assert ductline(db_url, "cancel", waited.id) == f"run {waited.id} cancelled\n"
+    assert store.get_run(waited.id)["started_ms"] is None
+    ran = cli_app.chain.trigger(1, database=store)
+    drive(store, cli_app.chain)
+    rows = {row[0]: row for row in cells(ductline(db_url, "runs"))}
+    assert rows[waited.id[:8]][1:3] == ["cli_chain", "cancelled"], rows
+    assert len(rows[waited.id[:8]]) == 4 and TIME.match(rows[waited.id[:8]][3]), rows  # created; nothing after
+    assert rows[ran.id[:8]][2] == "completed" and rows[ran.id[:8]][4].endswith(" s"), rows
+    full = ductline(db_url, "runs", columns="400")  # the wide form: when it was cancelled, no duration
+    assert "cancelled" in next(line for line in full.splitlines() if waited.id in line)
+
+
 def test_with_room_the_full_table_has_whole_ids_and_iso_times(store, db_url):
     handle = cli_app.chain.trigger(1, database=store)
     drive(store, cli_app.chain)
