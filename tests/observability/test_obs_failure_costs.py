@@ -27,6 +27,7 @@ def test_failure_cost_follows_the_halt_reason_and_the_result():
     assert failure_cost({"result": "error", "reason": "unsafe_to_retry"}) == "paid"
     assert failure_cost({"result": "cancelled", "reason": "unsafe_to_retry"}) == "paid"  # released past it
     assert failure_cost({"result": "success"}) is None and failure_cost({"result": "cancelled"}) is None
+    assert failure_cost({"result": "timed_out", "reason": "timeout_exceeded"}) is None  # the run deadline stopped it
 
 
 def test_a_failure_after_the_boundary_is_paid_and_one_before_it_free(store, db_url, install, otel):

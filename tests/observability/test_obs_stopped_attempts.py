@@ -1,6 +1,7 @@
 """Attempts a run's stop ended in flight -- killed at the run deadline, killed by a
 cancel -- are counted as what was recorded for them (``job.completed`` with
-``timed_out`` or ``cancelled``, the deadline's a free failure as on the run page),
+``timed_out`` or ``cancelled``; the deadline's neither a free nor a paid failure, as on
+the run page),
 never as ``lease.lost``, and their spans end with that result. A real worker (in this
 process, in a thread, so the test's subscribers see its events; its children are real
 processes), both backends."""
@@ -63,8 +64,10 @@ def test_deadline_and_cancel_kills_are_counted_as_recorded_not_as_lost_leases(st
     assert r.counter("ductline.lease.lost") == 0
     assert r.counter("ductline.job.completed", step="stuck") == 2  # each once
     assert r.counter("ductline.job.attempts", step="stuck", result="timed_out") == 1
-    # The run page counts the deadline's attempt a free failure; so do the metrics. A cancel is no failure.
-    assert r.counter("ductline.job.failures.free", step="stuck", result="timed_out") == 1
+    # The deadline's attempt used no retry and none follows: no free (nor paid) failure, as on
+    # the run page. A cancel is no failure.
+    assert r.counter("ductline.job.failures.free", step="stuck", result="timed_out") == 0
+    assert r.counter("ductline.job.failures.paid", step="stuck", result="timed_out") == 0
     assert r.counter("ductline.job.failures.free", step="stuck", result="cancelled") == 0
     assert r.histogram("ductline.job.runtime", step="stuck", result="timed_out").count == 1
     assert r.counter("ductline.pipeline.failed", reason="timeout_exceeded") == 1
@@ -85,5 +88,5 @@ def test_execute_counts_an_attempt_killed_at_the_run_deadline_the_same_way(insta
     result = ductline.execute(rt_app.deadline_chain, 1)
     assert result.status == "failed"
     assert r.counter("ductline.job.completed", step="stuck", result="timed_out") == 1
-    assert r.counter("ductline.job.failures.free", step="stuck", result="timed_out") == 1
+    assert r.counter("ductline.job.failures.free", step="stuck", result="timed_out") == 0
     assert r.counter("ductline.lease.lost") == 0

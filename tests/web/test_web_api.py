@@ -36,7 +36,8 @@ def test_runs_and_run_and_workers(client, seeded, sqlite_store: Store):
         {k: v for k, v in shown.items() if k != "steps"}
     assert [{k: v for k, v in step.items() if k not in ("output", "failures")} for step in one["steps"]] == \
         shown["steps"]
-    assert one["failures"] == {"free": 2, "paid": 0} and one["steps"][0]["failures"] == {"free": 2, "paid": 0}
+    assert one["failures"] == {"free": 2, "paid": 0, "deadline": 0} \
+        and one["steps"][0]["failures"] == {"free": 2, "paid": 0, "deadline": 0}
 
     workers = client.get("/api/workers").json()
     (worker,) = workers["workers"]

@@ -31,8 +31,8 @@ def test_failures_before_and_after_a_boundary_are_told_apart(backend, store: Sto
         assert re.search(r'id="failures" data-free="1" data-paid="1"', page)
         assert '<strong class="paid">1 paid</strong>' in page
         run = client.get(f"/api/runs/{handle.id}").json()
-    assert run["failures"] == {"free": 1, "paid": 1}
-    assert run["steps"][0]["failures"] == {"free": 1, "paid": 1}
+    assert run["failures"] == {"free": 1, "paid": 1, "deadline": 0}
+    assert run["steps"][0]["failures"] == {"free": 1, "paid": 1, "deadline": 0}
 
 
 def test_a_skipped_step_run_names_the_step_whose_stop_skipped_it(backend, store: Store, db_url: str):

@@ -77,3 +77,17 @@ def test_a_step_ended_by_a_cancel_reads_cancelled_not_skipped(store, monkeypatch
         assert (first["status"], first["skip_reason"]) == ("cancelled", None)
         assert first["attempts"][-1]["result"] == "cancelled"
     assert "skipped: the run was cancelled" not in page
+
+
+def test_a_step_stopped_by_the_run_deadline_is_no_free_failure(store, monkeypatch):
+    # The engine recorded it timed_out at the run deadline: no retry used, none to follow,
+    # the run failed. The page and the API count it apart, never as a free failure.
+    monkeypatch.delenv("DUCTLINE_DASHBOARD_TOKEN", raising=False)
+    run_id = _ended_at_the_deadline(store)
+    (stuck,) = [j for j in store.run_jobs(run_id) if j["step"] == "stuck"]
+    assert (stuck["status"], stuck["failures"]) == ("failed", 0)
+    page, api = _page_and_api(store, run_id)
+    assert api["failures"] == {"free": 0, "paid": 0, "deadline": 1}
+    assert _steps(api)["stuck"]["failures"] == {"free": 0, "paid": 0, "deadline": 1}
+    assert 'id="failures" data-free="0" data-paid="0" data-deadline="1">1 stopped at the run deadline' in page
+    assert "free failure" not in page and "1 free" not in page

@@ -20,6 +20,7 @@ from ductline import faults
 from ductline.engine import childruns, record
 from ductline.engine.lost import Lost, report_lost
 from ductline.model.children import starts_children
+from ductline.model import stops
 from ductline.engine.advance import Completed, advance_many
 from ductline.store.records import ClaimedJob, NewJob
 from ductline.store.store import Tx
@@ -160,7 +161,7 @@ def _run_deadline(store: Store, definition: Definition | None, a: record.Attempt
     except Unchanged:
         return record.LOST
     childruns.committed(tx)
-    return record.Recorded(record.Outcome.FAILED, reason="timeout_exceeded", run_failed=ended)
+    return record.Recorded(record.Outcome.FAILED, reason=stops.DEADLINE_REASON, run_failed=ended)
 
 
 def _plain_success(o: Outcome, definitions: dict[str, Definition]) -> bool:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ductline.errors import StoreError
+from ductline.model import stops
 from ductline.model.states import AttemptResult
 from ductline.observability.events import RESULT_LABELS, EventName, emit
 from ductline.store import Store
@@ -122,6 +123,7 @@ def report_lost(store: Store, lost: Sequence[Lost], *, tell: bool = False) -> di
             continue
         started, finished = row.get("started_ms"), row.get("finished_ms")
         runtime = None if started is None or finished is None else max(0.0, (int(finished) - int(started)) / 1000)
+        deadline = stops.stopped_by_deadline(row["result"], row.get("error_type"), row.get("error"))
         emit(EventName.JOB_COMPLETED, **fields, result=RESULT_LABELS[row["result"]], runtime_seconds=runtime,
-             error_type=row.get("error_type"), outcome=None, reason=None)
+             error_type=row.get("error_type"), outcome=None, reason=stops.DEADLINE_REASON if deadline else None)
     return found

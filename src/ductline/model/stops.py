@@ -111,6 +111,21 @@ def pause_expired_reason(step: str, seconds: int) -> str:
     return f"pause before step {step!r} expired after {seconds} s without a resume"
 
 
+# The error type of an attempt its run's deadline stopped, and how its error begins (`deadline`).
+DEADLINE_ERROR_TYPE = "TimeoutError"
+DEADLINE_STOPPED = "stopped at the run deadline: "
+# The reason of such an attempt's ``job.completed`` event and of its run's ``pipeline.failed``.
+DEADLINE_REASON = "timeout_exceeded"
+
+
+def stopped_by_deadline(result: str | None, error_type: str | None, error: str | None) -> bool:
+    """Whether a stored attempt is one its run's deadline stopped in flight (`deadline`
+    records it): not a failure of its step that a retry follows, nor one past a
+    boundary (the run ended ``failed``; nothing of it runs again)."""
+    return (result == AttemptResult.TIMED_OUT and error_type == DEADLINE_ERROR_TYPE
+            and (error or "").startswith(DEADLINE_STOPPED))
+
+
 def deadline(timeout_seconds: float | None) -> StopPlan:
     """The run deadline passed: the run ends ``failed`` with ``timeout_exceeded``;
     attempts in flight are recorded ``timed_out`` with ``TimeoutError``. A halted run
@@ -118,8 +133,8 @@ def deadline(timeout_seconds: float | None) -> StopPlan:
     error = deadline_error(timeout_seconds)
     return StopPlan(
         run_status=RunStatus.FAILED, from_statuses=UNFINISHED_RUN, job_status=JobStatus.FAILED,
-        attempt_result=AttemptResult.TIMED_OUT, error_type="TimeoutError",
-        error=f"stopped at the run deadline: {error}", skip_reason=WORKFLOW_TIMEOUT,
+        attempt_result=AttemptResult.TIMED_OUT, error_type=DEADLINE_ERROR_TYPE,
+        error=DEADLINE_STOPPED + error, skip_reason=WORKFLOW_TIMEOUT,
         metadata={"timeout_exceeded": True, "timeout_seconds": timeout_seconds, "error": error})
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol
 
 from ductline.errors import StoreError
+from ductline.model import stops
 from ductline.model.states import HaltReason, RunStatus
 from ductline.observability.events import EventName
 
@@ -451,10 +452,13 @@ def failure_cost(attributes: dict[str, Any]) -> str | None:
     """``"paid"`` for an attempt that ended unsuccessfully after its step crossed a
     boundary (the rulebook halts it ``unsafe_to_retry``, whatever ended it),
     ``"free"`` for any other errored, timed-out or crashed attempt, ``None`` for
-    the rest (a success, a cancel, a release). Takes a ``job.completed`` event's
+    the rest (a success, a cancel, a release, one its run's deadline stopped: no
+    retry follows it, the run failed). Takes a ``job.completed`` event's
     attributes."""
     if attributes.get("reason") == HaltReason.UNSAFE_TO_RETRY:
         return "paid"
+    if attributes.get("reason") == stops.DEADLINE_REASON:
+        return None
     return "free" if attributes.get("result") in FAILED_LABELS else None
 
 
@@ -523,7 +527,7 @@ class MetricsSubscriber:
         elif name is EventName.PIPELINE_HALTED:
             r.add("ductline.pipeline.halted", pipeline=pipeline, reason=a.get("reason"))
         elif name is EventName.PIPELINE_FAILED:
-            r.add("ductline.pipeline.failed", pipeline=pipeline, reason=a.get("reason") or "timeout_exceeded")
+            r.add("ductline.pipeline.failed", pipeline=pipeline, reason=a.get("reason") or stops.DEADLINE_REASON)
         else:
             r.add("ductline.pipeline.cancelled", pipeline=pipeline)
         runtime = a.get("runtime_seconds")

@@ -172,7 +172,7 @@ def list_runs(request: Request) -> Response:
 
 @openapi(parameters=[_path("run_id")],
          responses={"200": {"description": "the run with the fields of `ductline show --json`, plus each step "
-                                           "run's `output` and `failures` ({free, paid}) and the run's `failures`"},
+                                           "run's `output` and `failures` ({free, paid, deadline}) and the run's `failures`"},
                     "404": {"description": "no such run"}})
 def get_run(request: Request) -> Response:
     """One run with its steps and their attempts.

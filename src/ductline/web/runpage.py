@@ -228,7 +228,7 @@ def build(run: dict[str, Any], jobs: list[dict[str, Any]], attempt_rows: list[di
             stops.shown_skip_reason(j["status"], j["skip_reason"], j["attempts"]), j["output"], attempts.get(j["id"], []),
             pause_expires_ms=None if j.get("pause_expires_ms") is None or j["status"] != JobStatus.PAUSED
             else int(j["pause_expires_ms"]), skip_root=j.get("skip_root"),
-            failed=failures.of_step_run(j, [a.result for a in attempts.get(j["id"], [])]),
+            failed=failures.of_step_run(j, [(a.result, a.error_type, a.error) for a in attempts.get(j["id"], [])]),
             wait_event=j.get("wait_event") if j["status"] == JobStatus.DEFERRED else None,
             wait_expires_ms=None if j.get("pause_expires_ms") is None or j["status"] != JobStatus.DEFERRED
             else int(j["pause_expires_ms"]),

@@ -79,7 +79,7 @@ def build(reader: DashboardReader, run_id: str, lease_seconds: float = LIVE_WITH
     for job in jobs:
         status = JobStatus(job["status"])
         tried = attempts.get(job["id"], [])
-        failed = failures.of_step_run(job, [a["result"] for a in tried])
+        failed = failures.of_step_run(job, [(a["result"], a["error_type"], a["error"]) for a in tried])
         spent = spent + failed
         steps.append({
             "step": job["step"], "index": job["elem_index"], "scope": job["scope"], "status": status.value,
