@@ -4,7 +4,6 @@ SQLite), async variants, cancel and resume."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import threading
@@ -186,6 +185,8 @@ class RunHandle:
     async def wait_async(self, timeout: float | None = None) -> str:
         """`wait` for asyncio code: waits in a worker thread; cancelling the awaiting
         task ends that wait too."""
+        import asyncio  # here: a worker and most commands import this module, never these
+
         stop = threading.Event()
         try:
             return await asyncio.to_thread(self.wait, timeout, stop=stop)
@@ -194,6 +195,8 @@ class RunHandle:
 
     async def result_async(self, timeout: float | None = None) -> Any:
         """`result` for asyncio code (see `wait_async`)."""
+        import asyncio
+
         await self.wait_async(timeout)
         return await asyncio.to_thread(self.result, 0)
 
