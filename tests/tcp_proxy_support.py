@@ -2,7 +2,9 @@
 database and back (import as `tcp_proxy_support`).
 
 ``stop()`` closes the listening socket and every connection through it, so the
-database looks gone: connections break and new ones are refused.
+database looks gone: connections break and new ones are refused. ``hold()`` keeps
+every connection open and forwards nothing, as a network partition that drops
+packets without a reset looks: reads wait for an answer that never comes.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ class TcpProxy:
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
         self._stopped = False
+        self._held = threading.Event()
+        self.server_ports: list[int] = []  # the local port of each connection to the server
         threading.Thread(target=self._accept, daemon=True).start()
 
     @classmethod
@@ -49,12 +53,15 @@ class TcpProxy:
                     server.close()
                     return
                 self._sockets += [client, server]
+                self.server_ports.append(int(server.getsockname()[1]))
             threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
             threading.Thread(target=self._pump, args=(server, client), daemon=True).start()
 
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
+                if self._held.is_set():
+                    continue  # swallowed: the connection stays open and silent
                 sink.sendall(data)
         except OSError:
             pass
@@ -63,6 +70,10 @@ class TcpProxy:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+    def hold(self) -> None:
+        """Forward nothing from now on, on open and new connections alike, and close none."""
+        self._held.set()
 
     def stop(self) -> None:
         """Close the listener and every connection: the database is unreachable."""

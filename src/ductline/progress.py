@@ -30,8 +30,9 @@ class RunProgress:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
+        # The last reading is the thread's, not this one's: a database that stops
+        # answering holds up that thread, never the command leaving the display.
         self._thread.join(timeout=2)
-        self._refresh()
         self._progress.stop()
 
     def _refresh(self) -> None:
@@ -55,3 +56,4 @@ class RunProgress:
     def _loop(self) -> None:
         while not self._stop.wait(0.25):
             self._refresh()
+        self._refresh()  # the state the display ends with

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -35,28 +36,74 @@ def wait(run_id: str, timeout: str | None, as_json: bool, database: str | None) 
     settled when --timeout passes exits 124; Ctrl-C or SIGTERM exits 130. Neither
     touches the run: only the wait stops.
     """
-    from ductline import views
     from ductline.cli import _duration, _stop_on_signals, _store, console, fail, report_end
     from ductline.progress import RunProgress
 
     seconds = _duration(timeout, "--timeout")
     store = _store(database, read_only=True)
-    run_id = views.resolve_run_id(store, run_id)
     stop = _stop_on_signals()
     deadline = None if seconds is None else time.monotonic() + seconds
-    with RunProgress(store, run_id, console):
-        while not _settled(store, run_id):
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                break
-            if stop.wait(POLL_SECONDS if left is None else min(POLL_SECONDS, left)):
-                break
-    if _settled(store, run_id):
-        report_end(store, run_id, as_json)
-    status = _status(store, run_id)
+    watch = _Watch(store, run_id)
+    if _until(watch.resolved, stop, deadline):
+        with RunProgress(store, watch.run_id, console):
+            _until(watch.settled, stop, deadline)
+    if watch.error is not None:
+        raise watch.error
+    if watch.settled.is_set():
+        report_end(store, watch.run_id, as_json)
+    state = (f"is still {watch.status}" if watch.status is not None
+             else "has not been seen to settle (the database does not answer)")
     if stop.is_set():
-        fail(f"stopped waiting; run {run_id} is still {status} (the run goes on)", code=INTERRUPTED)
-    fail(f"run {run_id} is still {status} after {timeout} (the run goes on)", code=TIMED_OUT)
+        fail(f"stopped waiting; run {watch.run_id} {state} (the run goes on)", code=INTERRUPTED)
+    fail(f"run {watch.run_id} {state} after {timeout} (the run goes on)", code=TIMED_OUT)
+
+
+class _Watch:
+    """The run's status, read in a thread of its own every `POLL_SECONDS`: a read
+    that does not return (a database that stops answering, its connection left
+    open) holds up neither --timeout nor a signal.
+
+    ``resolved`` is set once ``run_id`` is the full id; ``settled`` once the run has
+    settled or the watch failed (``error``: the run is not found, the database
+    refused at the first read); ``status`` is the last status read (``None``
+    before one came)."""
+
+    def __init__(self, store: Any, text: str) -> None:
+        self.run_id = text
+        self.status: str | None = None
+        self.error: Exception | None = None
+        self.resolved = threading.Event()
+        self.settled = threading.Event()
+        threading.Thread(target=self._watch, args=(store,), daemon=True, name="ductline-wait").start()
+
+    def _watch(self, store: Any) -> None:
+        from ductline import views
+        from ductline.model.states import SETTLED_RUN, RunStatus
+
+        try:
+            self.run_id = views.resolve_run_id(store, self.run_id)
+            self.resolved.set()
+            while True:
+                self.status = _status(store, self.run_id) or self.status
+                if self.status is not None and RunStatus(self.status) in SETTLED_RUN:
+                    break
+                time.sleep(POLL_SECONDS)
+        except Exception as exc:  # said by the command, as it would have been at once
+            self.error = exc
+        self.resolved.set()
+        self.settled.set()
+
+
+def _until(event: threading.Event, stop: threading.Event, deadline: float | None) -> bool:
+    """Wait until ``event`` is set (True), ``stop`` is set or ``deadline`` (monotonic)
+    passes (False)."""
+    while not event.is_set():
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return False
+        if stop.wait(POLL_SECONDS / 2 if left is None else min(POLL_SECONDS / 2, left)):
+            return False
+    return True
 
 
 def _status(store: Any, run_id: str) -> str | None:
@@ -69,11 +116,3 @@ def _status(store: Any, run_id: str) -> str | None:
     if run is None:  # pruned or deleted while waited for
         raise RunNotFound(f"run {run_id!r} not found")
     return str(run["status"])
-
-
-def _settled(store: Any, run_id: str) -> bool:
-    from ductline.model.states import SETTLED_RUN, RunStatus
-
-    status = _status(store, run_id)
-    return status is not None and RunStatus(status) in SETTLED_RUN
-

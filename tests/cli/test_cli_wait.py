@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
+import psycopg
+import pytest
+
 import rt_app
-from helpers import FAST_ENV
+from helpers import FAST_ENV, wait_for
+from tcp_proxy_support import TcpProxy
 
 
 def _wait(db_url: str, *args: str) -> subprocess.Popen[str]:
@@ -47,4 +52,49 @@ def test_wait_timeout_exits_124_and_leaves_the_run(store, db_url) -> None:
     out, err = waiting.communicate(timeout=60)
     assert waiting.returncode == 124, err
     assert f"run {handle.id} is still pending after 1" in err
+    assert handle.status() == "pending"
+
+
+def _watching(db_url: str, proxy: TcpProxy) -> bool:
+    """Whether a process connected through ``proxy`` reads the run's progress (its
+    backend's last query counts the run's jobs): it has found the run and waits."""
+    ports = list(proxy.server_ports)
+    if not ports:
+        return False
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE client_port = ANY(%s) "
+                           "AND query LIKE '%%FROM ductline_jobs WHERE run_id%%'", (ports,)).fetchone()
+    return row is not None and row[0] > 0
+
+
+def test_wait_keeps_its_timeout_and_stops_on_sigterm_while_the_database_does_not_answer(backend, store, db_url) -> None:
+    """A database that stops answering (a partition: connections stay open, no reply
+    comes) neither stretches --timeout nor keeps SIGTERM from stopping the wait."""
+    if backend != "postgres":
+        pytest.skip("a silent network is a PostgreSQL connection's trouble")
+    handle = rt_app.busy.trigger(600, database=store)
+    proxies, waits = [], []
+    try:
+        for args in (("--timeout", "10"), ()):
+            proxy, url = TcpProxy.for_url(db_url)
+            proxies.append(proxy)
+            waits.append(_wait(url, handle.id, *args))
+            wait_for(lambda: _watching(db_url, proxy), timeout=60)
+        timed, signalled = waits
+        for proxy in proxies:
+            proxy.hold()
+        signalled.send_signal(signal.SIGTERM)
+        out, err = signalled.communicate(timeout=30)
+        assert signalled.returncode == 130, err
+        assert f"stopped waiting; run {handle.id} is still pending (the run goes on)" in err
+        out, err = timed.communicate(timeout=30)
+        assert timed.returncode == 124, err
+        assert f"run {handle.id} is still pending after 10 (the run goes on)" in err
+    finally:
+        for proc in waits:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        for proxy in proxies:
+            proxy.stop()
     assert handle.status() == "pending"
