@@ -7,7 +7,8 @@ step name and their attempt number (`ductline.context`): no files, no globals, s
 every driver sees the same behaviour. Short sleeps make branches and elements
 finish out of order, which must not change any recorded value. Where a record does
 depend on timing (a sibling still running when a step fails for good), the steps
-meet through the run's key/value store instead of racing.
+meet through the run's key/value store instead of racing. The held-job cases alone
+reach outside the run, through files (`HELD`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import ctypes
 import os
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import ductline
 from ductline import Backoff, Pipeline, Step
@@ -757,3 +759,54 @@ children_outputs = Pipeline("parity_children_outputs").start(start_squares).chai
 children_fail = Pipeline("parity_children_fail").start(start_one_failing).chain(to=sum_of)
 children_collect = Pipeline("parity_children_collect").start(start_collecting).chain(to=statuses)
 children_deadline = Pipeline("parity_children_deadline", timeout=2).start(start_hanging).chain(to=sum_of)
+
+
+# -- held jobs: a delayed step a worker claimed before its time --------------------------------------
+# A worker claims a delayed job shortly before its time and holds it until then
+# (`ductline.runtime.horizon`); execute never does. These pipelines run in the queue
+# `HELD`, served by workers that claim far ahead (conftest.py), so that the harness
+# finds the job held and stops the run then (on execute, once the job waits for its
+# time). They reach outside the run through a folder of the session's (`GATES_ENV`):
+# a step that must fail while the job is held waits for the harness's release file,
+# and the delayed step leaves a file there when it is called, so that the harness can
+# tell it never was (a held job of a stopped run must not start at its time).
+HELD = "parity_held"
+GATES_ENV = "PARITY_GATES"
+# Seconds: the delayed step is held this long, minus the claim's time (under the 5 s
+# after which a worker gives back a held job it has not started, `ductline.runtime.ahead`).
+HOLD_DELAY = 4
+
+
+def gate_path(run_id: str, what: str) -> Path:
+    """The file ``what`` of run ``run_id`` in the session's folder."""
+    return Path(os.environ[GATES_ENV]) / f"{run_id}.{what}"
+
+
+def fail_when_released(x):
+    """Fails for good once the harness released the run (it saw the delayed sibling held)."""
+    path = gate_path(ductline.context().run_id, "release")
+    end = time.monotonic() + MEETING_SECONDS
+    while not path.exists():
+        if time.monotonic() > end:
+            raise RuntimeError("the run was never released")
+        time.sleep(0.02)
+    raise RuntimeError("failed while a delayed sibling waits")
+
+
+def later_called(x):
+    """A delayed step that leaves a file when it is called."""
+    ctx = ductline.context()
+    gate_path(ctx.run_id, f"called.{ctx.step}").touch()
+    return {"later": x}
+
+
+held_cancel = (Pipeline("parity_held_cancel", queue=HELD).start(identity)
+               .chain(to=later_called, delay=HOLD_DELAY).chain(to=after))
+# The deadline falls while the delayed step is held: it is claimed at once (due within
+# the workers' horizon) and due after the deadline.
+held_deadline = (Pipeline("parity_held_deadline", timeout=2, queue=HELD).start(identity)
+                 .chain(to=later_called, delay=HOLD_DELAY).chain(to=after))
+held_fail_fast = (Pipeline("parity_held_fail_fast", queue=HELD, on_failure="fail_fast").start(identity)
+                  .divide(to=[fail_when_released, ready_sibling], max_retry=1))
+held_fail_fast.branch(ready_sibling).chain(to=later_called, delay=HOLD_DELAY)
+held_fail_fast.combine(into=after)

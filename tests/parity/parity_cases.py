@@ -61,6 +61,11 @@ def error_is(text: str) -> Callable[[Record], None]:
     return check
 
 
+def never_called(record: Record) -> None:
+    """No step of the run left a call file (`parity_app.later_called`)."""
+    assert not record.called, f"steps {list(record.called)} were called:\n" + "\n".join(record.lines())
+
+
 def deadline_exceeded(record: Record) -> None:
     assert record.timeout_exceeded, "timeout_exceeded is not set:\n" + "\n".join(record.lines())
 
@@ -230,6 +235,23 @@ CASES: list[Case] = [
     Case("cancel_in_expand", app.cancel_expand, (1,), CANCELLED, cancel_at="hang_element",
          check=steps(("hang_element", "0", CANCELLED, [CANCELLED]),
                      ("gather", "", "skipped", [], ("cancelled", "hang_element")))),
+    # -- held jobs: a delayed step claimed by a worker before its time, its run stopped then ---------
+    # The stop treats the held job as waiting (`ductline.model.stops.begun_by`): its step
+    # gets no attempt, and it is never called, not even at its time.
+    Case("cancel_while_held", app.held_cancel, (1,), CANCELLED, held="later_called", cancel_held=True, seconds=7,
+         check=both(steps(("identity", "", COMPLETED, [OK], 1),
+                          ("later_called", "", "skipped", [], ("cancelled", None)),
+                          ("after", "", "skipped", [], ("cancelled", "later_called"))),
+                    never_called, error_is("the run was cancelled"))),
+    Case("deadline_while_held", app.held_deadline, (1,), FAILED, held="later_called", seconds=7,
+         check=both(steps(("identity", "", COMPLETED, [OK], 1),
+                          ("later_called", "", "skipped", [], ("workflow timeout", None)),
+                          ("after", "", "skipped", [], ("workflow timeout", "later_called"))),
+                    never_called, deadline_exceeded)),
+    Case("fail_fast_while_held", app.held_fail_fast, (1,), HALTED, RETRIES, held="later_called", slots=2,
+         seconds=7, check=both(steps(("fail_when_released", "", FAILED, [ERR]),
+                                     ("ready_sibling", "", COMPLETED, [OK]), ("later_called", "", "held", [])),
+                               absent("after"), never_called)),
     # -- pause ------------------------------------------------------------------------------------
     Case("pause_resume_with_input", app.pause_resume_input, (7,), COMPLETED,
          resume={"approve": {"approved_by": "ana"}},

@@ -31,6 +31,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import parity_app as app
+
 import ductline
 from ductline import codec
 from ductline.model.outcomes import GIVEN_BACK, RELEASED_TYPE
@@ -53,6 +55,12 @@ SETTLED_RUN = ("completed", "halted", "failed", "cancelled")
 MOVING_JOB = ("pending", "running")   # a settled run with these is still recording
 POLL_SECONDS = 0.05                   # between looks at the active runs of a worker
 LONG_TEXT = 200                       # characters; longer texts are compared by digest
+# A held step (`Case.held`) counts as seen held this long or more before its time, so
+# that the run is stopped (or released) well within the hold.
+HELD_MARGIN_MS = 2000
+# A held case's run is recorded only this long after the held step's time: a held job
+# wrongly started then would have been called (`Record.called`) by now.
+CALLED_MARGIN_MS = 1500
 
 try:  # the sentinel that keeps a paused step's input
     from ductline.handle import NO_INPUT
@@ -85,6 +93,13 @@ class Case:
             another step fails is not left waiting behind other cases.
         seconds: a rough duration on a worker; the longest cases start first.
         check: extra assertions on the (agreed) record.
+        held: a delayed step a worker must be seen holding (claimed, running in
+            the database, before its time) while the run is under way; then the
+            harness releases the run (`parity_app.gate_path`) and, with
+            ``cancel_held``, cancels it. Execute never holds jobs: it does the same
+            once the step that leads to ``held`` ended (the held step's job then
+            waits for its time). A worker's run is recorded once the held step's time
+            has passed, so that a held job started despite its run's stop shows.
     """
 
     name: str
@@ -100,6 +115,8 @@ class Case:
     slots: int = 1
     seconds: float = 0.0
     check: Callable[["Record"], None] | None = None
+    held: str | None = None
+    cancel_held: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,10 +165,11 @@ class Record:
     # The error of a failed, halted or cancelled run: execute's ``metadata["error"]``;
     # for a worker, `RunHandle.error`, what `RunFailed` says.
     error: str | None = None
+    called: tuple[str, ...] = ()  # the steps of the run that left a call file (`parity_app.later_called`)
 
     def lines(self) -> list[str]:
         head = [f"run: {self.status} halt_reason={self.halt_reason!r} timeout_exceeded={self.timeout_exceeded}",
-                f"metadata: {dict(self.metadata)}", f"error: {self.error!r}"] + [f"span {line}" for line in self.spans]
+                f"metadata: {dict(self.metadata)}", f"error: {self.error!r}", f"called: {list(self.called)}"] + [f"span {line}" for line in self.spans]
         return head + [s.line() for s in self.steps]
 
     def step(self, name: str, scope: str = "") -> StepRecord:
@@ -184,13 +202,28 @@ def _text(value: Any) -> str | None:
 
 def make_record(status: Any, halt_reason: Any, timeout_exceeded: Any, steps: list[StepRecord],
                 metadata: dict[str, Any] | None = None, spans: list[tuple[str, dict[str, Any]]] | None = None,
-                error: Any = None) -> Record:
-    """``error``: the run's error (`Record.error`), kept for a failed, halted or cancelled run."""
+                error: Any = None, run_id: str | None = None) -> Record:
+    """``error``: the run's error (`Record.error`), kept for a failed, halted or cancelled
+    run; ``run_id``: the run whose call files (`Record.called`) are read."""
     status_text = _text(status) or ""
     return Record(status_text, _text(halt_reason), bool(timeout_exceeded),
                   tuple(sorted(steps, key=StepRecord.sort_key)), metadata_types(metadata or {}),
                   span_lines(spans or []),
-                  _without_run_ids(_text(error)) if status_text in ("failed", "halted", "cancelled") else None)
+                  _without_run_ids(_text(error)) if status_text in ("failed", "halted", "cancelled") else None,
+                  called_steps(run_id) if run_id else ())
+
+
+def called_steps(run_id: str) -> tuple[str, ...]:
+    """The steps of run ``run_id`` that left a call file (`parity_app.later_called`)."""
+    folder = app.gate_path(run_id, "called").parent
+    prefix = f"{run_id}.called."
+    return tuple(sorted(p.name[len(prefix):] for p in folder.glob(prefix + "*")))
+
+
+def leads_to(definition: Any, step: str, target: str) -> bool:
+    """Whether ``step``'s transition creates ``target``."""
+    node = definition.nodes.get(step)
+    return node is not None and node.next is not None and target in node.next.targets
 
 
 def _without_run_ids(text: str | None) -> str | None:
@@ -271,7 +304,7 @@ def _run_execute(case: Case, provider: Any) -> Any:
     waits_forever = any(timeout is None and step not in (case.resume or {}) for step, timeout in pauses.items()) \
         or any(w.timeout is None and w.event not in (case.events or {})
                for w in getattr(case.pipeline.definition(), "waits", {}).values())
-    if case.cancel_at is None and not waits_forever:
+    if case.cancel_at is None and case.held is None and not waits_forever:
         return ductline.execute(case.pipeline, *case.args, **options)
     from ductline import local
 
@@ -283,12 +316,21 @@ def _run_execute(case: Case, provider: Any) -> Any:
                     and event.get("step") == case.cancel_at and "run" in holder and not holder.get("sent")):
                 holder["sent"] = True
                 holder["run"].cancel()
+            if (case.held is not None and event.get("type") == "step_end" and event.get("status") == "completed"
+                    and leads_to(case.pipeline.definition(), str(event.get("step")), case.held)
+                    and "run" in holder and not holder.get("released")):
+                holder["released"] = True  # the held step's job now waits for its time
+                app.gate_path(holder["run"].id, "release").touch()
+                if case.cancel_held:
+                    holder["run"].cancel()
 
         run = local.start(case.pipeline, *case.args, on_update=on_update, **options)
         holder["run"] = run
         result = await run.result()
         if case.cancel_at is not None:
             assert holder.get("sent"), f"step {case.cancel_at!r} never started, so the run was not cancelled"
+        if case.held is not None:
+            assert holder.get("released"), f"the step before {case.held!r} never completed"
         return result
 
     return asyncio.run(started())
@@ -333,7 +375,7 @@ def from_execute(found: Any) -> Record:
                                  [[(e.level, e.logger, e.message) for e in getattr(h, "logs", ())] for h in history],
                                  [getattr(h, "error_type", None) for h in history]))
     return make_record(status, metadata.get("halt_reason"), metadata.get("timeout_exceeded"), steps, metadata,
-                       spans, metadata.get("error"))
+                       spans, metadata.get("error"), metadata.get("run_id"))
 
 
 # -- a worker ------------------------------------------------------------------------------------
@@ -370,7 +412,7 @@ def from_store(store: Store, run_id: str, definition: Any = None, spans: Any = N
     return make_record(run["status"], run["halt_reason"], (metadata or {}).get("timeout_exceeded"), steps,
                        result_metadata,
                        None if spans is None else spans(run_id, began, bool((metadata or {}).get("timeout_exceeded"))),
-                       ductline.RunHandle(run_id, store).error)
+                       ductline.RunHandle(run_id, store).error, run_id)
 
 
 def exported_spans(receiver: Any, timeout: float = 15.0) -> Callable[[str, int], list[tuple[str, dict[str, Any]]]]:
@@ -410,6 +452,7 @@ class _Active:
     resumed: bool = False
     sent: bool = False
     marked: bool = False
+    held_until_ms: int | None = None  # the held step's time, once it was seen held (`Case.held`)
 
 
 class Fleet:
@@ -536,12 +579,32 @@ class Fleet:
         finally:
             self.finished = time.monotonic()
 
+    def _held(self, run_id: str, step: str) -> int | None:
+        """The time (epoch ms) of ``step``'s job if this worker's fleet holds it well
+        before it: claimed (running) with `HELD_MARGIN_MS` or more to go."""
+        now_ms = self.store.now_ms()
+        for job in self.store.run_jobs(run_id):
+            if (job["step"] == step and job["status"] == "running"
+                    and now_ms < int(job["not_before_ms"]) - HELD_MARGIN_MS):
+                return int(job["not_before_ms"])
+        return None
+
     def _step(self, item: _Active) -> Record | None:
         """Act on one active run; its record once it has settled."""
         case = item.case
         run = self.store.get_run(item.handle.id)
         assert run is not None
         status = run["status"]
+        if case.held is not None and item.held_until_ms is None:
+            if status in SETTLED_RUN:
+                raise AssertionError(f"run {item.handle.id} settled {status} before step {case.held!r} "
+                                     "was seen held")
+            item.held_until_ms = self._held(item.handle.id, case.held)
+            if item.held_until_ms is not None:
+                app.gate_path(item.handle.id, "release").touch()
+                if case.cancel_held:
+                    item.handle.cancel()
+            return None
         if case.cancel_at is not None and not item.cancelled and status not in SETTLED_RUN:
             jobs = self.store.run_jobs(item.handle.id)
             if any(j["step"] == case.cancel_at and j["status"] == "running" for j in jobs):
@@ -577,6 +640,8 @@ class Fleet:
             return None
         if case.cancel_at is not None and not item.cancelled:
             raise AssertionError(f"run {item.handle.id} settled {status} before step {case.cancel_at!r} ran")
+        if item.held_until_ms is not None and self.store.now_ms() < item.held_until_ms + CALLED_MARGIN_MS:
+            return None  # a held job started at its time despite the stop would show by then
         return from_store(self.store, item.handle.id, case.pipeline.definition(), self.spans)
 
 
@@ -588,7 +653,7 @@ def compare(case: Case, records: dict[str, Record]) -> None:
         AssertionError: with a unified diff of each driver that disagrees with the
             first one.
     """
-    if case.cancel_at is not None:
+    if case.cancel_at is not None or case.cancel_held:
         # A cancel's run span is emitted by the process that cancels (the caller's
         # tracing): execute's caller is the executor itself, a worker run's canceller
         # here is the test process, which exports none. Attempt spans still count.
