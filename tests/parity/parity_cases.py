@@ -248,6 +248,10 @@ CASES: list[Case] = [
                           ("later_called", "", "skipped", [], ("workflow timeout", None)),
                           ("after", "", "skipped", [], ("workflow timeout", "later_called"))),
                     never_called, deadline_exceeded)),
+    # A halt holds it with the run's waiting jobs (a worker once started it at its time).
+    Case("halt_while_held", app.held_halt, (1,), HALTED, RETRIES, held="later_called", slots=2, seconds=7,
+         check=both(steps(("fail_when_released", "", FAILED, [ERR]), ("ready_sibling", "", COMPLETED, [OK]),
+                          ("later_called", "", "held", [])), absent("after"), never_called)),
     Case("fail_fast_while_held", app.held_fail_fast, (1,), HALTED, RETRIES, held="later_called", slots=2,
          seconds=7, check=both(steps(("fail_when_released", "", FAILED, [ERR]),
                                      ("ready_sibling", "", COMPLETED, [OK]), ("later_called", "", "held", [])),

@@ -84,6 +84,10 @@ def halt(tx: Tx, definition: Definition | None, run_id: str, reason: HaltReason,
     details = {"reason": reason.value, "step": step, "error": error}
     halted = tx.halt_run(run_id, reason.value, {"halted_step": step, "error": error, "reasons": [details]})
     if halted:
+        # A job its worker holds for its not-before time has not begun
+        # (`ductline.model.stops.begun_by`): it waits, held like the pending jobs the
+        # halt just held, instead of starting at its time in a halted run.
+        tx.take_back_unstarted(run_id)
         childruns.settled(tx, [run_id], retry_delay=retry_delay or childruns.DEFAULT_RETRY_DELAY)
     if halted and definition is not None and definition.on_failure == "fail_fast":
         fail_fast(tx, run_id, step)

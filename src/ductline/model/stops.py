@@ -12,7 +12,9 @@ that keeps what waits: its run is halted, and a retry revives it.
 A job a worker claimed before its not-before time and holds until then
 (`ductline.runtime.ahead`) is running in the database but has not begun: a stop
 before that time treats it as waiting (`begun_by`), so its step is skipped (or kept,
-by fail-fast) with no attempt, as it would have been had it not been claimed yet.
+by fail-fast) with no attempt, as it would have been had it not been claimed yet. A
+halt does the same (`ductline.engine.record.halt`): the held job waits, held, with the
+run's other waiting jobs, instead of starting at its time in a halted run.
 """
 
 from __future__ import annotations
