@@ -282,8 +282,12 @@ class Worker:
         if not (len(self.ahead) or self.ahead.early()) or not (self.stopping or self.ahead.overdue(self.clock.now())):
             return
         jobs = self.ahead.drain(overdue=not self.stopping)
-        why = "worker shut down" if self.stopping else "the attempts ahead of it ran long"
-        log.info("Giving back %d job(s) claimed ahead and not started (%s)", len(jobs), why)
+        why = "worker shut down" if self.stopping else "the attempts before it on its slot ran long"
+        # Operators read this line: say what happened to the jobs in their words (a job
+        # "claimed ahead" is one reserved for a busy slot), and that nothing is lost.
+        log.info("Returned %d job(s) reserved by this worker to the queue, not started (%s); "
+                 "any worker may take them", len(jobs),
+                 "worker shut down" if self.stopping else "the attempts before them ran long")
         for job in jobs:
             self._release(job, job.started_ms, begun=False, error=f"{GIVEN_BACK}: {why}")
         self.claimer.soon()
