@@ -761,6 +761,15 @@ children_collect = Pipeline("parity_children_collect").start(start_collecting).c
 children_deadline = Pipeline("parity_children_deadline", timeout=2).start(start_hanging).chain(to=sum_of)
 
 
+# -- delays on every kind of transition -------------------------------------------------------------
+# A start delay delays the run; a fan-out's delay counts for every step it creates, a
+# fan-in's from the last branch's end (DESIGN.md, "Step delays").
+delays_expand = (Pipeline("parity_delays_expand").start(make_list, delay=1)
+                 .expand(to=square, delay=1).collapse(into=gather, delay=1))
+delays_divide = (Pipeline("parity_delays_divide").start(add_one)
+                 .divide(to=[square, double], delay=1).combine(into=gather, delay=1))
+
+
 # -- held jobs: a delayed step a worker claimed before its time --------------------------------------
 # A worker claims a delayed job shortly before its time and holds it until then
 # (`ductline.runtime.horizon`); execute never does. These pipelines run in the queue

@@ -127,6 +127,10 @@ CASES: list[Case] = [
     Case("divide_in_expand", app.divide_in_expand, (3,), COMPLETED, slots=6),
     Case("expand_in_expand", app.expand_in_expand, (3,), COMPLETED, slots=6),
     Case("divert_in_expand", app.divert_in_expand, (4,), COMPLETED, slots=4),
+    Case("delays_expand", app.delays_expand, (3,), COMPLETED, slots=3, seconds=3,
+         check=steps(("gather", "", COMPLETED, [OK], [0, 1, 4]))),
+    Case("delays_divide", app.delays_divide, (2,), COMPLETED, slots=2, seconds=2,
+         check=steps(("gather", "", COMPLETED, [OK], [9, 6]))),
     # -- retry options ---------------------------------------------------------------------
     Case("retry_max0", app.retry_max0, (1,), HALTED, RETRIES,
          check=both(steps(("fail_always", "", FAILED, [ERR])), absent("never"))),
