@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import ductline
-from ductline import Backoff, Pipeline, Step
+from ductline import Backoff, Pipeline, ScaledTimeout, Step
 
 # How long a "hanging" step blocks: far beyond every deadline and timeout below, so it
 # only ever ends by being killed.
@@ -761,13 +761,33 @@ children_collect = Pipeline("parity_children_collect").start(start_collecting).c
 children_deadline = Pipeline("parity_children_deadline", timeout=2).start(start_hanging).chain(to=sum_of)
 
 
-# -- delays on every kind of transition -------------------------------------------------------------
+# -- delays on every kind of transition; step timeouts that scale with the input -------------------
 # A start delay delays the run; a fan-out's delay counts for every step it creates, a
 # fan-in's from the last branch's end (DESIGN.md, "Step delays").
 delays_expand = (Pipeline("parity_delays_expand").start(make_list, delay=1)
                  .expand(to=square, delay=1).collapse(into=gather, delay=1))
 delays_divide = (Pipeline("parity_delays_divide").start(add_one)
                  .divide(to=[square, double], delay=1).combine(into=gather, delay=1))
+
+
+def scaled_units(x):
+    """The size of a scaled timeout's input: the input itself (1 s per unit)."""
+    return x
+
+
+SCALED = ScaledTimeout(floor=1, cap=4, size=scaled_units)
+
+
+def granted_more_than_the_floor(x):
+    """Whether its attempt's deadline is more than the floor (1 s) away."""
+    deadline = ductline.context().deadline
+    return deadline is not None and (deadline - datetime.now(timezone.utc)).total_seconds() > 1
+
+
+# An input of 0 gets the floor: the hanging step is killed after 1 s.
+scaled_floor = _after_start("parity_scaled_floor").chain(to=hang, timeout=SCALED, max_retry=1)
+# An input of 3 gets 3 s: more than the floor.
+scaled_up = _after_start("parity_scaled_up").chain(to=granted_more_than_the_floor, timeout=SCALED)
 
 
 # -- held jobs: a delayed step a worker claimed before its time --------------------------------------

@@ -145,10 +145,11 @@ def run_step(conn: Connection, task: Task, restore: Callable[[], str] | None = N
             raise ExecutionError(message[1])
         return message[1]
 
-    context.activate(context.StepContext(
+    step_context = context.StepContext(
         run_id=task.run_id, job_id=task.job_id, step=task.step, attempt=task.attempt,
         deadline=context.utc_from_ms(task.deadline_ms), _request=request,
-    ))
+    )
+    context.activate(step_context)
     try:
         definition = registered(task.pipeline).definition()
         try:
@@ -162,7 +163,9 @@ def run_step(conn: Connection, task: Task, restore: Callable[[], str] | None = N
         args = codec.loads(payloads.resolve(task.input, lambda pid, seq: request("payload_chunk", (pid, seq))))
         if isinstance(node.options.timeout, ScaledTimeout):
             # Sized here, under the floor deadline: a size function that hangs is killed too.
-            request("timeout", (node.options.timeout.seconds_for(tuple(args)),))
+            # The answer is the attempt's new deadline (epoch ms), what the step sees.
+            step_context.deadline = context.utc_from_ms(
+                request("timeout", (node.options.timeout.seconds_for(tuple(args)),)))
         capture = steplog.Capture(lambda batch: send(protocol.log(task.lease_token, [r.wire() for r in batch])),
                                   node.options.log_level or task.log_level, task.log_max_bytes)
         # In a child (one attempt at a time, on its main thread) the step's own threads are captured too.

@@ -105,7 +105,8 @@ class Fatal:
 
 
 # What a child asks its parent: a context value read or written, a boundary crossed, a
-# chunk of its input's out-of-line values, the scaled timeout of its input. Anything
+# chunk of its input's out-of-line values, the scaled timeout of its input (answered
+# with the attempt's new deadline, epoch ms, which the step's context shows). Anything
 # else is not the protocol (a step writing into the pipe), never a request answered.
 REQUEST_KINDS = frozenset({"context_get", "context_set", "boundary", "payload_chunk", "timeout"})
 

@@ -175,7 +175,7 @@ class AttemptRunner:
             return payloads.read_chunk(self.store, job.run_id, str(args[0]), int(args[1]))
         if kind == "timeout":  # the attempt sized its input: deadline = start + scaled timeout
             self._scale(started, int(args[0]))
-            return True
+            return self._deadline_ms(started)  # the step's context().deadline
         raise ExecutionError(f"unknown request {kind!r}")
 
 

@@ -267,7 +267,8 @@ class ChildEvents:
 
     def _scaled_timeout(self, slot: Slot, job: ClaimedJob, runner: Runner, seconds: int, seq: int) -> None:
         """The attempt sized its input: its deadline becomes start + the scaled
-        timeout (never past the run deadline), on the database clock."""
+        timeout (never past the run deadline), on the database clock; the child is
+        told it (epoch ms) for the step's context."""
         deadline_ms = job.started_ms + seconds * 1000
         if job.run_deadline_ms is not None:
             deadline_ms = min(deadline_ms, job.run_deadline_ms)
@@ -278,7 +279,7 @@ class ChildEvents:
             self._store.set_attempt_deadline(job.job_id, job.attempt, job.lease_token, deadline_ms)
         except StoreError as exc:
             self._outage.failed("recording a deadline", exc)
-        runner.send(protocol.reply(True, seq))
+        runner.send(protocol.reply(deadline_ms, seq))  # the step's context().deadline
 
     def collect_undead(self) -> None:
         """Children that survived SIGKILL (kernel D state) are left alone for good:
