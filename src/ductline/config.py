@@ -24,7 +24,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from ductline.dsl.options import check_queue
-from ductline.durations import parse_cli_duration
+from ductline.durations import MAX_SECONDS, parse_cli_duration
 from ductline.errors import ConfigurationError
 from ductline.loglevels import check_level
 from ductline.model.events import MAX_KEPT_EVENTS
@@ -154,10 +154,16 @@ _TEXTS = ("database_url", "retention", "step_log_level", "run_log_level", "datab
 _INTS = ("retry_delay", "max_releases", "max_kept_events", "max_undead", "spare_children", "payload_inline_bytes",
          "payload_max_bytes", "step_log_max_bytes", "pool_max_connections")
 POOLING_MODES = ("", "transaction")
+# The float settings and retry_delay are durations in seconds: at most the longest
+# duration a definition takes (stored in milliseconds, added to the database clock).
+# A count or a size fits a signed 64-bit column.
+_INT_SECONDS = ("retry_delay",)
+_MAX_INT = 2**63 - 1
 
 
 def _coerce(name: str, kind: type, raw: Any, source: str) -> Any:
     value: int | float
+    seconds = kind is float or name in _INT_SECONDS
     try:
         if kind is str:
             if not isinstance(raw, str):
@@ -177,7 +183,12 @@ def _coerce(name: str, kind: type, raw: Any, source: str) -> Any:
                 raise ValueError
         if value < 0 or (name in _POSITIVE and value <= 0):
             raise ValueError
+        if value > (MAX_SECONDS if seconds else _MAX_INT):
+            raise OverflowError
         return value
+    except OverflowError:  # an infinity or a number the store cannot hold, refused at once
+        limit = f"at most {MAX_SECONDS} s, 100 years" if seconds else f"at most {_MAX_INT}"
+        raise ConfigurationError(f"{source}: invalid value {raw!r} for {name} ({limit})") from None
     except (TypeError, ValueError):
         why = f" ({_AT_LEAST_ONE[name]})" if name in _AT_LEAST_ONE else ""
         raise ConfigurationError(f"{source}: invalid value {raw!r} for {name}{why}") from None

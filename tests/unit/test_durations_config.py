@@ -201,6 +201,21 @@ def test_invalid_argument_is_configuration_error(kw: dict[str, Any]) -> None:
         load_settings(**kw)
 
 
+@pytest.mark.parametrize(("line", "field", "limit"), [
+    ("retry_delay = inf", "retry_delay", "at most 3153600000 s, 100 years"),
+    ("retry_delay = 99999999999999999999999", "retry_delay", "at most 3153600000 s, 100 years"),
+    ("lease_seconds = 1e308", "lease_seconds", "at most 3153600000 s, 100 years"),
+    ("pool_idle_seconds = 3153600001", "pool_idle_seconds", "at most 3153600000 s, 100 years"),
+    ("payload_max_bytes = 9223372036854775808", "payload_max_bytes", "at most 9223372036854775807"),
+])
+def test_a_number_too_large_to_use_is_configuration_error(isolated: Path, line: str, field: str, limit: str) -> None:
+    """An infinity, or a number no store column or clock can take, is refused when the
+    settings are read, not met as an OverflowError in a worker or a command."""
+    write_toml(isolated / "ductline.toml", line + "\n")
+    with pytest.raises(ConfigurationError, match=rf"ductline\.toml: invalid value .* for {field} \({limit}\)$"):
+        load_settings()
+
+
 def test_unknown_toml_key_is_configuration_error(isolated: Path) -> None:
     write_toml(isolated / "ductline.toml", 'database_url = "sqlite:///x.db"\ndatabse_url = "typo"\n')
     with pytest.raises(ConfigurationError, match=r"ductline\.toml: unknown setting 'databse_url'"):
