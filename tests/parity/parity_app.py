@@ -565,6 +565,11 @@ halt_holds_waiting = Pipeline("parity_halt_holds_waiting").start(identity).divid
 halt_holds_waiting.branch(ready_sibling).chain(to=later, delay=60)
 halt_holds_waiting.combine(into=after)
 
+# Halted holding a delayed step, then cancelled (tests/parity: cancel_halted).
+cancel_halted = Pipeline("parity_cancel_halted").start(identity).divide(to=[fail_soon, ready_sibling], max_retry=1)
+cancel_halted.branch(ready_sibling).chain(to=later, delay=60)
+cancel_halted.combine(into=after)
+
 on_halt = (_after_start("parity_on_halt").chain(to=fail_always, max_retry=2).chain(to=never)
            .on_halt(halt_reasons))
 

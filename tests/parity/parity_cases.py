@@ -229,6 +229,12 @@ CASES: list[Case] = [
                           ("after_slow", "", "held", [])), absent("after"))),
     Case("halt_holds_waiting", app.halt_holds_waiting, (1,), HALTED, RETRIES, slots=2, seconds=1,
          check=steps(("ready_sibling", "", COMPLETED, [OK]), ("later", "", "held", []))),
+    # A halted run can be cancelled: what its halt held is skipped; the halt reason stays.
+    Case("cancel_halted", app.cancel_halted, (1,), CANCELLED, RETRIES, slots=2, seconds=1, cancel_halted=True,
+         check=both(steps(("fail_soon", "", FAILED, [ERR]), ("ready_sibling", "", COMPLETED, [OK]),
+                          ("later", "", "skipped", [], ("cancelled", None)),
+                          ("after", "", "skipped", [], ("cancelled", "later"))),
+                    error_is("the run was cancelled"))),
     Case("on_halt", app.on_halt, (1,), HALTED, RETRIES,
          check=steps(("fail_always", "", FAILED, [ERR, ERR]),
                      ("__on_halt__", "", COMPLETED, [OK], [{"reason": RETRIES, "step": "fail_always"}]))),

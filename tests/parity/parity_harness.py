@@ -78,6 +78,8 @@ class Case:
         args: the trigger's arguments.
         status, halt: the run status and halt reason every driver must record.
         cancel_at: cancel the run once an attempt of this step is running.
+        cancel_halted: cancel the run once it halted: on a worker when nothing of it
+            runs any more, in execute when the halt holds one of its step runs.
         resume: ``{step: input}`` to resume a paused step with (`NO_INPUT`
             keeps its paused input); ``None`` never resumes.
         events: ``{event: data}`` sent to the run: by a worker case right after
@@ -108,6 +110,7 @@ class Case:
     status: str
     halt: str | None = None
     cancel_at: str | None = None
+    cancel_halted: bool = False
     resume: dict[str, Any] | None = None
     events: dict[str, Any] | None = None
     events_when_waiting: bool = False
@@ -304,7 +307,7 @@ def _run_execute(case: Case, provider: Any) -> Any:
     waits_forever = any(timeout is None and step not in (case.resume or {}) for step, timeout in pauses.items()) \
         or any(w.timeout is None and w.event not in (case.events or {})
                for w in getattr(case.pipeline.definition(), "waits", {}).values())
-    if case.cancel_at is None and case.held is None and not waits_forever:
+    if case.cancel_at is None and case.held is None and not case.cancel_halted and not waits_forever:
         return ductline.execute(case.pipeline, *case.args, **options)
     from ductline import local
 
@@ -314,6 +317,10 @@ def _run_execute(case: Case, provider: Any) -> Any:
         def on_update(event: dict[str, Any]) -> None:
             if (case.cancel_at is not None and event.get("type") == "step_start"
                     and event.get("step") == case.cancel_at and "run" in holder and not holder.get("sent")):
+                holder["sent"] = True
+                holder["run"].cancel()
+            if (case.cancel_halted and event.get("type") == "step_held" and "run" in holder
+                    and not holder.get("sent")):
                 holder["sent"] = True
                 holder["run"].cancel()
             if (case.held is not None and event.get("type") == "step_end" and event.get("status") == "completed"
@@ -331,6 +338,8 @@ def _run_execute(case: Case, provider: Any) -> Any:
             assert holder.get("sent"), f"step {case.cancel_at!r} never started, so the run was not cancelled"
         if case.held is not None:
             assert holder.get("released"), f"the step before {case.held!r} never completed"
+        if case.cancel_halted:
+            assert holder.get("sent"), "the run never halted holding a step run, so it was not cancelled"
         return result
 
     return asyncio.run(started())
@@ -638,6 +647,12 @@ class Fleet:
                 mark_succeeded(self.store, case.pipeline.definition(), item.handle.id, step, output, actor="parity")
             item.marked = True
             return None
+        if case.cancel_halted and not item.cancelled:
+            if status != "halted":
+                raise AssertionError(f"run {item.handle.id} settled {status} instead of halting")
+            item.handle.cancel()
+            item.cancelled = True
+            return None
         if case.cancel_at is not None and not item.cancelled:
             raise AssertionError(f"run {item.handle.id} settled {status} before step {case.cancel_at!r} ran")
         if item.held_until_ms is not None and self.store.now_ms() < item.held_until_ms + CALLED_MARGIN_MS:
@@ -653,7 +668,7 @@ def compare(case: Case, records: dict[str, Record]) -> None:
         AssertionError: with a unified diff of each driver that disagrees with the
             first one.
     """
-    if case.cancel_at is not None or case.cancel_held:
+    if case.cancel_at is not None or case.cancel_held or case.cancel_halted:
         # A cancel's run span is emitted by the process that cancels (the caller's
         # tracing): execute's caller is the executor itself, a worker run's canceller
         # here is the test process, which exports none. Attempt spans still count.
