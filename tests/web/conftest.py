@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -19,9 +20,10 @@ from web_support import TOKEN  # noqa: E402
 
 
 @pytest.fixture
-def sqlite_store(tmp_path: Path) -> Iterator[Store]:
+def sqlite_store(tmp_path: Path, sqlite_template: Path) -> Iterator[Store]:
+    # A copy of the migrated template (tests/conftest.py), not a migration per test.
+    shutil.copyfile(sqlite_template, tmp_path / "web.db")
     store = open_store(f"sqlite:///{tmp_path}/web.db")
-    store.migrate()
     yield store
     store.close()
 
