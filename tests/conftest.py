@@ -63,6 +63,51 @@ def pg_base_url() -> Iterator[str]:
 
 
 
+@pytest.fixture(scope="session")
+def pg_shared_url() -> Iterator[str]:
+    """A second PostgreSQL database of this test process, migrated once, for tests
+    that share one worker across a module (`shared_backend_url`): the per-test
+    truncation of `pg_base_url` by tests that run meanwhile cannot reach it."""
+    name = f"{PG_TEST_DB}_shared"
+    url = recreate_pg_database(name)
+    store = open_store(url)
+    store.migrate()
+    store.close()
+    yield url
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def shared_backend_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A URL of an empty, migrated database of each backend, one per module: for
+    tests that share a worker (`shared_worker`) and look only at their own runs."""
+    if request.param == "sqlite":
+        path = tmp_path_factory.mktemp("shared") / "ductline.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+        return f"sqlite:///{path}"
+    url = str(request.getfixturevalue("pg_shared_url"))
+    _truncate(url)
+    return url
+
+
+@pytest.fixture(scope="module")
+def shared_store(shared_backend_url: str) -> Iterator[Store]:
+    s = open_store(shared_backend_url)
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def shared_worker(shared_backend_url: str) -> Iterator[subprocess.Popen[bytes]]:
+    """One real worker process (the defaults of `start_worker`) serving every test of
+    a module on `shared_backend_url`, instead of one started and stopped per test
+    (each start costs an interpreter, the package's import and two children)."""
+    proc = start_worker(shared_backend_url)
+    yield proc
+    stop_worker(proc)
+
+
 # The longest tests (each tens of seconds: fleets, kills, pages run as scripts) go
 # first, longest first, so the test processes share them out instead of one of them
 # finishing them alone after the rest of the suite is done.

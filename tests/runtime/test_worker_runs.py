@@ -1,4 +1,8 @@
-"""Runs executed by real worker processes with real children, on both backends."""
+"""Runs executed by real worker processes with real children, on both backends.
+
+Tests that need a worker with the defaults share one per backend (`shared_worker`):
+each looks only at the runs it triggered. Tests that need other settings start
+their own, on a database of their own."""
 
 from __future__ import annotations
 
@@ -14,21 +18,19 @@ def settle(handle, timeout=60):
     return handle.wait(timeout)
 
 
-def test_chain_with_async_step(store, workers):
-    workers()
-    handle = rt_app.chain.trigger(4, database=store)
+def test_chain_with_async_step(shared_store, shared_worker):
+    handle = rt_app.chain.trigger(4, database=shared_store)
     assert settle(handle) == "completed"
     assert handle.output() == ((4 + 1) * 2) ** 2
-    view = run_view(store, handle.id)
+    view = run_view(shared_store, handle.id)
     assert [s["step"] for s in view["steps"]] == ["add_one", "double", "async_square"]
     for step in view["steps"]:
         assert step["status"] == "completed"
         assert [a["result"] for a in step["attempts"]] == ["succeeded"]
 
 
-def test_class_step_and_run_context(store, workers):
-    workers()
-    handle = rt_app.context_pipeline.trigger("ada", database=store)
+def test_class_step_and_run_context(shared_store, shared_worker):
+    handle = rt_app.context_pipeline.trigger("ada", database=shared_store)
     assert settle(handle) == "completed"
     out = handle.output()
     assert out["greeted"] == "ada"
@@ -36,12 +38,11 @@ def test_class_step_and_run_context(store, workers):
     assert out["prev"] == {"hello": "ada", "run_id": handle.id, "attempt": 1, "step": "Greet"}
 
 
-def test_errors_share_the_retry_budget_then_succeed(store, workers):
-    workers()
-    handle = rt_app.flaky_pipeline.trigger(1, database=store)
+def test_errors_share_the_retry_budget_then_succeed(shared_store, shared_worker):
+    handle = rt_app.flaky_pipeline.trigger(1, database=shared_store)
     assert settle(handle) == "completed"
     assert handle.output() == {"x": 1, "attempt": 3}
-    attempts = run_view(store, handle.id)["steps"][0]["attempts"]
+    attempts = run_view(shared_store, handle.id)["steps"][0]["attempts"]
     assert [a["result"] for a in attempts] == ["errored", "errored", "succeeded"]
     assert attempts[0]["error_type"] == "RuntimeError"
     assert attempts[0]["error"] == "flaky failure on attempt 1"
@@ -64,11 +65,10 @@ def test_exhausted_retries_halt_the_run_and_call_on_halt_once(store, workers, tm
     assert "job_retries_exhausted" in halt_file.read_text()
 
 
-def test_timed_out_child_is_killed_and_the_run_halts_after_max_retry(store, workers):
-    workers()
-    handle = rt_app.timeout_pipeline.trigger(30, database=store)
+def test_timed_out_child_is_killed_and_the_run_halts_after_max_retry(shared_store, shared_worker):
+    handle = rt_app.timeout_pipeline.trigger(30, database=shared_store)
     assert settle(handle, timeout=30) == "halted"
-    view = run_view(store, handle.id)
+    view = run_view(shared_store, handle.id)
     assert view["halt_reason"] == "job_retries_exhausted"
     attempts = view["steps"][0]["attempts"]
     assert [a["result"] for a in attempts] == ["timed_out", "timed_out"]
@@ -76,11 +76,10 @@ def test_timed_out_child_is_killed_and_the_run_halts_after_max_retry(store, work
     assert "step timeout of 1 s" in attempts[0]["error"]
 
 
-def test_a_child_that_crashes_every_time_halts_under_the_crash_budget(store, workers):
-    workers()
-    handle = rt_app.crash_pipeline.trigger(1, database=store)
+def test_a_child_that_crashes_every_time_halts_under_the_crash_budget(shared_store, shared_worker):
+    handle = rt_app.crash_pipeline.trigger(1, database=shared_store)
     assert settle(handle, timeout=30) == "halted"
-    view = run_view(store, handle.id)
+    view = run_view(shared_store, handle.id)
     assert view["halt_reason"] == "job_crashes_exhausted"
     assert [a["result"] for a in view["steps"][0]["attempts"]] == ["crashed", "crashed"]
 
@@ -92,44 +91,39 @@ def test_expand_collapse_keeps_element_order(store, workers):
     assert handle.output() == [x * x for x in range(25)]
 
 
-def test_collapse_fires_once_for_zero_elements(store, workers):
-    workers()
-    handle = rt_app.fan.trigger(0, database=store)
+def test_collapse_fires_once_for_zero_elements(shared_store, shared_worker):
+    handle = rt_app.fan.trigger(0, database=shared_store)
     assert settle(handle) == "completed"
     assert handle.output() == []
 
 
-def test_divide_combine_in_to_order_with_an_extended_branch(store, workers):
-    workers()
-    handle = rt_app.divided.trigger(1, database=store)
+def test_divide_combine_in_to_order_with_an_extended_branch(shared_store, shared_worker):
+    handle = rt_app.divided.trigger(1, database=shared_store)
     assert settle(handle) == "completed"
     assert handle.output() == ["b2!", "a2"]
 
 
-def test_divert_routes_on_str_of_output(store, workers):
-    workers()
-    assert settle(h := rt_app.diverted.trigger(50, database=store)) == "completed"
+def test_divert_routes_on_str_of_output(shared_store, shared_worker):
+    assert settle(h := rt_app.diverted.trigger(50, database=shared_store)) == "completed"
     assert h.output() == "took big"
-    assert settle(h := rt_app.diverted.trigger(1, database=store)) == "completed"
+    assert settle(h := rt_app.diverted.trigger(1, database=shared_store)) == "completed"
     assert h.output() == "took small"
 
 
-def test_output_that_does_not_round_trip_is_an_error_not_a_string(store, workers):
-    workers()
-    handle = rt_app.bad_output.trigger(1, database=store)
+def test_output_that_does_not_round_trip_is_an_error_not_a_string(shared_store, shared_worker):
+    handle = rt_app.bad_output.trigger(1, database=shared_store)
     assert settle(handle) == "halted"
-    view = run_view(store, handle.id)
+    view = run_view(shared_store, handle.id)
     assert view["halt_reason"] == "non_retryable_error"  # the same output would fail again: not retried
     [attempt] = view["steps"][0]["attempts"]
     assert attempt["error_type"] == "ductline.PayloadNotSerializable"
     assert "output of step 'returns_set'" in attempt["error"]
 
 
-def test_failure_after_cross_boundary_halts_unsafe_to_retry(store, workers):
-    workers()
-    handle = rt_app.unsafe.trigger(1, database=store)
+def test_failure_after_cross_boundary_halts_unsafe_to_retry(shared_store, shared_worker):
+    handle = rt_app.unsafe.trigger(1, database=shared_store)
     assert settle(handle) == "halted"
-    view = run_view(store, handle.id)
+    view = run_view(shared_store, handle.id)
     assert view["halt_reason"] == "unsafe_to_retry"
     step = view["steps"][0]
     assert step["boundary"] == "charged the card"
@@ -147,11 +141,10 @@ def test_retry_revives_a_halted_run_with_a_fresh_budget(store, workers, tmp_path
     assert not store.revive_run("0" * 32)
 
 
-def test_show_json_shape(store, workers):
-    workers()
-    handle = rt_app.chain.trigger(1, database=store)
+def test_show_json_shape(shared_store, shared_worker):
+    handle = rt_app.chain.trigger(1, database=shared_store)
     settle(handle)
-    view = json.loads(json.dumps(run_view(store, handle.id)))
+    view = json.loads(json.dumps(run_view(shared_store, handle.id)))
     assert {"run_id", "pipeline", "status", "halt_reason", "metadata", "steps"} <= set(view)
     step = view["steps"][0]
     assert {"step", "index", "status", "not_before", "attempts"} <= set(step)
