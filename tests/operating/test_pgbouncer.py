@@ -140,6 +140,8 @@ def test_without_the_setting_prepared_statements_break_behind_pgbouncer(db_url, 
     finally:
         store.close()
     assert errors and "prepared statement" in str(errors[0])
+    # The error says what to set: a worker's log shows it with each failed recording.
+    assert "set DUCTLINE_DATABASE_POOLING=transaction" in str(errors[0])
 
 
 def test_migrate_through_pgbouncer(backend, pgbouncer, monkeypatch):

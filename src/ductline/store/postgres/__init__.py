@@ -62,10 +62,19 @@ def refused_for_good(exc: BaseException) -> bool:
     return _REFUSED.search(str(exc)) is not None
 
 
+# A prepared statement that the server session lacks, or has already: this process's
+# statements moved between server sessions, which only a transaction pooler does (the
+# `database_pooling = "transaction"` setting keeps them unprepared).
+POOLER_SQLSTATES = ("26000", "42P05")
+POOLER_HINT = ("; behind a transaction pooler (PgBouncer's pool_mode = transaction), set "
+               "DUCTLINE_DATABASE_POOLING=transaction (database_pooling in ductline.toml)")
+
+
 def _translate(exc: Exception, what: str) -> StoreError:
     if isinstance(exc, (psycopg.OperationalError, PoolTimeout, psycopg.InterfaceError)):
         return StoreUnavailable(f"PostgreSQL {what}: {exc}", permanent=refused_for_good(exc))
-    return StoreError(f"PostgreSQL {what}: {exc}")
+    hint = POOLER_HINT if getattr(exc, "sqlstate", None) in POOLER_SQLSTATES else ""
+    return StoreError(f"PostgreSQL {what}: {exc}{hint}")
 
 
 def _unreachable(why: psycopg.Error) -> StoreUnavailable:
