@@ -267,6 +267,16 @@ def python_sleep_first(x):
     return {"attempt": _attempt()}
 
 
+def python_loop_first(x):
+    """Loops in Python bytecode on attempt 1 (a thread step is stopped between
+    bytecodes, `isolation="thread"`); attempt 2 returns at once."""
+    if _attempt() == 1:
+        end = time.monotonic() + HANG_SECONDS
+        while time.monotonic() < end:
+            time.sleep(0.01)
+    return {"attempt": _attempt()}
+
+
 def hang(x):
     ctypes.CDLL(None).sleep(HANG_SECONDS)
     return x
@@ -540,6 +550,8 @@ bad_output_retry_on = (_after_start("parity_bad_output_retry_on")
 
 # -- timeouts and the run deadline ---------------------------------------------------------------
 timeout_in_c = _after_start("parity_timeout_in_c").chain(to=sleep_in_c, timeout=1, max_retry=2).chain(to=never)
+timeout_in_thread = (_after_start("parity_timeout_in_thread")
+                     .chain(to=python_loop_first, timeout=1, max_retry=2, isolation="thread").chain(to=identity))
 timeout_in_python = (_after_start("parity_timeout_in_python").chain(to=python_sleep_first, timeout=1, max_retry=2)
                      .chain(to=identity))
 deadline_chain = Pipeline("parity_deadline_chain", timeout=3).start(identity).chain(to=hang).chain(to=after)

@@ -196,6 +196,8 @@ CASES: list[Case] = [
          check=steps(("hang", "", FAILED, [TIMED_OUT]))),
     Case("scaled_timeout_up", app.scaled_up, (3,), COMPLETED,
          check=steps(("granted_more_than_the_floor", "", COMPLETED, [OK], True))),
+    Case("timeout_in_thread", app.timeout_in_thread, (1,), COMPLETED, seconds=1,
+         check=steps(("python_loop_first", "", COMPLETED, ["timed_out", OK], {"attempt": 2}))),
     Case("deadline_chain", app.deadline_chain, (1,), FAILED, seconds=3,
          check=both(steps(("hang", "", FAILED, ["timed_out"]),
                           ("after", "", "skipped", [], ("workflow timeout", "hang"))),
