@@ -9,8 +9,9 @@ decoded output. A worker's run is read into the same `WorkflowResult` that
 `ductline.execute` returns (`ductline.local.summary`, over the worker's database).
 A run's error is kept when it failed, halted or was cancelled: execute's
 ``metadata["error"]`` against a worker run's `RunHandle.error` (both worded by
-`ductline.store.run_errors`). Timestamps, durations, other error texts, ids and worker
-names are left out. Long texts are replaced by their length and digest so a diff stays
+`ductline.store.run_errors`), and so are the steps of the run that left a call file
+(`parity_app.later_called`: a step the held-job cases require never called).
+Timestamps, durations, other error texts, ids and worker names are left out. Long texts are replaced by their length and digest so a diff stays
 readable.
 """
 
