@@ -776,6 +776,7 @@ children_outputs = Pipeline("parity_children_outputs").start(start_squares).chai
 children_fail = Pipeline("parity_children_fail").start(start_one_failing).chain(to=sum_of)
 children_collect = Pipeline("parity_children_collect").start(start_collecting).chain(to=statuses)
 children_deadline = Pipeline("parity_children_deadline", timeout=2).start(start_hanging).chain(to=sum_of)
+children_cancel = Pipeline("parity_children_cancel").start(start_hanging).chain(to=sum_of)
 
 
 # -- delays on every kind of transition; step timeouts that scale with the input -------------------

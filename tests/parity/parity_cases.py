@@ -340,6 +340,12 @@ CASES: list[Case] = [
          check=both(steps(("start_one_failing", "", FAILED, [OK])), absent("sum_of"))),
     Case("children_collect", app.children_collect, (2,), COMPLETED, slots=2,
          check=steps(("statuses", "", COMPLETED, [OK], [4, "halted: job_retries_exhausted: attempt 1 of fail_always fails"]))),
+    # A cancel of the parent reaches its children (each ends cancelled; on a worker the
+    # harness checks them).
+    Case("children_cancel", app.children_cancel, (2,), CANCELLED, slots=2, cancel_awaiting="start_hanging",
+         check=both(steps(("start_hanging", "", "skipped", [OK], ("cancelled", None)),
+                          ("sum_of", "", "skipped", [], ("cancelled", "start_hanging"))),
+                    error_is("the run was cancelled"))),
     Case("children_deadline", app.children_deadline, (2,), FAILED, slots=2, seconds=3,
          check=both(steps(("start_hanging", "", "skipped", [OK], ("workflow timeout", None)),
                           ("sum_of", "", "skipped", [], ("workflow timeout", "start_hanging"))),

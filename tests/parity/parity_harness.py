@@ -39,6 +39,7 @@ from ductline import codec
 from ductline.model.outcomes import GIVEN_BACK, RELEASED_TYPE
 from ductline.store import Store
 from ductline.store import payloads, steplogs
+from ductline.store.children import child_runs
 
 log = logging.getLogger("parity")
 
@@ -79,6 +80,10 @@ class Case:
         args: the trigger's arguments.
         status, halt: the run status and halt reason every driver must record.
         cancel_at: cancel the run once an attempt of this step is running.
+        cancel_awaiting: cancel the run once this step's job waits for the child
+            runs it started (execute: once its attempt ended awaiting them); a
+            worker's run is recorded once every child run has ended, each of them
+            cancelled (the cancel reaches the children).
         cancel_halted: cancel the run once it halted: on a worker when nothing of it
             runs any more, in execute when the halt holds one of its step runs.
         resume: ``{step: input}`` to resume a paused step with (`NO_INPUT`
@@ -112,6 +117,7 @@ class Case:
     halt: str | None = None
     cancel_at: str | None = None
     cancel_halted: bool = False
+    cancel_awaiting: str | None = None
     resume: dict[str, Any] | None = None
     events: dict[str, Any] | None = None
     events_when_waiting: bool = False
@@ -308,7 +314,8 @@ def _run_execute(case: Case, provider: Any) -> Any:
     waits_forever = any(timeout is None and step not in (case.resume or {}) for step, timeout in pauses.items()) \
         or any(w.timeout is None and w.event not in (case.events or {})
                for w in getattr(case.pipeline.definition(), "waits", {}).values())
-    if case.cancel_at is None and case.held is None and not case.cancel_halted and not waits_forever:
+    if (case.cancel_at is None and case.held is None and not case.cancel_halted and case.cancel_awaiting is None
+            and not waits_forever):
         return ductline.execute(case.pipeline, *case.args, **options)
     from ductline import local
 
@@ -320,8 +327,10 @@ def _run_execute(case: Case, provider: Any) -> Any:
                     and event.get("step") == case.cancel_at and "run" in holder and not holder.get("sent")):
                 holder["sent"] = True
                 holder["run"].cancel()
-            if (case.cancel_halted and event.get("type") == "step_held" and "run" in holder
-                    and not holder.get("sent")):
+            if ((case.cancel_halted and event.get("type") == "step_held"
+                 or case.cancel_awaiting is not None and event.get("type") == "step_end"
+                 and event.get("step") == case.cancel_awaiting and event.get("status") == "awaiting")
+                    and "run" in holder and not holder.get("sent")):
                 holder["sent"] = True
                 holder["run"].cancel()
             if (case.held is not None and event.get("type") == "step_end" and event.get("status") == "completed"
@@ -341,6 +350,8 @@ def _run_execute(case: Case, provider: Any) -> Any:
             assert holder.get("released"), f"the step before {case.held!r} never completed"
         if case.cancel_halted:
             assert holder.get("sent"), "the run never halted holding a step run, so it was not cancelled"
+        if case.cancel_awaiting is not None:
+            assert holder.get("sent"), f"step {case.cancel_awaiting!r} never awaited child runs, so the run was not cancelled"
         return result
 
     return asyncio.run(started())
@@ -615,6 +626,12 @@ class Fleet:
                 if case.cancel_held:
                     item.handle.cancel()
             return None
+        if case.cancel_awaiting is not None and not item.cancelled and status not in SETTLED_RUN:
+            jobs = self.store.run_jobs(item.handle.id)
+            if any(j["step"] == case.cancel_awaiting and j["status"] == "awaiting" for j in jobs):
+                item.handle.cancel()
+                item.cancelled = True
+            return None
         if case.cancel_at is not None and not item.cancelled and status not in SETTLED_RUN:
             jobs = self.store.run_jobs(item.handle.id)
             if any(j["step"] == case.cancel_at and j["status"] == "running" for j in jobs):
@@ -656,6 +673,15 @@ class Fleet:
             return None
         if case.cancel_at is not None and not item.cancelled:
             raise AssertionError(f"run {item.handle.id} settled {status} before step {case.cancel_at!r} ran")
+        if case.cancel_awaiting is not None:
+            if not item.cancelled:
+                raise AssertionError(f"run {item.handle.id} settled {status} before step "
+                                     f"{case.cancel_awaiting!r} awaited its child runs")
+            with self.store.dialect.reader() as session:
+                children = [str(r["status"]) for r in child_runs(session, item.handle.id)]
+            if any(c not in SETTLED_RUN for c in children):
+                return None  # the cancel reaches them in transactions of their own
+            assert children and set(children) == {"cancelled"}, f"child runs ended {children}"
         if item.held_until_ms is not None and self.store.now_ms() < item.held_until_ms + CALLED_MARGIN_MS:
             return None  # a held job started at its time despite the stop would show by then
         return from_store(self.store, item.handle.id, case.pipeline.definition(), self.spans)
@@ -669,7 +695,7 @@ def compare(case: Case, records: dict[str, Record]) -> None:
         AssertionError: with a unified diff of each driver that disagrees with the
             first one.
     """
-    if case.cancel_at is not None or case.cancel_held or case.cancel_halted:
+    if case.cancel_at is not None or case.cancel_held or case.cancel_halted or case.cancel_awaiting is not None:
         # A cancel's run span is emitted by the process that cancels (the caller's
         # tracing): execute's caller is the executor itself, a worker run's canceller
         # here is the test process, which exports none. Attempt spans still count.
