@@ -65,7 +65,7 @@ class _Watch:
 
     ``resolved`` is set once ``run_id`` is the full id; ``settled`` once the run has
     settled or the watch failed (``error``: the run is not found, the database
-    refused at the first read); ``status`` is the last status read (``None``
+    refused at the first read, a SQLite file was deleted or replaced); ``status`` is the last status read (``None``
     before one came)."""
 
     def __init__(self, store: Any, text: str) -> None:
@@ -107,10 +107,12 @@ def _until(event: threading.Event, stop: threading.Event, deadline: float | None
 
 
 def _status(store: Any, run_id: str) -> str | None:
-    from ductline.errors import RunNotFound, StoreError
+    from ductline.errors import DatabaseReplaced, RunNotFound, StoreError
 
     try:
         run = store.get_run(run_id)
+    except DatabaseReplaced:  # not an outage: the run cannot be followed any more
+        raise
     except StoreError:  # the database is away for a moment: not settled yet
         return None
     if run is None:  # pruned or deleted while waited for

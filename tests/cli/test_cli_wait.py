@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -98,3 +99,33 @@ def test_wait_keeps_its_timeout_and_stops_on_sigterm_while_the_database_does_not
         for proxy in proxies:
             proxy.stop()
     assert handle.status() == "pending"
+
+
+def test_wait_ends_with_an_error_when_its_sqlite_file_is_deleted(backend, store, db_url) -> None:
+    """A deleted database file is not an outage to wait out: the wait would report a
+    run it can no longer see as still pending until its timeout."""
+    if backend != "sqlite":
+        pytest.skip("a database file is SQLite's")
+    handle = rt_app.busy.trigger(600, database=store)
+    waiting = _wait(db_url, handle.id, "--timeout", "600")
+    path = Path(db_url.removeprefix("sqlite:///"))
+    # It has found the run and follows it before the file goes: its progress display
+    # runs (a thread of its own and rich's), which starts once the run is found.
+    wait_for(lambda: len(_tasks(waiting.pid)) >= 3, timeout=60)
+    for name in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        name.unlink(missing_ok=True)
+    try:
+        out, err = waiting.communicate(timeout=60)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.communicate()
+    assert waiting.returncode == 2, err
+    assert "DatabaseReplaced" in err and "deleted" in err
+
+
+def _tasks(pid: int) -> list[str]:
+    try:
+        return os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
