@@ -432,20 +432,24 @@ def from_store(store: Store, run_id: str, definition: Any = None, spans: Any = N
                 if not (a["error_type"] == RELEASED_TYPE and (a["error"] or "").startswith(GIVEN_BACK)))
     return make_record(run["status"], run["halt_reason"], (metadata or {}).get("timeout_exceeded"), steps,
                        result_metadata,
-                       None if spans is None else spans(run_id, began, bool((metadata or {}).get("timeout_exceeded"))),
+                       None if spans is None else spans(run_id, began, bool((metadata or {}).get("timeout_exceeded")),
+                                                        run["status"] == "completed"),
                        ductline.RunHandle(run_id, store).error, run_id)
 
 
-def exported_spans(receiver: Any, timeout: float = 15.0) -> Callable[[str, int], list[tuple[str, dict[str, Any]]]]:
-    """``spans(run_id, attempts, timed_out)``: the spans of a run a worker exported to
-    ``receiver`` (`otlp_support.Receiver`), once every attempt of the run that began
-    (``attempts``) has its span and a run span came -- with ``timed_out`` (the run
-    ended at its deadline), the deadline's run span, which a run halted before its
-    deadline sends after the halt's, maybe in a later batch -- or, after ``timeout``
-    seconds, what came by then (a span the worker never exported shows as a
-    difference from execute's, not as a harness error)."""
+def exported_spans(receiver: Any, timeout: float = 15.0) -> Callable[..., list[tuple[str, dict[str, Any]]]]:
+    """``spans(run_id, attempts, timed_out, completed)``: the spans of a run a worker
+    exported to ``receiver`` (`otlp_support.Receiver`), once every attempt of the run
+    that began (``attempts``) has its span and a run span came -- with ``timed_out``
+    (the run ended at its deadline), the deadline's run span, which a run halted
+    before its deadline sends after the halt's, maybe in a later batch; with
+    ``completed``, the completion's, which a run halted and then marked succeeded
+    sends after the halt's -- or, after ``timeout`` seconds, what came by then (a span
+    the worker never exported shows as a difference from execute's, not as a harness
+    error)."""
 
-    def spans(run_id: str, attempts: int, timed_out: bool = False) -> list[tuple[str, dict[str, Any]]]:
+    def spans(run_id: str, attempts: int, timed_out: bool = False,
+              completed: bool = False) -> list[tuple[str, dict[str, Any]]]:
         def found() -> list[tuple[str, dict[str, Any]]]:
             with receiver.lock:
                 return [(name, attrs) for name, attrs in receiver.spans
@@ -455,9 +459,11 @@ def exported_spans(receiver: Any, timeout: float = 15.0) -> Callable[[str, int],
         while time.monotonic() < end:
             got = found()
             tasks = sum(1 for _, attrs in got if "cicd.pipeline.task.name" in attrs)
-            deadline_span = any(attrs.get("workflow.timeout_exceeded") for _, attrs in got
-                                if "cicd.pipeline.task.name" not in attrs)
-            if tasks >= attempts and len(got) > tasks and (deadline_span or not timed_out):
+            runs = [attrs for _, attrs in got if "cicd.pipeline.task.name" not in attrs]
+            deadline_span = any(attrs.get("workflow.timeout_exceeded") for attrs in runs)
+            completion_span = any(attrs.get("cicd.pipeline.result") == "success" for attrs in runs)
+            if tasks >= attempts and runs and (deadline_span or not timed_out) \
+                    and (completion_span or not completed):
                 break
             time.sleep(POLL_SECONDS)  # a collector is polled: its batches come when they come
         return found()
