@@ -22,12 +22,12 @@ FOLLOW_POLL_SECONDS = 0.5
 def logs(run_id: str, step: str | None, follow: bool, as_json: bool, database: str | None) -> None:
     """Print what the steps of RUN_ID logged (a unique prefix of the id will do)."""
     from ductline import views
-    from ductline.cli import _store
+    from ductline.command_support import command_store
     from ductline.errors import RunNotFound
     from ductline.model.states import SETTLED_RUN, RunStatus
     from ductline.store import steplogs
 
-    store = _store(database, read_only=True)
+    store = command_store(database, read_only=True)
     try:
         run_id = views.resolve_run_id(store, run_id)
         seen: set[tuple[str, int, int]] = set()
@@ -57,7 +57,7 @@ def _check_step(store: Any, run: dict[str, Any], step: str) -> None:
     """Exit with an error (rc 2) naming the run's steps when ``step`` is not one of
     them: an empty answer would read as "that step logged nothing"."""
     from ductline import views
-    from ductline.cli import fail
+    from ductline.command_support import fail
 
     steps = views.run_steps(store, run)
     if steps is not None and step not in steps:

@@ -39,7 +39,7 @@ def mark_succeeded(run_id: str, step: str, output_json: str, index: int | None, 
     from ductline.operations.mark import mark_succeeded as mark
     from ductline.store import open_store
 
-    from ductline.cli import json_option
+    from ductline.command_support import json_option
 
     output: Any = json_option(output_json, "--output")
     for app in apps:

@@ -36,12 +36,13 @@ def wait(run_id: str, timeout: str | None, as_json: bool, database: str | None) 
     settled when --timeout passes exits 124; Ctrl-C or SIGTERM exits 130. Neither
     touches the run: only the wait stops.
     """
-    from ductline.cli import _duration, _stop_on_signals, _store, console, fail, report_end
+    from ductline.command_support import command_store, console, duration, fail, stop_on_signals
+    from ductline.run_command import report_end
     from ductline.progress import RunProgress
 
-    seconds = _duration(timeout, "--timeout")
-    store = _store(database, read_only=True)
-    stop = _stop_on_signals()
+    seconds = duration(timeout, "--timeout")
+    store = command_store(database, read_only=True)
+    stop = stop_on_signals()
     deadline = None if seconds is None else time.monotonic() + seconds
     watch = _Watch(store, run_id)
     if _until(watch.resolved, stop, deadline):

@@ -149,7 +149,7 @@ def test_show_json_gives_each_skipped_steps_root(store, db_url):
 
 
 def test_show_prints_a_completed_runs_output_on_one_line_cut_at_its_limit(store, db_url):
-    from ductline.cli import SHOW_OUTPUT_CHARS
+    from ductline.show_command import SHOW_OUTPUT_CHARS
 
     small = timed.trigger(1, database=store)
     drive(store, timed)
