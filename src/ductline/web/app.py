@@ -152,7 +152,7 @@ def _wants_json(request: Request) -> bool:
 
 async def _error(request: Request, exc: Exception) -> Response:
     from ductline.web.pages import error_page
-    from ductline.web.api import json_error
+    from ductline.web.api_support import json_error
 
     if isinstance(exc, HTTPException):
         status, message = exc.status_code, str(exc.detail)

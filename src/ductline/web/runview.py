@@ -4,7 +4,7 @@ told apart (free before a boundary, paid after one: `ductline.web.failures`).
 
 Values (the run's arguments and output, each step run's output) are `Data`: the
 response leaves their strings as data (made storable), while every other string
-of an answer is made safe to show (`ductline.web.api.ApiResponse`).
+of an answer is made safe to show (`ductline.web.api_support.ApiResponse`).
 """
 
 from __future__ import annotations
