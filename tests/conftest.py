@@ -25,7 +25,8 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE / "apps"))
 sys.path.insert(0, str(HERE))
 
-from helpers import start_worker, stop_worker, stop_workers, truncate as _truncate, wait_for  # noqa: E402,F401
+from helpers import (shared_worker_fixture, start_worker, stop_worker, stop_workers,  # noqa: E402,F401
+                     truncate as _truncate, wait_for)
 
 
 def pg_url(database: str) -> str:
@@ -98,14 +99,10 @@ def shared_store(shared_backend_url: str) -> Iterator[Store]:
     s.close()
 
 
-@pytest.fixture(scope="module")
-def shared_worker(shared_backend_url: str) -> Iterator[subprocess.Popen[bytes]]:
-    """One real worker process (the defaults of `start_worker`) serving every test of
-    a module on `shared_backend_url`, instead of one started and stopped per test
-    (each start costs an interpreter, the package's import and two children)."""
-    proc = start_worker(shared_backend_url)
-    yield proc
-    stop_worker(proc)
+# One real worker (the defaults of `start_worker`, the app tests/apps/rt_app.py) for
+# every test of a module on `shared_backend_url`; a module binds its own app with
+# ``shared_worker = helpers.shared_worker_fixture(APP)``.
+shared_worker = shared_worker_fixture()
 
 
 # The longest tests (each tens of seconds: fleets, kills, pages run as scripts) go

@@ -178,6 +178,22 @@ def inprocess_worker_fixture(app: str, concurrency: int) -> Any:
     return inprocess_worker
 
 
+def shared_worker_fixture(app: str = APP) -> Any:
+    """A module-scoped pytest fixture ``shared_worker``: one real worker process
+    (`start_worker`'s defaults, ``app``) serving every test of a module on the
+    module's ``shared_backend_url`` (tests/conftest.py), instead of one started and
+    stopped per test: each start costs an interpreter, the package's import and two
+    step children. For tests that look only at the runs they trigger."""
+
+    @pytest.fixture(scope="module")
+    def shared_worker(shared_backend_url: str) -> Iterator[subprocess.Popen[bytes]]:
+        proc = start_worker(shared_backend_url, app=app)
+        yield proc
+        stop_worker(proc)
+
+    return shared_worker
+
+
 def stop_worker(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 15) -> int:
     if proc.poll() is None:
         proc.send_signal(sig)

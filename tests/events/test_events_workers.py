@@ -17,12 +17,15 @@ from pathlib import Path
 
 import events_app
 import pytest
-from helpers import drive, freeze_outside_a_write, start_worker, stop_worker, wait_for
+from helpers import drive, freeze_outside_a_write, shared_worker_fixture, start_worker, stop_worker, wait_for
 
 from ductline.errors import InvalidStateError, RunNotFound
 from ductline.handle import RunHandle
 
 APP = str(Path(__file__).parents[1] / "apps" / "events_app.py")
+# Tests that need a worker of the app and look only at their own runs share one per
+# backend; those that kill or freeze workers start their own.
+shared_worker = shared_worker_fixture(APP)
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -39,66 +42,63 @@ def deferred(store, run_id, step="ship"):
     return jobs_by_step(store, run_id).get(step, {}).get("status") == "deferred"
 
 
-def test_a_run_waits_for_its_event_without_a_slot_and_a_send_runs_the_step_with_its_data(store, workers):
-    workers(app=APP)
-    handle = events_app.orders.trigger(7, database=store)
-    wait_for(lambda: deferred(store, handle.id), 30)
+def test_a_run_waits_for_its_event_without_a_slot_and_a_send_runs_the_step_with_its_data(
+        shared_store, shared_worker):
+    handle = events_app.orders.trigger(7, database=shared_store)
+    wait_for(lambda: deferred(shared_store, handle.id), 30)
     time.sleep(0.3)  # a worker that would wrongly claim the deferred job has had its chance
-    ship = jobs_by_step(store, handle.id)["ship"]
+    ship = jobs_by_step(shared_store, handle.id)["ship"]
     assert (ship["status"], ship["attempts"], ship["wait_event"]) == ("deferred", 0, "paid")
-    assert store.lease_state(ship["id"]) == {"status": "deferred", "lease_token": None}
+    assert shared_store.lease_state(ship["id"]) == {"status": "deferred", "lease_token": None}
     assert handle.status() == "running"  # a wait for an event is not a pause
     sent = handle.send("paid", {"amount": 12})
     assert (sent.duplicate, sent.step) == (False, "ship")
     assert handle.wait(90) == "completed"
     assert handle.output() == {"shipped": {"amount": 12}}
-    (event,) = store.run_events(handle.id)
+    (event,) = shared_store.run_events(handle.id)
     assert (event["name"], event["job_id"], json.loads(event["data"])) == ("paid", ship["id"], {"amount": 12})
     assert event["consumed_ms"] is not None
 
 
-def test_an_event_sent_before_the_wait_is_kept_and_consumed_once(store, db_url, workers):
-    workers(app=APP)
-    handle = events_app.slow_orders.trigger(3, database=store)
+def test_an_event_sent_before_the_wait_is_kept_and_consumed_once(shared_store, shared_backend_url, shared_worker):
+    handle = events_app.slow_orders.trigger(3, database=shared_store)
     first = handle.send("paid", "first")     # before the run reaches its wait: kept
     second = handle.send("paid", "second")   # kept too; a wait consumes one event
     assert (first.step, second.step) == (None, None)
     assert handle.wait(90) == "completed"
     assert handle.output() == {"shipped": "first"}
-    events = store.run_events(handle.id)
+    events = shared_store.run_events(handle.id)
     assert [(e["name"], json.loads(e["data"]), e["job_id"] is not None) for e in events] == [
         ("paid", "first", True), ("paid", "second", False)]
-    ship = jobs_by_step(store, handle.id)["ship"]
+    ship = jobs_by_step(shared_store, handle.id)["ship"]
     assert (ship["attempts"], events[0]["job_id"]) == (1, ship["id"])
-    shown = cli("show", handle.id, "--database", db_url).stdout
+    shown = cli("show", handle.id, "--database", shared_backend_url).stdout
     assert "events never used: 'paid'" in shown and "for a wait to come" not in shown  # the run is over
 
 
-def test_a_key_makes_a_send_idempotent(store, workers):
-    workers(app=APP)
-    handle = events_app.orders.trigger(1, database=store)
-    wait_for(lambda: deferred(store, handle.id), 30)
+def test_a_key_makes_a_send_idempotent(shared_store, shared_worker):
+    handle = events_app.orders.trigger(1, database=shared_store)
+    wait_for(lambda: deferred(shared_store, handle.id), 30)
     first = handle.send("paid", 1, key="payment-77")
     again = handle.send("paid", 2, key="payment-77")
     assert (first.duplicate, first.step) == (False, "ship")
     assert (again.duplicate, again.event_id, again.step) == (True, first.event_id, None)
     assert handle.wait(90) == "completed"
     assert handle.output() == {"shipped": 1}
-    assert len(store.run_events(handle.id)) == 1
+    assert len(shared_store.run_events(handle.id)) == 1
 
 
-def test_sending_to_a_finished_run_or_no_run_is_refused_and_writes_nothing(store, workers):
-    workers(app=APP)
-    handle = events_app.orders.trigger(1, database=store)
-    wait_for(lambda: deferred(store, handle.id), 30)
+def test_sending_to_a_finished_run_or_no_run_is_refused_and_writes_nothing(shared_store, shared_worker):
+    handle = events_app.orders.trigger(1, database=shared_store)
+    wait_for(lambda: deferred(shared_store, handle.id), 30)
     handle.cancel()
-    ship = jobs_by_step(store, handle.id)["ship"]
+    ship = jobs_by_step(shared_store, handle.id)["ship"]
     assert (ship["status"], ship["skip_reason"]) == ("skipped", "cancelled")
     with pytest.raises(InvalidStateError, match="is cancelled; an event can be sent only to an unfinished run"):
         handle.send("paid", 1)
-    assert store.run_events(handle.id) == []
+    assert shared_store.run_events(handle.id) == []
     with pytest.raises(RunNotFound):
-        RunHandle("0" * 32, store).send("paid")
+        RunHandle("0" * 32, shared_store).send("paid")
 
 
 def test_bad_sends_are_refused_before_anything_is_written(store, workers):
@@ -119,38 +119,36 @@ def test_bad_sends_are_refused_before_anything_is_written(store, workers):
     assert store.run_events(handle.id) == []
 
 
-def test_the_cli_sends_an_event_and_says_what_it_did(store, db_url, workers):
-    workers(app=APP)
-    handle = events_app.orders.trigger(5, database=store)
-    wait_for(lambda: deferred(store, handle.id), 30)
-    shown = cli("show", handle.id, "--database", db_url)
+def test_the_cli_sends_an_event_and_says_what_it_did(shared_store, shared_backend_url, shared_worker):
+    handle = events_app.orders.trigger(5, database=shared_store)
+    wait_for(lambda: deferred(shared_store, handle.id), 30)
+    shown = cli("show", handle.id, "--database", shared_backend_url)
     assert f"step ship waits for event 'paid': ductline send {handle.id} paid [--data JSON]" in shown.stdout
-    done = cli("send", handle.id, "paid", "--data", '{"by": "card"}', "--key", "k1", "--database", db_url)
+    done = cli("send", handle.id, "paid", "--data", '{"by": "card"}', "--key", "k1", "--database", shared_backend_url)
     assert (done.returncode, done.stdout.strip()) == (0, f"run {handle.id}: event 'paid' sent; step ship runs now")
-    again = cli("send", handle.id[:8], "paid", "--data", "1", "--key", "k1", "--database", db_url)
+    again = cli("send", handle.id[:8], "paid", "--data", "1", "--key", "k1", "--database", shared_backend_url)
     assert (again.returncode, again.stdout.strip()) == (
         0, f"run {handle.id}: event 'paid' with key 'k1' was sent already; nothing changed")
     assert handle.wait(90) == "completed"
     assert handle.output() == {"shipped": {"by": "card"}}
-    bad = cli("send", handle.id, "paid", "--data", "{nope", "--database", db_url)
+    bad = cli("send", handle.id, "paid", "--data", "{nope", "--database", shared_backend_url)
     assert bad.returncode != 0 and "--data is not valid JSON" in bad.stderr
-    late = cli("send", handle.id, "paid", "--database", db_url)
+    late = cli("send", handle.id, "paid", "--database", shared_backend_url)
     assert late.returncode != 0 and "InvalidStateError" in late.stderr and "is completed" in late.stderr
-    view = json.loads(cli("show", handle.id, "--json", "--database", db_url).stdout)
+    view = json.loads(cli("show", handle.id, "--json", "--database", shared_backend_url).stdout)
     assert [(e["name"], e["key"], e["data"], e["consumed_by"]) for e in view["events"]] == [
         ("paid", "k1", {"by": "card"}, "ship")]
 
 
-def test_a_wait_that_times_out_fails_the_run_and_ends_the_other_branch(store, workers):
-    workers(app=APP)
-    handle = events_app.expiring.trigger(4, database=store)
+def test_a_wait_that_times_out_fails_the_run_and_ends_the_other_branch(shared_store, shared_worker):
+    handle = events_app.expiring.trigger(4, database=shared_store)
     assert handle.wait(90) == "failed"
     reason = "event 'paid' awaited before step 'ship' did not come within 1 s"
-    run = store.get_run(handle.id)
+    run = shared_store.get_run(handle.id)
     assert run["halt_reason"] == "event_timed_out"
     assert json.loads(run["metadata"]) == {"event_timed_out": True, "waiting_step": "ship", "event": "paid",
                                           "event_timeout_seconds": 1, "error": reason}
-    jobs = jobs_by_step(store, handle.id)
+    jobs = jobs_by_step(shared_store, handle.id)
     assert {s: (j["status"], j["skip_reason"]) for s, j in jobs.items()} == {
         "prepare": ("completed", None),
         "ship": ("failed", reason),               # never ran: no attempt
@@ -159,7 +157,7 @@ def test_a_wait_that_times_out_fails_the_run_and_ends_the_other_branch(store, wo
     }
     with pytest.raises(InvalidStateError):
         handle.send("paid", 1)
-    assert store.run_events(handle.id) == []
+    assert shared_store.run_events(handle.id) == []
 
 
 def test_a_worker_sigkilled_between_the_send_and_the_consuming_step_loses_nothing_and_runs_it_once(
@@ -192,21 +190,21 @@ def test_a_worker_sigkilled_between_the_send_and_the_consuming_step_loses_nothin
     assert event["job_id"] == ship["id"]
 
 
-def test_a_sender_killed_inside_its_transaction_writes_nothing_and_a_resend_delivers_once(store, db_url, workers):
-    workers(app=APP)
-    handle = events_app.orders.trigger(2, database=store)
-    wait_for(lambda: deferred(store, handle.id), 30)
-    killed = cli("send", handle.id, "paid", "--data", "5", "--key", "p1", "--database", db_url,
+def test_a_sender_killed_inside_its_transaction_writes_nothing_and_a_resend_delivers_once(
+        shared_store, shared_backend_url, shared_worker):
+    handle = events_app.orders.trigger(2, database=shared_store)
+    wait_for(lambda: deferred(shared_store, handle.id), 30)
+    killed = cli("send", handle.id, "paid", "--data", "5", "--key", "p1", "--database", shared_backend_url,
                  env={"DUCTLINE_FAULT": "during_send"})
     assert killed.returncode == -signal.SIGKILL
-    assert store.run_events(handle.id) == []
-    assert jobs_by_step(store, handle.id)["ship"]["status"] == "deferred"
+    assert shared_store.run_events(handle.id) == []
+    assert jobs_by_step(shared_store, handle.id)["ship"]["status"] == "deferred"
     for _ in range(2):
-        done = cli("send", handle.id, "paid", "--data", "5", "--key", "p1", "--database", db_url)
+        done = cli("send", handle.id, "paid", "--data", "5", "--key", "p1", "--database", shared_backend_url)
         assert done.returncode == 0, done.stderr
     assert handle.wait(90) == "completed"
     assert handle.output() == {"shipped": 5}
-    assert len(store.run_events(handle.id)) == 1
+    assert len(shared_store.run_events(handle.id)) == 1
 
 
 def test_the_waiting_gauge_and_the_received_counter(store):
