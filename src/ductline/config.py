@@ -148,7 +148,12 @@ _POSITIVE = ("lease_seconds", "undead_after_seconds", "payload_inline_bytes", "p
 # What a positive whole-number setting is for, said when a value is refused.
 _AT_LEAST_ONE = {"max_releases": "a whole number, at least 1: how many attempts in a row a shutdown may "
                                   "interrupt before the run halts",
-                 "max_kept_events": "a whole number, at least 1: how many unconsumed events a run keeps"}
+                 "max_kept_events": "a whole number, at least 1: how many unconsumed events a run keeps",
+                 "lease_seconds": "at least 0.1 s: a shorter lease expires before a claim's round trip to the "
+                                  "database and a heartbeat can renew it, so no attempt could ever finish; "
+                                  "the default is 30 s"}
+# Settings with a floor above zero (explained in the message above).
+_MINIMUM = {"lease_seconds": 0.1}
 _TEXTS = ("database_url", "retention", "step_log_level", "run_log_level", "database_pooling", "listen_database_url",
           "hostname", "queues")
 _INTS = ("retry_delay", "max_releases", "max_kept_events", "max_undead", "spare_children", "payload_inline_bytes",
@@ -181,7 +186,7 @@ def _coerce(name: str, kind: type, raw: Any, source: str) -> Any:
             value = float(raw)
             if not math.isfinite(value):
                 raise ValueError
-        if value < 0 or (name in _POSITIVE and value <= 0):
+        if value < 0 or (name in _POSITIVE and value <= 0) or value < _MINIMUM.get(name, 0):
             raise ValueError
         if value > (MAX_SECONDS if seconds else _MAX_INT):
             raise OverflowError
