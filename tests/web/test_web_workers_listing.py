@@ -16,3 +16,14 @@ def test_api_and_overview_hide_long_gone_workers_unless_asked(sqlite_store, clie
     assert 'href="?workers=all"' in page
     everything = client.get("/?workers=all").text
     assert 'data-worker="w-stopped-old"' in everything and 'data-worker="w-lost-old"' in everything
+
+
+def test_api_workers_reads_all_as_yes_or_no_and_refuses_anything_else(sqlite_store, client) -> None:
+    """``?all=yes`` listed only the recent workers: a value it did not know was read as no."""
+    seed_workers(sqlite_store)
+    for yes in ("1", "true", "yes", "TRUE"):
+        assert {w["id"] for w in client.get(f"/api/workers?all={yes}").json()["workers"]} == EVERY
+    for no in ("0", "false", "no", ""):
+        assert {w["id"] for w in client.get(f"/api/workers?all={no}").json()["workers"]} == RECENT
+    refused = client.get("/api/workers?all=maybe")
+    assert refused.status_code == 400 and "all must be one of 1, true, yes, 0, false, no" in refused.text
