@@ -25,6 +25,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ductline.errors import StoreError, StoreUnavailable
 from ductline.store import queries
 from ductline.store.postgres import pools, poolwarnings
+from ductline.store.postgres.keepalive import tcp_settings
 
 log = logging.getLogger("ductline.store")
 
@@ -192,7 +193,7 @@ class PostgresDialect:
                     raise _unreachable(why)
                 kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row,
                                           "connect_timeout": CONNECT_TIMEOUT_SECONDS,
-                                          "application_name": self.application_name}
+                                          "application_name": self.application_name, **tcp_settings(self.url)}
                 if self.pooling == "transaction":
                     # A prepared statement lives in one server session; behind a
                     # transaction pooler the next transaction may get another one.
@@ -282,7 +283,7 @@ class PostgresDialect:
 
     def _listen_connection(self, url: str) -> psycopg.Connection[Any]:
         return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS,
-                               application_name=f"{self.application_name}-listen")
+                               application_name=f"{self.application_name}-listen", **tcp_settings(url))
 
     @property
     def listens(self) -> bool:
