@@ -90,6 +90,31 @@ class Child:
     def send(self, message: Any) -> None:
         self.conn.send_bytes(protocol.dumps(message))
 
+    def send_all(self, messages: list[Any]) -> None:
+        """Send ``messages`` in one write (the child reads them one by one, in order).
+
+        Raises:
+            OSError, ValueError: the channel is closed or broken (the child is dying)
+                and none of the messages went out. Once a part went out, a break is
+                not raised: the child may have read the first messages (and started
+                a task sent ahead) before it died, so they count as sent; its death
+                settles them (`ductline.execution.prefetch.Ledger`).
+        """
+        if len(messages) == 1:
+            self.send(messages[0])
+            return
+        if self.conn.closed:
+            raise ValueError("the channel to the child is closed")
+        view = memoryview(b"".join(protocol.frame(protocol.dumps(m)) for m in messages))
+        fd = self.conn.fileno()
+        total = len(view)
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError:
+            if len(view) == total:
+                raise
+
     def take_back_sent_ahead(self) -> None:
         """Make sure the child starts none of the tasks sent ahead to it that it has not
         started yet (its attempt is being killed; `ductline.execution.prefetch.Ledger`).

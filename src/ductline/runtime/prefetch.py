@@ -128,7 +128,9 @@ class Prefetcher:
         return [p for s in self._slots for p in s.sent]
 
     def offer(self) -> None:
-        """Send the head of the queue to each busy child that holds fewer than ``depth`` jobs."""
+        """Send the head of the queue to each busy child that holds fewer than ``depth``
+        jobs; what one child gets goes out in one write (one wake-up of the child, one
+        system call of the worker, however many jobs)."""
         if len(self._ahead) <= self._held():
             return
         now = self._clock.now()
@@ -137,24 +139,35 @@ class Prefetcher:
             if not slot.busy or slot.runner is not child or child is None or child.eof or slot.retiring \
                     or now - slot.started_at > FRESH_SECONDS or self._killing(slot.index):
                 continue
-            while len(slot.sent) < self._depth and len(self._ahead) > self._held():
+            batch: list[Prefetched] = []
+            messages: list[tuple[object, ...]] = []
+            blocked = False  # the queue's head may not be sent ahead (or is not due): stop there
+            while len(slot.sent) + len(batch) < self._depth and len(self._ahead) > self._held():
                 queued = self._ahead.head(now)
                 if queued is None:
-                    return
+                    blocked = True
+                    break
                 options = self._options(queued.job)
                 if not _plain(queued.job, options):
-                    return  # it waits for a free slot (the queue keeps its order)
+                    blocked = True  # it waits for a free slot (the queue keeps its order)
+                    break
                 self._ahead.pop()
                 offset_ms = self._clock.db_now_ms() - now * 1000
                 timeout_ms = None if queued.job.timeout_seconds is None else queued.job.timeout_seconds * 1000
-                seq = child.sent_ahead + 1
+                seq = child.sent_ahead + len(batch) + 1
+                messages.append(protocol.next_task(slot.task(queued.job, options), timeout_ms, offset_ms, seq))
+                batch.append(Prefetched(queued, child, seq, offset_ms, options, now))
+            if batch:
                 try:
-                    child.send(protocol.next_task(slot.task(queued.job, options), timeout_ms, offset_ms, seq))
+                    child.send_all(messages)
                 except (OSError, ValueError):  # the child is dying; its death is handled as usual
-                    self._ahead.put_back(queued)
+                    for sent in reversed(batch):  # each goes back to the head: the first stays first
+                        self._ahead.put_back(sent.queued)
                     return
-                child.sent_ahead = seq
-                slot.sent.append(Prefetched(queued, child, seq, offset_ms, options, now))
+                child.sent_ahead = batch[-1].seq
+                slot.sent.extend(batch)
+            if blocked:
+                return
 
     def _options(self, job: ClaimedJob) -> StepOptions | None:
         node = find_node(self._definitions, job.pipeline, job.step)
