@@ -88,6 +88,29 @@ def test_the_task_sent_ahead_starts_as_the_attempt_ends_with_its_own_clock(paren
     assert parent.called() == ["a", "b"]
 
 
+def test_tasks_sent_ahead_in_one_write_start_in_order_each_with_its_own_clock(parent):
+    parent.run("held", "a")
+    wait_for(lambda: parent.called() == ["a"])
+    first = parent.child.sent_ahead + 1
+    parent.child.send_all([protocol.next_task(task("held", "b"), 5_000, OFFSET_MS, first),
+                           protocol.next_task(task("deadline", "c"), 5_000, OFFSET_MS, first + 1)])
+    parent.child.sent_ahead = first + 1
+    parent.release("a")
+    assert parent.next() == Done("lease-a", '"a"')
+    started_b = parent.next()
+    assert isinstance(started_b, Started) and started_b.lease_token == "lease-b"
+    wait_for(lambda: parent.called() == ["a", "b"])
+    parent.release("b")
+    assert parent.next() == Done("lease-b", '"b"')
+    started_c = parent.next()
+    assert isinstance(started_c, Started) and started_c.lease_token == "lease-c"
+    assert started_c.at > started_b.at  # c waited behind b: its clock starts at its own start
+    done = parent.next()
+    assert isinstance(done, Done) and done.lease_token == "lease-c"
+    assert json.loads(done.output) == ["c", int(started_c.at * 1000 + OFFSET_MS) + 5_000]
+    assert parent.called() == ["a", "b", "c"]
+
+
 def test_what_the_parent_took_back_is_never_started(parent):
     parent.run("held", "a")
     wait_for(lambda: parent.called() == ["a"])
