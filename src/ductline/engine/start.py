@@ -13,6 +13,9 @@ from ductline.store.records import NewJob, NewRun
 from ductline.store.store import Tx
 
 
+_PENDING = JobStatus.PENDING.value  # read once: an enum member's value is a descriptor call
+
+
 @dataclass(frozen=True, slots=True)
 class NewRunRows:
     """A run ready to be written: its row, its first job, and arguments to store
@@ -46,7 +49,7 @@ def new_run(definition: Definition, run_id: str, encoded_args: str, *, timeout_s
         spec = job_spec(definition, start.name, "", encoded_args, retry_delay)
     run = NewRun(run_id, definition.name, stored_args, timeout_seconds, delay_ms,  # type: ignore[arg-type]
                  not_before_ms, key, definition.priority if priority is None else priority, definition.fingerprint)
-    job = NewJob.of(run_id, definition.name, start.name, "", stored_args, spec, status=JobStatus.PENDING.value,
+    job = NewJob.of(run_id, definition.name, start.name, "", stored_args, spec, status=_PENDING,
                     delay_ms=delay_ms, not_before_ms=not_before_ms, job_id=job_id)
     return NewRunRows(run, job, pending, limits)
 

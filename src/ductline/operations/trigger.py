@@ -93,6 +93,18 @@ def first_job_spec(definition: Definition, encoded_args: str, retry_delay: float
     return spec
 
 
+# The payload limits of the settings last read: `load_settings` gives the same object
+# while nothing it reads changed, so a trigger builds them once, not once per call.
+_LIMITS: tuple[object, payloads.Limits] = (None, payloads.DEFAULT_LIMITS)
+
+
+def _limits(settings: Any) -> payloads.Limits:
+    global _LIMITS
+    if _LIMITS[0] is not settings:
+        _LIMITS = (settings, payloads.Limits.from_settings(settings))
+    return _LIMITS[1]
+
+
 MAX_KEY_LENGTH = 1000
 
 
@@ -168,7 +180,7 @@ def prepare(definition: Definition, args: tuple[Any, ...], *, delay: Any = None,
     check_start_arguments(definition, args)
     if limits is None or retry_delay is None:
         settings = load_settings()
-        limits = limits or payloads.Limits.from_settings(settings)
+        limits = limits or _limits(settings)
         retry_delay = settings.retry_delay if retry_delay is None else retry_delay
     # Arguments above payload_max_bytes are refused before anything is written; above
     # payload_inline_bytes they are stored out of line with the run (the triggering

@@ -240,7 +240,8 @@ class Tx:
         # The run is new, so a job that takes its status from its run ('auto') is pending.
         status = "pending" if job.status == AUTO_STATUS else job.status
         self._woke = True  # the statement notifies
-        return bool(self.s.fetch("insert_run_with_job", {
+        # Its one row (none for a held key) is counted, not read: no row is built.
+        return bool(self.s.execute("insert_run_with_job", {
             "id": run.id, "pipeline": run.pipeline, "args": run.args,
             "timeout_seconds": run.timeout_seconds, "delay_ms": run.delay_ms,
             "not_before_ms": run.not_before_ms, "idempotency_key": run.idempotency_key,
