@@ -36,8 +36,7 @@ CREATE INDEX ductline_runs_status ON ductline_runs (status, created_ms);
 
 CREATE TABLE ductline_jobs (
     id TEXT PRIMARY KEY,
-    -- 0019: no foreign key to ductline_runs (its check cost every job insert a lock on its run).
-    run_id TEXT NOT NULL,
+    run_id TEXT NOT NULL REFERENCES ductline_runs (id),
     pipeline TEXT NOT NULL,
     step TEXT NOT NULL,
     scope TEXT NOT NULL,
