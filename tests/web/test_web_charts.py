@@ -272,3 +272,31 @@ def test_a_whole_count_is_shown_as_a_whole_number() -> None:
     from ductline.web.svgchart import rate
 
     assert [rate(v) for v in (0, 4.0, 12.0, 3.5, 0.25, 12.4)] == ["0", "4", "12", "3.5", "0.25", "12"]
+
+
+def test_an_attempt_the_run_deadline_stopped_is_no_free_failure(backend: str, db_url: str, store: Store,
+                                                                 minute: int):
+    """The charts and the overview's last hour count failures by the rule the run page
+    uses (`ductline.model.stops.stopped_by_deadline`): an attempt the run's deadline
+    stopped in flight is neither free nor paid. They counted it free."""
+    from starlette.testclient import TestClient
+
+    raw = Raw(backend, db_url)
+    raw.run([
+        ("INSERT INTO ductline_runs (id, pipeline, status, args, halt_reason, not_before_ms, created_ms, "
+         "started_ms, finished_ms) VALUES ('late', 'gamma', 'failed', '[]', NULL, ?, ?, ?, ?)",
+         (minute, minute, minute + 2 * S, minute + 9 * S)),
+        ("INSERT INTO ductline_jobs (id, run_id, pipeline, step, scope, status, input, not_before_ms, attempts, "
+         "max_retry, max_crash, retry_delay_seconds, boundary, created_ms, finished_ms) "
+         "VALUES ('late-j', 'late', 'gamma', 'work', '', 'failed', '[]', ?, 1, 3, 10, 1, NULL, ?, ?)",
+         (minute, minute, minute + 9 * S)),
+        ("INSERT INTO ductline_attempts (job_id, attempt, run_id, lease_token, result, error_type, error, "
+         "started_ms, finished_ms) VALUES ('late-j', 1, 'late', 'token', 'timed_out', 'TimeoutError', "
+         "'stopped at the run deadline: the run exceeded its deadline of 9 s', ?, ?)",
+         (minute + 2 * S, minute + 9 * S)),
+    ])
+    with TestClient(create_app(store, token=None), base_url="http://localhost") as client:
+        totals = client.get("/api/charts?window=hour&pipeline=gamma").json()["totals"]
+        assert (totals["failed"], totals["failed_free"], totals["failed_paid"]) == (1, 0, 0)
+        last_hour = client.get("/api/overview").json()["last_hour"]
+        assert (last_hour["failed_free"], last_hour["failed_paid"]) == (1, 1)  # the paid run's, as before

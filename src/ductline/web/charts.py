@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from ductline.model.states import AttemptResult, JobStatus, RunStatus
+from ductline.model.stops import stopped_by_deadline
 from ductline.web.failures import FAILED_RESULTS
 
 MINUTE_MS = 60_000
@@ -179,7 +180,7 @@ class _Pipeline:
                 hist[key] = hist.get(key, 0) + 1
                 if paid_job and last and result != AttemptResult.SUCCEEDED:
                     self.failed_paid[i] += 1
-                elif result in FAILED_RESULTS:
+                elif result in FAILED_RESULTS and not stopped_by_deadline(result, a["error_type"], a["error_head"]):
                     self.failed_free[i] += 1
             # The job's not-before is that of its latest wait: known for its latest attempt
             # unless a retry has been scheduled since (the job is waiting again).

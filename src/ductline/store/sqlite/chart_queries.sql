@@ -30,7 +30,11 @@ WITH touched AS MATERIALIZED (
 SELECT t.pipeline AS pipeline, j.id AS job_id, j.status AS job_status, j.created_ms AS created_ms,
        j.not_before_ms AS not_before_ms, j.finished_ms AS job_finished_ms, j.attempts AS job_attempts,
        CASE WHEN j.boundary IS NULL THEN 0 ELSE 1 END AS crossed,
-       a.attempt AS attempt, a.result AS result, a.started_ms AS started_ms, a.finished_ms AS finished_ms
+       a.attempt AS attempt, a.result AS result, a.started_ms AS started_ms, a.finished_ms AS finished_ms,
+       -- what tells an attempt the run's deadline stopped (ductline.model.stops.stopped_by_deadline):
+       -- the start of its error is enough, never the whole text
+       CASE WHEN a.result = 'timed_out' THEN a.error_type END AS error_type,
+       CASE WHEN a.result = 'timed_out' THEN substr(a.error, 1, 64) END AS error_head
 FROM touched AS t
 CROSS JOIN ductline_jobs AS j
 LEFT JOIN ductline_attempts AS a ON a.job_id = j.id
