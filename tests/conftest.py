@@ -51,25 +51,8 @@ def recreate_pg_database(name: str) -> str:
     return pg_url(name)
 
 
-@pytest.fixture(scope="session")
-def pg_base_url() -> Iterator[str]:
-    """A PostgreSQL database migrated once per session; tests truncate it."""
-    url = recreate_pg_database(PG_TEST_DB)
-    store = open_store(url)
-    store.migrate()
-    store.close()
-    yield url
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{PG_TEST_DB}" WITH (FORCE)')
-
-
-
-@pytest.fixture(scope="session")
-def pg_shared_url() -> Iterator[str]:
-    """A second PostgreSQL database of this test process, migrated once, for tests
-    that share one worker across a module (`shared_backend_url`): the per-test
-    truncation of `pg_base_url` by tests that run meanwhile cannot reach it."""
-    name = f"{PG_TEST_DB}_shared"
+def _migrated_pg_database(name: str) -> Iterator[str]:
+    """An empty database ``name`` (`recreate_pg_database`), migrated; dropped after."""
     url = recreate_pg_database(name)
     store = open_store(url)
     store.migrate()
@@ -77,6 +60,20 @@ def pg_shared_url() -> Iterator[str]:
     yield url
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def pg_base_url() -> Iterator[str]:
+    """A PostgreSQL database migrated once per session; tests truncate it."""
+    yield from _migrated_pg_database(PG_TEST_DB)
+
+
+@pytest.fixture(scope="session")
+def pg_shared_url() -> Iterator[str]:
+    """A second PostgreSQL database of this test process, migrated once, for tests
+    that share one worker across a module (`shared_backend_url`): the per-test
+    truncation of `pg_base_url` by tests that run meanwhile cannot reach it."""
+    yield from _migrated_pg_database(f"{PG_TEST_DB}_shared")
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
