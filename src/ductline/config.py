@@ -12,6 +12,8 @@ Environment variables: ``DUCTLINE_DATABASE_URL``, ``DUCTLINE_LEASE_SECONDS``,
 ``DUCTLINE_HOSTNAME``, ``DUCTLINE_QUEUES``. The TOML file is ``ductline.toml`` in the
 working directory (or the path in ``DUCTLINE_CONFIG``), with the same names in
 lower case without the prefix, e.g. ``database_url = "postgresql://..."``.
+A number written as text (a variable, a quoted value in the file) is taken in plain
+ASCII decimal forms only (`ductline.numerals`): ``12``, ``2.5``; not ``١٢`` or ``1_0``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ductline.errors import ConfigurationError
 from ductline.loglevels import check_level
 from ductline.model.events import MAX_KEPT_EVENTS
 from ductline.model.outcomes import MAX_RELEASES
+from ductline.numerals import decimal_number, whole_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,13 +180,14 @@ def _coerce(name: str, kind: type, raw: Any, source: str) -> Any:
         if kind is int:
             if isinstance(raw, bool):
                 raise TypeError
-            value = int(raw)
-            if isinstance(raw, float) or (isinstance(raw, str) and not raw.strip().isdigit()):
+            # Text only in ASCII digits: int() would also take "١٢" or "1_0".
+            value = whole_number(raw) if isinstance(raw, str) else int(raw)
+            if isinstance(raw, float):  # after int(), whose OverflowError names an infinity's limit
                 raise ValueError
         else:
             if isinstance(raw, bool):
                 raise TypeError
-            value = float(raw)
+            value = decimal_number(raw) if isinstance(raw, str) else float(raw)
             if not math.isfinite(value):
                 raise ValueError
         if value < 0 or (name in _POSITIVE and value <= 0) or value < _MINIMUM.get(name, 0):

@@ -316,3 +316,26 @@ def test_pipeline_runtime_is_read_from_the_store_when_the_event_has_none(store):
     subscriber(EventName.PIPELINE_CANCELLED, {"pipeline": "obs_timeout_then_ok", "run_id": handle.id})
     h = registry.histogram("ductline.pipeline.runtime", result="cancelled")
     assert h.count == 1 and 0 <= h.sum < 60
+
+
+@pytest.mark.parametrize("name,value", [
+    ("DUCTLINE_METRICS_PORT", "\u0668\u0660\u0668\u0660"), ("DUCTLINE_METRICS_PORT", "80_80"),
+    ("DUCTLINE_METRICS_PORT", "\uff18\uff10"),
+    ("DUCTLINE_METRICS_GAUGE_INTERVAL", "1_0"), ("DUCTLINE_METRICS_GAUGE_INTERVAL", "\u0661\u0660"),
+    ("DUCTLINE_METRICS_GAUGE_INTERVAL", "inf"),
+])
+def test_install_from_env_takes_only_ascii_numbers(monkeypatch, name, value):
+    for other in ("DUCTLINE_METRICS_HOST", "DUCTLINE_STATSD_ADDRESS", "DUCTLINE_OTEL",
+                  "DUCTLINE_METRICS_GAUGE_INTERVAL"):
+        monkeypatch.delenv(other, raising=False)
+    monkeypatch.setenv("DUCTLINE_METRICS_PORT", "0")
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigurationError, match=rf"^{name}: {value!r} is not a"):
+        setup.install_from_env()
+    assert setup.current() is None
+
+
+@pytest.mark.parametrize("port", ["\u0668\u0661\u0662\u0665", "81_25"])
+def test_a_statsd_port_takes_only_ascii_digits(port):
+    with pytest.raises(ConfigurationError, match=rf"StatsD address 'host:{port}': port {port!r} is not a number"):
+        parse_address(f"host:{port}")

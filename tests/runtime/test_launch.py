@@ -134,3 +134,13 @@ def test_workers_get_sigterm_when_their_supervisor_is_killed(tmp_path):
         proc.kill()
         proc.communicate()
     wait_for(lambda: terminated(tmp_path) == set(started(tmp_path)))
+
+
+@pytest.mark.parametrize("port", ["\u0669\u0663\u0660\u0660", "93_00", "http"])
+def test_the_supervisor_refuses_a_metrics_port_not_in_ascii_digits_before_starting_any(tmp_path, port):
+    argv = [sys.executable, "-c", STAND_IN, str(tmp_path)]
+    proc = subprocess.run([sys.executable, "-c", SUPERVISOR, json.dumps(argv)], text=True, capture_output=True,
+                          env={**os.environ, "DUCTLINE_METRICS_PORT": port}, timeout=120)
+    assert proc.returncode != 0
+    assert f"ConfigurationError: DUCTLINE_METRICS_PORT: {port!r} is not a TCP port" in proc.stderr
+    assert started(tmp_path) == {}

@@ -4,6 +4,7 @@ URL validation (no database is opened)."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,58 @@ def test_invalid_env_value_is_configuration_error(monkeypatch: pytest.MonkeyPatc
     field = env.removeprefix("DUCTLINE_").lower()
     with pytest.raises(ConfigurationError, match=rf"^{env}: invalid value {value!r} for {field}( \(.*\))?$"):
         load_settings()
+
+
+# Forms Python's int() and float() read but an operator does not mean as a number:
+# other scripts' digits, underscores between digits, Unicode spaces, words.
+NOT_PLAIN = ["\u0661\u0662", "1_0", "\u0968", "\uff11\uff12", "\u00a012", "12\u2003", "\U0001d7d9"]
+
+
+@pytest.mark.parametrize("env", ["DUCTLINE_RETRY_DELAY", "DUCTLINE_MAX_UNDEAD", "DUCTLINE_SPARE_CHILDREN",
+                                 "DUCTLINE_PAYLOAD_MAX_BYTES", "DUCTLINE_POOL_MAX_CONNECTIONS"])
+@pytest.mark.parametrize("value", NOT_PLAIN)
+def test_a_whole_number_setting_takes_only_ascii_digits(monkeypatch: pytest.MonkeyPatch, env: str,
+                                                        value: str) -> None:
+    monkeypatch.setenv(env, value)
+    field = env.removeprefix("DUCTLINE_").lower()
+    with pytest.raises(ConfigurationError, match=rf"^{env}: invalid value {re.escape(repr(value))} for {field}"):
+        load_settings()
+
+
+@pytest.mark.parametrize("env", ["DUCTLINE_LEASE_SECONDS", "DUCTLINE_POLL_INTERVAL",
+                                 "DUCTLINE_SQLITE_BUSY_TIMEOUT", "DUCTLINE_POOL_IDLE_SECONDS"])
+@pytest.mark.parametrize("value", NOT_PLAIN + ["1_0.5", "\u0661.\u0665", "inf", "nan", "Infinity", "0x10"])
+def test_a_decimal_setting_takes_only_ascii_decimal_forms(monkeypatch: pytest.MonkeyPatch, env: str,
+                                                          value: str) -> None:
+    monkeypatch.setenv(env, value)
+    field = env.removeprefix("DUCTLINE_").lower()
+    with pytest.raises(ConfigurationError, match=rf"^{env}: invalid value {re.escape(repr(value))} for {field}"):
+        load_settings()
+
+
+@pytest.mark.parametrize("line", ['retry_delay = "1_0"', 'lease_seconds = "\u0663\u0660"'])
+def test_a_number_in_a_toml_string_takes_only_ascii_decimal_forms(isolated: Path, line: str) -> None:
+    write_toml(isolated / "ductline.toml", line + "\n")
+    with pytest.raises(ConfigurationError, match=r"^ductline\.toml: invalid value"):
+        load_settings()
+
+
+@pytest.mark.parametrize("env,value,expected", [
+    ("DUCTLINE_RETRY_DELAY", " 12 ", 12), ("DUCTLINE_RETRY_DELAY", "+7", 7), ("DUCTLINE_RETRY_DELAY", "007", 7),
+    ("DUCTLINE_LEASE_SECONDS", "2.5", 2.5), ("DUCTLINE_LEASE_SECONDS", ".5", 0.5),
+    ("DUCTLINE_LEASE_SECONDS", "3.", 3.0), ("DUCTLINE_LEASE_SECONDS", "1e1", 10.0),
+    ("DUCTLINE_LEASE_SECONDS", "4\n", 4.0),
+])
+def test_plain_ascii_numbers_are_read(monkeypatch: pytest.MonkeyPatch, env: str, value: str, expected: Any) -> None:
+    monkeypatch.setenv(env, value)
+    assert getattr(load_settings(), env.removeprefix("DUCTLINE_").lower()) == expected
+
+
+def test_toml_numbers_keep_the_toml_syntax(isolated: Path) -> None:
+    # TOML's own integers allow underscores; tomllib has read them before the settings see them.
+    write_toml(isolated / "ductline.toml", "retry_delay = 1_0\nlease_seconds = 1_2.5\n")
+    settings = load_settings()
+    assert (settings.retry_delay, settings.lease_seconds) == (10, 12.5)
 
 
 def test_max_releases_defaults_to_five_and_comes_from_the_file(isolated: Path) -> None:

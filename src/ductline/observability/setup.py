@@ -23,11 +23,13 @@ Environment (read by `install_from_env`):
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 from typing import Any, Callable
 
 from ductline.errors import ConfigurationError, StoreError
+from ductline.numerals import decimal_number, whole_number
 from ductline.observability import events
 from ductline.observability.metrics import (ChildCounts, EventWaits, MetricsSubscriber, QueueDepths, QueueServing,
                                              Registry, RunCounts)
@@ -205,13 +207,22 @@ def install(metrics_port: int | None = None, metrics_host: str = "127.0.0.1", st
     return obs
 
 
-def _env_port(name: str) -> int | None:
+def env_port(name: str) -> int | None:
+    """The TCP port in environment variable ``name`` (``None`` when it is unset or empty).
+
+    Raises:
+        ConfigurationError: not a port written in ASCII digits, 0 to 65535.
+    """
     raw = os.environ.get(name, "").strip()
     if not raw:
         return None
-    if not raw.isdigit() or not 0 <= int(raw) < 65536:
+    try:
+        port = whole_number(raw)  # ASCII digits only: int() would also take "٨٠٨٠" or "80_80"
+    except ValueError:
+        port = -1
+    if not 0 <= port < 65536:
         raise ConfigurationError(f"{name}: {raw!r} is not a TCP port")
-    return int(raw)
+    return port
 
 
 def install_from_env(store: Any = None) -> Observability | None:
@@ -222,7 +233,7 @@ def install_from_env(store: Any = None) -> Observability | None:
     Raises:
         ConfigurationError: an invalid value, or a port that cannot be bound.
     """
-    port = _env_port("DUCTLINE_METRICS_PORT")
+    port = env_port("DUCTLINE_METRICS_PORT")
     host = os.environ.get("DUCTLINE_METRICS_HOST", "").strip() or "127.0.0.1"
     statsd = os.environ.get("DUCTLINE_STATSD_ADDRESS", "").strip() or None
     otel_raw = os.environ.get("DUCTLINE_OTEL", "").strip().lower()
@@ -231,8 +242,8 @@ def install_from_env(store: Any = None) -> Observability | None:
         return None
     interval_raw = os.environ.get("DUCTLINE_METRICS_GAUGE_INTERVAL", "").strip()
     try:
-        interval = float(interval_raw) if interval_raw else 10.0
-        if not interval > 0:
+        interval = decimal_number(interval_raw) if interval_raw else 10.0
+        if not 0 < interval < math.inf:
             raise ValueError
     except ValueError:
         raise ConfigurationError(f"DUCTLINE_METRICS_GAUGE_INTERVAL: {interval_raw!r} is not a positive number") \

@@ -23,6 +23,7 @@ import socket
 from typing import Any
 
 from ductline.errors import ConfigurationError
+from ductline.numerals import whole_number
 from ductline.observability.metrics import SPECS, MetricSpec, Registry
 
 log = logging.getLogger("ductline.observability")
@@ -52,7 +53,7 @@ def parse_address(text: str) -> tuple[str, int]:
         host, port = raw.split(":")
     host = host or DEFAULT_HOST
     try:
-        number = int(port) if port else DEFAULT_PORT
+        number = whole_number(port) if port else DEFAULT_PORT
     except ValueError:
         raise ConfigurationError(f"StatsD address {text!r}: port {port!r} is not a number") from None
     if not 0 < number < 65536:

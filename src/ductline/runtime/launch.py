@@ -15,6 +15,7 @@ from ductline.apps import import_app
 from ductline.config import Settings
 from ductline.dsl.pipeline import _REGISTRY
 from ductline.errors import DefinitionError, TargetError
+from ductline.observability.setup import env_port
 from ductline.runtime.worker import Worker
 from ductline.store import Store
 
@@ -59,7 +60,14 @@ def build_worker(store: Store, apps: list[str], concurrency: int, settings: Sett
 def supervise(argv: list[str], processes: int, restart_delay: float = 1.0) -> int:
     """Run ``processes`` copies of a single-process worker command, restart any that
     dies, and pass SIGTERM/SIGINT on to all of them. With ``DUCTLINE_METRICS_PORT=P``
-    worker process ``i`` serves its metrics on port ``P + i``."""
+    worker process ``i`` serves its metrics on port ``P + i``.
+
+    Raises:
+        ConfigurationError: ``DUCTLINE_METRICS_PORT`` is not a port (before any
+            process is started).
+    """
+    # Read as each worker process reads it, refused here before any starts.
+    base_port = env_port("DUCTLINE_METRICS_PORT")
     stopping = False
     children: list[subprocess.Popen[bytes]] = []
 
@@ -72,12 +80,11 @@ def supervise(argv: list[str], processes: int, restart_delay: float = 1.0) -> in
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    base_port = os.environ.get("DUCTLINE_METRICS_PORT")
 
     def start(index: int) -> subprocess.Popen[bytes]:
         env = dict(os.environ)
-        if base_port:
-            env["DUCTLINE_METRICS_PORT"] = str(int(base_port) + index)
+        if base_port is not None:
+            env["DUCTLINE_METRICS_PORT"] = str(base_port + index)
         # Workers get SIGTERM (a graceful stop) if the supervisor dies, never orphaned.
         return subprocess.Popen(argv, env=env, preexec_fn=_term_with_parent)
 
