@@ -94,7 +94,13 @@ class Settings:
             transaction-pooling proxy (PgBouncer ``pool_mode = transaction``): no
             server-side prepared statements, and LISTEN goes to
             ``listen_database_url`` or, without one, workers and waiting clients
-            poll. Empty (the default): a direct connection.
+            poll. ``"session"``: a pooler that keeps each client on one server
+            session (``pool_mode = session``), used as a direct connection. Empty
+            (the default): the first connection finds out whether the URL leads
+            through a pooler (the server process running its statements is not the
+            one the connection was given) and, if it does, works as with
+            ``"transaction"`` and logs a warning once
+            (`ductline.store.postgres.pooler`).
         listen_database_url: a direct PostgreSQL URL (not through a transaction
             pooler) for the LISTEN connection. Empty: ``database_url`` is used,
             unless ``database_pooling`` is ``"transaction"`` (then: polling).
@@ -161,7 +167,7 @@ _TEXTS = ("database_url", "retention", "step_log_level", "run_log_level", "datab
           "hostname", "queues")
 _INTS = ("retry_delay", "max_releases", "max_kept_events", "max_undead", "spare_children", "payload_inline_bytes",
          "payload_max_bytes", "step_log_max_bytes", "pool_max_connections")
-POOLING_MODES = ("", "transaction")
+POOLING_MODES = ("", "transaction", "session")
 # The float settings and retry_delay are durations in seconds: at most the longest
 # duration a definition takes (stored in milliseconds, added to the database clock).
 # A count or a size fits a signed 64-bit column.
@@ -305,7 +311,8 @@ def _build(overrides: dict[str, Any]) -> Settings:
     if settings.database_pooling not in POOLING_MODES:
         raise ConfigurationError(f"{sources.get('database_pooling', 'default')}: invalid value "
                                  f"{settings.database_pooling!r} for database_pooling: use \"transaction\" "
-                                 "(behind PgBouncer in transaction mode) or leave it empty")
+                                 "(behind PgBouncer in transaction mode), \"session\" (behind a pooler "
+                                 "in session mode) or leave it empty (found out at the first connection)")
     try:
         if not settings.queue_names:
             raise ValueError("queues must name at least one queue")

@@ -1,8 +1,9 @@
 """Everything works through a real PgBouncer in transaction pooling mode: triggers
 from an application, workers, the CLI and the dashboard; waiting for a run with
 LISTEN on a direct connection and with the polling fallback; retention's fleet-wide
-turn (a transaction-scoped lock). And without ``database_pooling = "transaction"``
-psycopg's prepared statements break behind it: the setting is what makes it work."""
+turn (a transaction-scoped lock). Without ``database_pooling`` the pooler is found
+and worked with; said to be ``"session"``, psycopg's prepared statements break
+behind it, and the error names the setting."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from pgbouncer_support import free_port
 from ductline.errors import StoreError
 from ductline.operations.prune import prune
 from ductline.store import open_store
+from ductline.store.postgres import pooler
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"])
 
@@ -118,9 +120,9 @@ def test_retention_turn_is_transaction_scoped_through_pgbouncer(store, db_url, p
         through.close()
 
 
-def test_without_the_setting_prepared_statements_break_behind_pgbouncer(db_url, pgbouncer, monkeypatch):
-    monkeypatch.delenv("DUCTLINE_DATABASE_POOLING", raising=False)
-    store = open_store(pgbouncer.url(db_url.rpartition("/")[2]), max_connections=4)
+def _hammer(store):
+    """Statements from four threads, each repeated past psycopg's preparing threshold;
+    returns the errors they raised."""
     errors = []
 
     def hammer():
@@ -131,12 +133,55 @@ def test_without_the_setting_prepared_statements_break_behind_pgbouncer(db_url, 
         except StoreError as exc:
             errors.append(exc)
 
+    threads = [threading.Thread(target=hammer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
+def test_without_the_setting_a_pooler_is_found_and_worked_with(db_url, pgbouncer, monkeypatch, caplog):
+    monkeypatch.delenv("DUCTLINE_DATABASE_POOLING", raising=False)
+    monkeypatch.delenv("DUCTLINE_LISTEN_DATABASE_URL", raising=False)
+    monkeypatch.setattr(pooler, "_warned", False)
+    store = open_store(pgbouncer.url(db_url.rpartition("/")[2]), max_connections=4)
     try:
-        threads = [threading.Thread(target=hammer) for _ in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        with caplog.at_level("WARNING", logger="ductline.store"):
+            assert _hammer(store) == []
+            # Nothing listens through the pooler (a lent session would lose it): callers poll.
+            assert store.dialect.listens is False
+        warned = [r.getMessage() for r in caplog.records if "connection pooler" in r.getMessage()]
+        assert len(warned) == 1 and "DUCTLINE_DATABASE_POOLING=transaction" in warned[0]
+    finally:
+        store.close()
+
+
+def test_a_direct_url_without_the_setting_keeps_listen_and_prepared_statements(db_url, monkeypatch, caplog):
+    monkeypatch.delenv("DUCTLINE_DATABASE_POOLING", raising=False)
+    monkeypatch.delenv("DUCTLINE_LISTEN_DATABASE_URL", raising=False)
+    monkeypatch.setattr(pooler, "_warned", False)
+    store = open_store(db_url, max_connections=1)
+    try:
+        with caplog.at_level("WARNING", logger="ductline.store"):
+            for _ in range(10):  # past psycopg's threshold: the statement is prepared
+                store.list_runs()
+            assert store.dialect.listens is True and store.dialect.listen_url == db_url
+        with store.dialect.reader() as session:  # the pool's one connection
+            prepared = session._conn.execute("SELECT count(*) AS n FROM pg_prepared_statements").fetchone()
+        assert prepared["n"] > 0
+        assert not [r for r in caplog.records if "connection pooler" in r.getMessage()]
+    finally:
+        store.close()
+
+
+def test_session_said_of_a_transaction_pooler_breaks_and_names_the_setting(db_url, pgbouncer, monkeypatch):
+    # The setting is believed: "session" keeps psycopg's prepared statements, which a
+    # transaction pooler hands to other clients' sessions.
+    monkeypatch.setenv("DUCTLINE_DATABASE_POOLING", "session")
+    store = open_store(pgbouncer.url(db_url.rpartition("/")[2]), max_connections=4)
+    try:
+        errors = _hammer(store)
     finally:
         store.close()
     assert errors and "prepared statement" in str(errors[0])

@@ -298,7 +298,7 @@ def test_unknown_toml_key_names_the_closest_setting(isolated: Path) -> None:
 @pytest.mark.parametrize("line,field", [
     ('retention = "30x"', "retention"),
     ('step_log_level = "LOUD"', "step_log_level"),
-    ('database_pooling = "session"', "database_pooling"),
+    ('database_pooling = "statement"', "database_pooling"),
 ])
 def test_a_value_checked_after_the_merge_names_its_source(isolated: Path, monkeypatch: pytest.MonkeyPatch,
                                                          line: str, field: str) -> None:

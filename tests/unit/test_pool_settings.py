@@ -26,7 +26,7 @@ def test_defaults_and_overrides(monkeypatch):
 
 @pytest.mark.parametrize("name, value", [
     ("pool_max_connections", 0), ("pool_max_connections", "two"), ("pool_idle_seconds", 0),
-    ("database_pooling", "session"), ("database_pooling", "statement"),
+    ("database_pooling", "statement"), ("database_pooling", "Transaction"),
 ])
 def test_bad_values_are_refused(name, value):
     with pytest.raises(ConfigurationError, match=name):
@@ -48,4 +48,6 @@ def test_open_store_applies_them(monkeypatch):
     monkeypatch.delenv("DUCTLINE_DATABASE_POOLING")
     monkeypatch.delenv("DUCTLINE_LISTEN_DATABASE_URL")
     dialect = open_store("postgresql://nobody@127.0.0.1:1/none").dialect
-    assert getattr(dialect, "listen_url") == "postgresql://nobody@127.0.0.1:1/none"  # direct: listens there
+    # Unset: the first connection finds out whether the URL leads through a pooler;
+    # while none can be made, nothing listens (callers poll, which is always correct).
+    assert getattr(dialect, "listen_url") is None and getattr(dialect, "listens") is False

@@ -6,7 +6,8 @@ no ``SET``, no LISTEN, no temporary tables), so the pool may sit behind a
 transaction-pooling proxy such as PgBouncer (``pooling="transaction"``): there
 psycopg prepares no server-side statements (the proxy would hand them to another
 client's session), and LISTEN -- which needs a session of its own -- goes to a
-direct ``listen_url`` or is replaced by polling.
+direct ``listen_url`` or is replaced by polling. With ``pooling`` unset, the first
+connection finds out whether it goes through a pooler (`pooler.through_pooler`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ductline.errors import StoreError, StoreUnavailable
 from ductline.store import queries
-from ductline.store.postgres import pools, poolwarnings
+from ductline.store.postgres import pooler, pools, poolwarnings
 from ductline.store.postgres.keepalive import tcp_settings
 
 log = logging.getLogger("ductline.store")
@@ -154,9 +155,14 @@ class PostgresDialect:
         url: the PostgreSQL URL of every pooled connection.
         max_connections: the pool's ceiling (it keeps one open, grows under load).
         idle_seconds: a pooled connection unused this long is closed (down to one).
-        pooling: ``"transaction"`` when ``url`` is a transaction-pooling proxy.
+        pooling: ``"transaction"`` when ``url`` is a transaction-pooling proxy,
+            ``"session"`` when it is a pooler that keeps each client on one server
+            session (then as direct), ``""``: found out at the first connection
+            (`ductline.store.postgres.pooler`; a pooler found is taken as
+            ``"transaction"``).
         listen_url: a direct URL for LISTEN; ``None``: ``url`` unless ``pooling``
-            is ``"transaction"``, in which case nothing listens (callers poll).
+            is (or is found to be) ``"transaction"``, in which case nothing
+            listens (callers poll).
         application_name: what ``pg_stat_activity`` shows for this process's
             connections (the LISTEN connection adds ``-listen``).
     """
@@ -175,9 +181,7 @@ class PostgresDialect:
         self._idle_seconds = idle_seconds
         self.pooling = pooling
         self.application_name = application_name
-        # LISTEN through a transaction pooler would listen on a server session other
-        # clients share and then lose: only a direct connection may listen.
-        self.listen_url: str | None = listen_url or (None if pooling == "transaction" else url)
+        self._listen_given = listen_url
         self._last_used: dict[int, float] = {}  # id(connection) -> when last handed back (monotonic)
 
     def _get_pool(self) -> ConnectionPool[Any]:
@@ -188,7 +192,7 @@ class PostgresDialect:
                 # after the pool's POOL_TIMEOUT_SECONDS of retrying in the background
                 # (a one-shot command given a wrong URL). Once the pool exists, a
                 # server that goes away is waited for, up to that timeout.
-                why = self._why_unreachable()
+                why = self._why_unreachable(probe=True)
                 if why is not None:
                     raise _unreachable(why)
                 kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row,
@@ -242,14 +246,39 @@ class PostgresDialect:
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise _translate(exc, "connection") from exc
 
-    def _why_unreachable(self) -> psycopg.Error | None:
+    def _why_unreachable(self, probe: bool = False) -> psycopg.Error | None:
         """The pool only says it timed out; one direct attempt says why (refused,
-        unknown role or database, bad password)."""
+        unknown role or database, bad password). ``probe``: with an unset
+        ``pooling``, the attempt also finds out whether ``url`` leads through a pooler."""
         try:
-            with psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_SECONDS):
+            with psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_SECONDS,
+                                 prepare_threshold=None) as conn:
+                if probe and self.pooling == pooler.DETECT:
+                    if pooler.through_pooler(conn):
+                        pooler.warn_detected()
+                        self.pooling = pooler.TRANSACTION
+                    else:
+                        self.pooling = pooler.SESSION  # direct: nothing to find out again
                 return None
         except psycopg.Error as exc:
             return exc
+
+    @property
+    def listen_url(self) -> str | None:
+        """The URL LISTEN connects to: the one given, else ``url`` unless it leads
+        through a transaction pooler (``None``: nothing listens, callers poll).
+        LISTEN through such a pooler would listen on a server session other clients
+        share and then lose: only a direct connection may listen. With an unset
+        ``pooling``, found out by a first connection; if that fails (the server is
+        down), ``None`` until one succeeds: polling is correct either way."""
+        if self._listen_given:
+            return self._listen_given
+        if self.pooling == pooler.DETECT:
+            try:
+                self._pool or self._get_pool()  # its first connection finds out
+            except StoreError:
+                return None
+        return None if self.pooling == pooler.TRANSACTION else self.url
 
     @contextmanager
     def transaction(self) -> Iterator[_Session]:
