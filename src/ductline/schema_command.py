@@ -21,10 +21,12 @@ def migrate(database: str | None) -> None:
 
 @click.command()
 @click.option("--older-than", "older_than", required=True, metavar="D",
-              help="Delete runs that ended more than D ago: 30d, 12h, 90m, 3600s or seconds.")
+              help="Delete runs that ended more than D ago (a run not ended: created): 30d, 12h, 90m, "
+                   "3600s or seconds.")
 @click.option("--status", "statuses", multiple=True, metavar="S",
               help="Only runs with this status (repeat for several); default completed, failed, cancelled. "
-                   "Halted, paused and active runs go only when named.")
+                   "Halted, paused, pending and running runs go only when named, and never while a worker "
+                   "runs one of their steps (cancel such a run first).")
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
 @database_option
 def prune(older_than: str, statuses: tuple[str, ...], dry_run: bool, database: str | None) -> None:
@@ -42,7 +44,11 @@ def prune(older_than: str, statuses: tuple[str, ...], dry_run: bool, database: s
     if dry_run:
         out.print(f"would delete {report.runs} run(s) ({rows} rows) that ended more than {older_than} ago "
                   f"({', '.join(wanted)})", highlight=False)
-        return
-    detail = ", ".join(f"{table} {n}" for table, n in report.rows.items() if n and table != "runs")
-    out.print(f"deleted {report.runs} run(s) in {report.transactions} transaction(s)"
-              + (f": {detail}" if detail else ""), highlight=False)
+    else:
+        detail = ", ".join(f"{table} {n}" for table, n in report.rows.items() if n and table != "runs")
+        out.print(f"deleted {report.runs} run(s) in {report.transactions} transaction(s)"
+                  + (f": {detail}" if detail else ""), highlight=False)
+    if report.busy:
+        left = "would leave" if dry_run else "left"
+        out.print(f"{left} {report.busy} run(s) whole: a worker is running a step of each "
+                  "(cancel them first: ductline cancel RUN)", highlight=False)

@@ -23,3 +23,5 @@ def big(n):
 
 fanned = Pipeline("prune_fanned").start(fan).expand(to=square).collapse(into=total)
 large = Pipeline("prune_large").start(big)
+# A run under way with nothing claimed: its second step waits an hour.
+paced = Pipeline("prune_paced").start(fan).chain(to=total, delay=3600)

@@ -1,5 +1,5 @@
 """Retention: `ductline prune` and the prune operation delete ended runs whole, in
-transactions of at most 1,000 rows; active, paused and halted runs stay unless named;
+transactions of at most 1,000 rows; active, paused and halted runs stay unless named, and a run with a claimed job stays always;
 bad input deletes nothing; a prune killed in the middle of a transaction leaves no run
 half-deleted. Both backends."""
 
@@ -151,3 +151,72 @@ def test_a_prune_killed_mid_transaction_leaves_no_run_half_deleted(store, db_url
     assert cli("prune", "--older-than", "0s", "--database", db_url).returncode == 0
     for handle in ended:
         assert set(rows_of(store, handle.id).values()) == {0}
+
+
+def claimed_run(store):
+    """A running run whose first step a worker has claimed (its attempt running)."""
+    handle = prune_app.fanned.trigger(3, database=store)
+    [job] = store.claim("test-worker", ["prune_fanned"], 1, 60_000, queues=("default",))
+    assert job.run_id == handle.id and handle.status() == "running"
+    return handle
+
+
+def idle_running_run(store):
+    """A running run with nothing claimed: its first step done, the next one delayed."""
+    handle = prune_app.paced.trigger(4, database=store)
+    drive(store, prune_app.paced)
+    assert handle.status() == "running"
+    return handle
+
+
+def test_named_running_runs_go_unless_a_worker_runs_one_of_their_steps(store):
+    busy, idle = claimed_run(store), idle_running_run(store)
+    dry = prune(store, 0, statuses=["running"], dry_run=True)
+    assert (dry.runs, dry.busy) == (1, 1)
+    report = prune(store, 0, statuses=["running"])
+    assert (report.runs, report.busy) == (1, 1)
+    assert set(rows_of(store, idle.id).values()) == {0}
+    kept = rows_of(store, busy.id)
+    assert kept["ductline_runs"] == 1 and kept["ductline_jobs"] == 1 and kept["ductline_attempts"] == 1
+    assert prune(store, 0).runs == 0  # never by default either
+
+
+def test_a_busy_run_cancelled_goes_by_default(store):
+    """What the message says to do: cancel records the claimed attempt ended at once,
+    and the run is then an ended run like any other."""
+    busy = claimed_run(store)
+    assert prune(store, 0, statuses=["running"]).busy == 1
+    cancel_run(store, busy.id)
+    assert busy.status() == "cancelled"
+    past_the_last_finish(store)
+    report = prune(store, 0)
+    assert (report.runs, report.busy) == (1, 0)
+    assert set(rows_of(store, busy.id).values()) == {0}
+
+
+def test_a_run_whose_job_another_transaction_holds_is_left_whole(store, backend, db_url):
+    """PostgreSQL: a job locked by a transaction not yet committed (a claim under
+    way) makes its run busy; the prune neither waits for it nor deletes under it."""
+    if backend != "postgres":
+        pytest.skip("SQLite serializes writes: no claim is half-done while a prune runs")
+    import psycopg
+
+    idle = idle_running_run(store)
+    with psycopg.connect(db_url.replace("postgresql+psycopg", "postgresql")) as other:
+        other.execute(f"SELECT id FROM ductline_jobs WHERE run_id = '{idle.id}' AND status = 'pending' FOR UPDATE")
+        report = prune(store, 0, statuses=["running"])
+        assert (report.runs, report.busy) == (0, 1)
+        other.rollback()
+    assert rows_of(store, idle.id)["ductline_jobs"] == 2
+    assert prune(store, 0, statuses=["running"]).runs == 1
+
+
+def test_the_cli_says_which_runs_it_left(store, db_url):
+    claimed_run(store)
+    idle_running_run(store)
+    dry = cli("prune", "--older-than", "0s", "--status", "running", "--dry-run", "--database", db_url)
+    assert dry.returncode == 0 and "would delete 1 run(s)" in dry.stdout, dry.stderr
+    assert "would leave 1 run(s) whole: a worker is running a step of each" in dry.stdout
+    done = cli("prune", "--older-than", "0s", "--status", "running", "--database", db_url)
+    assert done.returncode == 0 and "deleted 1 run(s)" in done.stdout, done.stderr
+    assert "left 1 run(s) whole: a worker is running a step of each (cancel them first" in done.stdout

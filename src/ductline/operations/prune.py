@@ -5,7 +5,12 @@ workers' maintenance thread) delete runs finished before the cutoff (database
 clock) with everything that belongs to them: jobs, attempts, payloads and their
 chunks, run context, fan-in counters. By default only ended runs go (completed,
 failed, cancelled); active, paused and halted runs are pruned only when their
-status is named explicitly.
+status is named explicitly, and their age is then counted from their creation.
+
+A run with a job a worker has claimed (an attempt running, or a dead worker's
+attempt not yet rescued) is never deleted, whatever its status: the attempt would
+go on writing for a run that is gone. It is left whole and counted in ``busy``;
+cancel it first (`ductline.operations.cancel`), then prune it as cancelled.
 
 Each transaction deletes whole runs holding at most ``max_rows`` rows in all (a
 single run larger than that is deleted alone, in one transaction): a prune
@@ -21,7 +26,7 @@ from typing import Callable
 
 from ductline.model.states import TERMINAL_RUN, RunStatus
 from ductline.store import Store
-from ductline.store.retention import Candidate, candidates, delete_runs, take_turn
+from ductline.store.retention import Candidate, candidates, delete_runs, lockable_runs, take_turn
 
 log = logging.getLogger("ductline.prune")
 
@@ -38,6 +43,7 @@ class PruneReport:
     rows: dict[str, int] = field(default_factory=dict)
     transactions: int = 0
     complete: bool = True  # False when stopped by ``max_seconds`` with more to do
+    busy: int = 0  # runs left whole because a worker had claimed one of their jobs
     yielded: bool = False  # an ``exclusive`` prune found another maintainer pruning
 
     def add(self, counts: dict[str, int]) -> None:
@@ -86,6 +92,7 @@ def prune(store: Store, older_than_seconds: int, *, statuses: list[str] | tuple[
         older_than_seconds: how long ago a run ended (for a run that has not
             ended: was created), on the database clock (>= 0).
         statuses: run statuses to prune (default completed, failed, cancelled).
+            A run with a claimed job is left whatever its status (``busy``).
         dry_run: count what would be deleted; delete nothing.
         max_rows: the most rows one transaction deletes (whole runs only).
         max_seconds: stop after about this long (the maintenance thread's budget);
@@ -114,15 +121,19 @@ def prune(store: Store, older_than_seconds: int, *, statuses: list[str] | tuple[
             if max_seconds is not None and clock() - started >= max_seconds:
                 report.complete = False
                 return report
-            if dry_run:
-                report.runs += len(batch)
-                report.add({"rows": sum(c.weight for c in batch)})
+            if dry_run:  # the same runs a prune would take, locked a moment and left as they are
+                with store.transaction() as tx:
+                    taken, busy = lockable_runs(tx, [c.run_id for c in batch], wanted)
+                report.runs += len(taken)
+                report.busy += busy
+                report.add({"rows": sum(c.weight for c in batch if c.run_id in set(taken))})
                 continue
             with store.transaction() as tx:
                 if exclusive and not take_turn(tx):
                     report.complete, report.yielded = False, True
                     return report
                 counts = delete_runs(tx, [c.run_id for c in batch], wanted)
+            report.busy += counts.pop("busy", 0)
             report.transactions += 1
             report.runs += counts["runs"]
             report.add(counts)

@@ -41,13 +41,29 @@ def take_turn(tx: Tx) -> bool:
     return bool(tx.s.fetch("prune_exclusive")[0]["locked"])
 
 
-def delete_runs(tx: Tx, run_ids: list[str], statuses: list[str]) -> dict[str, int]:
-    """Delete these runs with their jobs, attempts, step logs, payloads, context, tags and operator actions, inside
-    ``tx`` -- only those still in ``statuses`` (and, on PostgreSQL, not held by
-    another pruner). Returns the rows deleted per table (``runs`` included)."""
+def lockable_runs(tx: Tx, run_ids: list[str], statuses: list[str]) -> tuple[list[str], int]:
+    """Lock, for the rest of ``tx``, the runs of ``run_ids`` that may be deleted: still
+    in ``statuses``, not held by another transaction (PostgreSQL), and with no job
+    claimed by a worker (a live attempt would go on writing for its run after it was
+    gone). Returns their ids and how many runs were left for a claimed job."""
     locked = [r["id"] for r in tx.s.fetch("prune_lock", {"run_ids": json.dumps(sorted(run_ids)),
                                                           "statuses": json.dumps(statuses)})]
+    if not locked:
+        return [], 0
+    # After the runs are locked: a job insert (its foreign key's lock on the run)
+    # can no longer add work to them, so what is busy now stays known.
+    busy = {r["run_id"] for r in tx.s.fetch("prune_busy", {"run_ids": json.dumps(locked)})}
+    return [run_id for run_id in locked if run_id not in busy], len(busy)
+
+
+def delete_runs(tx: Tx, run_ids: list[str], statuses: list[str]) -> dict[str, int]:
+    """Delete the runs of ``run_ids`` that `lockable_runs` takes, with their jobs,
+    attempts, step logs, payloads, context, tags and operator actions, inside ``tx``.
+    Returns the rows deleted per table (``runs`` included) and, under ``busy``, how
+    many runs were left whole for a claimed job."""
+    locked, busy = lockable_runs(tx, run_ids, statuses)
     counts = dict.fromkeys(_TABLES, 0)
+    counts["busy"] = busy
     if not locked:
         return counts
     ids = json.dumps(locked)

@@ -33,6 +33,27 @@ ORDER BY c.age_ms, c.id;
 SELECT id FROM ductline_runs WHERE id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb)) AND status IN (SELECT jsonb_array_elements_text(:statuses::jsonb))
 ORDER BY id FOR UPDATE SKIP LOCKED;
 
+-- name: prune_busy
+-- The runs of a batch (already locked by prune_lock) that a worker may be running:
+-- one with a claimed job, or with a job another transaction holds (a claim not yet
+-- committed). Their rows are left whole: a live attempt would go on writing for its
+-- run (context, payload chunks) after the run was gone. The jobs are locked with
+-- SKIP LOCKED, never waited for: a completion holds its job and then waits for the
+-- run's key lock (the job insert's foreign key), which this prune holds.
+WITH locked AS (
+    SELECT run_id, status FROM ductline_jobs
+    WHERE run_id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb))
+    FOR UPDATE SKIP LOCKED
+), every AS (
+    SELECT run_id, count(*) AS n FROM ductline_jobs
+    WHERE run_id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb)) GROUP BY run_id
+), taken AS (
+    SELECT run_id, count(*) AS n, count(*) FILTER (WHERE status = 'running') AS running
+    FROM locked GROUP BY run_id
+)
+SELECT e.run_id FROM every e LEFT JOIN taken t ON t.run_id = e.run_id
+WHERE t.n IS NULL OR t.n < e.n OR t.running > 0;
+
 -- name: prune_chunks
 DELETE FROM ductline_payload_chunks WHERE payload_id IN (
     SELECT id FROM ductline_payloads WHERE run_id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb)));

@@ -22,6 +22,14 @@ LIMIT :limit;
 SELECT id FROM ductline_runs WHERE id IN (SELECT value FROM json_each(:run_ids)) AND status IN (SELECT value FROM json_each(:statuses))
 ORDER BY id;
 
+-- name: prune_busy
+-- The runs of a batch that a worker may be running (a claimed job): their rows are
+-- left whole, as a live attempt would go on writing for its run (context, payload
+-- chunks) after the run was gone. SQLite's writes are serialized: no claim can be
+-- half-done while this transaction reads.
+SELECT DISTINCT run_id FROM ductline_jobs
+WHERE run_id IN (SELECT value FROM json_each(:run_ids)) AND status = 'running';
+
 -- name: prune_chunks
 DELETE FROM ductline_payload_chunks WHERE payload_id IN (
     SELECT id FROM ductline_payloads WHERE run_id IN (SELECT value FROM json_each(:run_ids)));
