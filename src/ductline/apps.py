@@ -15,6 +15,7 @@ from types import ModuleType
 
 from ductline.dsl.pipeline import PipelineBuilder as Pipeline
 from ductline.errors import TargetError
+from ductline.execution import importing
 
 # How many frames of an import's traceback its error names (innermost first): where
 # it failed and what called that, without the whole traceback (at DEBUG the CLI logs it).
@@ -38,6 +39,8 @@ def split(target: str) -> tuple[str, str | None]:
 
 def import_app(spec: str) -> tuple[ModuleType, str | None]:
     """Import the module part of a target; returns ``(module, folder_added_to_path)``.
+    A run started at the module's top level meanwhile is refused
+    (`ductline.execution.importing`): every process that serves the app imports it.
 
     Raises:
         TargetError: the file or module does not exist or fails to import.
@@ -63,7 +66,8 @@ def import_app(spec: str) -> tuple[ModuleType, str | None]:
         sys.path.insert(0, os.getcwd())
         folder = os.getcwd()
     try:
-        return importlib.import_module(name), folder
+        with importing.importing(spec):  # a run started at the app's top level is refused meanwhile
+            return importlib.import_module(name), folder
     except ModuleNotFoundError as exc:
         if not _names_the_app(exc, name):  # a module the app imports is missing, not the app
             raise TargetError(f"{spec!r}: importing {name!r} raised {type(exc).__name__}: {exc}"

@@ -82,8 +82,9 @@ class Pipeline(PipelineBuilder):
             A `RunHandle` with ``id``, ``status()`` and ``wait(timeout)``.
 
         Raises:
-            RuntimeError: called at the top level of a module while a ductline
-                child imports it to find its steps (guard the call with
+            RuntimeError: called at the top level of a module while ductline
+                imports it as an app (a worker, its children, a command given
+                ``--app``) to find its steps (guard the call with
                 ``if __name__ == "__main__":``). Nothing is written.
             TypeError: an argument does not round-trip through JSON, or a duration
                 has the wrong type; `ductline.StepSignatureError` (a ``TypeError``)
@@ -142,8 +143,9 @@ class Pipeline(PipelineBuilder):
             One `RunHandle` per element, in order (an empty list for no elements).
 
         Raises:
-            RuntimeError: called at the top level of a module while a ductline
-                child imports it to find its steps (guard the call with
+            RuntimeError: called at the top level of a module while ductline
+                imports it as an app (a worker, its children, a command given
+                ``--app``) to find its steps (guard the call with
                 ``if __name__ == "__main__":``). Nothing is written.
             TypeError: ``args_list`` is not an iterable of elements (a ``str``,
                 ``bytes`` or ``dict`` is refused), an element does not round-trip

@@ -56,6 +56,40 @@ def test_a_missing_dependency_is_not_a_missing_app(tmp_path: Path) -> None:
     assert "give a file path" not in done.stderr
 
 
+EAGER = """\
+import ductline
+
+def double(x):
+    return 2 * x
+
+pipe = ductline.Pipeline("eager").start(double)
+pipe.trigger(5)  # at the top level: every process that imports the app would start a run
+"""
+
+
+@pytest.mark.parametrize("words", [("worker", "--app", "eager.py"), ("run", "eager.py:pipe", "--args", "[1]"),
+                                   ("trigger", "eager.py:pipe", "--args", "[1]")],
+                         ids=["worker", "run", "trigger"])
+def test_an_app_that_triggers_at_import_is_refused_before_any_run_is_written(
+        tmp_path: Path, words: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker imports its apps in its own process too (and so do the commands given
+    one): a trigger at an app's top level used to start a run at every worker start,
+    and the worker then started children forever, each refused the same trigger."""
+    (tmp_path / "eager.py").write_text(EAGER, encoding="utf-8")
+    database = f"sqlite:///{tmp_path}/eager.db"
+    monkeypatch.setenv("DUCTLINE_DATABASE_URL", database)  # where the app's own trigger would write
+    done = ductline(tmp_path, *words)
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: TargetError: 'eager.py")
+    assert "raised RuntimeError: eager.trigger() was called while ductline imported eager.py" in last
+    assert 'put the call under `if __name__ == "__main__":` (at eager.py:7)' in last
+    if (tmp_path / "eager.db").exists():  # the worker made its database before importing the app
+        listed = ductline(tmp_path, "runs", "--json", "--database", database)
+        assert listed.returncode == 0 and '"eager"' not in listed.stdout, listed.stdout
+    assert not (tmp_path / "ductline.db").exists()
+
+
 def test_an_unknown_log_level_lists_the_levels(tmp_path: Path) -> None:
     done = ductline(tmp_path, "--log-level", "verbose", "runs")
     assert done.returncode == 2

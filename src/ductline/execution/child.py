@@ -30,7 +30,7 @@ from typing import Any, Callable
 from ductline import codec
 from ductline import step_context as context
 from ductline.errors import ExecutionError
-from ductline.execution import cleanstate, guardian, importing, protocol, rlimits, steplog
+from ductline.execution import cleanstate, guardian, protocol, rlimits, steplog
 from ductline.execution.prefetch import Inbox, Ledger
 from ductline.execution.protocol import Kind, Task
 from ductline.execution.watchdog import Horizon, Watchdog
@@ -291,8 +291,7 @@ def child_main(conn: Connection, apps: list[str], sys_path: list[str], horizon: 
         from ductline.apps import import_app
 
         for spec in apps:
-            with importing.importing(spec):  # a run started at the app's top level is refused meanwhile
-                import_app(spec)
+            import_app(spec)  # a run started at the app's top level is refused meanwhile
         import ductline.observability.tracing  # noqa: F401  (warm: the first task must not pay for it)
         import ductline.dsl.steps  # noqa: F401
         import ductline.dsl.timeouts  # noqa: F401

@@ -1,10 +1,13 @@
-"""Whether this process is a ductline child importing its apps.
+"""Whether ductline is importing an app now.
 
-A child imports the modules that define pipelines to find their steps, so code at
-a module's top level runs again in every child. Starting a run there would start
-one per child; `ductline.execute` would even wait for children of its own that
-import the same module again, until the start-up timeout. Both are refused while
-a child imports its apps (`refuse`), with the fix in the message.
+ductline imports the modules that define pipelines to find them and their steps:
+the worker process, each of its children, and the commands given an app
+(``ductline run``, ``dashboard --app``, ...). Code at a module's top level therefore
+runs in every one of them. Starting a run there would start one per import (a
+worker restarted in a loop would start one per restart); `ductline.execute` would
+even wait for children of its own that import the same module again, until the
+start-up timeout. Both are refused while an app is imported (`refuse`), with the fix
+in the message.
 """
 
 from __future__ import annotations
@@ -12,12 +15,12 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-_importing: list[str] = []  # the app spec a child is importing now, if any
+_importing: list[str] = []  # the app spec being imported now, if any
 
 
 @contextmanager
 def importing(spec: str) -> Iterator[None]:
-    """Mark the import of the app ``spec`` by a child (`ductline.execution.child`)."""
+    """Mark the import of the app ``spec`` (`ductline.apps.import_app`)."""
     _importing[:] = [spec]
     try:
         yield
@@ -26,14 +29,14 @@ def importing(spec: str) -> Iterator[None]:
 
 
 def refuse(what: str) -> None:
-    """Raise if a child is importing its apps now.
+    """Raise if an app is being imported now.
 
     Raises:
         RuntimeError: ``what`` (e.g. ``"ductline.execute()"``) was called at the top
-            level of a module a ductline child imports.
+            level of a module ductline imports as an app.
     """
     if _importing:
         raise RuntimeError(
-            f"{what} was called while a ductline child process imported {_importing[0]} to find its "
-            "steps: children import that module, so its top-level code runs in each of them; put the call "
-            "under `if __name__ == \"__main__\":`")
+            f"{what} was called while ductline imported {_importing[0]} to find its pipelines and steps: "
+            "a worker, each of its children and the ductline commands import that module, so its top-level "
+            "code runs in each of them; put the call under `if __name__ == \"__main__\":`")

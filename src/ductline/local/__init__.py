@@ -142,8 +142,9 @@ def execute(
             ``resume`` mapping naming a step the pipeline does not pause before, or
             a ``log_level`` that names no level.
         RuntimeError: called from a running event loop (use `execute_async`), or
-            at the top level of a module while a ductline child imports it to
-            find its steps (guard the call with ``if __name__ == "__main__":``).
+            at the top level of a module while ductline imports it as an app (a
+            worker, its children, a command given ``--app``) to find its steps
+            (guard the call with ``if __name__ == "__main__":``).
         DefinitionError: the pipeline is invalid, a sync step lives where a child
             process cannot import it, or it pauses before a step without a
             timeout that ``resume`` does not cover (nobody could resume it), or it
