@@ -19,6 +19,7 @@ ASCII decimal forms only (`ductline.numerals`): ``12``, ``2.5``; not ``١٢`` or
 from __future__ import annotations
 
 import difflib
+import logging
 import math
 import os
 import tomllib
@@ -28,6 +29,8 @@ from typing import Any
 from ductline.dsl.options import check_queue
 from ductline.durations import MAX_SECONDS, parse_cli_duration
 from ductline.errors import ConfigurationError
+
+log = logging.getLogger("ductline.config")
 from ductline.loglevels import check_level
 from ductline.model.events import MAX_KEPT_EVENTS
 from ductline.model.outcomes import MAX_RELEASES
@@ -296,6 +299,7 @@ def _build(overrides: dict[str, Any]) -> Settings:
         if env in os.environ:
             values[key] = _coerce(key, kind, os.environ[env], env)
             sources[key] = env
+    _warn_misspelt_variables(types)
     for key, raw in overrides.items():
         if raw is not None:
             if key not in types:
@@ -325,6 +329,33 @@ def _build(overrides: dict[str, Any]) -> Settings:
     except ValueError as exc:
         raise ConfigurationError(f"{sources.get('retention', 'default')}: {exc}") from None
     return settings
+
+
+# ``DUCTLINE_*`` variables read outside the settings (the dashboard's, the metrics'
+# and tracing's, the configuration file's path, and those a worker sets for its children).
+OTHER_VARIABLES = frozenset({
+    "DUCTLINE_CONFIG", "DUCTLINE_DASHBOARD_TOKEN", "DUCTLINE_DASHBOARD_READ_TOKEN",
+    "DUCTLINE_DASHBOARD_ALLOWED_HOSTS", "DUCTLINE_METRICS_PORT", "DUCTLINE_METRICS_HOST",
+    "DUCTLINE_METRICS_GAUGE_INTERVAL", "DUCTLINE_STATSD_ADDRESS", "DUCTLINE_OTEL", "DUCTLINE_FAULT",
+    "DUCTLINE_CHILD_APPS", "DUCTLINE_CHILD_FD", "DUCTLINE_CHILD_HORIZON_FD", "DUCTLINE_CHILD_LEDGER_FD",
+    "DUCTLINE_CHILD_PARENT", "DUCTLINE_CHILD_PATH",
+})
+_warned_variables: set[str] = set()
+
+
+def _warn_misspelt_variables(types: dict[str, Any]) -> None:
+    """Warn (once per name and process) of a ``DUCTLINE_*`` variable that ductline does
+    not read but that is one typo away from one it does: ``DUCTLINE_DATABSE_URL``
+    would otherwise leave a worker on the default database without a word. Other
+    unknown names are left alone (an application may use the prefix for its own)."""
+    known = {f"DUCTLINE_{key.upper()}" for key in types} | OTHER_VARIABLES
+    for name in os.environ:
+        if not name.startswith("DUCTLINE_") or name in known or name in _warned_variables:
+            continue
+        close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.9)
+        if close:
+            _warned_variables.add(name)
+            log.warning("%s is not a ductline setting and is ignored (did you mean %s?)", name, close[0])
 
 
 def _did_you_mean(key: str, known: dict[str, Any]) -> str:

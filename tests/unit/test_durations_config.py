@@ -433,3 +433,25 @@ def test_settings_follow_every_change_of_the_environment_and_the_file(isolated: 
     for _ in range(2):  # a file that does not parse is refused on every call
         with pytest.raises(ConfigurationError):
             load_settings()
+
+
+def test_a_variable_one_typo_from_a_setting_is_warned_of_once(monkeypatch: pytest.MonkeyPatch,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    """A misspelt DUCTLINE_DATABASE_URL would leave a worker on the default database
+    without a word (the same typo in ductline.toml is an error)."""
+    from ductline import config
+
+    monkeypatch.setattr(config, "_warned_variables", set())
+    monkeypatch.setenv("DUCTLINE_DATABSE_URL", "sqlite:///elsewhere.db")
+    monkeypatch.setenv("DUCTLINE_QUEUE", "fast")
+    monkeypatch.setenv("DUCTLINE_MY_APP_REGION", "eu")  # an application's own use of the prefix: left alone
+    with caplog.at_level("WARNING", logger="ductline.config"):
+        settings = load_settings()
+        monkeypatch.setenv("DUCTLINE_RETRY_DELAY", "3")  # the settings are built again: no second warning
+        load_settings()
+    assert settings.database_url == Settings().database_url
+    warned = sorted(r.getMessage() for r in caplog.records)
+    assert warned == [
+        "DUCTLINE_DATABSE_URL is not a ductline setting and is ignored (did you mean DUCTLINE_DATABASE_URL?)",
+        "DUCTLINE_QUEUE is not a ductline setting and is ignored (did you mean DUCTLINE_QUEUES?)",
+    ]
