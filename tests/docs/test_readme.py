@@ -17,7 +17,7 @@ from test_code_blocks import REPO, read_blocks
 RUN_MAIN_JOB = ("python3 -m venv .venv && . .venv/bin/activate && pip install -e . && "
                 "ductline run examples/stdlib_index.py:pipeline")
 RUN_TESTS = "./scripts/test"
-INSTALL = 'pip install "ductline[postgres,dashboard]"'
+INSTALL = 'pip install -e "path/to/ductline[postgres,dashboard]"'  # from a checkout: not on a package index
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
