@@ -72,10 +72,41 @@ def import_app(spec: str) -> tuple[ModuleType, str | None]:
         if not _names_the_app(exc, name):  # a module the app imports is missing, not the app
             raise TargetError(f"{spec!r}: importing {name!r} raised {type(exc).__name__}: {exc}"
                               f"{where(exc)}") from exc
-        hint = "" if module_part.endswith(".py") else f" (or give a file path, e.g. {name.replace('.', '/')}.py)"
-        raise TargetError(f"{spec!r}: cannot import {name!r}: {exc}{hint}") from exc
+        raise TargetError(f"{spec!r}: cannot import {name!r}: {exc}{_hint(module_part, name)}") from exc
     except Exception as exc:  # the user's module raised while importing
-        raise TargetError(f"{spec!r}: importing {name!r} raised {type(exc).__name__}: {exc}{where(exc)}") from exc
+        raise TargetError(f"{spec!r}: importing {name!r} raised {type(exc).__name__}: {exc}{where(exc)}"
+                          f"{_in_package(spec, exc)}") from exc
+
+
+def _hint(module_part: str, name: str) -> str:
+    """What to try when the module a target names is not found: its file, if that
+    exists from here; else where to run from."""
+    if module_part.endswith(".py"):
+        return ""
+    path = name.replace(".", os.sep) + ".py"
+    if os.path.isfile(path):
+        return f" (or give a file path, e.g. {path})"
+    return (f" (no file {path} here either: run from the folder that holds {name.split('.')[0]!r}, or add "
+            "that folder to PYTHONPATH)")
+
+
+def _in_package(spec: str, exc: Exception) -> str:
+    """For a file given by path whose relative import failed: the target that imports
+    it inside its package (a file is imported by its stem, from its own folder)."""
+    if not (isinstance(exc, ImportError) and "no known parent package" in str(exc)):
+        return ""
+    module_part, attr = split(spec)
+    folder, filename = os.path.split(os.path.abspath(module_part))
+    parts = [os.path.splitext(filename)[0]]
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        folder, package = os.path.split(folder)
+        parts.insert(0, package)
+    if len(parts) == 1:
+        return ""
+    target = ".".join(parts) + (f":{attr}" if attr else "")
+    place = "here" if os.path.abspath(folder) == os.getcwd() else f"from {_path(folder)}"
+    return (f"; the file is in the package {parts[0]!r}: give the target as {target} and run {place} "
+            "(or with that folder on PYTHONPATH)")
 
 
 def _names_the_app(exc: ModuleNotFoundError, name: str) -> bool:

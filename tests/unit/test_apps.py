@@ -213,16 +213,40 @@ def test_a_missing_dependency_of_a_module_target_is_not_a_missing_module(
     assert "give a file path" not in message
 
 
-def test_a_missing_module_target_hints_at_a_file_path() -> None:
+def test_a_missing_module_target_says_where_to_run_from() -> None:
+    # No file of that name here either: a file path would not help.
     name = stem()
-    with pytest.raises(TargetError, match=rf"No module named '{name}' \(or give a file path, e\.g\. {name}\.py\)$"):
+    with pytest.raises(TargetError, match=rf"No module named '{name}' \(no file {name}\.py here either: run from "
+                                          rf"the folder that holds '{name}', or add that folder to PYTHONPATH\)$"):
         load_pipeline(name)
 
 
 def test_a_missing_package_of_a_module_target_is_the_target_missing() -> None:
     name = stem()
-    with pytest.raises(TargetError, match=rf"cannot import '{name}\.flows': .*give a file path, e\.g\. {name}/flows\.py"):
+    with pytest.raises(TargetError, match=rf"cannot import '{name}\.flows': .*no file {name}/flows\.py here either: "
+                                          rf"run from the folder that holds '{name}'"):
         load_pipeline(f"{name}.flows:pipe")
+
+
+def test_a_file_in_a_package_whose_relative_import_fails_names_the_module_target(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A file is imported by its stem from its own folder: inside a package its
+    # relative imports cannot work, and the module form can.
+    package = tmp_path / "project" / stem()
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "helpers.py").write_text("def triple(x):\n    return 3 * x\n", encoding="utf-8")
+    flows = stem()
+    (package / f"{flows}.py").write_text("from ductline import Pipeline\nfrom .helpers import triple\n"
+                                         f"pipe = Pipeline({flows!r}).start(triple)\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TargetError) as info:
+        load_pipeline(f"project/{package.name}/{flows}.py:pipe")
+    assert str(info.value).endswith(
+        f"; the file is in the package {package.name!r}: give the target as {package.name}.{flows}:pipe "
+        "and run from project (or with that folder on PYTHONPATH)")
+    monkeypatch.chdir(tmp_path / "project")  # as it says
+    assert load_pipeline(f"{package.name}.{flows}:pipe")[0].name == flows
 
 
 def test_an_error_raised_in_a_module_the_app_imports_names_where(tmp_path: Path) -> None:
