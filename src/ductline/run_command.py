@@ -16,6 +16,7 @@ from ductline import safetext, views
 from ductline.command_support import (command_store, console, database_option, duration, fail, json_list,
                                       out, start_run, start_time, tag_option, tags_of)
 from ductline.config import load_settings
+from ductline.dsl.graph import Definition
 from ductline.errors import StoreError
 from ductline.model.states import SETTLED_RUN, HaltReason, RunStatus
 from ductline.observability import runlog
@@ -88,6 +89,7 @@ def run(target: str, args_json: str | None, concurrency: int | None, timeout: st
                           only=pipeline.name)
     handle = start_run(store, pipeline, args, timeout=seconds)
     console.print(f"run [bold]{handle.id}[/bold] of pipeline [bold]{pipeline.name}[/bold]", highlight=False)
+    _warn_of_other_workers(store, pipeline.definition(), settings.lease_seconds)
     worker.install_signal_handlers()
 
     def settled() -> bool:
@@ -108,6 +110,24 @@ def run(target: str, args_json: str | None, concurrency: int | None, timeout: st
         fail(f"interrupted; run {handle.id} is still {status}: `ductline worker --app "
              f"{module_part}` finishes it, `ductline cancel {handle.id}` stops it", code=130)
     report_end(store, handle.id, as_json)
+
+
+def _warn_of_other_workers(store: Store, definition: Definition, lease_seconds: float) -> None:
+    """Say so when live workers already serving this database could claim the run's
+    steps: they run the code they imported when they started, which need not be the
+    code on disk now (an edited step whose pipeline kept its shape)."""
+    from ductline.model.serving import able_to_claim
+    from ductline.store import fleet
+
+    try:
+        others = able_to_claim(frozenset(definition.queues), definition.fingerprint,
+                               fleet.live_offers(store, lease_seconds))
+    except StoreError:
+        return
+    if others:
+        console.print(f"note: {others} other live worker(s) on this database serve this pipeline and may run "
+                      "its steps with the code they imported when they started; restart them after changing "
+                      "the code (`ductline workers` lists them)", highlight=False, markup=False)
 
 
 def report_end(store: Store, run_id: str, as_json: bool) -> NoReturn:

@@ -45,6 +45,12 @@ def unserved(step: str, queue: str, definition: str, offers: list[Offer]) -> str
     return None
 
 
+def able_to_claim(queues: frozenset[str], definition: str, offers: list[Offer]) -> int:
+    """How many of the workers ``offers`` describe could claim jobs of ``definition``
+    waiting in any of ``queues`` (by the rule `unserved` explains)."""
+    return sum(1 for o in offers if o.queues & queues and (not definition or definition in o.definitions))
+
+
 def workers_per_queue(offers: list[Offer]) -> dict[str, int]:
     """How many live workers serve each queue that any serves."""
     counts: dict[str, int] = {}
