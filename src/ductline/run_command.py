@@ -18,7 +18,7 @@ from ductline.command_support import (command_store, console, database_option, d
 from ductline.config import load_settings
 from ductline.dsl.graph import Definition
 from ductline.errors import StoreError
-from ductline.model.states import SETTLED_RUN, HaltReason, RunStatus
+from ductline.model.states import SETTLED_RUN, RunStatus
 from ductline.observability import runlog
 from ductline.store import Store
 
@@ -148,8 +148,7 @@ def report_end(store: Store, run_id: str, as_json: bool) -> NoReturn:
         for line in views.failed_steps(view):
             console.print(Text("  " + safetext.printable(line, newlines=False)))
         short = views.short_ids(store, [run_id])[run_id]
-        revive = (views.retry_hint(view["halt_reason"], short) if view["halt_reason"] == HaltReason.NON_RETRYABLE_ERROR
-                  else f"`ductline retry {short}` revives the run")
+        revive = views.retry_hint(view["halt_reason"], short, view["deadline"])
         console.print(f"  `ductline show {short}` lists every attempt; {revive}", highlight=False, markup=False)
     if view["output"] is not None and not as_json:
         # ASCII JSON, as `show` and --json print it: re-rendered with other characters

@@ -98,4 +98,4 @@ def show(run_id: str, as_json: bool, database: str | None) -> None:
                       f"{safetext.printable(str(view['metadata']['error']), newlines=False)}",
                       highlight=False, soft_wrap=True, markup=False)
         short = views.short_ids(store, [view["run_id"]])[view["run_id"]]
-        out.print(f"halted: {views.retry_hint(view['halt_reason'], short)}", highlight=False, markup=False)
+        out.print(f"halted: {views.retry_hint(view['halt_reason'], short, view['deadline'])}", highlight=False, markup=False)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import date, datetime
+from datetime import date, datetime, timezone
 from decimal import Decimal
 from uuid import UUID
 from typing import Any
@@ -109,15 +109,28 @@ def run_summary(row: dict[str, Any], reason: str | None) -> dict[str, Any]:
             "definition": row["definition"]}
 
 
-def retry_hint(halt_reason: str | None, run_id: str) -> str:
+def retry_hint(halt_reason: str | None, run_id: str, deadline: str | None = None) -> str:
     """What to do about a halted run, as ``show`` and ``run`` say it. A step whose
     error is not retried (``non_retryable_error``: its type is in ``no_retry_on``, or
     the error is deterministic, such as `ductline.PayloadNotSerializable`) fails the
-    same way on the same input: its code must change before a retry can help."""
+    same way on the same input: its code must change before a retry can help.
+
+    ``deadline``: the run's deadline (ISO 8601 UTC, as `run_view` gives it) or
+    ``None``. A halted run is bound by it too: past it the run ends ``failed`` and
+    can no longer be retried, so the hint says by when."""
+    until = f", until its run deadline at {utc_clock(deadline)} (then the run fails)" if deadline else ""
     if halt_reason == HaltReason.NON_RETRYABLE_ERROR:
         return (f"its step's error is not retried, and the same input fails the same way: change the step's code "
-                f"(and restart the workers with it), then `ductline retry {run_id}` revives the run")
-    return f"`ductline retry {run_id}` revives it from its failed step(s)"
+                f"(and restart the workers with it), then `ductline retry {run_id}` revives the run{until}")
+    return f"`ductline retry {run_id}` revives it from its failed step(s){until}"
+
+
+def utc_clock(at: str, now: datetime | None = None) -> str:
+    """An ISO 8601 time (``2030-01-02T09:04:05.120Z``) as a person reads it in a
+    sentence: ``"09:04:05 UTC"`` today (UTC), ``"2030-01-02 09:04:05 UTC"`` another day."""
+    moment = datetime.fromisoformat(at.replace("Z", "+00:00")).astimezone(timezone.utc)
+    today = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).date()
+    return f"{moment:%H:%M:%S} UTC" if moment.date() == today else f"{moment:%Y-%m-%d %H:%M:%S} UTC"
 
 
 def run_reasons(store: Store, rows: list[dict[str, Any]]) -> dict[str, str]:

@@ -4,6 +4,8 @@ the step that halted it and its last error, or the error recorded on a failed ru
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,5 +47,12 @@ def test_a_halted_run_names_its_step_and_last_error(tmp_path: Path) -> None:
     assert lines[status + 1] == "  step fails_at_once failed after 1 attempt: RuntimeError: boom", done.stderr
     run_id = lines[status].split()[1].rstrip(":")
     shown = f"ductline show {run_id[:8]}"
-    assert lines[status + 2].startswith(f"  `{shown}` lists every attempt; `ductline retry {run_id[:8]}` "
-                                        "revives the run"), done.stderr
+    assert re.fullmatch(rf"  `{shown}` lists every attempt; `ductline retry {run_id[:8]}` revives it from its "
+                        r"failed step\(s\), until its run deadline at \d\d:\d\d:\d\d UTC \(then the run fails\)",
+                        lines[status + 2]), done.stderr
+    # the run deadline's time, as `show --json` gives it
+    shown_json = subprocess.run([sys.executable, "-m", "ductline", "show", run_id, "--json",
+                                 "--database", f"sqlite:///{tmp_path / 'd.db'}"],
+                                capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    deadline = json.loads(shown_json.stdout)["deadline"]
+    assert f"at {deadline[11:19]} UTC" in lines[status + 2], (deadline, done.stderr)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import threading
 
 import rt_app
 import web_support
 
+from ductline.engine import record
 from ductline.engine.stop import expire
+from ductline.model.outcomes import Ended
+from ductline.model.states import AttemptResult
 from ductline.store import Store
 
 
@@ -114,3 +119,29 @@ def test_cancelled_run_ends_cancelled_and_its_page_says_so(client, seeded, sqlit
     page = client.get(f"/runs/{seeded['running']}").text
     assert "<h2 id=\"reason-h\">Cancelled</h2>" in page
     assert 'data-step="gather" data-state="skipped"' in page or 'data-step="gather" data-state="not_reached"' in page
+
+
+def test_run_that_halted_then_passed_its_deadline_names_no_step_stopped_in_flight(client, sqlite_store: Store):
+    # The step failed on its own step timeout (a TimeoutError too) and halted the
+    # run; the deadline passed later while the run waited for a retry.
+    pipeline = rt_app.halts_before_deadline
+    handle = pipeline.trigger(1, database=sqlite_store)
+    (quick,) = web_support.claim(sqlite_store, pipeline)
+    web_support.succeed(sqlite_store, pipeline, quick, 1)
+    (failing,) = web_support.claim(sqlite_store, pipeline)
+    with sqlite_store.transaction() as tx:
+        done = record.failure(tx, pipeline.definition(), web_support._attempt(failing),
+                              Ended(AttemptResult.TIMED_OUT, "TimeoutError", "step exceeded its timeout of 1 s"), None)
+    assert done.outcome == "failed"
+    assert sqlite_store.get_run(handle.id)["status"] == "halted"
+    with sqlite_store.transaction() as tx:
+        assert expire(tx, pipeline.definition(), handle.id)
+    page = html.unescape(client.get(f"/runs/{handle.id}").text)
+    assert "Failed: run deadline exceeded" in page
+    chain = re.findall(r"<li>(.*?)</li>", page.split('<ol class="chain">')[1].split("</ol>")[0])
+    assert chain[0] == "The run deadline of 2 s passed."
+    assert chain[1].startswith("It had halted at ")
+    assert chain[1].endswith("(job_retries_exhausted) after step fails_at_once failed (TimeoutError: step exceeded "
+                             "its timeout of 1 s); the deadline then passed while it waited for a retry.")
+    assert not any("In-flight attempts stopped" in line for line in chain)
+    assert not any("exceeded its deadline" in line for line in chain)  # the deadline is said once

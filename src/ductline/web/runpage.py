@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ductline import timestamps
 from ductline.dsl.graph import Definition
 from ductline.model import outcomes, serving, stops
 from ductline.model.serving import Offer
@@ -285,6 +286,20 @@ def _wait_ended(by_step: dict[str, list[StepRunView]], metadata: dict[str, Any],
     return Reason(RunStatus.FAILED, f"Failed: {skip_reason}", chain)
 
 
+def _halted_before(run: dict[str, Any], metadata: dict[str, Any], by_step: dict[str, list[StepRunView]]) -> str:
+    """The line of a run that halted, then passed its deadline while it waited for a
+    retry: when and why it halted (the deadline stopped nothing of it in flight)."""
+    step = _said(metadata["halted_step"]) if metadata.get("halted_step") else None
+    failed = [r for r in by_step.get(str(step), []) if r.state is JobStatus.FAILED and r.attempts] if step else []
+    last = failed[-1].attempts[-1] if failed else None
+    when = f" at {timestamps.iso(last.finished_ms)}" if last is not None and last.finished_ms else ""
+    cause = f" after step {step} failed" if step else ""
+    if last is not None and (last.error_type or last.error):
+        cause += f" ({last.error_type or 'Error'}: {last.error or ''})".replace(": )", ")")
+    return (f"It had halted{when} ({run['halt_reason']}){cause}; "
+            f"the deadline then passed while it waited for a retry.")
+
+
 def _reason(run: dict[str, Any], metadata: dict[str, Any], by_step: dict[str, list[StepRunView]]) -> Reason | None:
     """Why the run stopped, as a chain from the run's status back to the attempt that caused it."""
     status = run["status"]
@@ -310,18 +325,23 @@ def _reason(run: dict[str, Any], metadata: dict[str, Any], by_step: dict[str, li
         return Reason(RunStatus.HALTED, f"Halted: {reason}", chain)
     if status == RunStatus.FAILED and metadata.get("timeout_exceeded"):
         seconds = _said(metadata.get("timeout_seconds", run["timeout_seconds"]))
+        # The deadline's own message (metadata "error") says what the first line says.
         chain = [f"The run deadline of {seconds} s passed."]
+        if run["halt_reason"]:
+            chain.append(_halted_before(run, metadata, by_step))
+        # Only attempts the deadline itself ended: a step that failed on its own
+        # step timeout earlier was not in flight.
         stopped = [f"{n}" + (f"[{r.index}]" if r.index is not None else "")
                    for n, runs in by_step.items() for r in runs
-                   if r.attempts and r.attempts[-1].error_type == "TimeoutError" and r.state is JobStatus.FAILED]
+                   if r.attempts and r.state is JobStatus.FAILED
+                   and stops.stopped_by_deadline(r.attempts[-1].result, r.attempts[-1].error_type,
+                                                 r.attempts[-1].error)]
         if stopped:
             chain.append("In-flight attempts stopped: " + ", ".join(stopped[:10])
                          + (f" and {len(stopped) - 10} more" if len(stopped) > 10 else "") + ".")
         skipped = _skipped(by_step, "workflow timeout")
         if skipped:
             chain.append(skipped)
-        if metadata.get("error"):
-            chain.append(_said(metadata["error"]))
         return Reason("timeout", "Failed: run deadline exceeded", chain)
     if status == RunStatus.FAILED and metadata.get("pause_expired"):
         return _wait_ended(by_step, metadata, "pause expired without a resume", "the run failed closed",
