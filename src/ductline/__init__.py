@@ -4,7 +4,20 @@ Declare a pipeline of steps in a few lines of Python; run it on worker processes
 with all state in SQLite (embedded default) or PostgreSQL. Steps run in killable
 child processes, so a step past its time limit is killed even when it is stuck in
 C code or a syscall.
+
+As a library, ductline configures no logging: its records (loggers under
+``ductline``, each about a job with ``run_id``, ``job_id``, ``step`` and ``attempt``
+as attributes) go to the handlers the application configures, and nowhere when it
+configures none (docs/howto/logs.md, "In ductline.execute"). The CLI and workers
+configure their own (`ductline.logs`).
 """
+
+import logging as _logging
+
+# Without it, Python's last-resort handler printed ductline's warnings bare on
+# stderr (the message only, without the run or the step it was about) in any
+# program that had not configured logging, e.g. around `ductline.execute`.
+_logging.getLogger("ductline").addHandler(_logging.NullHandler())
 
 from ductline.step_context import StepContext, context, cross_boundary
 from ductline.childruns import ChildRunFailed, child, children
