@@ -1,4 +1,6 @@
-"""The progress display of ``ductline run``: jobs done / created and what runs now."""
+"""The progress display of ``ductline run`` and ``ductline wait``: step runs done /
+created, what runs now, and how the run ended. A step run a stop ended (cancelled,
+or skipped by a cancel or a run deadline) is not counted done."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ductline.errors import StoreError
-from ductline.model.states import TERMINAL_JOB, JobStatus
+from ductline.model.states import SETTLED_RUN, TERMINAL_JOB, JobStatus, RunStatus
+from ductline.model.stops import stopped_before_its_end
 from ductline.store import Store
 
 
@@ -37,12 +40,19 @@ class RunProgress:
 
     def _refresh(self) -> None:
         try:
-            counts = self._store.run_progress(self._run_id)
+            rows = self._store.run_progress_reasons(self._run_id)
             running = self._store.running_steps(self._run_id)
+            run = self._store.get_run(self._run_id)
         except StoreError:
             return
+        counts: dict[str, int] = {}
+        for status, _, n in rows:
+            counts[status] = counts.get(status, 0) + n
         total = sum(counts.values())
-        done = sum(counts.get(s, 0) for s in TERMINAL_JOB)
+        # A step run a cancel or a deadline ended is not done: a stopped run's bar
+        # stays where the run stood, and its status says why it goes no further.
+        done = sum(n for status, reason, n in rows
+                   if status in TERMINAL_JOB and not stopped_before_its_end(status, reason))
         current = ", ".join(running[:3]) + (" …" if len(running) > 3 else "")
         text = f"running: {current}" if current else ""
         if counts.get(JobStatus.PAUSED):  # waits for a person: say how to let it go on
@@ -51,6 +61,9 @@ class RunProgress:
             text = (text + "; " if text else "") + f"waiting for an event: `ductline send {self._run_id} EVENT`"
         if counts.get(JobStatus.FAILED):  # the bar counts every step that ended: say which did not succeed
             text = (text + "; " if text else "") + f"{counts[JobStatus.FAILED]} failed"
+        ended = None if run is None else str(run["status"])
+        if ended is not None and RunStatus(ended) in SETTLED_RUN:  # how it ended, last
+            text = (text + "; " if text else "") + f"run {ended}"
         self._progress.update(self._task, total=max(total, 1), completed=done, current=text)
 
     def _loop(self) -> None:

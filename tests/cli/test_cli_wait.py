@@ -129,3 +129,35 @@ def _tasks(pid: int) -> list[str]:
         return os.listdir(f"/proc/{pid}/task")
     except OSError:
         return []
+
+
+def test_wait_draws_a_cancelled_runs_bar_where_the_run_stood(store, db_url) -> None:
+    """One of two steps done when the run was cancelled: the bar shows 1/2 and the
+    run's status, not a full bar (the skipped step is not done)."""
+    import prune_app
+    from helpers import drive
+
+    from ductline.operations.cancel import cancel_run
+
+    handle = prune_app.paced.trigger(4, database=store)  # its second step waits an hour
+    drive(store, prune_app.paced)
+    cancel_run(store, handle.id)
+    waiting = _wait(db_url, handle.id)
+    out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 1, err
+    [bar] = [line for line in err.splitlines() if line.startswith("steps ")]
+    assert " 1/2 " in bar and "run cancelled" in bar, bar
+    assert f"run {handle.id}: cancelled" in err
+
+
+def test_wait_draws_a_completed_runs_bar_full(store, db_url) -> None:
+    import prune_app
+    from helpers import drive
+
+    handle = prune_app.fanned.trigger(2, database=store)
+    drive(store, prune_app.fanned)
+    waiting = _wait(db_url, handle.id)
+    out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0, err
+    [bar] = [line for line in err.splitlines() if line.startswith("steps ")]
+    assert " 4/4 " in bar and "run completed" in bar, bar

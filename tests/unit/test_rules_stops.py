@@ -185,3 +185,15 @@ def test_messages_used_by_plans_are_the_helpers() -> None:
 ])
 def test_a_running_job_has_begun_only_once_its_time_came(not_before_ms: int, at_ms: int, begun: bool) -> None:
     assert stops.begun_by(not_before_ms, at_ms) is begun
+
+
+@pytest.mark.parametrize("status,reason,stopped", [
+    ("cancelled", None, True), ("skipped", "cancelled", True), ("skipped", "workflow timeout", True),
+    ("skipped", "pause expired", True), ("skipped", "event timed out", True),
+    ("skipped", None, False), ("skipped", "not taken: route 'a'", False),
+    ("completed", None, False), ("failed", None, False), ("failed", "pause expired", False),
+])
+def test_a_step_run_a_stop_ended_is_told_from_one_that_got_to_its_end(status, reason, stopped):
+    from ductline.model.stops import stopped_before_its_end
+
+    assert stopped_before_its_end(status, reason) is stopped

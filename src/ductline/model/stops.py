@@ -28,6 +28,22 @@ WORKFLOW_TIMEOUT = "workflow timeout"   # skip reason after a run deadline
 CANCELLED = "cancelled"                 # skip reason after a cancel
 PAUSE_EXPIRED = "pause expired"         # skip reason after a pause expired
 EVENT_TIMED_OUT = "event timed out"     # skip reason after an awaited event did not come in time
+STOP_SKIP_REASONS = (WORKFLOW_TIMEOUT, CANCELLED, PAUSE_EXPIRED, EVENT_TIMED_OUT)
+
+
+def stopped_before_its_end(status: str, skip_reason: str | None) -> bool:
+    """Whether a step run ended because something stopped its run, not by getting
+    to an end of its own: ``cancelled`` (in flight or waiting at a cancel, or by a
+    fail-fast sibling), or ``skipped`` by a stop (a cancel, a run deadline, an expired
+    pause or an awaited event that did not come). A step run skipped by routing (a
+    divert's path not taken) did get to its end. Progress displays count the others
+    as done, so a stopped run's bar stays where the run stood.
+
+    Args:
+        status: the step run's status (a `JobStatus` value).
+        skip_reason: the reason stored with it.
+    """
+    return status == JobStatus.CANCELLED or (status == JobStatus.SKIPPED and skip_reason in STOP_SKIP_REASONS)
 
 
 def begun_by(not_before_ms: int, at_ms: int) -> bool:

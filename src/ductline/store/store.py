@@ -360,6 +360,16 @@ class Store:
         with self.dialect.reader() as s:
             return {r["status"]: int(r["n"]) for r in s.fetch("run_progress", {"run_id": run_id})}
 
+    def run_progress_reasons(self, run_id: str) -> list[tuple[str, str | None, int]]:
+        """A run's step runs counted as ``(status, skip_reason, count)``.
+
+        Raises:
+            StoreError: the database could not be read.
+        """
+        with self.dialect.reader() as s:
+            return [(r["status"], r["skip_reason"], int(r["n"]))
+                    for r in s.fetch("run_progress_reasons", {"run_id": run_id})]
+
     def list_workers(self, limit: int = 100, within_ms: int | None = None) -> list[dict[str, Any]]:
         """The newest ``limit`` worker rows: ``id``, ``host``, ``pid``, ``concurrency``,
         ``busy``, ``undead``, ``status``, ``started_ms``, ``heartbeat_ms``, ``now_ms``

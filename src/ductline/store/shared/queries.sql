@@ -178,6 +178,11 @@ FROM ductline_attempts WHERE job_id = :job_id AND attempt = :attempt;
 -- name: run_progress
 SELECT status, count(*) AS n FROM ductline_jobs WHERE run_id = :run_id GROUP BY status;
 
+-- name: run_progress_reasons
+-- A run's step runs counted by status and skip reason (a progress display tells the
+-- step runs a stop ended from those that got to an end: ductline.model.stops).
+SELECT status, skip_reason, count(*) AS n FROM ductline_jobs WHERE run_id = :run_id GROUP BY status, skip_reason;
+
 -- name: lease_state
 SELECT status, lease_token FROM ductline_jobs WHERE id = :job_id;
 
