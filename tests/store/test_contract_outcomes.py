@@ -792,3 +792,35 @@ def test_the_parents_of_runs_a_transaction_ended_need_no_query(store: Store, db_
             assert noting.names.count("parents_of_runs") == 1
     finally:
         noting.close()
+
+
+def test_a_rescued_attempt_finished_when_its_lease_expired_not_when_it_was_rescued(store: Store) -> None:
+    """The rescue comes a health-check interval (or a worker's start) after the lease
+    ran out; the attempt ended by then: its worker kills its children before its
+    leases can expire. Its finish is the expiry (ductline.model.outcomes.lease_expired)."""
+    _rescued_late(store)
+
+
+def test_the_in_memory_store_of_execute_records_a_rescue_alike() -> None:
+    from ductline.store.memory import open_memory_store
+
+    store = open_memory_store()
+    try:
+        _rescued_late(store)
+    finally:
+        store.close()
+
+
+def _rescued_late(store: Store) -> None:
+    from ductline.runtime.maintenance import rescue_expired
+
+    run_id, (job_id,) = create_run(store)
+    c = claim_one(store, lease_ms=1)
+    [lease] = wait_for(lambda: store.expired_leases(), timeout=10)
+    assert lease.lease_expires_ms is not None and lease.lease_expires_ms >= c.started_ms
+    wait_for(lambda: store.now_ms() > lease.lease_expires_ms + 500, timeout=10)  # a late rescuer
+    assert rescue_expired(store, {}) == 1
+    row = attempt_row(store, run_id, job_id, 1)
+    assert row["result"] == AttemptResult.CRASHED and row["error_type"] == "WorkerLost"
+    assert row["finished_ms"] == lease.lease_expires_ms
+    assert row["started_ms"] <= row["finished_ms"]

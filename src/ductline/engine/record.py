@@ -171,7 +171,7 @@ def failure(tx: Tx, definition: Definition | None, a: Attempt, ended: Ended, tra
     # The attempt ends first, so the retry's not-before (read by the next statement)
     # is never earlier than the attempt's finish plus the delay.
     tx.close_attempt(a.job_id, a.attempt, a.lease_token, ended.result, ended.error_type, ended.error, traceback,
-                     started_ms=a.started_ms, deadline_ms=a.deadline_ms)
+                     started_ms=a.started_ms, deadline_ms=a.deadline_ms, finished_ms=ended.finished_ms)
     if not _apply(tx, a, verdict):  # the job's run ended (cancel, deadline): the attempt stays closed
         return LOST
     if verdict.action is Action.RETRY:

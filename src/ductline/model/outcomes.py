@@ -125,6 +125,9 @@ class Ended:
         interrupted: released because the worker's shutdown grace ran out while the
             attempt ran (it counts toward `Budget.max_releases`); not a job claimed ahead
             and given back, nor one that began in a child killed for another.
+        finished_ms: when the attempt ended (epoch ms, database clock), when that is
+            known to be earlier than its recording; ``None``: it ended when it is
+            recorded. A rescued attempt ended by its lease's expiry (`lease_expired`).
     """
 
     result: AttemptResult
@@ -132,6 +135,28 @@ class Ended:
     error: str | None = None
     released: bool = False
     interrupted: bool = False
+    finished_ms: int | None = None
+
+
+WORKER_LOST_TYPE = "WorkerLost"
+
+
+def lease_expired(lease_expires_ms: int | None) -> Ended:
+    """How an attempt whose lease expired ended: ``crashed``, its worker lost.
+
+    It finished by its lease's expiry, not when another worker noticed (a rescue
+    comes up to a health-check interval later, or much later when no worker was
+    running): a worker that cannot renew its leases kills its children before they
+    expire (docs/concepts/job-lifecycle.md), so nothing of the attempt ran past it.
+    The worker's last heartbeat is not known to the rescuer (its lease length is
+    the dead worker's setting); the expiry is the one bound the database holds.
+
+    Args:
+        lease_expires_ms: the lease's expiry (epoch ms, database clock); ``None``
+            when it is not known (the attempt then ends when it is recorded).
+    """
+    return Ended(AttemptResult.CRASHED, WORKER_LOST_TYPE, "the lease expired: its worker stopped heartbeating",
+                 finished_ms=lease_expires_ms)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ import threading
 from ductline.clock import DatabaseClock
 from ductline.dsl.graph import Definition, definition_for
 from ductline.model.limits import step_limits
-from ductline.model.outcomes import Ended
+from ductline.model.outcomes import WORKER_LOST_TYPE, lease_expired
 from ductline.model.states import AttemptResult
 from ductline.operations.prune import prune
 from ductline.engine.stop import expire_due, sweep_orphans
@@ -46,13 +46,12 @@ def rescue_expired(store: Store, definitions: dict[str, Definition], limit: int 
         with store.transaction() as tx:
             tx.lock_runs([lease.run_id])
             done = record.failure(tx, definition_for(definitions, lease.pipeline, lease.definition), attempt,
-                                  Ended(AttemptResult.CRASHED, "WorkerLost",
-                                        "the lease expired: its worker stopped heartbeating"), None)
+                                  lease_expired(lease.lease_expires_ms), None)
         if done.outcome is not record.Outcome.LOST:
             rescued += 1
             emit(EventName.JOB_COMPLETED, pipeline=lease.pipeline, step=lease.step, run_id=lease.run_id,
                  job_id=lease.job_id, attempt=lease.attempt, result=AttemptResult.CRASHED.value, runtime_seconds=None,
-                 error_type="WorkerLost", outcome=done.outcome, reason=done.reason)
+                 error_type=WORKER_LOST_TYPE, outcome=done.outcome, reason=done.reason)
             if done.halted:
                 emit(EventName.PIPELINE_HALTED, pipeline=lease.pipeline, run_id=lease.run_id, reason=done.reason)
             log.warning("Job crashed: lease expired, %s", done.outcome, extra=job_extra(attempt))

@@ -156,6 +156,7 @@ class ExpiredLease:
     attempt: int
     lease_token: str
     definition: str = ""  # the fingerprint of its run's definition
+    lease_expires_ms: int | None = None  # when the lease ran out (epoch ms, database clock)
 
 
 @dataclass(frozen=True, slots=True)

@@ -174,7 +174,7 @@ class Store:
         with self.dialect.reader() as s:
             rows = s.fetch("expired_leases", {"limit": limit})
         return [ExpiredLease(r["id"], r["run_id"], r["pipeline"], r["step"], int(r["attempts"]),
-                             r["lease_token"], r["definition"]) for r in rows]
+                             r["lease_token"], r["definition"], int(r["lease_expires_ms"])) for r in rows]
 
     def mark_boundary(self, job_id: str, lease_token: str, reason: str) -> bool:
         """Record that an attempt crossed an irreversible boundary (committed on return)."""

@@ -169,8 +169,12 @@ FOR KEY SHARE OF j;
 -- either: one claimed before its not-before time starts at that time (claim_start_jobs),
 -- and given back before it, it ends unstarted, then.
 -- (The clock read once: its end and that bound are the same instant.)
+-- finished_ms: when it ended, if before now (a rescued attempt: its lease's expiry,
+-- ductline.model.outcomes.lease_expired); never before its start.
 UPDATE ductline_attempts
-SET result = :result, finished_ms = c.now_ms, error_type = :error_type, error = :error,
+SET result = :result,
+    finished_ms = GREATEST(started_ms, LEAST(c.now_ms, COALESCE(:finished_ms::bigint, c.now_ms))),
+    error_type = :error_type, error = :error,
     traceback = :traceback, started_ms = LEAST(GREATEST(started_ms, :started_ms::bigint), c.now_ms),
     deadline_ms = CASE WHEN :started_ms::bigint > started_ms THEN :deadline_ms::bigint ELSE deadline_ms END
 FROM (SELECT ductline_now_ms() AS now_ms) c
@@ -193,7 +197,7 @@ WHERE run_id = :run_id AND scope = :scope AND status = 'completed'
   AND step IN (SELECT jsonb_array_elements_text(:steps::jsonb));
 
 -- name: expired_leases
-SELECT id, run_id, pipeline, step, scope, attempts, lease_token, definition FROM ductline_jobs
+SELECT id, run_id, pipeline, step, scope, attempts, lease_token, definition, lease_expires_ms FROM ductline_jobs
 WHERE status = 'running' AND lease_expires_ms < (SELECT ductline_now_ms())
 ORDER BY lease_expires_ms
 LIMIT :limit

@@ -99,8 +99,12 @@ WHERE j.id IN (SELECT value FROM json_each(:job_ids))
 -- later start comes the deadline the attempt ran under (its timeout counted from it).
 -- Never after its end either: one claimed before its not-before time starts at that
 -- time (_start_claimed), and given back before it, it ends unstarted, then.
+-- finished_ms: when it ended, if before now (a rescued attempt: its lease's expiry,
+-- ductline.model.outcomes.lease_expired); never before its start.
 UPDATE ductline_attempts
-SET result = :result, finished_ms = ductline_now_ms(), error_type = :error_type, error = :error,
+SET result = :result,
+    finished_ms = MAX(started_ms, MIN(ductline_now_ms(), COALESCE(:finished_ms, ductline_now_ms()))),
+    error_type = :error_type, error = :error,
     traceback = :traceback,
     started_ms = MIN(MAX(started_ms, COALESCE(:started_ms, started_ms)), ductline_now_ms()),
     deadline_ms = CASE WHEN :started_ms > started_ms THEN :deadline_ms ELSE deadline_ms END
@@ -126,7 +130,7 @@ WHERE run_id = :run_id AND scope = :scope AND status = 'completed'
   AND step IN (SELECT value FROM json_each(:steps));
 
 -- name: expired_leases
-SELECT id, run_id, pipeline, step, scope, attempts, lease_token, definition FROM ductline_jobs
+SELECT id, run_id, pipeline, step, scope, attempts, lease_token, definition, lease_expires_ms FROM ductline_jobs
 WHERE status = 'running' AND lease_expires_ms < ductline_now_ms()
 ORDER BY lease_expires_ms
 LIMIT :limit;

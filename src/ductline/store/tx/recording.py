@@ -98,16 +98,17 @@ class RecordVerbs(TxBase):
     def close_attempt(self, job_id: str, attempt: int, lease_token: str, result: AttemptResult,
                       error_type: str | None = None, error: str | None = None,
                       traceback: str | None = None, *, started_ms: int | None = None,
-                      deadline_ms: int | None = None) -> None:
+                      deadline_ms: int | None = None, finished_ms: int | None = None) -> None:
         """End an attempt row (fenced by its lease token). ``started_ms``: when the
         attempt really began, if not at its claim (a job claimed ahead waits in its
         worker's queue first); ``None`` keeps the claim time. ``deadline_ms``: the
         deadline it ran under, recorded with a ``started_ms`` later than the claim
-        (its timeout counted from that start)."""
+        (its timeout counted from that start). ``finished_ms``: when it ended, if
+        before now (`ductline.model.outcomes.Ended.finished_ms`); ``None``: now."""
         self.s.execute("close_attempt", {
             "job_id": job_id, "attempt": attempt, "lease_token": lease_token, "result": result.value,
             "error_type": error_type, "error": error, "traceback": traceback, "started_ms": started_ms,
-            "deadline_ms": deadline_ms,
+            "deadline_ms": deadline_ms, "finished_ms": finished_ms,
         })
 
     def lease_state(self, job_id: str) -> tuple[str | None, str] | None:
