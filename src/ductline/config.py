@@ -80,7 +80,8 @@ class Settings:
             process's write lock before it fails with "database is locked".
         retention: how long ended runs are kept (``30d``, ``12h``, ``90m``,
             ``3600s`` or seconds); workers delete older ones in small batches
-            (`ductline.operations.prune`). Empty (the default): kept forever.
+            (`ductline.operations.prune`), and the rows of workers gone that long.
+            Empty (the default): kept forever.
         step_log_level: the lowest level of what steps log that is kept
             (``DEBUG`` .. ``CRITICAL``, default ``INFO``); a step's own
             ``log_level=`` wins (`ductline.execution.steplog`).

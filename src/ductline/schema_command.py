@@ -30,7 +30,8 @@ def migrate(database: str | None) -> None:
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
 @database_option
 def prune(older_than: str, statuses: tuple[str, ...], dry_run: bool, database: str | None) -> None:
-    """Delete old runs whole (jobs, attempts, payloads, context), a thousand rows per transaction."""
+    """Delete old runs whole (jobs, attempts, payloads, context), a thousand rows per transaction,
+    then the rows of workers gone that long (stopped; lost ones also a day at least)."""
     from ductline.operations.prune import check_statuses, prune as prune_runs
 
     seconds = duration(older_than, "--older-than")
@@ -43,11 +44,13 @@ def prune(older_than: str, statuses: tuple[str, ...], dry_run: bool, database: s
     rows = sum(report.rows.values())
     if dry_run:
         out.print(f"would delete {report.runs} run(s) ({rows} rows) that ended more than {older_than} ago "
-                  f"({', '.join(wanted)})", highlight=False)
+                  f"({', '.join(wanted)}) and {report.workers} row(s) of workers gone that long", highlight=False)
     else:
         detail = ", ".join(f"{table} {n}" for table, n in report.rows.items() if n and table != "runs")
         out.print(f"deleted {report.runs} run(s) in {report.transactions} transaction(s)"
                   + (f": {detail}" if detail else ""), highlight=False)
+        if report.workers:
+            out.print(f"deleted {report.workers} row(s) of workers gone more than {older_than} ago", highlight=False)
     if report.busy:
         left = "would leave" if dry_run else "left"
         out.print(f"{left} {report.busy} run(s) whole: a worker is running a step of each "

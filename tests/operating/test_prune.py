@@ -220,3 +220,57 @@ def test_the_cli_says_which_runs_it_left(store, db_url):
     done = cli("prune", "--older-than", "0s", "--status", "running", "--database", db_url)
     assert done.returncode == 0 and "deleted 1 run(s)" in done.stdout, done.stderr
     assert "left 1 run(s) whole: a worker is running a step of each (cancel them first" in done.stdout
+
+
+# -- worker rows ----------------------------------------------------------------------
+
+HOUR_MS = 3600 * 1000
+
+
+def worker_row(store, worker_id, *, stopped, age_ms):
+    """A worker row whose last heartbeat is ``age_ms`` old (database clock)."""
+    store.register_worker(worker_id, "host-a", 4242, 2)
+    if stopped:
+        store.worker_stopped(worker_id)
+    with store.transaction() as tx:
+        tx.s.fetch("now")
+        getattr(tx.s, "_conn").execute(
+            f"UPDATE ductline_workers SET heartbeat_ms = heartbeat_ms - {age_ms} WHERE id = '{worker_id}'")
+
+
+def worker_ids(store):
+    return {w["id"] for w in store.list_workers(limit=1000)}
+
+
+def test_rows_of_workers_gone_longer_than_the_retention_are_deleted(store):
+    worker_row(store, "stopped-2d", stopped=True, age_ms=48 * HOUR_MS)
+    worker_row(store, "stopped-30m", stopped=True, age_ms=HOUR_MS // 2)
+    worker_row(store, "lost-2d", stopped=False, age_ms=48 * HOUR_MS)
+    worker_row(store, "lost-2h", stopped=False, age_ms=2 * HOUR_MS)
+    worker_row(store, "live", stopped=False, age_ms=0)
+    assert prune(store, 3600, dry_run=True).workers == 2
+    report = prune(store, 3600)
+    assert report.workers == 2 and report.runs == 0
+    assert worker_ids(store) == {"stopped-30m", "lost-2h", "live"}
+    # Retention 0: every stopped row goes; a lost one stays a day (it may heartbeat
+    # again once it reaches the database), a live one always.
+    assert prune(store, 0).workers == 1
+    assert worker_ids(store) == {"lost-2h", "live"}
+
+
+def test_worker_rows_go_in_bounded_transactions(store):
+    for i in range(5):
+        worker_row(store, f"gone-{i}", stopped=True, age_ms=HOUR_MS)
+    report = prune(store, 60, max_rows=2)
+    assert report.workers == 5 and report.transactions == 3
+    assert worker_ids(store) == set()
+
+
+def test_the_cli_prunes_worker_rows(store, db_url):
+    worker_row(store, "stopped-2d", stopped=True, age_ms=48 * HOUR_MS)
+    worker_row(store, "live", stopped=False, age_ms=0)
+    dry = cli("prune", "--older-than", "1d", "--dry-run", "--database", db_url)
+    assert dry.returncode == 0 and "1 row(s) of workers gone that long" in dry.stdout, dry.stderr
+    done = cli("prune", "--older-than", "1d", "--database", db_url)
+    assert done.returncode == 0 and "deleted 1 row(s) of workers gone more than 1d ago" in done.stdout, done.stderr
+    assert worker_ids(store) == {"live"}

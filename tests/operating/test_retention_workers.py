@@ -1,6 +1,7 @@
 """Retention applied by the workers' maintenance thread (the ``retention`` setting):
 ended runs go whole, payload chunks with them; halted, paused and pending runs stay;
-one maintainer of the fleet prunes at a time. Both backends."""
+rows of workers stopped long ago go; one maintainer of the fleet prunes at a time.
+Both backends."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import psycopg
 import pytest
 import rt_app
 from helpers import FAST_ENV, stop_worker, wait_for
-from test_prune import cli, past_the_last_finish, rows_of
+from test_prune import HOUR_MS, cli, past_the_last_finish, rows_of, worker_ids, worker_row
 
 from ductline.operations.prune import prune
 from ductline.operations.cancel import cancel_run
@@ -43,8 +44,11 @@ def test_workers_prune_ended_runs_and_keep_halted_paused_and_pending(store, db_u
     halted = rt_app.failing.trigger(1, database=store)
     paused = pause_app.chain.trigger(1, database=store)
     pending = prune_app.fanned.trigger(3, database=store, delay=3600)
+    worker_row(store, "stopped-long-ago", stopped=True, age_ms=48 * HOUR_MS)  # history: goes too
     worker = start_worker(db_url, {"DUCTLINE_RETENTION": "1s", "RT_HALT_FILE": str(tmp_path / "halt")})
     try:
+        wait_for(lambda: "stopped-long-ago" not in worker_ids(store), timeout=60)
+        assert len(worker_ids(store)) == 1  # its own row, live, stays
         wait_for(lambda: halted.status() == "halted" and paused.status() == "paused", timeout=60)
         wait_for(lambda: rows_of(store, large.id)["ductline_payload_chunks"] > 1 or gone(store, large.id))
         wait_for(lambda: all(gone(store, h.id) for h in [*fanned, large, cancelled]), timeout=90)

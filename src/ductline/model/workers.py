@@ -22,8 +22,8 @@ Which rows a listing shows (`shown_within_ms`): ``ductline workers``, the dashbo
 and ``GET /api/workers`` show the workers whose last heartbeat is at most
 `RECENTLY_GONE_MS` old (15 minutes), or a lease if that is longer: every live worker,
 and those that stopped or were lost within that time. Every ``ductline run`` leaves
-a stopped row and a killed worker stays lost for ever; older rows are history, shown
-by ``--all`` (``?all=1``).
+a stopped row and a killed worker stays lost until retention deletes its row
+(`prune_cutoffs`); older rows are history, shown by ``--all`` (``?all=1``).
 """
 
 from __future__ import annotations
@@ -69,6 +69,26 @@ def shown_within_ms(lease_ms: int) -> int:
     shows by default: `RECENTLY_GONE_MS`, or the lease ``lease_ms`` if longer, so that
     no live worker is ever left out (past a lease it is lost)."""
     return max(RECENTLY_GONE_MS, lease_ms)
+
+
+# The least time a row of a worker that stopped heartbeating without stopping is kept
+# (milliseconds), whatever the retention: a process cut off from its database for a
+# while heartbeats again once it can, and its row must still be there (a heartbeat
+# updates the row, it does not create it).
+LOST_ROW_KEPT_MS = 24 * 3600 * 1000
+
+
+def prune_cutoffs(now_ms: int, older_than_ms: int) -> tuple[int, int]:
+    """Which worker rows retention deletes (`ductline.operations.prune`): a stopped
+    worker's row whose last heartbeat is at or before the first value, and any other
+    (a lost worker's: it never said it stopped) at or before the second, which is
+    at least `LOST_ROW_KEPT_MS` ago.
+
+    Args:
+        now_ms: the database clock (epoch ms).
+        older_than_ms: the retention (ms): rows whose last heartbeat is older go.
+    """
+    return now_ms - older_than_ms, now_ms - max(older_than_ms, LOST_ROW_KEPT_MS)
 
 
 def is_live(health: WorkerHealth) -> bool:

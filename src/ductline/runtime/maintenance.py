@@ -172,6 +172,9 @@ class Maintainer:
         if report.runs:
             log.info("Retention: deleted %d run(s) that ended more than %d s ago in %d transaction(s)",
                      report.runs, self._retention, report.transactions)
+        if report.workers:
+            log.info("Retention: deleted %d row(s) of workers gone more than %d s ago", report.workers,
+                     self._retention)
         if report.complete or report.yielded:
             self._rounds_to_prune = self.RETENTION_ROUNDS
             return False

@@ -1,5 +1,5 @@
-"""Deleting finished runs whole: the store verbs of retention
-(`ductline.operations.prune` decides what and when)."""
+"""Deleting finished runs whole, and the rows of workers gone long ago: the store
+verbs of retention (`ductline.operations.prune` decides what and when)."""
 
 from __future__ import annotations
 
@@ -72,3 +72,17 @@ def delete_runs(tx: Tx, run_ids: list[str], statuses: list[str]) -> dict[str, in
         if table == "attempts":
             faults.checkpoint("during_prune")
     return counts
+
+
+def delete_workers(tx: Tx, stopped_before_ms: int, lost_before_ms: int, limit: int) -> int:
+    """Delete at most ``limit`` rows of workers gone long ago, inside ``tx`` (see
+    `ductline.model.workers.prune_cutoffs`); returns how many."""
+    return tx.s.execute("prune_workers", {"stopped_before": stopped_before_ms, "lost_before": lost_before_ms,
+                                          "limit": limit})
+
+
+def prunable_workers(store: Store, stopped_before_ms: int, lost_before_ms: int) -> int:
+    """How many worker rows `delete_workers` would delete in all."""
+    with store.dialect.reader() as s:
+        rows = s.fetch("prunable_workers", {"stopped_before": stopped_before_ms, "lost_before": lost_before_ms})
+    return int(rows[0]["n"])

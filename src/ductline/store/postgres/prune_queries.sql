@@ -93,3 +93,21 @@ DELETE FROM ductline_runs WHERE id IN (SELECT jsonb_array_elements_text(:run_ids
 -- transaction-scoped lock (released at commit, so it is safe behind a transaction
 -- pooler); a worker that does not get it leaves the batch to the one that has it.
 SELECT pg_try_advisory_xact_lock(4242002) AS locked;
+
+-- name: prune_workers
+-- Rows of workers gone long ago, oldest heartbeat first, a bounded batch at a time:
+-- a stopped worker's once its last heartbeat is at or before :stopped_before, any
+-- other (a lost worker, which never said it stopped) at or before :lost_before
+-- (ductline.model.workers.prune_cutoffs).
+DELETE FROM ductline_workers WHERE id IN (
+    SELECT id FROM ductline_workers
+    WHERE (status NOT IN ({LIVE_WORKER}) AND heartbeat_ms <= :stopped_before)
+       OR (status IN ({LIVE_WORKER}) AND heartbeat_ms <= :lost_before)
+    ORDER BY heartbeat_ms, id
+    LIMIT :limit);
+
+-- name: prunable_workers
+-- How many rows prune_workers would delete in all (a dry run).
+SELECT count(*) AS n FROM ductline_workers
+WHERE (status NOT IN ({LIVE_WORKER}) AND heartbeat_ms <= :stopped_before)
+   OR (status IN ({LIVE_WORKER}) AND heartbeat_ms <= :lost_before);
