@@ -8,7 +8,7 @@ C code or a syscall.
 As a library, ductline configures no logging: its records (loggers under
 ``ductline``, each about a job with ``run_id``, ``job_id``, ``step`` and ``attempt``
 as attributes) go to the handlers the application configures, and nowhere when it
-configures none (docs/howto/logs.md, "In ductline.execute"). The CLI and workers
+configures none (docs/howto/logs.md, "In `ductline.execute`"). The CLI and workers
 configure their own (`ductline.logs`).
 """
 
