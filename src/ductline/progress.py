@@ -55,15 +55,15 @@ class RunProgress:
                    if status in TERMINAL_JOB and not stopped_before_its_end(status, reason))
         current = ", ".join(running[:3]) + (" …" if len(running) > 3 else "")
         text = f"running: {current}" if current else ""
+        ended = None if run is None else str(run["status"])
+        if ended is not None and RunStatus(ended) in SETTLED_RUN:  # how it ended, first
+            text = (text + "; " if text else "") + f"run {ended}"
         if counts.get(JobStatus.PAUSED):  # waits for a person: say how to let it go on
             text = (text + "; " if text else "") + f"paused: `ductline resume {self._run_id}`"
         if counts.get(JobStatus.DEFERRED):  # waits for an event: say how to send it
             text = (text + "; " if text else "") + f"waiting for an event: `ductline send {self._run_id} EVENT`"
         if counts.get(JobStatus.FAILED):  # the bar counts every step that ended: say which did not succeed
             text = (text + "; " if text else "") + f"{counts[JobStatus.FAILED]} failed"
-        ended = None if run is None else str(run["status"])
-        if ended is not None and RunStatus(ended) in SETTLED_RUN:  # how it ended, last
-            text = (text + "; " if text else "") + f"run {ended}"
         self._progress.update(self._task, total=max(total, 1), completed=done, current=text)
 
     def _loop(self) -> None:
