@@ -1,6 +1,8 @@
 """The client: attach to a run by id, wait for it (notified on PostgreSQL, polled on
 SQLite), its result or a clear error for a run that did not complete, and the async
-variants. Real workers on both backends."""
+variants. Real workers on both backends: the tests that look only at their own runs
+share one per backend (`shared_worker`); the one that starts its worker after its wait
+began starts its own."""
 
 from __future__ import annotations
 
@@ -24,10 +26,9 @@ class CountingHandle(RunHandle):
         return super().status()
 
 
-def test_attach_wait_and_result_of_a_completed_run(store, db_url, workers):
-    workers()
-    handle = rt_app.chain.trigger(1, database=store)
-    attached = RunHandle.attach(handle.id, database=db_url)
+def test_attach_wait_and_result_of_a_completed_run(shared_store, shared_backend_url, shared_worker):
+    handle = rt_app.chain.trigger(1, database=shared_store)
+    attached = RunHandle.attach(handle.id, database=shared_backend_url)
     assert attached.id == handle.id and not attached.created
     assert attached.result(60) == 16  # (1 + 1) * 2, squared
     assert attached.error is None and attached.halt_reason is None
@@ -40,14 +41,13 @@ def test_attach_refuses_a_missing_run_and_a_bad_id(store):
         RunHandle.attach(42, database=store)  # type: ignore[arg-type]
 
 
-def test_result_raises_for_a_halted_and_a_cancelled_run(store, workers):
-    workers()
-    halted = rt_app.failing.trigger(1, database=store)
+def test_result_raises_for_a_halted_and_a_cancelled_run(shared_store, shared_worker):
+    halted = rt_app.failing.trigger(1, database=shared_store)
     with pytest.raises(RunFailed) as failed:
         halted.result(60)
     assert failed.value.status == "halted" and failed.value.halt_reason == "job_retries_exhausted"
     assert "always_fails" in failed.value.error and halted.halt_reason == "job_retries_exhausted"
-    stuck = rt_app.cancellable.trigger(1, database=store)
+    stuck = rt_app.cancellable.trigger(1, database=shared_store)
     wait_for(lambda: stuck.status() == "running", 30)
     stuck.cancel()
     with pytest.raises(RunFailed, match="cancelled") as cancelled:
@@ -78,11 +78,9 @@ def test_on_postgresql_a_wait_is_woken_by_a_notification_not_by_polling(store, b
         assert handle.looks >= 2  # SQLite polls
 
 
-def test_async_trigger_and_result(store, workers):
-    workers()
-
+def test_async_trigger_and_result(shared_store, shared_worker):
     async def main() -> object:
-        handle = await rt_app.chain.trigger_async(2, database=store)
+        handle = await rt_app.chain.trigger_async(2, database=shared_store)
         return await handle.result_async(60)
 
     assert asyncio.run(main()) == 36  # (2 + 1) * 2, squared

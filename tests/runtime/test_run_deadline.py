@@ -1,4 +1,7 @@
-"""The whole-run deadline, cancel and fail-fast on real workers, both backends."""
+"""The whole-run deadline, cancel and fail-fast on real workers, both backends. The
+tests that need a worker with the defaults and look only at their own runs share one
+per backend (`shared_worker`); those that need other settings, or stop their worker,
+start their own."""
 
 from __future__ import annotations
 
@@ -24,11 +27,10 @@ def assert_nothing_left(view):
         assert all(a["result"] is not None for a in step["attempts"])
 
 
-def test_deadline_inside_a_step_fails_the_run_and_skips_dependents(store, workers):
-    workers()
-    handle = rt_app.deadline_chain.trigger(1, database=store)
+def test_deadline_inside_a_step_fails_the_run_and_skips_dependents(shared_store, shared_worker):
+    handle = rt_app.deadline_chain.trigger(1, database=shared_store)
     assert handle.wait(90) == "failed"
-    view = run_view(store, handle.id)
+    view = run_view(shared_store, handle.id)
     assert view["metadata"]["timeout_exceeded"] is True
     assert view["metadata"]["timeout_seconds"] == 2
     assert "deadline of 2 s" in view["metadata"]["error"]
@@ -41,7 +43,7 @@ def test_deadline_inside_a_step_fails_the_run_and_skips_dependents(store, worker
     assert steps["after"]["skip_reason"] == "workflow timeout"
     assert_nothing_left(view)
     # the deadline counts from the first attempt start, on the database clock
-    run = store.get_run(handle.id)
+    run = shared_store.get_run(handle.id)
     assert run["deadline_ms"] == run["started_ms"] + 2000
     assert run["finished_ms"] >= run["deadline_ms"]
 
@@ -102,11 +104,10 @@ def test_a_busy_worker_ends_a_run_with_nothing_running_at_its_deadline(store, wo
     assert fillers[-1].status() != "completed"  # the backlog was still being worked off
 
 
-def test_deadline_during_a_delay(store, workers):
-    workers()
-    handle = rt_app.deadline_in_delay.trigger(1, database=store)
+def test_deadline_during_a_delay(shared_store, shared_worker):
+    handle = rt_app.deadline_in_delay.trigger(1, database=shared_store)
     assert handle.wait(90) == "failed"
-    steps = steps_by_name(run_view(store, handle.id))
+    steps = steps_by_name(run_view(shared_store, handle.id))
     assert steps["after"]["status"] == "skipped"
     assert steps["after"]["attempts"] == []
 
@@ -121,14 +122,13 @@ def test_deadline_keeps_a_finished_branch(store, workers):
     assert steps["after"]["status"] == "skipped"
 
 
-def test_cancel_kills_the_attempt_and_skips_the_rest(store, workers):
-    workers()
-    handle = rt_app.cancellable.trigger(1, database=store)
-    wait_for(lambda: steps_by_name(run_view(store, handle.id)).get("stuck", {}).get("status") == "running")
+def test_cancel_kills_the_attempt_and_skips_the_rest(shared_store, shared_worker):
+    handle = rt_app.cancellable.trigger(1, database=shared_store)
+    wait_for(lambda: steps_by_name(run_view(shared_store, handle.id)).get("stuck", {}).get("status") == "running")
     started = time.monotonic()
     handle.cancel()
     assert handle.status() == "cancelled"
-    view = run_view(store, handle.id)
+    view = run_view(shared_store, handle.id)
     steps = steps_by_name(view)
     assert steps["stuck"]["status"] == "cancelled"
     assert steps["stuck"]["attempts"][0]["result"] == "cancelled"
@@ -137,9 +137,9 @@ def test_cancel_kills_the_attempt_and_skips_the_rest(store, workers):
     with pytest.raises(InvalidStateError):
         handle.cancel()
     with pytest.raises(RunNotFound):
-        RunHandle("0" * 32, store).cancel()
+        RunHandle("0" * 32, shared_store).cancel()
     # the worker is free again: another run completes (its slot was not kept by the killed child)
-    other = rt_app.chain.trigger(1, database=store)
+    other = rt_app.chain.trigger(1, database=shared_store)
     assert other.wait(90) == "completed"
     assert time.monotonic() - started < 25
 
