@@ -1,6 +1,8 @@
 """Pauses with real worker processes on both backends: resume from the CLI, a pause
 that expires (fails closed, in-flight branch killed), the run deadline during a
-pause, a divide whose other branch finishes, `ductline show` / `runs`, bad input."""
+pause, a divide whose other branch finishes, `ductline show` / `runs`, bad input. The
+tests that need a worker share one per backend (`shared_worker`): each looks only at
+its own runs."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ import sys
 import time
 
 import pause_app
-from helpers import wait_for
+from helpers import shared_worker_fixture, wait_for
 from pause_support import APP, drive, jobs_by_step
 
 from ductline.views import iso
+
+shared_worker = shared_worker_fixture(APP)
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -29,37 +33,36 @@ def clis(*calls: tuple[str, ...]) -> list[tuple[int, str, str]]:
     return [(p.returncode, o, e) for p, (o, e) in zip(procs, outs)]
 
 
-def test_a_paused_run_waits_without_a_lease_and_the_cli_resumes_it_with_a_new_input(store, db_url, workers):
-    workers(app=APP)
-    handle = pause_app.chain.trigger(7, database=store)
+def test_a_paused_run_waits_without_a_lease_and_the_cli_resumes_it_with_a_new_input(
+        shared_store, shared_backend_url, shared_worker):
+    handle = pause_app.chain.trigger(7, database=shared_store)
     wait_for(lambda: handle.status() == "paused", 20)
     time.sleep(0.3)  # a worker that would wrongly claim the paused job has had its chance
-    approve = jobs_by_step(store, handle.id)["approve"]
+    approve = jobs_by_step(shared_store, handle.id)["approve"]
     assert (approve["status"], approve["attempts"]) == ("paused", 0)
-    assert store.lease_state(approve["id"]) == {"status": "paused", "lease_token": None}
-    done = cli("resume", handle.id, "--input", '{"approved_by": "ana"}', "--database", db_url)
+    assert shared_store.lease_state(approve["id"]) == {"status": "paused", "lease_token": None}
+    done = cli("resume", handle.id, "--input", '{"approved_by": "ana"}', "--database", shared_backend_url)
     assert (done.returncode, done.stdout.strip()) == (0, f"run {handle.id} resumed: approve with a new input")
     assert handle.wait(90) == "completed"
     assert handle.output() == {"approved": {"approved_by": "ana"}}
 
 
-def test_a_pause_that_expires_fails_the_run_closed_and_kills_the_other_branch(store, workers):
-    workers(app=APP)
-    handle = pause_app.expiring_divided.trigger(4, database=store)
+def test_a_pause_that_expires_fails_the_run_closed_and_kills_the_other_branch(shared_store, shared_worker):
+    handle = pause_app.expiring_divided.trigger(4, database=shared_store)
     assert handle.wait(90) == "failed"
     reason = "pause before step 'approve' expired after 1 s without a resume"
-    run = store.get_run(handle.id)
+    run = shared_store.get_run(handle.id)
     assert run["halt_reason"] == "pause_expired"
     assert json.loads(run["metadata"]) == {"pause_expired": True, "paused_step": "approve",
                                           "pause_timeout_seconds": 1, "error": reason}
-    jobs = jobs_by_step(store, handle.id)
+    jobs = jobs_by_step(shared_store, handle.id)
     assert {s: (j["status"], j["skip_reason"]) for s, j in jobs.items()} == {
         "prepare": ("completed", None),
         "approve": ("failed", reason),               # never ran: no attempt
         "slow_side": ("cancelled", f"cancelled because the {reason}"),
         "collect": ("skipped", "pause expired"),
     }
-    attempts = {a["job_id"]: a for a in store.run_attempts(handle.id)}
+    attempts = {a["job_id"]: a for a in shared_store.run_attempts(handle.id)}
     assert jobs["approve"]["id"] not in attempts
     side = attempts[jobs["slow_side"]["id"]]
     assert (side["result"], side["error_type"]) == ("cancelled", "PauseExpired")
@@ -67,27 +70,25 @@ def test_a_pause_that_expires_fails_the_run_closed_and_kills_the_other_branch(st
     assert 0 <= run["finished_ms"] - jobs["approve"]["pause_expires_ms"] < 1000
 
 
-def test_the_run_deadline_keeps_counting_during_a_pause(store, workers):
-    workers(app=APP)
-    handle = pause_app.deadline.trigger(1, database=store)
+def test_the_run_deadline_keeps_counting_during_a_pause(shared_store, shared_worker):
+    handle = pause_app.deadline.trigger(1, database=shared_store)
     wait_for(lambda: handle.status() == "paused", 20)
     assert handle.wait(90) == "failed"
-    run = store.get_run(handle.id)
+    run = shared_store.get_run(handle.id)
     metadata = json.loads(run["metadata"])
     assert (metadata["timeout_exceeded"], metadata["timeout_seconds"]) == (True, 2)
     assert run["halt_reason"] is None
-    jobs = jobs_by_step(store, handle.id)
+    jobs = jobs_by_step(shared_store, handle.id)
     assert {s: (j["status"], j["skip_reason"]) for s, j in jobs.items()} == {
         "prepare": ("completed", None), "approve": ("skipped", "workflow timeout"),
         "finish": ("skipped", "workflow timeout")}
 
 
-def test_a_divide_finishes_its_other_branch_while_paused_then_completes_after_resume(store, workers):
-    workers(app=APP)
-    handle = pause_app.divided.trigger(5, database=store)
-    wait_for(lambda: jobs_by_step(store, handle.id).get("side", {}).get("status") == "completed", 20)
+def test_a_divide_finishes_its_other_branch_while_paused_then_completes_after_resume(shared_store, shared_worker):
+    handle = pause_app.divided.trigger(5, database=shared_store)
+    wait_for(lambda: jobs_by_step(shared_store, handle.id).get("side", {}).get("status") == "completed", 20)
     assert handle.status() == "paused"
-    assert sorted(jobs_by_step(store, handle.id)) == ["approve", "prepare", "side"]
+    assert sorted(jobs_by_step(shared_store, handle.id)) == ["approve", "prepare", "side"]
     assert handle.resume(input={"order": 50}) == ["approve"]
     assert handle.wait(90) == "completed"
     assert handle.output() == [{"approved": {"order": 50}}, {"side": 5}]
