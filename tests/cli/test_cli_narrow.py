@@ -2,7 +2,9 @@
 command line: at 80 columns every line fits, run ids are short unique prefixes that
 every command taking a run id accepts (a prefix that names several runs is a clear
 error), times are compact and nothing is cut; with room, the full tables (whole ids,
-ISO 8601 UTC times). ``show`` names the root of a skipped step."""
+ISO 8601 UTC times). ``show`` names the root of a skipped step. The commands run by
+the command line's entry point in the test process; ``ductline run`` runs as a real
+process."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import sys
 
 import cli_app
 import pytest
-from helpers import drive
+from helpers import drive, ductline_in_process
 
 from ductline import views
 from ductline.operations.trigger import insert, prepare
@@ -24,8 +26,9 @@ TIME = re.compile(r"^\d\d:\d\d:\d\d$")  # today's runs: the time alone, local
 
 
 def ductline(db_url: str, *words: str, columns: str = "80", code: int = 0) -> str:
-    done = subprocess.run([sys.executable, "-m", "ductline", *words, "--database", db_url], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "COLUMNS": columns})
+    """The command's standard output (its error when ``code`` is not 0), run by the
+    command line's entry point in this process (`helpers.ductline_in_process`)."""
+    done = ductline_in_process(*words, "--database", db_url, env={"COLUMNS": columns})
     assert done.returncode == code, done.stderr
     return done.stdout if code == 0 else done.stderr
 

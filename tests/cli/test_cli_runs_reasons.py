@@ -1,17 +1,15 @@
-"""``ductline runs`` says why a run stopped and when it ended, on both backends, the
-real command line: a halted run shows its halt reason and no end (it has not ended:
+"""``ductline runs`` says why a run stopped and when it ended, on both backends, by the
+command line's entry point: a halted run shows its halt reason and no end (it has not ended:
 ``retry`` revives it); a failed run (its deadline passed) shows the error it recorded
 as its reason, in the table and in ``--json``."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import cli_app
 import pytest
+from helpers import ductline_in_process
 
 from ductline import codec
 from ductline.engine import record, stop
@@ -19,8 +17,9 @@ from ductline.model.outcomes import AttemptResult, Ended
 
 
 def ductline(db_url: str, *words: str, columns: str = "200") -> str:
-    done = subprocess.run([sys.executable, "-m", "ductline", *words, "--database", db_url], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "COLUMNS": columns})
+    """The command's standard output, run by the command line's entry point in this
+    process (`helpers.ductline_in_process`)."""
+    done = ductline_in_process(*words, "--database", db_url, env={"COLUMNS": columns})
     assert done.returncode == 0, done.stderr
     return done.stdout
 

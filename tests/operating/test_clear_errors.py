@@ -1,13 +1,13 @@
 """Bad input gets a clear error: attaching to a run id the database does not have,
-and reading a value tagged by a newer ductline (handle, ``show``). Both backends."""
+and reading a value tagged by a newer ductline (handle, ``show``). Both backends. The
+commands run by the command line's entry point in the test process
+(`helpers.ductline_in_process`)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import rt_app
+from helpers import ductline_in_process
 
 from ductline.errors import RunNotFound
 from ductline.handle import RunHandle, _without_password
@@ -47,8 +47,7 @@ def test_a_value_from_a_newer_version_is_refused_clearly(store, db_url):
     with pytest.raises(TypeError, match="a value tagged 'quaternion' was written by a newer version of ductline "
                                         "than this one .*upgrade ductline where it is read"):
         handle.output()
-    done = subprocess.run([sys.executable, "-m", "ductline", "show", handle.id, "--json", "--database", db_url],
-                          capture_output=True, text=True, timeout=120)
+    done = ductline_in_process("show", handle.id, "--json", "--database", db_url)
     assert done.returncode != 0
     assert "TypeError: a value tagged 'quaternion' was written by a newer version of ductline" in done.stderr
     assert "Traceback" not in done.stderr
@@ -67,15 +66,13 @@ def test_a_run_id_prefix_too_short_to_look_up_says_so(store, db_url):
 
 
 def test_runs_refuses_a_status_that_does_not_exist(db_url):
-    done = subprocess.run([sys.executable, "-m", "ductline", "runs", "--status", "bogus", "--database", db_url],
-                          capture_output=True, text=True, timeout=120)
+    done = ductline_in_process("runs", "--status", "bogus", "--database", db_url)
     assert done.returncode == 2
     assert "'bogus' is not one of" in done.stderr and "'completed'" in done.stderr
 
 
 def _cli(db_url, *args):
-    return subprocess.run([sys.executable, "-m", "ductline", *args, "--database", db_url],
-                          capture_output=True, text=True, timeout=120)
+    return ductline_in_process(*args, "--database", db_url)
 
 
 def test_runs_of_a_pipeline_without_runs_says_so_on_stderr(store, db_url):

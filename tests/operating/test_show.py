@@ -1,16 +1,13 @@
 """``ductline show RUN_ID`` prints each attempt with its start, end and duration
 (the tutorial's "each attempt with its result, timings"), as ``--json`` gives them.
-Both backends, the real command line."""
+Both backends, by the command line's entry point (in the test process)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import rt_app
-from helpers import drive
+from helpers import drive, ductline_in_process
 
 from ductline import Pipeline
 from ductline import views
@@ -22,8 +19,7 @@ timed = Pipeline("show_timed").start(rt_app.add_one).chain(to=rt_app.double).cha
 
 def show(db_url: str, run_id: str, *flags: str) -> str:
     # Wide enough for the full tables (whole ids, ISO times); tests/cli has the narrow ones.
-    done = subprocess.run([sys.executable, "-m", "ductline", "show", run_id, *flags, "--database", db_url],
-                          capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"})
+    done = ductline_in_process("show", run_id, *flags, "--database", db_url, env={"COLUMNS": "200"})
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -89,8 +85,7 @@ branches = (Pipeline("show_held").start(rt_app.add_one)
 
 
 def ductline(db_url: str, *words: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "ductline", *words, "--database", db_url],
-                          capture_output=True, text=True, timeout=60)
+    done = ductline_in_process(*words, "--database", db_url)
     assert done.returncode == 0, done.stderr
 
 
