@@ -10,20 +10,13 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import traceback
 from types import ModuleType
 
 from ductline.dsl.pipeline import PipelineBuilder as Pipeline
 from ductline.errors import TargetError
 from ductline.execution import importing
-
-# How many frames of an import's traceback its error names (innermost first): where
-# it failed and what called that, without the whole traceback (at DEBUG the CLI logs it).
-WHERE_FRAMES = 3
-_IMPORTLIB = os.path.dirname(importlib.__file__)
-# ductline's own package: a definition error raised in its checks names the user's
-# line that called them, not the check.
-_DUCTLINE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+from ductline.frames import path as _path
+from ductline.frames import where as where  # the one rule of the frames an error names
 
 
 def split(target: str) -> tuple[str, str | None]:
@@ -113,35 +106,6 @@ def _names_the_app(exc: ModuleNotFoundError, name: str) -> bool:
     """Whether the module not found is the app's module itself (or a package it sits
     in), rather than a module the app's code imports."""
     return exc.name is not None and (name == exc.name or name.startswith(exc.name + "."))
-
-
-def where(exc: BaseException) -> str:
-    """``" (at helper.py:3 in divide, called from app.py:2)"``: the last frames of an
-    exception's traceback, innermost first, leaving out the import machinery and the
-    ductline package itself, so that an error raised by ductline's checks (a
-    `DefinitionError` for a lambda step, a ``ValueError`` for ``timeout=-1``) names
-    the user's line that called them (a syntax error names its file and line in its
-    message). Paths under the working directory are relative. Empty when no frame is
-    left. The one place that decides which frames an app's import error names."""
-    places = []
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not f.filename.startswith("<frozen") and not _in_ductline(f.filename)
-              and os.path.dirname(f.filename) != _IMPORTLIB]
-    for frame in reversed(frames[-WHERE_FRAMES:]):
-        inside = "" if frame.name == "<module>" else f" in {frame.name}"
-        places.append(f"{_path(frame.filename)}:{frame.lineno}{inside}")
-    if not places:
-        return ""
-    return f" (at {places[0]}" + "".join(f", called from {p}" for p in places[1:]) + ")"
-
-
-def _in_ductline(filename: str) -> bool:
-    return os.path.abspath(filename).startswith(_DUCTLINE)
-
-
-def _path(filename: str) -> str:
-    relative = os.path.relpath(filename) if os.path.isabs(filename) else filename
-    return filename if relative.startswith("..") else relative
 
 
 def load_pipeline(target: str) -> tuple[Pipeline, str | None]:

@@ -30,6 +30,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from ductline import safetext, views
+from ductline.frames import where_stored
 from ductline.model.states import RunStatus
 
 ERROR_CHARS = 120  # of an error in a table; `show --json` has it whole
@@ -158,7 +159,9 @@ def attempts_table(console: Console, view: dict[str, Any]) -> Table:
         table.columns[column].no_wrap = True
     for s in view["steps"]:
         for a in s["attempts"]:
-            error = _cell(f"{a['error_type']}: {a['error']}") if a["error_type"] else ""
+            # where a failed attempt's error was raised: the last frames of its traceback
+            error = (_cell(f"{a['error_type']}: {a['error']}") + _cell(where_stored(a["traceback"]))
+                     if a["error_type"] else "")
             full.add_row(s["step"], "" if s["index"] is None else str(s["index"]), str(a["attempt"]),
                          a["result"] or "running", a["started_at"] or "", a["finished_at"] or "",
                          views.duration_text(a["duration_ms"]), error)

@@ -348,7 +348,9 @@ HALT_HANDLER = "__on_halt__"  # the step of a pipeline's on_halt handler
 
 def failed_steps(view: dict[str, Any]) -> list[str]:
     """Why a halted run halted, for people: one line per failed step run that
-    stopped it, naming it, its attempts and its last error (from `run_view`).
+    stopped it, naming it, its attempts and its last error (from `run_view`), with
+    where that error was raised: the last frames of its attempt's traceback
+    (`ductline.frames.where_stored`), e.g. ``" (at bug.py:4 in helper)"``.
 
     The step the run recorded as its ``halted_step`` comes first (all its failed
     step runs, for an expanded step); then any other failed step run but the
@@ -358,6 +360,8 @@ def failed_steps(view: dict[str, Any]) -> list[str]:
     halted = (view.get("metadata") or {}).get("halted_step")
     failed = [s for s in view["steps"] if s["status"] == JobStatus.FAILED and s["step"] != HALT_HANDLER]
     failed.sort(key=lambda s: s["step"] != halted)  # stable: the rest keep their order
+    from ductline.frames import where_stored
+
     lines = []
     for s in failed:
         where = s["step"] + ("" if s["index"] is None else f"[{s['index']}]")
@@ -365,6 +369,7 @@ def failed_steps(view: dict[str, Any]) -> list[str]:
         count = f"{len(attempts)} attempt{'' if len(attempts) == 1 else 's'}"
         last = attempts[-1] if attempts else {}
         error = f": {last['error_type']}: {last['error']}" if last.get("error_type") else ""
+        error += where_stored(last.get("traceback")) if error else ""
         boundary = f" (after crossing its boundary: {s['boundary']})" if s.get("boundary") else ""
         lines.append(f"step {where} failed after {count}{boundary}{error}")
     return lines

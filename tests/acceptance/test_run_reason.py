@@ -5,6 +5,7 @@ the step that halted it and its last error, or the error recorded on a failed ru
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -44,7 +45,9 @@ def test_a_halted_run_names_its_step_and_last_error(tmp_path: Path) -> None:
     lines = done.stderr.splitlines()
     [status] = [i for i, line in enumerate(lines) if line.startswith("run ") and ": halted (" in line]
     assert lines[status].endswith(": halted (job_retries_exhausted)"), done.stderr
-    assert lines[status + 1] == "  step fails_at_once failed after 1 attempt: RuntimeError: boom", done.stderr
+    assert lines[status + 1].startswith("  step fails_at_once failed after 1 attempt: RuntimeError: boom (at "), \
+        done.stderr
+    assert re.search(r"rt_app.py:\d+ in fails_at_once\)$", lines[status + 1]), done.stderr
     run_id = lines[status].split()[1].rstrip(":")
     shown = f"ductline show {run_id[:8]}"
     assert re.fullmatch(rf"  `{shown}` lists every attempt; `ductline retry {run_id[:8]}` revives it from its "
@@ -56,3 +59,37 @@ def test_a_halted_run_names_its_step_and_last_error(tmp_path: Path) -> None:
                                 capture_output=True, text=True, timeout=300, cwd=tmp_path)
     deadline = json.loads(shown_json.stdout)["deadline"]
     assert f"at {deadline[11:19]} UTC" in lines[status + 2], (deadline, done.stderr)
+
+
+BUGGY_APP = '''from ductline import Pipeline
+
+
+def helper(x):
+    return x / 0
+
+
+def compute(x):
+    return helper(x) + 1
+
+
+bug = Pipeline("bug").start(compute, max_attempts=1)
+'''
+
+
+def test_a_step_that_failed_for_good_is_named_with_where_it_raised(tmp_path: Path) -> None:
+    """A bug in a step: `run` (and `wait`, which shares its summary) and `show` say
+    where its last attempt raised, from the traceback it stored: not only ``Type: message``."""
+    (tmp_path / "bug.py").write_text(BUGGY_APP)
+    database = f"sqlite:///{tmp_path / 'd.db'}"
+    done = subprocess.run([sys.executable, "-m", "ductline", "run", "bug.py:bug", "--args", "[3]",
+                           "--database", database], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert ("  step compute failed after 1 attempt: ZeroDivisionError: division by zero "
+            "(at bug.py:5 in helper, called from bug.py:9 in compute)") in done.stderr.splitlines(), done.stderr
+    [status] = [line for line in done.stderr.splitlines() if line.startswith("run ") and ": halted (" in line]
+    shown = subprocess.run([sys.executable, "-m", "ductline", "show", status.split()[1].rstrip(":"),
+                            "--database", database], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                           env={**os.environ, "COLUMNS": "200"})
+    assert shown.returncode == 0, shown.stderr
+    assert "ZeroDivisionError: division by zero (at bug.py:5 in helper, called from bug.py:9 in compute)" \
+        in shown.stdout, shown.stdout

@@ -311,3 +311,27 @@ def test_a_second_file_with_the_same_stem_is_refused_clearly(tmp_path: Path) -> 
     assert load_pipeline(f"{first}:pipe")[0].name == first_name
     with pytest.raises(TargetError, match=f"a different module named '{name}' is already imported"):
         load_pipeline(f"{second}:pipe")
+
+
+def test_a_stored_traceback_names_the_same_frames_as_the_exception_it_was_formatted_from(tmp_path, monkeypatch):
+    """One rule for the frames an error names, from an exception or from its stored text
+    (the last traceback of a chain: the exception that ended the attempt)."""
+    import traceback
+
+    from ductline.frames import where, where_stored
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "buggy.py").write_text("def helper(x):\n    return x / 0\n\n\ndef compute(x):\n"
+                                       "    try:\n        raise KeyError(x)\n    except KeyError:\n"
+                                       "        return helper(x)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import buggy
+
+    try:
+        buggy.compute(1)
+    except ZeroDivisionError as exc:
+        text = "".join(traceback.format_exception(exc))
+        assert "During handling" in text
+        assert where_stored(text) == where(exc)
+        assert where(exc).startswith(" (at buggy.py:2 in helper, called from buggy.py:9 in compute, called from ")
+    assert where_stored(None) == where_stored("") == where_stored("TimeoutError: step timed out") == ""
