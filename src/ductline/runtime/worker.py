@@ -147,13 +147,23 @@ class Worker:
         self.events.unstarted = self._unstarted
 
     # -- lifecycle -----------------------------------------------------------------------
-    def request_stop(self) -> None:
-        """Stop claiming; running attempts get ``shutdown_grace_seconds`` to finish."""
+    def request_stop(self, *, interrupt: bool = False) -> None:
+        """Stop claiming; running attempts get ``shutdown_grace_seconds`` to finish.
+        ``interrupt``: a Ctrl-C asked it, and a second one ends the grace at once: the
+        line says so, as it says how long it waits and for which steps (a silent wait
+        of the whole grace reads like a hang)."""
         if not self.stopping:
             self.stopping = True
             self._shutdown_deadline = self.clock.now() + self.settings.shutdown_grace_seconds
-            log.info("Worker stopping: no new claims, %d attempt(s) running",
-                     sum(s.busy for s in self.slots))
+            steps = [s.job.step for s in self.slots if s.job is not None]
+            if not steps:
+                log.info("Worker stopping: no new claims, 0 attempt(s) running")
+            else:
+                shown = ", ".join(sorted(set(steps)))
+                log.info("Worker stopping: no new claims, %d attempt(s) running (%s); waiting up to %s s "
+                         "(shutdown_grace_seconds) for them to finish%s", len(steps), shown,
+                         f"{self.settings.shutdown_grace_seconds:g}",
+                         "; Ctrl-C again stops them now (they run again later)" if interrupt else "")
         self.wakeup.wake()
 
     def install_signal_handlers(self, *, bound_exit: bool = False, guard: ExitGuard | None = None) -> None:
@@ -166,7 +176,7 @@ class Worker:
             self.interrupted = True
             if self.stopping and signum == signal.SIGINT:
                 self._shutdown_deadline = self.clock.now()  # second Ctrl-C: stop now
-            self.request_stop()
+            self.request_stop(interrupt=signum == signal.SIGINT)
 
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
