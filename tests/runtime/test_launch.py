@@ -86,8 +86,10 @@ while True:
     signal.pause()
 """
 
-SUPERVISOR = ("import json, sys\nfrom ductline.runtime.launch import supervise\n"
-              "sys.exit(supervise(json.loads(sys.argv[1]), 2, restart_delay=0))")
+# As `ductline worker --processes 2` runs it: with the CLI's logging (the library
+# itself configures none, so without it the supervisor's lines would go nowhere).
+SUPERVISOR = ("import json, sys\nfrom ductline.logs import configure\nfrom ductline.runtime.launch import supervise\n"
+              "configure()\nsys.exit(supervise(json.loads(sys.argv[1]), 2, restart_delay=0))")
 
 
 def supervisor(out: Path) -> subprocess.Popen[str]:
