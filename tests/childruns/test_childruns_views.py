@@ -1,16 +1,16 @@
 """The tree of child runs where people look: `ductline show` (text and --json),
 `ductline runs --parent`, the JSON API (``?parent=``, a run's ``parent`` and
-``children``) and the run page's links, on both backends."""
+``children``) and the run page's links, on both backends. The commands run by the
+command line's entry point in the test process (`helpers.ductline_in_process`)."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 
 import childruns_app as app
 import pytest
+from helpers import ductline_in_process
 from starlette.testclient import TestClient
 
 from ductline import views
@@ -18,8 +18,7 @@ from ductline.web import create_app
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ductline", *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "COLUMNS": "200"})
+    return ductline_in_process(*args, env={"COLUMNS": "200"})
 
 
 @pytest.fixture

@@ -1,7 +1,9 @@
 """Retention: `ductline prune` and the prune operation delete ended runs whole, in
 transactions of at most 1,000 rows; active, paused and halted runs stay unless named, and a run with a claimed job stays always;
 bad input deletes nothing; a prune killed in the middle of a transaction leaves no run
-half-deleted. Both backends."""
+half-deleted. Both backends. The commands run by the command line's entry point in
+the test process (`helpers.ductline_in_process`), but the one killed inside its
+transaction, a real process."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import sys
 
 import prune_app
 import pytest
-from helpers import drive, wait_for
+from helpers import drive, ductline_in_process, wait_for
 
 from ductline.operations.prune import prune
 from ductline.operations.cancel import cancel_run
@@ -116,7 +118,12 @@ def test_transactions_hold_at_most_a_thousand_rows_but_a_bigger_run_goes_whole(s
     assert all(rows_of(store, h.id)["ductline_runs"] == 0 for h in small)
 
 
-def cli(*args, env=None):
+def cli(*args):
+    return ductline_in_process(*args)
+
+
+def cli_process(*args, env=None):
+    """The command in a process of its own (one a fault checkpoint can kill)."""
     return subprocess.run([sys.executable, "-m", "ductline", *args], capture_output=True, text=True, timeout=120,
                           env={**os.environ, **(env or {})})
 
@@ -144,7 +151,7 @@ def test_the_cli_prints_what_it_deleted(store, db_url):
 def test_a_prune_killed_mid_transaction_leaves_no_run_half_deleted(store, db_url):
     ended = ended_runs(store)
     before = {h.id: rows_of(store, h.id) for h in ended}
-    done = cli("prune", "--older-than", "0s", "--database", db_url, env={"DUCTLINE_FAULT": "during_prune"})
+    done = cli_process("prune", "--older-than", "0s", "--database", db_url, env={"DUCTLINE_FAULT": "during_prune"})
     assert done.returncode == -9  # SIGKILL after it deleted attempts, before it committed
     for handle in ended:
         assert rows_of(store, handle.id) == before[handle.id]  # all of it, or (below) none of it

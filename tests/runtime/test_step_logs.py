@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import log_app
-from helpers import FAST_ENV, stop_worker, wait_for
+from helpers import FAST_ENV, ductline_in_process, stop_worker, wait_for
 
 from ductline.store import steplogs
 from ductline.views import run_view
@@ -30,8 +30,9 @@ def _worker(db_url, tmp_path, env=None):
 
 
 def _cli(db_url, *args):
-    done = subprocess.run([sys.executable, "-m", "ductline", *args, "--database", db_url],
-                          capture_output=True, text=True, timeout=120)
+    """A command run by the command line's entry point in this process; a follower of
+    a live run and the errors below run as real processes."""
+    done = ductline_in_process(*args, "--database", db_url)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
