@@ -164,7 +164,11 @@ class RunHandle:
             waits = views.unserved_waits(views.run_view(self._store, self.id))
         except DuctlineError:  # the error being raised is the timeout; this is a hint
             return ""
-        return "".join(f"; {line}" for line in waits)
+        if not waits:
+            return ""
+        # Which database it looked in: a relative SQLite URL names a file under the
+        # working directory, and another directory's trigger makes a new empty one.
+        return "".join(f"; {line}" for line in waits) + f" (looked in {_database_named(self._store)})"
 
     def result(self, timeout: float | None = None) -> Any:
         """Wait for the run, then its output.
@@ -278,6 +282,15 @@ class RunHandle:
 
     def __repr__(self) -> str:
         return f"RunHandle({self.id!r})"
+
+
+def _database_named(store: Store) -> str:
+    """The database a store reads, for a message: a SQLite file by its absolute
+    path, any other by its URL with the password masked."""
+    path = getattr(store.dialect, "path", None)
+    if store.dialect.name == "sqlite" and isinstance(path, str) and path != ":memory:":
+        return f"the SQLite database {os.path.abspath(path)}"
+    return f"the database {_without_password(store.url)}"
 
 
 def _without_password(url: str) -> str:

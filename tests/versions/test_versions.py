@@ -5,6 +5,7 @@ charged nothing, and says why; an operator moves runs to another definition."""
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import pytest
@@ -74,16 +75,29 @@ def test_a_handle_that_times_out_says_why_its_run_waits(store: Any) -> None:
     run = v1.versioned.trigger(1, database=store)
     with pytest.raises(TimeoutError) as info:
         run.result(timeout=0.05)
+    # ... and which database it looked in (a trigger from another directory makes a new SQLite file)
+    looked = (f"the SQLite database {os.path.abspath(store.dialect.path)}" if store.dialect.name == "sqlite"
+              else f"the database {store.url}")
     assert str(info.value) == (f"run {run.id} is still pending after 0.05 s; "
-                               "step a waits: no live worker serves queue 'default'")
+                               f"step a waits: no live worker serves queue 'default' (looked in {looked})")
     register(store, "w-new", V2)
     with pytest.raises(TimeoutError) as info:
         run.wait(timeout=0)
-    assert str(info.value).endswith(f"; step a waits: no live worker has step 'a' of definition {V1.fingerprint[:8]}")
+    assert str(info.value).endswith(f"; step a waits: no live worker has step 'a' of definition {V1.fingerprint[:8]} "
+                                    f"(looked in {looked})")
     register(store, "w-old", V1)
     with pytest.raises(TimeoutError) as info:
         run.wait(timeout=0)
     assert str(info.value) == f"run {run.id} is still pending after 0 s"  # a worker can run it: nothing to add
+
+
+def test_a_handle_of_a_relative_sqlite_url_names_the_file_it_looked_in(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    run = v1.versioned.trigger(1, database="sqlite:///here.db")
+    with pytest.raises(TimeoutError) as info:
+        run.result(timeout=0.05)
+    assert str(info.value).endswith(f"no live worker serves queue 'default' (looked in the SQLite database "
+                                    f"{tmp_path / 'here.db'})"), str(info.value)
 
 
 def test_a_job_no_live_worker_can_run_stays_pending_and_says_why(store: Any) -> None:
