@@ -89,12 +89,13 @@ FAST_ENV = {
 
 
 def start_worker(db_url: str, *, concurrency: int = 2, env: dict[str, str] | None = None,
-                 app: str = APP) -> subprocess.Popen[bytes]:
+                 app: str = APP, stderr: Any = None) -> subprocess.Popen[bytes]:
+    """``stderr``: where its log goes (``None``: this process's stderr)."""
     full_env = {**os.environ, **FAST_ENV, **(env or {})}
     proc = subprocess.Popen(
         [sys.executable, "-m", "ductline", "worker", "--app", app, "--database", db_url,
          "--concurrency", str(concurrency)],
-        env=full_env,
+        env=full_env, stderr=stderr,
     )
     STARTED.append(proc)
     return proc

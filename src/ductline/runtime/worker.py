@@ -293,9 +293,10 @@ class Worker:
             return
         jobs = self.ahead.drain(overdue=not self.stopping)
         why = "worker shut down" if self.stopping else "the attempts before it on its slot ran long"
-        # Operators read this line: say what happened to the jobs in their words (a job
-        # "claimed ahead" is one reserved for a busy slot), and that nothing is lost.
-        log.info("Returned %d job(s) reserved by this worker to the queue, not started (%s); "
+        # Say what happened to the jobs in an operator's words (a job "claimed ahead" is
+        # one reserved for a busy slot), and that nothing is lost. DEBUG: it is routine
+        # scheduling, and at INFO it read like an error on a first run.
+        log.debug("Returned %d job(s) reserved by this worker to the queue, not started (%s); "
                  "any worker may take them", len(jobs),
                  "worker shut down" if self.stopping else "the attempts before them ran long")
         for job in jobs:
