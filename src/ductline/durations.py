@@ -79,3 +79,13 @@ def parse_cli_duration(text: str, *, field: str) -> int:
             f"{field}: expected whole seconds or a number with s/m/h/d (e.g. 30s, 5m), got {text!r}"
         )
     return int(raw) * unit
+
+
+def seconds_text(seconds: int) -> str:
+    """Whole seconds as a person reads them, in the largest unit that divides them
+    exactly: ``"30 d"``, ``"12 h"``, ``"90 min"``, ``"1 s"`` (a bare ``1`` given on
+    the command line is seconds: the text says so)."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds and seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"

@@ -7,6 +7,7 @@ import click
 
 from ductline.command_support import command_store, database_option, duration, fail, out
 from ductline.config import load_settings
+from ductline.durations import seconds_text
 from ductline.store import open_store
 
 
@@ -36,6 +37,7 @@ def prune(older_than: str, statuses: tuple[str, ...], dry_run: bool, database: s
 
     seconds = duration(older_than, "--older-than")
     assert seconds is not None
+    age = seconds_text(seconds)  # with its unit: "--older-than 1" is "1 s"
     try:
         wanted = check_statuses(statuses)
     except ValueError as exc:
@@ -43,14 +45,14 @@ def prune(older_than: str, statuses: tuple[str, ...], dry_run: bool, database: s
     report = prune_runs(command_store(database, create=False), seconds, statuses=wanted, dry_run=dry_run)
     rows = sum(report.rows.values())
     if dry_run:
-        out.print(f"would delete {report.runs} run(s) ({rows} rows) that ended more than {older_than} ago "
+        out.print(f"would delete {report.runs} run(s) ({rows} rows) that ended more than {age} ago "
                   f"({', '.join(wanted)}) and {report.workers} row(s) of workers gone that long", highlight=False)
     else:
         detail = ", ".join(f"{table} {n}" for table, n in report.rows.items() if n and table != "runs")
         out.print(f"deleted {report.runs} run(s) in {report.transactions} transaction(s)"
                   + (f": {detail}" if detail else ""), highlight=False)
         if report.workers:
-            out.print(f"deleted {report.workers} row(s) of workers gone more than {older_than} ago", highlight=False)
+            out.print(f"deleted {report.workers} row(s) of workers gone more than {age} ago", highlight=False)
     if report.busy:
         left = "would leave" if dry_run else "left"
         out.print(f"{left} {report.busy} run(s) whole: a worker is running a step of each "

@@ -144,6 +144,11 @@ def test_the_cli_prints_what_it_deleted(store, db_url):
     ended_runs(store)
     dry = cli("prune", "--older-than", "0s", "--dry-run", "--database", db_url)
     assert dry.returncode == 0 and "would delete 3 run(s)" in dry.stdout, dry.stderr
+    # the age with its unit: a bare number is seconds
+    dry = cli("prune", "--older-than", "1", "--dry-run", "--database", db_url)
+    assert dry.returncode == 0 and "that ended more than 1 s ago" in dry.stdout, dry.stdout
+    dry = cli("prune", "--older-than", "90m", "--dry-run", "--database", db_url)
+    assert dry.returncode == 0 and "that ended more than 90 min ago" in dry.stdout, dry.stdout
     done = cli("prune", "--older-than", "0s", "--database", db_url)
     assert done.returncode == 0 and "deleted 3 run(s)" in done.stdout, done.stderr
 
@@ -279,5 +284,5 @@ def test_the_cli_prunes_worker_rows(store, db_url):
     dry = cli("prune", "--older-than", "1d", "--dry-run", "--database", db_url)
     assert dry.returncode == 0 and "1 row(s) of workers gone that long" in dry.stdout, dry.stderr
     done = cli("prune", "--older-than", "1d", "--database", db_url)
-    assert done.returncode == 0 and "deleted 1 row(s) of workers gone more than 1d ago" in done.stdout, done.stderr
+    assert done.returncode == 0 and "deleted 1 row(s) of workers gone more than 1 d ago" in done.stdout, done.stderr
     assert worker_ids(store) == {"live"}
