@@ -17,7 +17,8 @@ from pathlib import Path
 
 import events_app
 import pytest
-from helpers import drive, freeze_outside_a_write, shared_worker_fixture, start_worker, stop_worker, wait_for
+from helpers import (drive, ductline_in_process, freeze_outside_a_write, shared_worker_fixture, start_worker,
+                     stop_worker, wait_for)
 
 from ductline.errors import InvalidStateError, RunNotFound
 from ductline.handle import RunHandle
@@ -28,8 +29,13 @@ APP = str(Path(__file__).parents[1] / "apps" / "events_app.py")
 shared_worker = shared_worker_fixture(APP)
 
 
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The real command line, in a subprocess."""
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """A command run by the command line's entry point in this process."""
+    return ductline_in_process(*args)
+
+
+def cli_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The real command line, in a process of its own (one a fault checkpoint can kill)."""
     return subprocess.run([sys.executable, "-m", "ductline", *args], capture_output=True, text=True, timeout=60,
                           env={**os.environ, **(env or {})})
 
@@ -194,8 +200,8 @@ def test_a_sender_killed_inside_its_transaction_writes_nothing_and_a_resend_deli
         shared_store, shared_backend_url, shared_worker):
     handle = events_app.orders.trigger(2, database=shared_store)
     wait_for(lambda: deferred(shared_store, handle.id), 30)
-    killed = cli("send", handle.id, "paid", "--data", "5", "--key", "p1", "--database", shared_backend_url,
-                 env={"DUCTLINE_FAULT": "during_send"})
+    killed = cli_process("send", handle.id, "paid", "--data", "5", "--key", "p1", "--database", shared_backend_url,
+                         env={"DUCTLINE_FAULT": "during_send"})
     assert killed.returncode == -signal.SIGKILL
     assert shared_store.run_events(handle.id) == []
     assert jobs_by_step(shared_store, handle.id)["ship"]["status"] == "deferred"

@@ -1,18 +1,19 @@
 """Rules a resume obeys (both backends): an expired pause is never resumed (it fails
 closed even before a worker's sweep has failed the run), a new input obeys the
-payload limits like trigger arguments, and `ductline resume` prints only its result."""
+payload limits like trigger arguments, and `ductline resume` prints only its result
+(run by the command line's entry point in the test process)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 import subprocess
-import sys
 from typing import Any
 
 import pause_app
 import psycopg
 import pytest
+from helpers import ductline_in_process
 from pause_support import drive, jobs_by_step
 from starlette.testclient import TestClient
 
@@ -44,7 +45,8 @@ def sql(db_url: str, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ductline", *args], capture_output=True, text=True, timeout=60)
+    """A command run by the command line's entry point in this process."""
+    return ductline_in_process(*args)
 
 
 def paused(store: Store, pipeline=pause_app.long, arg: int = 5) -> RunHandle:

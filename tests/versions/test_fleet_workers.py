@@ -1,6 +1,7 @@
 """Real worker processes: a step waits for a worker of its queue; old and new code
 serve one database, each claiming only its own definition's jobs; the CLI shows
-why a job waits, lists runs by definition and moves them."""
+why a job waits, lists runs by definition and moves them (the commands run by the
+command line's entry point in the test process, `helpers.ductline_in_process`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from ductline import views
 from ductline.store.records import LoadedDefinition
-from tests.helpers import FAST_ENV, STARTED, stop_worker, wait_for
+from tests.helpers import FAST_ENV, STARTED, ductline_in_process, stop_worker, wait_for
 from tests.versions.version_support import V1, V1_APP, V2, V2_APP, v1, v2
 
 QUEUE_APP = str(Path(__file__).parents[1] / "apps" / "queue_app.py")
@@ -28,8 +29,7 @@ def worker(db_url: str, app: str, *extra: str, env: dict[str, str] | None = None
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ductline", *args], capture_output=True, text=True, check=False,
-                          timeout=60, env={**os.environ, "COLUMNS": "200"})
+    return ductline_in_process(*args, env={"COLUMNS": "200"})
 
 
 def status(store: Any, run_id: str) -> str:
