@@ -63,7 +63,7 @@ def _plan(store: Store, name: str, params: dict[str, Any]) -> str:
 def test_an_open_attempt_is_found_by_the_primary_key(store: Store) -> None:
     _fill(store)
     plan = _plan(store, "close_attempt", {"result": "failed", "error_type": None, "error": None, "traceback": None,
-                                          "started_ms": None, "deadline_ms": None, "job_id": "job0",
+                                          "started_ms": None, "deadline_ms": None, "finished_ms": None, "job_id": "job0",
                                           "attempt": 1, "lease_token": "token0"})
     key = "ductline_attempts_pkey" if store.dialect.name == "postgres" else "sqlite_autoindex_ductline_attempts_1"
     assert key in plan, plan
@@ -80,7 +80,7 @@ def test_ending_an_attempt_adds_no_index_entries(store: Store) -> None:
         conn.execute(_ATTEMPT, ("job1", 1, "run1", "token1", None, 0, None))
         sql = queries.load("postgres")["close_attempt"]
         params = {"result": "succeeded", "error_type": None, "error": None, "traceback": None, "started_ms": 5,
-                  "deadline_ms": 1005, "job_id": "job1", "attempt": 1, "lease_token": "token1"}
+                  "deadline_ms": 1005, "finished_ms": None, "job_id": "job1", "attempt": 1, "lease_token": "token1"}
         assert conn.execute(sql, params).rowcount == 1
         [(updated, hot)] = conn.execute("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables "
                                         "WHERE relname = 'ductline_attempts'").fetchall()
