@@ -170,10 +170,12 @@ FOR KEY SHARE OF j;
 -- and given back before it, it ends unstarted, then.
 -- (The clock read once: its end and that bound are the same instant.)
 -- finished_ms: when it ended, if before now (a rescued attempt: its lease's expiry,
--- ductline.model.outcomes.lease_expired); never before its start.
+-- ductline.model.outcomes.lease_expired); never before its start as this statement
+-- sets it (the row's own start may be a held job's future time, taken back to now).
 UPDATE ductline_attempts
 SET result = :result,
-    finished_ms = GREATEST(started_ms, LEAST(c.now_ms, COALESCE(:finished_ms::bigint, c.now_ms))),
+    finished_ms = GREATEST(LEAST(GREATEST(started_ms, :started_ms::bigint), c.now_ms),
+                           LEAST(c.now_ms, COALESCE(:finished_ms::bigint, c.now_ms))),
     error_type = :error_type, error = :error,
     traceback = :traceback, started_ms = LEAST(GREATEST(started_ms, :started_ms::bigint), c.now_ms),
     deadline_ms = CASE WHEN :started_ms::bigint > started_ms THEN :deadline_ms::bigint ELSE deadline_ms END

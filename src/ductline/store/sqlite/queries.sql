@@ -100,10 +100,12 @@ WHERE j.id IN (SELECT value FROM json_each(:job_ids))
 -- Never after its end either: one claimed before its not-before time starts at that
 -- time (_start_claimed), and given back before it, it ends unstarted, then.
 -- finished_ms: when it ended, if before now (a rescued attempt: its lease's expiry,
--- ductline.model.outcomes.lease_expired); never before its start.
+-- ductline.model.outcomes.lease_expired); never before its start as this statement
+-- sets it (the row's own start may be a held job's future time, taken back to now).
 UPDATE ductline_attempts
 SET result = :result,
-    finished_ms = MAX(started_ms, MIN(ductline_now_ms(), COALESCE(:finished_ms, ductline_now_ms()))),
+    finished_ms = MAX(MIN(MAX(started_ms, COALESCE(:started_ms, started_ms)), ductline_now_ms()),
+                      MIN(ductline_now_ms(), COALESCE(:finished_ms, ductline_now_ms()))),
     error_type = :error_type, error = :error,
     traceback = :traceback,
     started_ms = MIN(MAX(started_ms, COALESCE(:started_ms, started_ms)), ductline_now_ms()),
