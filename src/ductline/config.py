@@ -198,8 +198,10 @@ def _coerce(name: str, kind: type, raw: Any, source: str) -> Any:
             if isinstance(raw, bool):
                 raise TypeError
             value = decimal_number(raw) if isinstance(raw, str) else float(raw)
-            if not math.isfinite(value):
+            if math.isnan(value):
                 raise ValueError
+            if value == math.inf:  # too large ("1e999", inf): said with the limit, not as a bad value
+                raise OverflowError
         if value < 0 or (name in _POSITIVE and value <= 0) or value < _MINIMUM.get(name, 0):
             raise ValueError
         if value > (MAX_SECONDS if seconds else _MAX_INT):

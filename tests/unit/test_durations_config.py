@@ -258,6 +258,8 @@ def test_invalid_argument_is_configuration_error(kw: dict[str, Any]) -> None:
     ("retry_delay = inf", "retry_delay", "at most 3153600000 s, 100 years"),
     ("retry_delay = 99999999999999999999999", "retry_delay", "at most 3153600000 s, 100 years"),
     ("lease_seconds = 1e308", "lease_seconds", "at most 3153600000 s, 100 years"),
+    ("lease_seconds = inf", "lease_seconds", "at most 3153600000 s, 100 years"),
+    ("poll_interval = 1e999", "poll_interval", "at most 3153600000 s, 100 years"),
     ("pool_idle_seconds = 3153600001", "pool_idle_seconds", "at most 3153600000 s, 100 years"),
     ("payload_max_bytes = 9223372036854775808", "payload_max_bytes", "at most 9223372036854775807"),
 ])
@@ -455,3 +457,14 @@ def test_a_variable_one_typo_from_a_setting_is_warned_of_once(monkeypatch: pytes
         "DUCTLINE_DATABSE_URL is not a ductline setting and is ignored (did you mean DUCTLINE_DATABASE_URL?)",
         "DUCTLINE_QUEUE is not a ductline setting and is ignored (did you mean DUCTLINE_QUEUES?)",
     ]
+
+
+@pytest.mark.parametrize("value", ["1e999", " 1E400 "])
+def test_a_decimal_too_large_in_the_environment_is_said_with_its_limit(monkeypatch: pytest.MonkeyPatch,
+                                                                         value: str) -> None:
+    """A text too large for a float reads as an infinity: refused with the largest
+    value taken, not with the lease's lower bound."""
+    monkeypatch.setenv("DUCTLINE_LEASE_SECONDS", value)
+    with pytest.raises(ConfigurationError, match=r"DUCTLINE_LEASE_SECONDS: invalid value .* for lease_seconds "
+                                                 r"\(at most 3153600000 s, 100 years\)$"):
+        load_settings()
