@@ -335,3 +335,53 @@ def test_a_stored_traceback_names_the_same_frames_as_the_exception_it_was_format
         assert where_stored(text) == where(exc)
         assert where(exc).startswith(" (at buggy.py:2 in helper, called from buggy.py:9 in compute, called from ")
     assert where_stored(None) == where_stored("") == where_stored("TimeoutError: step timed out") == ""
+
+
+def test_a_run_started_by_another_thread_while_an_app_is_imported_is_not_refused(tmp_path: Path) -> None:
+    """The refusal is for the app's top level, which runs in the importing thread: a
+    program's other threads (a web application mounting the dashboard for an app,
+    say) go on starting runs of their own meanwhile."""
+    import threading
+    import types
+
+    gate = types.ModuleType(f"unit_app_gate_{uuid.uuid4().hex}")
+    gate.importing = threading.Event()  # type: ignore[attr-defined]
+    gate.go_on = threading.Event()  # type: ignore[attr-defined]
+    sys.modules[gate.__name__] = gate
+    app = tmp_path / f"slow_{uuid.uuid4().hex}.py"
+    app.write_text(f"import {gate.__name__} as gate\ngate.importing.set()\ngate.go_on.wait(60)\n")
+    imported: list[BaseException | None] = []
+
+    def load() -> None:
+        try:
+            import_app(str(app))
+            imported.append(None)
+        except BaseException as exc:  # noqa: BLE001 -- handed to the test thread
+            imported.append(exc)
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    try:
+        assert gate.importing.wait(60)
+        mine = Pipeline(f"unit_other_thread_{uuid.uuid4().hex[:8]}").start(_plus_one)
+        handle = mine.trigger(1, database=f"sqlite:///{tmp_path / 'other.db'}")
+        assert handle.status() == "pending"
+    finally:
+        gate.go_on.set()
+        loader.join(60)
+    assert imported == [None]
+
+
+def test_an_import_inside_an_import_leaves_the_outer_one_marked() -> None:
+    from ductline.execution import importing
+
+    with importing.importing("outer.py"):
+        with importing.importing("inner.py"):
+            pass
+        with pytest.raises(RuntimeError, match=r"while ductline imported outer\.py"):
+            importing.refuse("p.trigger()")
+    importing.refuse("p.trigger()")  # nothing imported: nothing refused
+
+
+def _plus_one(x: int) -> int:
+    return x + 1
