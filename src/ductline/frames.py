@@ -35,17 +35,36 @@ def where(exc: BaseException) -> str:
 # A frame line of a traceback as Python formats it: '  File "app.py", line 4, in helper'.
 _FRAME_LINE = re.compile(r'^  File "(?P<file>.+)", line (?P<line>\d+), in (?P<name>.+)$')
 _TRACEBACK_HEAD = "Traceback (most recent call last):"
+# What Python writes between the tracebacks of a chain (traceback.format_exception).
+_CHAINED = ("\n\nThe above exception was the direct cause of the following exception:\n\n",
+            "\n\nDuring handling of the above exception, another exception occurred:\n\n")
 
 
 def where_stored(text: str | None) -> str:
     """`where` for a traceback stored as text (an attempt's ``traceback``, as the
     child formats the step's exception): the same frames of the exception that ended
     the attempt (the last traceback of a chain), e.g. ``" (at bug.py:4 in helper,
-    called from bug.py:7 in compute)"``. Empty for ``None`` or text with no frame."""
+    called from bug.py:7 in compute)"``. Empty for ``None`` or text with no frame.
+    A traceback quoted in an exception's message (a remote job's, a subprocess's)
+    is not taken for the step's: only a head that begins the text or follows a
+    chain's separator starts one, and its frames end at the exception's line."""
     if not text or _TRACEBACK_HEAD not in text:
         return ""
-    last = text[text.rindex(_TRACEBACK_HEAD):]
-    frames = [(m["file"], int(m["line"]), m["name"]) for m in map(_FRAME_LINE.match, last.splitlines()) if m]
+    starts = [0] if text.startswith(_TRACEBACK_HEAD) else []
+    for separator in _CHAINED:
+        at = text.find(separator)
+        while at >= 0:
+            if text.startswith(_TRACEBACK_HEAD, at + len(separator)):
+                starts.append(at + len(separator))
+            at = text.find(separator, at + 1)
+    last = text[max(starts):] if starts else text[text.index(_TRACEBACK_HEAD):]
+    frames = []
+    for line in last.splitlines()[1:]:
+        match = _FRAME_LINE.match(line)
+        if match:
+            frames.append((match["file"], int(match["line"]), match["name"]))
+        elif not line.startswith("  "):  # the exception's line (column 0): its message holds no frame
+            break
     return _places(frames)
 
 

@@ -385,3 +385,28 @@ def test_an_import_inside_an_import_leaves_the_outer_one_marked() -> None:
 
 def _plus_one(x: int) -> int:
     return x + 1
+
+
+def test_a_traceback_quoted_in_the_message_is_not_taken_for_the_step_s(tmp_path, monkeypatch):
+    """A step that raises with another program's traceback in its message (a remote
+    job's, a subprocess's) is named where it raised, not at the quoted frames."""
+    import traceback
+
+    from ductline.frames import where, where_stored
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "relay.py").write_text(
+        "def relay():\n    raise RuntimeError('the job said:\\nTraceback (most recent call last):\\n'\n"
+        "                       '  File \"/remote/job.py\", line 99, in main\\nKeyError: 1')\n\n\n"
+        "def deep(n):\n    return deep(n + 1)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import relay
+
+    for call in (relay.relay, lambda: relay.deep(0)):
+        try:
+            call()
+        except (RuntimeError, RecursionError) as exc:
+            text = "".join(traceback.format_exception(exc))
+            assert where_stored(text) == where(exc)
+            assert "/remote/job.py" not in where_stored(text)
+            assert where_stored(text).startswith(" (at relay.py:")
