@@ -167,19 +167,19 @@ def test_renew_leases_returns_db_now_and_the_tokens_still_held(store: Store) -> 
     with store.transaction() as tx:
         assert tx.complete_job(a, claims[a].lease_token, "1")
     before = store.now_ms()
-    now, held = store.renew_leases(WORKER, [claims[a].lease_token, claims[b].lease_token, WRONG_TOKEN],
+    now, held, _ = store.renew_leases(WORKER, [claims[a].lease_token, claims[b].lease_token, WRONG_TOKEN],
                                    LONG_LEASE_MS)
     after = store.now_ms()
     assert before <= now <= after
     assert held == {claims[b].lease_token}
 
-    now, held = store.renew_leases(WORKER, [], LONG_LEASE_MS)
+    now, held, _ = store.renew_leases(WORKER, [], LONG_LEASE_MS)
     assert held == set() and now >= after
 
 
 def test_renew_leases_beats_the_registered_worker(store: Store) -> None:
     store.register_worker(WORKER, "host-a", 4242, 3)
-    now, _ = store.renew_leases(WORKER, [], LONG_LEASE_MS, busy=2, undead=1)
+    now, _, _ = store.renew_leases(WORKER, [], LONG_LEASE_MS, busy=2, undead=1)
     (worker,) = [w for w in store.list_workers() if w["id"] == WORKER]
     assert worker["heartbeat_ms"] == now
     assert (worker["host"], worker["pid"], worker["concurrency"]) == ("host-a", 4242, 3)
@@ -204,7 +204,7 @@ def test_expired_leases_lists_only_leases_past_their_time(store: Store) -> None:
 def test_a_renewed_lease_outlives_its_first_term(store: Store) -> None:
     create_run(store)
     c = claim_one(store, lease_ms=1200)
-    now, held = store.renew_leases(WORKER, [c.lease_token], LONG_LEASE_MS)
+    now, held, _ = store.renew_leases(WORKER, [c.lease_token], LONG_LEASE_MS)
     assert now < c.started_ms + 1200, "the renewal came after the first term ended; test is void"
     assert held == {c.lease_token}
     wait_for(lambda: store.now_ms() > c.started_ms + 1250, timeout=10)
@@ -218,7 +218,7 @@ def test_an_expired_lease_cannot_be_both_renewed_and_rescued(store: Store) -> No
     expired = wait_for(lambda: store.expired_leases(), timeout=10)
     assert isinstance(expired, list) and expired[0].lease_token == owner.lease_token
     # ... the owner's late heartbeat comes in ...
-    _, held = store.renew_leases(WORKER, [owner.lease_token], LONG_LEASE_MS)
+    _, held, _ = store.renew_leases(WORKER, [owner.lease_token], LONG_LEASE_MS)
     # ... and the rescuer re-queues the job under the token it read.
     with store.transaction() as tx:
         rescued = tx.retry_job(job_id, owner.lease_token, 0, crashed=True)

@@ -50,7 +50,8 @@ class Heartbeat:
     def __init__(self, store: Store, settings: Settings, worker_id: str, slots: list[Slot], *,
                  clock: DatabaseClock, enforcer: Enforcer, wakeup: Wakeup, outbox: Outbox, outage: Outage,
                  report: Callable[[], tuple[int, str]], ahead: Ahead | None = None,
-                 prefetcher: Prefetcher | None = None, check_every: float | None = None) -> None:
+                 prefetcher: Prefetcher | None = None, check_every: float | None = None,
+                 register: Callable[[], None] | None = None) -> None:
         self._store = store
         self._settings = settings
         self._worker_id = worker_id
@@ -66,6 +67,8 @@ class Heartbeat:
         self.next_at = 0.0  # monotonic
         self._check_every = check_every
         self._next_check = 0.0  # monotonic
+        # Registers the worker again when its row is gone (`Store.renew_leases`).
+        self._register = register
 
     def soon(self) -> None:
         """Renew on this turn of the loop (a queued job waits for its lease)."""
@@ -107,8 +110,15 @@ class Heartbeat:
         undead, status = self._report()
         try:
             sent = self._clock.now()
-            db_now, renewed = self._store.renew_leases(self._worker_id, tokens, self._settings.lease_ms,
-                                                       busy=len(busy), undead=undead, status=status)
+            db_now, renewed, registered = self._store.renew_leases(
+                self._worker_id, tokens, self._settings.lease_ms, busy=len(busy), undead=undead, status=status)
+            if not registered and self._register is not None:
+                # Retention deleted the row of a worker that could not heartbeat for
+                # longer than it keeps lost workers: without a row it would run
+                # unseen by `ductline workers`, the dashboard and the serving rule.
+                log.warning("This worker's row was gone (deleted by retention while it could not reach the "
+                            "database); registering again")
+                self._register()
             self._clock.measure(db_now, sent, self._clock.now())
             self._enforcer.renewed(sent)
             self.next_at = now + self._settings.lease_seconds / 3

@@ -134,7 +134,8 @@ class Worker:
                                    wakeup=self.wakeup, outbox=self.outbox, outage=self.outage,
                                    report=lambda: (self.undead_count(), self.status()), ahead=self.ahead,
                                    prefetcher=self.prefetcher,
-                                   check_every=None if notified else self.claimer.poll)
+                                   check_every=None if notified else self.claimer.poll,
+                                   register=self._register_row)
         # Unrecorded outcomes may wait for the database while their leases hold.
         self.exit_guard = ExitGuard(self.clock, grace=settings.shutdown_grace_seconds, at_stake=self._at_stake,
                                     overtime=settings.kill_grace_seconds + settings.lease_seconds * LEASE_SAFETY_SHARE
@@ -267,9 +268,7 @@ class Worker:
         while True:
             try:
                 sent = self.clock.now()
-                self.store.register_worker(self.id, self.settings.hostname or socket.gethostname(), os.getpid(),
-                                           len(self.slots), queues=self.settings.queue_names,
-                                           definitions=[LoadedDefinition.of(d) for d in self.definitions.values()])
+                self._register_row()
                 self.clock.measure(self.store.now_ms(), sent, self.clock.now())
                 faults.checkpoint("after_register")
                 return True
@@ -281,6 +280,16 @@ class Worker:
                     return False
                 self.clock.sleep(0.05)
             delay = min(delay * 2, 10.0)
+
+    def _register_row(self) -> None:
+        """Write this worker's row: its host, process, slots, queues and definitions.
+
+        Raises:
+            StoreError: the database could not be written.
+        """
+        self.store.register_worker(self.id, self.settings.hostname or socket.gethostname(), os.getpid(),
+                                   len(self.slots), queues=self.settings.queue_names,
+                                   definitions=[LoadedDefinition.of(d) for d in self.definitions.values()])
 
     # -- the loop's phases (named, so a profile of the loop reads as its phases) -----------
     def _give_back(self) -> None:

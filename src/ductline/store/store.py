@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 from ductline.dsl.options import DEFAULT_QUEUE
 
@@ -23,6 +23,13 @@ from ductline.store.tx import Tx, next_wakeups, served
 
 __all__ = ["Store", "Tx"]
 
+
+class Renewal(NamedTuple):
+    """What a heartbeat (`Store.renew_leases`) found."""
+
+    now_ms: int            # the database clock
+    held: set[str]         # the lease tokens still held
+    registered: bool       # whether the worker's row was there to update
 
 class Store:
     """Durable state of ductline over one database (SQLite or PostgreSQL).
@@ -121,12 +128,14 @@ class Store:
             return s.execute("unthrottle_idle_keys")
 
     def renew_leases(self, worker_id: str, tokens: list[str], lease_ms: int, *, busy: int = 0,
-                     undead: int = 0, status: str = WorkerStatus.RUNNING.value) -> tuple[int, set[str]]:
+                     undead: int = 0, status: str = WorkerStatus.RUNNING.value) -> "Renewal":
         """Heartbeat: extend the given leases and the worker's row.
 
         Returns:
-            ``(database_now_ms, tokens_still_held)``; a token missing from the set
-            was lost (rescued, cancelled) and its attempt must be stopped.
+            ``(database_now_ms, tokens_still_held, registered)``; a token missing
+            from the set was lost (rescued, cancelled) and its attempt must be
+            stopped. ``registered`` is false when the worker has no row (retention
+            deleted it while the worker could not heartbeat): it registers again.
         """
         with self.dialect.transaction() as s:
             renewed: set[str] = set()
@@ -136,7 +145,7 @@ class Store:
             beat = s.fetch("worker_heartbeat", {"id": worker_id, "busy": busy, "undead": undead,
                                                 "status": status})
             now = int(beat[0]["now_ms"]) if beat else int(s.fetch("now")[0]["now_ms"])
-        return now, renewed
+        return Renewal(now, renewed, bool(beat))
 
     def leases_held(self, tokens: list[str]) -> set[str]:
         """Which of ``tokens`` a `renew_leases` would keep, read without writing: a
