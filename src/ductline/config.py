@@ -23,6 +23,7 @@ import logging
 import math
 import os
 import tomllib
+import warnings
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -358,7 +359,22 @@ def _warn_misspelt_variables(types: dict[str, Any]) -> None:
         close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.9)
         if close:
             _warned_variables.add(name)
-            log.warning("%s is not a ductline setting and is ignored (did you mean %s?)", name, close[0])
+            message = f"{name} is not a ductline setting and is ignored (did you mean {close[0]}?)"
+            if _logs_somewhere(log):
+                log.warning(message)
+            else:  # a program that configured no logging (ductline's own handler drops records)
+                warnings.warn(message, UserWarning, stacklevel=4)
+
+
+def _logs_somewhere(logger: logging.Logger) -> bool:
+    """Whether a record of ``logger`` reaches a handler that shows it (not only
+    ductline's `logging.NullHandler`)."""
+    current: logging.Logger | None = logger
+    while current is not None:
+        if any(not isinstance(h, logging.NullHandler) for h in current.handlers):
+            return True
+        current = current.parent if current.propagate else None
+    return False
 
 
 def _did_you_mean(key: str, known: dict[str, Any]) -> str:

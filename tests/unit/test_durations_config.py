@@ -468,3 +468,20 @@ def test_a_decimal_too_large_in_the_environment_is_said_with_its_limit(monkeypat
     with pytest.raises(ConfigurationError, match=r"DUCTLINE_LEASE_SECONDS: invalid value .* for lease_seconds "
                                                  r"\(at most 3153600000 s, 100 years\)$"):
         load_settings()
+
+
+def test_without_logging_configured_the_typo_warning_is_a_python_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ductline configures no logging as a library (its records go nowhere until the
+    program configures some): the warning then reaches the program as a warning."""
+    import logging
+
+    from ductline import config
+
+    monkeypatch.setattr(config, "_warned_variables", set())
+    shows = config._logs_somewhere
+    monkeypatch.setattr(config, "_logs_somewhere", lambda logger: False)
+    monkeypatch.setenv("DUCTLINE_DATABSE_URL", "sqlite:///elsewhere.db")
+    with pytest.warns(UserWarning, match=r"DUCTLINE_DATABSE_URL is not a ductline setting .*DUCTLINE_DATABASE_URL"):
+        load_settings()
+    # With a handler up the chain (the test's capture is on the root logger) it is logged.
+    assert shows(logging.getLogger("ductline.config")) is True
