@@ -33,11 +33,10 @@ _warned = False
 
 
 def through_pooler(conn: Any) -> bool:
-    """Whether ``conn`` (an open psycopg connection) reaches its server through a
-    pooler: the process id its server announced differs from the one running its
-    statements. One round trip (``SELECT pg_backend_pid()``)."""
-    row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    served_by = row[0] if isinstance(row, tuple) else next(iter(row.values()))
+    """Whether ``conn`` (an open psycopg connection with tuple rows) reaches its
+    server through a pooler: the process id its server announced differs from the
+    one running its statements. One round trip (``SELECT pg_backend_pid()``)."""
+    (served_by,) = conn.execute("SELECT pg_backend_pid()").fetchone()
     return int(served_by) != int(conn.info.backend_pid)
 
 
