@@ -220,6 +220,11 @@ def test_dashboard_action_needs_login_and_csrf_and_shows_the_history(db_url, sto
     bad = client.post(f"/runs/{run.id}/mark-succeeded",
                       data={"csrf": csrf, "step": "pays_then_fails", "output": "{nope"}, follow_redirects=True)
     assert "Not marked" in bad.text and store.get_run(run.id)["status"] == "halted"
+    # An index in other scripts' digits is no index: the whole text is the step's name.
+    arabic = client.post(f"/runs/{run.id}/mark-succeeded",
+                         data={"csrf": csrf, "step": "pays_then_fails[\u0660]", "output": "1"}, follow_redirects=True)
+    assert "has no step &#39;pays_then_fails[\u0660]&#39;" in arabic.text, arabic.text
+    assert store.get_run(run.id)["status"] == "halted"
     done = client.post(f"/runs/{run.id}/mark-succeeded",
                        data={"csrf": csrf, "step": "pays_then_fails", "output": '"paid"', "reason": "charged"},
                        follow_redirects=True)

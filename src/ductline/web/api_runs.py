@@ -13,7 +13,11 @@ from ductline import views
 from ductline.web import events, runview
 from ductline.web.api_support import ApiResponse, json_error, openapi, path_parameter, query_parameter
 from ductline.web.app import dashboard
-from ductline.web.reader import MAX_PAGE, STATUSES, BadQuery, check_tag_filter
+from ductline.web.reader import MAX_PAGE, STATUSES, BadQuery, check_tag_filter, query_number
+
+# The largest ``since``: a 64-bit millisecond count (the database's integer), so a
+# longer number is the client's mistake, not an overflow in the query.
+_LATEST_MS = 2 ** 63 - 1
 
 
 def _summaries(request: Request, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -41,19 +45,17 @@ def list_runs(request: Request) -> Response:
     older runs; it is null on the last page.
     """
     q = request.query_params
-    raw_limit = q.get("limit", "50")
-    if not raw_limit.isdigit():
-        raise BadQuery(f"limit must be an integer from 1 to {MAX_PAGE}, got {raw_limit[:20]!r}")
+    limit = query_number("limit", q.get("limit", "50"), 1, MAX_PAGE, f"an integer from 1 to {MAX_PAGE}")
     tags = check_tag_filter(q.getlist("tag"))
     parent = q.get("parent")
     if parent is not None:
         if q.get("after") or q.get("before") or tags:
             raise BadQuery("parent lists one page of child runs: give no after, before or tag")
         found = dashboard(request).reader.child_runs(parent, status=q.get("status"), pipeline=q.get("pipeline"),
-                                                     limit=int(raw_limit))
+                                                     limit=limit)
         return ApiResponse({"runs": _summaries(request, found), "next_cursor": None, "prev_cursor": None})
     page = dashboard(request).reader.runs_page(status=q.get("status"), pipeline=q.get("pipeline"),
-                                               after=q.get("after"), before=q.get("before"), limit=int(raw_limit),
+                                               after=q.get("after"), before=q.get("before"), limit=limit,
                                                tags=tags)
     return ApiResponse({"runs": _summaries(request, page.runs), "next_cursor": page.older,
                         "prev_cursor": page.newer})
@@ -116,9 +118,8 @@ def run_events(request: Request) -> Response:
     d = dashboard(request)
     run_id = d.reader.existing(request.path_params["run_id"])  # 404 before the stream starts
     since = request.query_params.get("since")
-    if since is not None and not since.isdigit():
-        raise BadQuery(f"since must be milliseconds since the epoch, got {since[:30]!r}")
-    body = events.stream(d.reader, run_id, since_ms=None if since is None else int(since),
+    since_ms = None if since is None else query_number("since", since, 0, _LATEST_MS, "milliseconds since the epoch")
+    body = events.stream(d.reader, run_id, since_ms=since_ms,
                          poll_seconds=d.poll_seconds)
     return StreamingResponse(body, media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

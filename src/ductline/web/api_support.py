@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ductline import numerals
 from ductline.safetext import printable
 from ductline.web import start
 from ductline.web.app import dashboard
@@ -98,10 +99,19 @@ async def run_id_of(request: Request) -> str:
     return await run_in_threadpool(dashboard(request).reader.existing, request.path_params["run_id"])
 
 
+def _declared_bytes(header: str) -> int:
+    """The body size a Content-Length header declares; 0 when it is no ASCII number
+    (the stream's own count below still holds the limit)."""
+    try:
+        return numerals.whole_number(header)
+    except ValueError:
+        return 0
+
+
 async def read_body(request: Request) -> bytes:
     """The request's body; `start.BadStart` (413) past `start.MAX_BODY_BYTES`."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > start.MAX_BODY_BYTES:
+    if _declared_bytes(declared) > start.MAX_BODY_BYTES:
         raise start.BadStart(f"request body is {declared} bytes; the limit is {start.MAX_BODY_BYTES}", 413)
     chunks, size = [], 0
     async for chunk in request.stream():

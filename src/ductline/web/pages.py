@@ -254,7 +254,8 @@ async def mark_succeeded(request: Request) -> Response:
     run_id = request.path_params["run_id"]
     run = await run_in_threadpool(d.reader.run, run_id)  # 404 for an unknown run
     definition = d.definition(run["pipeline"])
-    chosen = re.fullmatch(r"(?P<step>.+?)(?:\[(?P<index>\d+)\])?", str(form.get("step") or ""))
+    # ASCII digits only: ``\d`` takes other scripts' digits, which int() would read.
+    chosen = re.fullmatch(r"(?P<step>.+?)(?:\[(?P<index>[0-9]+)\])?", str(form.get("step") or ""))
     try:
         if definition is None:
             raise ValueError(f"pipeline {run['pipeline']!r} is not known to this dashboard (start it with --app)")

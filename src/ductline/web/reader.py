@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from ductline import views
+from ductline import numerals, views
 from ductline.errors import RunNotFound
 from ductline.model import tags as tag_rules
 from ductline.model import workers as worker_rule
@@ -27,7 +27,8 @@ from ductline.web.graph import Shown
 # A cursor later than any run: the first page of a newest-first listing.
 _TOP_MS = 2 ** 62
 _PAYLOAD_ID = re.compile(r"[0-9a-f]{32}")
-_CURSOR = re.compile(r"^(\d{1,18})\.([0-9A-Za-z_-]{1,128})$")
+# ASCII digits only: ``\d`` would take other scripts' digits, which int() then reads.
+_CURSOR = re.compile(r"^([0-9]{1,18})\.([0-9A-Za-z_-]{1,128})$")
 MAX_PAGE = 200
 STATUSES = tuple(s.value for s in RunStatus)
 # Counts on the overview are exact up to this; above it they read "1,000+" (counting
@@ -37,6 +38,29 @@ COUNT_CAP = 1_000
 
 class BadQuery(ValueError):
     """A filter, cursor or limit the dashboard cannot read (the client's mistake)."""
+
+
+def query_number(name: str, text: str, low: int, high: int, meaning: str) -> int:
+    """A whole-number query parameter, in ASCII digits (`ductline.numerals.whole_number`:
+    ``str.isdigit`` also takes ``"²"``, which int() refuses, and ``"١٢"``, which it
+    reads as 12).
+
+    Args:
+        name: the parameter's name, for the message.
+        text: its value as sent.
+        low, high: the range it must fall in (inclusive).
+        meaning: what it is, for the message (``"an integer from 1 to 200"``).
+
+    Raises:
+        BadQuery: not ASCII digits, or out of range; the message names the parameter.
+    """
+    try:
+        value = numerals.whole_number(text)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        raise BadQuery(f"{name} must be {meaning}, got {text[:30]!r}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
