@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
@@ -199,7 +200,10 @@ def workers_table(console: Console, rows: list[Any]) -> Table:
     def health(w: Any) -> str:
         if w.health == "lost":
             return "[red]lost[/red]"
-        return w.health if w.healthy is None else "[green]ok[/green]" if w.healthy else f"[red]{w.problem}[/red]"
+        # The problem may quote an app's error (a live worker's step children that fail
+        # to start): escaped, on one line, never read as markup.
+        problem = escape(_cell(w.problem))
+        return w.health if w.healthy is None else "[green]ok[/green]" if w.healthy else f"[red]{problem}[/red]"
 
     full = Table("worker", "host", "pid", "queues", "status", "busy", "slots", "undead", "last heartbeat", "age (s)",
                  "health")

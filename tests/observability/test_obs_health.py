@@ -174,3 +174,62 @@ def test_a_worker_killed_with_sigkill_is_lost_and_its_replacement_makes_the_host
     finally:
         store.close()
     assert shown[first.pid] == ("lost", False) and shown[second.pid][1] is True
+
+
+CHILDREN_FAIL_APP = '''
+import os
+
+from ductline import Pipeline
+
+# The worker imports this module first and starts its step children with the
+# environment it set: while the marker file exists, every child's import raises.
+if os.environ.get("CHILDREN_FAIL_IMPORTED") and os.path.exists(os.environ["CHILDREN_FAIL_MARKER"]):
+    raise RuntimeError("the licence server is not reachable\\nfrom this child")
+os.environ["CHILDREN_FAIL_IMPORTED"] = "1"
+
+
+def one(x):
+    return x
+
+
+pipe = Pipeline("children_fail").start(one)
+'''
+
+
+def test_a_worker_whose_step_children_cannot_import_its_app_is_unhealthy_until_one_can(
+        tmp_path, db_url, store, workers):
+    """The worker imported its app, its children cannot: it restarts them and runs
+    nothing. Its row says so (which app, the error's first and last lines), `ductline
+    health` exits 1 naming it, the dashboard shows it; a child that starts again
+    makes it healthy."""
+    app = tmp_path / "children_fail_app.py"
+    app.write_text(CHILDREN_FAIL_APP)
+    marker = tmp_path / "children-fail"
+    marker.write_text("")
+    env = {"CHILDREN_FAIL_MARKER": str(marker), "DUCTLINE_LEASE_SECONDS": "30"}
+    worker = workers(concurrency=1, env=env, app=str(app))
+
+    def live() -> list[checks.WorkerHealth]:
+        return [w for w in checks.worker_table(store, 30, lease_seconds=30) if w.pid == worker.pid and w.live]
+
+    sick = wait_for(lambda: [w for w in live() if w.status == "unhealthy"])[0]
+    assert sick.healthy is False and sick.health == "unhealthy"
+    assert sick.problem is not None and sick.problem.startswith("step children fail to start (")
+    assert sick.problem.endswith(f" in a row): '{app}': importing 'children_fail_app' raised RuntimeError: "
+                                 f"the licence server is not reachable ... from this child (at {app}:9)")
+    out = run_cli("health", "--database", db_url, env=env)
+    assert out.returncode == 1, out.stdout
+    assert f":{worker.pid} (step children fail to start (" in out.stderr
+    assert f"'{app}': importing 'children_fail_app' raised RuntimeError" in out.stderr
+    listed = json.loads(run_cli("workers", "--json", "--database", db_url, env=env).stdout)
+    assert [w["problem"] for w in listed if w["pid"] == worker.pid] == [sick.problem]
+    from ductline.web.reader import DashboardReader
+
+    shown = [w for w in DashboardReader(store).workers(lease_seconds=30) if w["pid"] == worker.pid]
+    assert [(w["health"], w["problem"][:28]) for w in shown] == [("unhealthy", "step children fail to start ")]
+
+    marker.unlink()  # the next child imports the app: the worker runs steps again
+    well = wait_for(lambda: [w for w in live() if w.status == "running"])[0]
+    assert (well.healthy, well.problem) == (True, None)
+    out = run_cli("health", "--database", db_url, env=env)
+    assert out.returncode == 0, out.stderr

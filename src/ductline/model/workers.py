@@ -11,8 +11,9 @@ heartbeat on the database clock:
   workers rescue its jobs; the process is gone (SIGKILL, OOM, power loss) or cannot
   reach the database. It no longer counts as live: a replacement on the same host is
   judged on its own;
-- ``unhealthy``: it heartbeats but holds more undead slots than it tolerates, so it
-  claims nothing (status ``unhealthy``);
+- ``unhealthy``: it heartbeats but claims nothing (status ``unhealthy``): it holds
+  more undead slots than it tolerates, or its step children fail to start
+  (`condition`: the row's ``problem`` says which);
 - ``late``: its last heartbeat is more than half a lease old (it missed one);
 - ``healthy``: otherwise.
 
@@ -28,6 +29,7 @@ a stopped row and a killed worker stays lost until retention deletes its row
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 from ductline.model.states import LIVE_WORKER, WorkerStatus
@@ -58,6 +60,57 @@ def judge(status: str, age_ms: int, lease_ms: int) -> WorkerHealth:
     if age_ms > lease_ms / 2:
         return WorkerHealth.LATE
     return WorkerHealth.HEALTHY
+
+
+# A worker whose new step children failed to start this many times in a row (each
+# raised importing the apps, or died before it said it was ready), with none
+# ready since, is unhealthy: it restarts them, but runs nothing. Fewer is a
+# passing failure (a flaky import) that the next child may not repeat.
+START_FAILURES_TOLERATED = 3
+# The longest problem text a worker row holds (characters).
+PROBLEM_MAX_CHARS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """What a worker writes in its row at each heartbeat: its status, and why it is
+    unhealthy when a row of its own says more than the status (else ``None``)."""
+
+    status: WorkerStatus
+    problem: str | None = None
+
+
+def condition(*, stopping: bool, undead: int, max_undead: int, failed_starts: int = 0,
+              start_error: str | None = None) -> Condition:
+    """The status (and problem) of a worker process, from what it knows of itself.
+
+    Args:
+        stopping: it shuts down (no new claims).
+        undead: its slots abandoned to children or threads that would not die.
+        max_undead: the undead slots it tolerates (``max_undead`` setting).
+        failed_starts: its new step children that failed to start in a row, since
+            the last one that said it was ready.
+        start_error: what the last of them reported (the app and its error), if any.
+    """
+    problem = None
+    if failed_starts >= START_FAILURES_TOLERATED:
+        problem = start_problem(failed_starts, start_error)
+    if stopping:
+        return Condition(WorkerStatus.STOPPING, problem)
+    if undead > max_undead or problem is not None:
+        return Condition(WorkerStatus.UNHEALTHY, problem)
+    return Condition(WorkerStatus.RUNNING)
+
+
+def start_problem(failed_starts: int, error: str | None) -> str:
+    """``"step children fail to start (4 in a row): 'app.py': importing 'app' raised
+    RuntimeError: ..."``: the count, and the first and last lines of the error (the
+    first names the app, the last ends the error), at most `PROBLEM_MAX_CHARS`."""
+    lines = [line.strip() for line in (error or "").splitlines() if line.strip()]
+    said = "no error reported (the child died before it said it was ready)" if not lines else \
+        lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
+    text = f"step children fail to start ({failed_starts} in a row): {said}"
+    return text if len(text) <= PROBLEM_MAX_CHARS else text[:PROBLEM_MAX_CHARS - 3] + "..."
 
 
 # How long a stopped or lost worker is still listed by default (milliseconds).

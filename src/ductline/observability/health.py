@@ -8,7 +8,9 @@ clean exit writes ``stopped``.
 
 ``healthy`` overall means at least one live worker (filtered by host if asked),
 and every live one heartbeated within ``max_age`` seconds (by default the lease)
-without holding more undead slots than it tolerates. Ages are computed on the
+and says it is not unhealthy: it holds no more undead slots than it tolerates, and
+its step children start (the row's ``problem`` says what is wrong, in the worker's
+own words: which app its children cannot import, and the error). Ages are computed on the
 database clock, so the host running the check needs no synchronised clock.
 
 This check reads the database: it tells whether the workers work, not whether one
@@ -38,7 +40,7 @@ class WorkerHealth:
     age_seconds: float
     live: bool
     healthy: bool | None  # None for a worker that is not live (stopped or lost)
-    problem: str | None = None  # why a live worker is not healthy: STALE or UNDEAD
+    problem: str | None = None  # why a live worker is not healthy: STALE, UNDEAD or its own words
     health: str = rule.WorkerHealth.HEALTHY.value  # `ductline.model.workers.WorkerHealth`
     queues: tuple[str, ...] = ()  # the queues it claims from
 
@@ -63,7 +65,8 @@ class HealthReport:
                 "workers": [w.as_dict() for w in self.workers]}
 
 
-# Why a live worker is not healthy.
+# Why a live worker is not healthy (one whose row says why in its own words, e.g. that
+# its step children fail to start, is named with those words instead).
 STALE = "heartbeat stale"          # no heartbeat within the max age
 UNDEAD = "too many undead slots"   # heartbeats, but claims nothing (max_undead exceeded)
 
@@ -98,8 +101,10 @@ def worker_table(store: Any, max_age: float, *, lease_seconds: float, host: str 
         age = age_ms / 1000
         judged = rule.judge(r["status"], age_ms, lease_ms)
         live = rule.is_live(judged)
-        # A worker with too many undead slots heartbeats but claims nothing: not healthy.
-        problem = UNDEAD if judged == rule.WorkerHealth.UNHEALTHY else STALE if age > max_age else None
+        # An unhealthy worker heartbeats but claims nothing: not healthy. Its row says
+        # why (a worker before that column, or one past max_undead, says nothing: undead).
+        unhealthy = judged == rule.WorkerHealth.UNHEALTHY
+        problem = (r.get("problem") or UNDEAD) if unhealthy else STALE if age > max_age else None
         out.append(WorkerHealth(
             id=r["id"], host=r["host"], pid=int(r["pid"]), concurrency=int(r["concurrency"]), busy=int(r["busy"]),
             undead=int(r["undead"]), status=r["status"], started=iso(r["started_ms"]),
@@ -126,6 +131,6 @@ def check(store: Any, max_age: float, *, lease_seconds: float, host: str | None 
                           f"{w.undead} undead)" for w in stale)
         return HealthReport(False, max_age, workers,
                             f"{len(stale)} of {len(live)} live worker process(es){where} missed their heartbeat "
-                            f"(max age {max_age:g} s) or hold more undead slots than they tolerate: {names}")
+                            f"(max age {max_age:g} s) or say they are unhealthy: {names}")
     return HealthReport(True, max_age, workers,
                         f"{len(live)} live worker process(es){where} heartbeated within {max_age:g} s")

@@ -28,6 +28,7 @@ from ductline.runtime.prefetch import Prefetcher
 from ductline.runtime.requests import answer
 from ductline.runtime.slots import Runner, Slot
 from ductline.runtime.spares import Spares
+from ductline.runtime.starts import Starts
 from ductline.runtime.threads import ThreadAttempt
 from ductline.runtime.wakeup import Wakeup
 from ductline.store import Store, payloads, steplogs
@@ -143,6 +144,7 @@ class ChildEvents:
         if isinstance(message, Ready):
             if slot.child is not None:
                 slot.child.ready = True
+                self._starts().ready()
                 self._slot_ready()
             return
         if isinstance(message, Started):
@@ -164,6 +166,8 @@ class ChildEvents:
             return
         if isinstance(message, Fatal):
             log.error("Child could not import the apps: %s: %s", message.error_type, message.error)
+            if isinstance(runner, Child) and not runner.ready:
+                self._starts().fatal(runner, message.error_type, message.error)
             if job is not None:
                 self._end(slot, job, conversation.report(message))
             return
@@ -220,7 +224,9 @@ class ChildEvents:
         # What it sent just before it ended still counts: a thread step's log batch
         # and result arrive together with its end, and may be read after it; a
         # child's result, with whether it started the task sent ahead to it.
-        while (runner is slot.runner or (runner is slot.child and slot.sent)) \
+        # And an idle child's that never said it was ready: why it could not start.
+        unready = runner is slot.child and not getattr(runner, "ready", True)
+        while (runner is slot.runner or (runner is slot.child and slot.sent) or unready) \
                 and not runner.eof and _has_data(runner):
             self._read(slot, runner)
         code = runner.reap()
@@ -228,6 +234,8 @@ class ChildEvents:
             return
         if runner is not slot.runner:  # an idle child died: replace it
             if runner is slot.child:
+                if isinstance(runner, Child):
+                    self._starts().gone(runner)
                 slot.child = self._replacement()
             return
         watch = self._enforcer.settle(slot.index)
@@ -261,6 +269,9 @@ class ChildEvents:
         self._queue(slot, ended.result, output=ended.output, error_type=ended.error_type, error=ended.error,
                     traceback=ended.traceback, route_key=ended.route_key, release=ended.release,
                     interrupted=ended.interrupted, run_deadline=ended.run_deadline)
+
+    def _starts(self) -> Starts:
+        return self._spares.starts
 
     def _replacement(self) -> Child | None:
         return None if self._stopping() else self._spares.fresh()

@@ -22,6 +22,7 @@ from ductline.clock import DatabaseClock
 from ductline.config import Settings
 from ductline.errors import StoreError
 from ductline.execution.enforcer import Enforcer, Reason
+from ductline.model.workers import Condition
 from ductline.runtime.ahead import Ahead
 from ductline.runtime.outbox import Outage, Outbox
 from ductline.engine.batch import job_extra
@@ -39,7 +40,8 @@ class Heartbeat:
 
     Args:
         worker_id: the worker.
-        report: the worker's ``(undead slots, status)`` for its heartbeat row.
+        report: the worker's status and problem for its heartbeat row
+            (`ductline.model.workers.condition`).
         ahead: the jobs claimed ahead (their leases are renewed too).
         prefetcher: the jobs sent ahead to busy children (renewed too).
         check_every: seconds between reads of whether the leases are still held
@@ -49,7 +51,7 @@ class Heartbeat:
 
     def __init__(self, store: Store, settings: Settings, worker_id: str, slots: list[Slot], *,
                  clock: DatabaseClock, enforcer: Enforcer, wakeup: Wakeup, outbox: Outbox, outage: Outage,
-                 report: Callable[[], tuple[int, str]], ahead: Ahead | None = None,
+                 report: Callable[[], Condition], ahead: Ahead | None = None,
                  prefetcher: Prefetcher | None = None, check_every: float | None = None,
                  register: Callable[[], None] | None = None) -> None:
         self._store = store
@@ -107,11 +109,13 @@ class Heartbeat:
         # Outcomes not yet recorded (the database was down) keep their leases too.
         queued = self._queued_tokens()
         tokens = [s.job.lease_token for s in busy if s.job is not None] + self._outbox.lease_tokens() + queued
-        undead, status = self._report()
+        undead = sum(1 for s in self._slots if s.undead)
+        condition = self._report()
         try:
             sent = self._clock.now()
             db_now, renewed, registered = self._store.renew_leases(
-                self._worker_id, tokens, self._settings.lease_ms, busy=len(busy), undead=undead, status=status)
+                self._worker_id, tokens, self._settings.lease_ms, busy=len(busy), undead=undead, status=condition.status.value,
+                problem=condition.problem)
             if not registered and self._register is not None:
                 # Retention deleted the row of a worker that could not heartbeat for
                 # longer than it keeps lost workers: without a row it would run

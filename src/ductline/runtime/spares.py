@@ -8,6 +8,7 @@ import signal
 
 from ductline.execution import protocol
 from ductline.execution.process import Child
+from ductline.runtime.starts import Starts
 
 class Spares:
     """The worker's warm spares.
@@ -16,10 +17,13 @@ class Spares:
         apps, sys_path: what children import.
         count: how many to keep.
         message_cap: the longest message read from a child, in bytes.
+        starts: told how each spare's start went.
     """
 
-    def __init__(self, apps: list[str], sys_path: list[str], count: int, message_cap: int) -> None:
+    def __init__(self, apps: list[str], sys_path: list[str], count: int, message_cap: int,
+                 starts: Starts | None = None) -> None:
         self._apps = apps
+        self.starts = starts if starts is not None else Starts()
         self._sys_path = sys_path
         self.count = count
         self._cap = message_cap
@@ -41,9 +45,13 @@ class Spares:
         loop calls it after the attempt this child serves has started and its
         predecessor's outcome went to be recorded (starting a process costs the
         loop about a millisecond)."""
-        alive = [c for c in self._children if c.reap() is None]
-        for child in alive:
+        alive = []
+        for child in self._children:
             self._note_ready(child)
+            if child.reap() is None:
+                alive.append(child)
+            else:
+                self.starts.gone(child)
         ready = [c for c in alive if c.ready]
         chosen = ready[0] if ready else (alive[0] if alive else self.new_child())
         self._children = [c for c in alive if c is not chosen]
@@ -57,8 +65,12 @@ class Spares:
                 found = child.reader.read(self._cap)
                 if any(isinstance(m, protocol.Garbled) for m in found):
                     raise protocol.Garbled("not a READY message")
+                for m in found:
+                    if isinstance(m, protocol.Fatal):
+                        self.starts.fatal(child, m.error_type, m.error)
                 if any(isinstance(m, protocol.Ready) for m in found):
                     child.ready = True
+                    self.starts.ready()
         except (protocol.Oversized, protocol.Garbled):
             child.eof = True  # not our protocol: never trusted with a job
             child.signal_group(signal.SIGKILL)

@@ -29,7 +29,8 @@ from ductline.dsl.graph import Definition
 from ductline.errors import StoreError
 from ductline.execution.enforcer import LEASE_SAFETY_SHARE, Enforcer, Reason
 from ductline.model.outcomes import GIVEN_BACK, KILLED_WITH_CHILD
-from ductline.model.states import AttemptResult, WorkerStatus
+from ductline.model.states import AttemptResult
+from ductline.model.workers import Condition, condition
 from ductline.runtime import faults, maintenance
 from ductline.runtime.ahead import Ahead
 from ductline.runtime.children import ChildEvents
@@ -45,6 +46,7 @@ from ductline.runtime.scheduler import Scheduler
 from ductline.runtime.shutdown import ExitGuard
 from ductline.runtime.slots import Slot
 from ductline.runtime.spares import Spares
+from ductline.runtime.starts import Starts
 from ductline.runtime.wakeup import Wakeup
 from ductline.store import Store, payloads
 from ductline.store.records import ClaimedJob, LoadedDefinition
@@ -98,7 +100,10 @@ class Worker:
                                  undead_after=settings.undead_after_seconds)
         # At most one spare per slot: slots that time out together (claimed together,
         # same timeout) each get a ready child at once.
-        self.spares = Spares(apps, sys_path or [], min(concurrency, settings.spare_children), limits.message_cap)
+        # Children that fail to start make the worker unhealthy: its row says so at once.
+        self.starts = Starts(changed=lambda: self.heartbeat.soon())
+        self.spares = Spares(apps, sys_path or [], min(concurrency, settings.spare_children), limits.message_cap,
+                             self.starts)
         for slot in self.slots:
             slot.spares = self.spares
         self.outage = Outage(self.clock)
@@ -132,7 +137,7 @@ class Worker:
                                      held=self.claimer.successors.held)
         self.heartbeat = Heartbeat(store, settings, self.id, self.slots, clock=self.clock, enforcer=self.enforcer,
                                    wakeup=self.wakeup, outbox=self.outbox, outage=self.outage,
-                                   report=lambda: (self.undead_count(), self.status()), ahead=self.ahead,
+                                   report=self.condition, ahead=self.ahead,
                                    prefetcher=self.prefetcher,
                                    check_every=None if notified else self.claimer.poll,
                                    register=self._register_row)
@@ -254,12 +259,13 @@ class Worker:
     def undead_count(self) -> int:
         return sum(s.undead for s in self.slots)
 
+    def condition(self) -> Condition:
+        """Its status and problem for its row (`ductline.model.workers.condition`)."""
+        return condition(stopping=self.stopping, undead=self.undead_count(), max_undead=self.settings.max_undead,
+                         failed_starts=self.starts.failed, start_error=self.starts.error)
+
     def status(self) -> str:
-        if self.stopping:
-            return WorkerStatus.STOPPING.value
-        if self.undead_count() > self.settings.max_undead:
-            return WorkerStatus.UNHEALTHY.value
-        return WorkerStatus.RUNNING.value
+        return self.condition().status.value
 
     def _register(self) -> bool:
         """Register with the database, waiting for it if it is down (a worker started

@@ -128,8 +128,10 @@ class Store:
             return s.execute("unthrottle_idle_keys")
 
     def renew_leases(self, worker_id: str, tokens: list[str], lease_ms: int, *, busy: int = 0,
-                     undead: int = 0, status: str = WorkerStatus.RUNNING.value) -> "Renewal":
-        """Heartbeat: extend the given leases and the worker's row.
+                     undead: int = 0, status: str = WorkerStatus.RUNNING.value,
+                     problem: str | None = None) -> "Renewal":
+        """Heartbeat: extend the given leases and the worker's row (with its ``status``
+        and ``problem``, why it is unhealthy in its own words, or ``None``).
 
         Returns:
             ``(database_now_ms, tokens_still_held, registered)``; a token missing
@@ -143,7 +145,7 @@ class Store:
                 rows = s.fetch("renew_leases", {"tokens": json.dumps(tokens), "lease_ms": lease_ms})
                 renewed = {r["lease_token"] for r in rows}
             beat = s.fetch("worker_heartbeat", {"id": worker_id, "busy": busy, "undead": undead,
-                                                "status": status})
+                                                "status": status, "problem": problem})
             now = int(beat[0]["now_ms"]) if beat else int(s.fetch("now")[0]["now_ms"])
         return Renewal(now, renewed, bool(beat))
 
@@ -251,7 +253,7 @@ class Store:
     def worker_stopped(self, worker_id: str) -> None:
         with self.dialect.transaction() as s:
             s.execute("worker_heartbeat", {"id": worker_id, "busy": 0, "undead": 0,
-                                           "status": WorkerStatus.STOPPED.value})
+                                           "status": WorkerStatus.STOPPED.value, "problem": None})
 
     # -- run context ---------------------------------------------------------------
     def context_get(self, run_id: str, key: str) -> str | None:
@@ -382,7 +384,8 @@ class Store:
     def list_workers(self, limit: int = 100, within_ms: int | None = None) -> list[dict[str, Any]]:
         """The newest ``limit`` worker rows: ``id``, ``host``, ``pid``, ``concurrency``,
         ``busy``, ``undead``, ``status``, ``started_ms``, ``heartbeat_ms``, ``now_ms``
-        (the database clock) and ``queues``, the names it claims from (a list).
+        (the database clock), ``queues``, the names it claims from (a list), and
+        ``problem``, why it is unhealthy in its own words (or ``None``).
         ``within_ms``: only the rows whose last heartbeat is at most that old
         (database clock); ``None``: every row."""
         with self.dialect.reader() as s:

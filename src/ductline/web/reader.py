@@ -211,6 +211,8 @@ class DashboardReader:
                 "heartbeat_age_seconds": round(age_ms / 1000, 1),
                 "started_at": views.iso(row["started_ms"]), "heartbeat_at": views.iso(row["heartbeat_ms"]),
                 "queues": row["queues"],
+                # Why an unhealthy worker says it is (its step children fail to start ...).
+                "problem": row.get("problem") if health is worker_rule.WorkerHealth.UNHEALTHY else None,
             })
         order = {h.value: i for i, h in enumerate(worker_rule.WORST_FIRST)}
         out.sort(key=lambda w: order[w["health"]])

@@ -130,7 +130,8 @@ CREATE TABLE ductline_workers (
     started_ms BIGINT NOT NULL,
     heartbeat_ms BIGINT NOT NULL,
     queues TEXT NOT NULL DEFAULT '["default"]',
-    definitions TEXT NOT NULL DEFAULT '[]'
+    definitions TEXT NOT NULL DEFAULT '[]',
+    problem TEXT
 );
 
 -- 0002: indexes for the dashboard's run listing (keyset pagination newest first by

@@ -122,7 +122,7 @@ INSERT INTO ductline_workers (id, host, pid, concurrency, busy, undead, status, 
                               queues, definitions)
 VALUES (:id, :host, :pid, :concurrency, 0, 0, 'running', ductline_now_ms(), ductline_now_ms(),
         :queues, :definitions)
-ON CONFLICT (id) DO UPDATE SET heartbeat_ms = ductline_now_ms(), status = 'running',
+ON CONFLICT (id) DO UPDATE SET heartbeat_ms = ductline_now_ms(), status = 'running', problem = NULL,
                                queues = excluded.queues, definitions = excluded.definitions;
 
 -- name: insert_definition
@@ -133,17 +133,19 @@ VALUES (:fingerprint, :pipeline, :steps, :queues, ductline_now_ms())
 ON CONFLICT (fingerprint) DO NOTHING;
 
 -- name: worker_heartbeat
-UPDATE ductline_workers SET heartbeat_ms = ductline_now_ms(), busy = :busy, undead = :undead, status = :status
+-- :problem: why the worker is unhealthy in its own words (`ductline.model.workers.condition`), or NULL.
+UPDATE ductline_workers SET heartbeat_ms = ductline_now_ms(), busy = :busy, undead = :undead, status = :status,
+                            problem = :problem
 WHERE id = :id
 RETURNING heartbeat_ms AS now_ms;
 
 -- name: list_workers
-SELECT id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_ms, queues,
+SELECT id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_ms, queues, problem,
        ductline_now_ms() AS now_ms
 FROM ductline_workers ORDER BY started_ms DESC LIMIT :limit;
 
 -- name: list_workers_within
-SELECT id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_ms, queues,
+SELECT id, host, pid, concurrency, busy, undead, status, started_ms, heartbeat_ms, queues, problem,
        ductline_now_ms() AS now_ms
 FROM ductline_workers WHERE heartbeat_ms >= ductline_now_ms() - :within_ms
 ORDER BY started_ms DESC LIMIT :limit;

@@ -99,7 +99,7 @@ CREATE TABLE ductline_workers (
     status TEXT NOT NULL,
     started_ms INTEGER NOT NULL,
     heartbeat_ms INTEGER NOT NULL
-, queues TEXT NOT NULL DEFAULT '["default"]', definitions TEXT NOT NULL DEFAULT '[]');
+, queues TEXT NOT NULL DEFAULT '["default"]', definitions TEXT NOT NULL DEFAULT '[]', problem TEXT);
 
 -- 0002: indexes for the dashboard's run listing (keyset pagination newest first by
 -- (created_ms, id), optionally filtered by pipeline and status).

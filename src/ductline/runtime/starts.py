@@ -1,0 +1,59 @@
+"""How a worker's new step children start: the failures in a row since the last
+child that said it was ready, and what the last one reported.
+
+A child imports the apps before it says it is ready; one that cannot (the app
+raises in the child, or the child dies first) is replaced at once, and so is its
+replacement. The worker goes on restarting them -- a fixed file or environment
+makes the next one start -- but runs nothing meanwhile, so its heartbeat says so:
+`ductline.model.workers.condition` judges these counts.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from ductline.execution.process import Child
+from ductline.model.workers import START_FAILURES_TOLERATED, start_problem
+
+log = logging.getLogger("ductline.worker")
+
+# The error type of a child's FATAL message whose text already names the app
+# (`ductline.apps.import_app`): the type adds nothing to the problem's text.
+_NAMED_APP_TYPE = "ductline.errors.TargetError"
+
+
+class Starts:
+    """The worker's record of its children's starts.
+
+    Args:
+        changed: called when the worker's health turns (unhealthy or healthy
+            again), so that its row says so at once rather than at its next heartbeat.
+    """
+
+    def __init__(self, changed: Callable[[], None] = lambda: None) -> None:
+        self.failed = 0  # new children that failed to start in a row
+        self.error: str | None = None  # what the last of them reported, if it did
+        self._changed = changed
+
+    def fatal(self, child: Child, error_type: str, error: str) -> None:
+        """``child`` reported that it could not import the apps (its FATAL message);
+        its start is counted failed when it is gone (`gone`)."""
+        child.start_error = error if error_type == _NAMED_APP_TYPE else f"{error_type}: {error}"
+
+    def ready(self) -> None:
+        """A child said it is ready: its start worked, and the worker is healthy again."""
+        if self.failed >= START_FAILURES_TOLERATED:
+            log.warning("A step child started after %d that failed; the worker runs steps again", self.failed)
+            self._changed()
+        self.failed, self.error = 0, None
+
+    def gone(self, child: Child) -> None:
+        """``child`` ended: a failed start if it never said it was ready."""
+        if child.ready:
+            return
+        self.failed += 1
+        self.error = child.start_error
+        if self.failed == START_FAILURES_TOLERATED:
+            log.error("Worker unhealthy: %s; it keeps restarting them", start_problem(self.failed, self.error))
+            self._changed()
