@@ -1,7 +1,8 @@
 """The progress display of ``ductline run`` and ``ductline wait``: step runs done /
 created, what runs now, what waits out a ``delay=`` (or a retry delay) and until
 when, how long the command has followed the run, and how the run ended. A step run a
-stop ended (cancelled, or skipped by a cancel or a run deadline) is not counted done."""
+stop ended (cancelled, killed in flight at a run deadline, or skipped by a stop) is not
+counted done."""
 
 from __future__ import annotations
 

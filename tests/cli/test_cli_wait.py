@@ -150,6 +150,21 @@ def test_wait_draws_a_cancelled_runs_bar_where_the_run_stood(store, db_url) -> N
     assert f"run {handle.id}: cancelled" in err
 
 
+def test_wait_draws_a_run_stopped_at_its_deadline_where_the_run_stood(store, db_url, workers) -> None:
+    """quick -> stuck -> after, a 2 s deadline: ``stuck`` is killed in flight (its step
+    run ``failed``) and ``after`` skipped. Only ``quick`` got to its end: 1/3, not 2/3."""
+    handle = rt_app.deadline_chain.trigger(1, database=store)
+    workers(concurrency=1)
+    waiting = _wait(db_url, handle.id)
+    out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 1, err
+    assert sorted((j["step"], j["status"]) for j in store.run_jobs(handle.id)) == \
+        [("after", "skipped"), ("quick", "completed"), ("stuck", "failed")]
+    [bar] = [line for line in err.splitlines() if line.startswith("steps ")]
+    assert " 1/3 " in bar and "run failed" in bar, bar
+    assert f"run {handle.id}: failed (the run exceeded its deadline of 2 s)" in err
+
+
 def test_wait_draws_a_completed_runs_bar_full(store, db_url) -> None:
     import prune_app
     from helpers import drive

@@ -192,6 +192,8 @@ def test_a_running_job_has_begun_only_once_its_time_came(not_before_ms: int, at_
     ("skipped", "pause expired", True), ("skipped", "event timed out", True),
     ("skipped", None, False), ("skipped", "not taken: route 'a'", False),
     ("completed", None, False), ("failed", None, False), ("failed", "pause expired", False),
+    ("failed", "stopped at the run deadline: the run exceeded its deadline of 2 s", True),  # killed in flight
+    ("failed", "ValueError: stopped at the run deadline", False),
 ])
 def test_a_step_run_a_stop_ended_is_told_from_one_that_got_to_its_end(status, reason, stopped):
     from ductline.model.stops import stopped_before_its_end

@@ -34,15 +34,19 @@ STOP_SKIP_REASONS = (WORKFLOW_TIMEOUT, CANCELLED, PAUSE_EXPIRED, EVENT_TIMED_OUT
 def stopped_before_its_end(status: str, skip_reason: str | None) -> bool:
     """Whether a step run ended because something stopped its run, not by getting
     to an end of its own: ``cancelled`` (in flight or waiting at a cancel, or by a
-    fail-fast sibling), or ``skipped`` by a stop (a cancel, a run deadline, an expired
-    pause or an awaited event that did not come). A step run skipped by routing (a
-    divert's path not taken) did get to its end. Progress displays count the others
-    as done, so a stopped run's bar stays where the run stood.
+    fail-fast sibling), ``failed`` in flight at its run's deadline (its reason is the
+    attempt's error, "stopped at the run deadline: ..."), or ``skipped`` by a stop (a
+    cancel, a run deadline, an expired pause or an awaited event that did not come).
+    A step run skipped by routing (a divert's path not taken) did get to its end.
+    Progress displays count the others as done, so a stopped run's bar stays where
+    the run stood.
 
     Args:
         status: the step run's status (a `JobStatus` value).
         skip_reason: the reason stored with it.
     """
+    if status == JobStatus.FAILED:
+        return (skip_reason or "").startswith(DEADLINE_STOPPED)
     return status == JobStatus.CANCELLED or (status == JobStatus.SKIPPED and skip_reason in STOP_SKIP_REASONS)
 
 
