@@ -133,6 +133,20 @@ class ExecutionError(DuctlineError):
     """Raised inside a step when the ductline context cannot serve a request."""
 
 
+class LeaseLost(ExecutionError):
+    """A write on behalf of an attempt that no longer holds its lease (its run was
+    cancelled or ended, or the lease expired and was taken back): nothing of it
+    was stored. The step sees it as `ExecutionError` with this message."""
+
+    def __init__(self, job_id: str, what: str) -> None:
+        self.job_id, self.what = job_id, what
+        super().__init__(f"the attempt's lease was lost (its run was cancelled or ended, or the lease expired); "
+                         f"{what} was not stored")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.job_id, self.what))
+
+
 class PayloadTooLarge(DuctlineError, ValueError):
     """A value's JSON encoding is above the hard payload limit (``payload_max_bytes``,
     default 64 MiB; see `ductline.store.payloads`).

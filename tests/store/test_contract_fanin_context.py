@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from contract_support import LONG_LEASE_MS, PIPELINE, WORKER, create_run, run_threads
+from contract_support import LONG_LEASE_MS, PIPELINE, WORKER, claim_one, create_run, run_threads
+from ductline.errors import LeaseLost
 from ductline.store import Store, open_store
 from ductline.store.store import Tx
 
@@ -170,30 +171,51 @@ def test_gather_branches_returns_completed_outputs_by_step(store: Store) -> None
 # -- run context ---------------------------------------------------------------------
 
 
-def test_context_set_without_overwrite_keeps_the_first_value(store: Store) -> None:
+def claimed(store: Store) -> tuple[str, dict[str, str]]:
+    """A run whose one job this worker claimed: ``(run_id, lease)``, the keyword
+    arguments a context write on behalf of its attempt passes."""
     run_id, _ = create_run(store)
+    job = claim_one(store)
+    assert job.run_id == run_id
+    return run_id, {"job_id": job.job_id, "lease_token": job.lease_token}
+
+
+def test_context_set_without_overwrite_keeps_the_first_value(store: Store) -> None:
+    run_id, lease = claimed(store)
     assert store.context_get(run_id, "cursor") is None
-    assert store.context_set(run_id, "cursor", '"first"', overwrite=False) is True
-    assert store.context_set(run_id, "cursor", '"second"', overwrite=False) is False
+    assert store.context_set(run_id, "cursor", '"first"', overwrite=False, **lease) is True
+    assert store.context_set(run_id, "cursor", '"second"', overwrite=False, **lease) is False
     assert store.context_get(run_id, "cursor") == '"first"'
 
 
 def test_context_set_with_overwrite_replaces(store: Store) -> None:
-    run_id, _ = create_run(store)
-    assert store.context_set(run_id, "k", "1", overwrite=True) is True
-    assert store.context_set(run_id, "k", "2", overwrite=True) is True
+    run_id, lease = claimed(store)
+    assert store.context_set(run_id, "k", "1", overwrite=True, **lease) is True
+    assert store.context_set(run_id, "k", "2", overwrite=True, **lease) is True
     assert store.context_get(run_id, "k") == "2"
-    assert store.context_set(run_id, "k", "3", overwrite=False) is False
+    assert store.context_set(run_id, "k", "3", overwrite=False, **lease) is False
     assert store.context_get(run_id, "k") == "2"
 
 
 def test_context_is_per_run_and_key(store: Store) -> None:
-    run_a, _ = create_run(store)
+    run_a, lease = claimed(store)
     run_b, _ = create_run(store)
-    store.context_set(run_a, "k", '"a"', overwrite=False)
+    store.context_set(run_a, "k", '"a"', overwrite=False, **lease)
     assert store.context_get(run_b, "k") is None
     assert store.context_get(run_a, "K") is None
     assert store.context_get(run_a, "missing") is None
+
+
+def test_a_context_write_without_the_lease_is_refused_and_stores_nothing(store: Store) -> None:
+    run_id, lease = claimed(store)
+    other_run, _ = create_run(store)
+    assert store.context_set(run_id, "k", '"kept"', overwrite=False, **lease) is True
+    for wrong in ({**lease, "lease_token": "not-the-token"}, {**lease, "job_id": "no-such-job"}):
+        with pytest.raises(LeaseLost, match="lease was lost.*context value 'k' was not stored"):
+            store.context_set(run_id, "k", '"late"', overwrite=True, **wrong)
+    with pytest.raises(LeaseLost):  # a lease names its own run: no write into another
+        store.context_set(other_run, "k", '"elsewhere"', overwrite=True, **lease)
+    assert store.context_get(run_id, "k") == '"kept"' and store.context_get(other_run, "k") is None
 
 
 # -- the wake-up timer -----------------------------------------------------------------

@@ -168,7 +168,8 @@ class AttemptRunner:
         if kind == "context_get":
             return self.store.context_get(job.run_id, args[0])
         if kind == "context_set":
-            return self.store.context_set(job.run_id, args[0], args[1], overwrite=bool(args[2]))
+            return self.store.context_set(job.run_id, args[0], args[1], overwrite=bool(args[2]), job_id=job.job_id,
+                                          lease_token=job.lease_token)
         if kind == "boundary":
             return self.store.mark_boundary(job.job_id, job.lease_token, args[0])
         if kind == "payload_chunk":

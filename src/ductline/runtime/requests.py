@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ductline.errors import StoreError
+from ductline.errors import LeaseLost, StoreError
 from ductline.execution import protocol
 from ductline.runtime.slots import Runner
 from ductline.store import Store, payloads
@@ -21,7 +21,8 @@ def answer(store: Store, runner: Runner, job: ClaimedJob, kind: str, args: tuple
         if kind == "context_get":
             value: Any = store.context_get(job.run_id, args[0])
         elif kind == "context_set":
-            value = store.context_set(job.run_id, args[0], args[1], overwrite=bool(args[2]))
+            value = store.context_set(job.run_id, args[0], args[1], overwrite=bool(args[2]), job_id=job.job_id,
+                                      lease_token=job.lease_token)
         elif kind == "boundary":
             value = store.mark_boundary(job.job_id, job.lease_token, args[0])
         elif kind == "payload_chunk":  # the child reads its input's out-of-line values
@@ -29,6 +30,9 @@ def answer(store: Store, runner: Runner, job: ClaimedJob, kind: str, args: tuple
         else:
             runner.send(protocol.reply_error(f"unknown request {kind!r}", seq))
             return
+    except LeaseLost as exc:  # the step is told, as a lost boundary is; nothing was written
+        runner.send(protocol.reply_error(str(exc), seq))
+        return
     except StoreError as exc:
         runner.send(protocol.reply_error(f"database unavailable: {exc}", seq))
         return

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 from ductline.dsl.options import DEFAULT_QUEUE
+from ductline.errors import LeaseLost
 
 from ductline.model.outcomes import GIVEN_BACK_PATTERN
 from ductline.model.states import WorkerStatus
@@ -261,9 +262,23 @@ class Store:
             rows = s.fetch("context_get", {"run_id": run_id, "key": key})
         return rows[0]["value"] if rows else None
 
-    def context_set(self, run_id: str, key: str, value: str, *, overwrite: bool) -> bool:
-        """Store a value; without ``overwrite`` an existing key is kept and ``False`` returned."""
+    def context_set(self, run_id: str, key: str, value: str, *, overwrite: bool, job_id: str,
+                    lease_token: str) -> bool:
+        """Store a value for a run on behalf of the attempt of ``job_id`` holding
+        ``lease_token``; without ``overwrite`` an existing key is kept and ``False``
+        returned.
+
+        Fenced as every attempt write is: the lease is checked, and on PostgreSQL
+        share-locked, in the transaction that writes, so a cancel (which takes the
+        lease) or a prune of the run either comes after the write or refuses it --
+        never a row for a run that is gone.
+
+        Raises:
+            LeaseLost: the attempt no longer holds its lease; nothing was stored.
+        """
         with self.dialect.transaction() as s:
+            if not s.fetch("context_lease", {"run_id": run_id, "job_id": job_id, "lease_token": lease_token}):
+                raise LeaseLost(job_id, f"context value {key[:80]!r}")
             name = "context_upsert" if overwrite else "context_insert"
             return s.execute(name, {"run_id": run_id, "key": key, "value": value}) == 1
 

@@ -640,3 +640,14 @@ WITH locked AS (
       AND ductline_attempts.lease_token = x.lease_token AND ductline_attempts.result IS NULL
 )
 SELECT id FROM done;
+
+-- name: context_lease
+-- A step's context write goes on only while its attempt holds the lease (fencing).
+-- The job row is share-locked until the write commits: a cancel (which takes the lease
+-- by updating it) waits for the write, or the write waits for the cancel and, reading
+-- the row again, finds the lease gone; a prune skips a run with a locked job (prune_busy).
+SELECT 1 AS held FROM ductline_jobs j
+WHERE j.id = :job_id::text AND j.run_id = :run_id::text AND j.lease_token = :lease_token::text
+  AND j.status = 'running'
+  AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = j.run_id AND r.status IN ({UNFINISHED_RUN}))
+FOR SHARE OF j;

@@ -392,3 +392,12 @@ SELECT NULL AS id WHERE 0;
 -- name: insert_run_with_job
 -- As claim_start_jobs: on SQLite, Tx runs insert_run, insert_job and notify.
 SELECT NULL AS id WHERE 0;
+
+-- name: context_lease
+-- A step's context write goes on only while its attempt holds the lease (fencing):
+-- after a cancel (which takes the lease), the end of its run or a lost lease, this
+-- finds nothing and the write is refused. SQLite's writes are serialized: no cancel or
+-- prune can come between this read and the write of the same transaction.
+SELECT 1 AS held FROM ductline_jobs j
+WHERE j.id = :job_id AND j.run_id = :run_id AND j.lease_token = :lease_token AND j.status = 'running'
+  AND EXISTS (SELECT 1 FROM ductline_runs r WHERE r.id = j.run_id AND r.status IN ({UNFINISHED_RUN}));
