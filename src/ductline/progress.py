@@ -1,8 +1,9 @@
 """The progress display of ``ductline run`` and ``ductline wait``: step runs done /
 created, what runs now, what waits out a ``delay=`` (or a retry delay) and until
-when, how long the command has followed the run, and how the run ended. A step run a
-stop ended (cancelled, killed in flight at a run deadline, or skipped by a stop) is not
-counted done."""
+when (a retry says why: `ductline.model.outcomes.retry_reason`), how long the
+command has followed the run, and how the run ended. A step run a stop ended
+(cancelled, killed in flight at a run deadline, or skipped by a stop) is not counted
+done."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from rich.text import Text
 
 from ductline import timestamps, views
 from ductline.errors import StoreError
+from ductline.model.outcomes import retry_reason
 from ductline.model.states import SETTLED_RUN, TERMINAL_JOB, JobStatus, RunStatus
 from ductline.model.stops import stopped_before_its_end
 from ductline.store import Store
@@ -97,24 +99,45 @@ class RunProgress:
 
     def _waiting(self, rows: list[tuple[str, str | None, int]]) -> str:
         """``"g waits until 03:35:24 UTC"``: the pending step run due first of those
-        whose not-before time is still ahead; ``""`` if none is (or the database is
-        away for a moment)."""
+        whose not-before time is still ahead; a retry says why (``"g retries at
+        03:35:24 UTC after crash 5 of at most 10 (...)"``); ``""`` if none is (or the
+        database is away for a moment)."""
         known, said, due_ms = self._waits
         if known != rows or time.time() * 1000 >= due_ms:
             try:
                 now_ms = self._store.now_ms()
-                ahead = sorted((j["not_before_ms"], j["step"]) for j in self._store.run_jobs(self._run_id)
-                               if j["status"] == JobStatus.PENDING and j["not_before_ms"] > now_ms)
+                ahead = sorted(((j["not_before_ms"], j["step"], j) for j in self._store.run_jobs(self._run_id)
+                                if j["status"] == JobStatus.PENDING and j["not_before_ms"] > now_ms),
+                               key=lambda due: due[:2])
+                why = self._why(ahead[0][2]) if ahead else None
             except StoreError:
                 return ""
             said, due_ms = "", 0
             if ahead:
-                due_ms, step = ahead[0]
-                others = len({s for _, s in ahead} - {step})
-                said = f"{step} waits until {views.utc_clock(str(timestamps.iso(due_ms)))}" + \
+                due_ms, step, _ = ahead[0]
+                others = len({s for _, s, _ in ahead} - {step})
+                at = views.utc_clock(str(timestamps.iso(due_ms)))
+                said = (f"{step} retries at {at} {why}" if why else f"{step} waits until {at}") + \
                     (f" (and {others} more step(s) later)" if others else "")
             self._waits = (rows, said, due_ms)
         return said
+
+    def _why(self, job: dict[str, Any]) -> str | None:
+        """Why a job waits for its next attempt (its last one's end, read by key), or
+        ``None`` for a job that has not run yet (it waits out a ``delay=``) or whose
+        budgets add nothing.
+
+        Raises:
+            StoreError: the database could not be read.
+        """
+        if not job["attempts"]:
+            return None
+        last = self._store.get_attempt(job["id"], int(job["attempts"]))
+        if last is None or last["result"] is None:
+            return None
+        return retry_reason(str(last["result"]), last["error_type"], failures=int(job["failures"]),
+                            crashes=int(job["crashes"]), max_retry=int(job["max_retry"]),
+                            max_crash=int(job["max_crash"])) or None
 
     def _loop(self) -> None:
         while not self._stop.wait(0.25):

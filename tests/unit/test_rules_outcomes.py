@@ -24,7 +24,7 @@ from ductline.dsl.options import StepOptions, build_options, error_type_name
 from ductline.model.outcomes import (
     COMPLETE, MAX_RELEASES, Action, Budget, Charge, Ended, Verdict, check_expand_output, child_died_message,
     crash_backoff_ms,
-    decide, halt_detail, requested_delay_ms, timeout_message,
+    decide, halt_detail, requested_delay_ms, retry_reason, timeout_message, RETRY_REQUEST_TYPE,
 )
 from ductline.model.states import AttemptResult, HaltReason
 
@@ -566,3 +566,17 @@ def test_check_expand_output_nested_expand_source() -> None:
         ERR, "ductline.ExpandNotAList", "step 'b' is followed by expand, so it must return a list, not int")
     assert check_expand_output(definition.node("c"), 7) is None
 
+
+
+@pytest.mark.parametrize(("result", "error_type", "failures", "crashes", "said"), [
+    ("crashed", "ChildDied", 0, 6, "after crash 6 of at most 10 (max_crash; backoff doubles to 60 s)"),
+    ("crashed", "WorkerLost", 2, 1, "after crash 1 of at most 10 (max_crash; backoff doubles to 60 s)"),
+    ("errored", "ValueError", 2, 0, "after failure 2 of at most 3 (max_attempts)"),
+    ("timed_out", "TimeoutError", 1, 0, "after failure 1 of at most 3 (max_attempts)"),
+    ("errored", RETRY_REQUEST_TYPE, 0, 0, "as the step asked (ductline.Retry)"),
+    ("errored", "ValueError", 5, 0, ""),   # retried past the budget: retry_on named it
+    ("cancelled", None, 0, 0, ""),          # released: nothing charged
+])
+def test_retry_reason_says_why_a_job_waits_in_the_words_of_its_budgets(
+        result: str, error_type: str | None, failures: int, crashes: int, said: str) -> None:
+    assert retry_reason(result, error_type, failures=failures, crashes=crashes, max_retry=3, max_crash=10) == said

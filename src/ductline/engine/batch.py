@@ -263,6 +263,13 @@ def _emit(o: Outcome, done: record.Recorded, now_ms: float) -> None:
         emit(EventName.PIPELINE_FAILED, pipeline=o.pipeline, run_id=a.run_id)
 
 
+def _next_attempt(done: record.Recorded) -> str:
+    """``"; next attempt in 16 s, after crash 5 of at most 10 (...)"`` for a retry, else ``""``."""
+    if done.outcome is not record.Outcome.RETRY or done.retry_in_ms is None:
+        return ""
+    return f"; next attempt in {done.retry_in_ms / 1000:g} s" + (f", {done.why}" if done.why else "")
+
+
 def _log(o: Outcome, done: record.Recorded) -> None:
     extra = job_extra(o.attempt)
     if done.outcome is record.Outcome.LOST:
@@ -288,9 +295,11 @@ def _log(o: Outcome, done: record.Recorded) -> None:
         else:
             log.error("Job exhausted retries and timed out", extra=extra)
     elif o.result is AttemptResult.ERRORED:
-        log.warning("Job errored: %s: %s", o.error_type, o.error, extra=extra)
+        log.warning("Job errored: %s: %s%s", o.error_type, o.error, _next_attempt(done), extra=extra)
     elif o.result is AttemptResult.CRASHED:
-        log.warning("Job crashed: %s", o.error, extra=extra)
+        # A step that kills its child every time waits minutes in all before its run
+        # halts (the crash budget's backoff): each line says for what.
+        log.warning("Job crashed: %s%s", o.error, _next_attempt(done), extra=extra)
     if done.paused:
         log.info("Run paused before step(s) %s: waiting for resume", ", ".join(done.paused), extra=extra)
     if done.deferred:

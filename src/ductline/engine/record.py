@@ -17,7 +17,7 @@ from ductline import codec
 from ductline.dsl.graph import Definition, TransitionKind
 from ductline.dsl.options import StepOptions
 from ductline.model.outcomes import (
-    MAX_RELEASES, Action, Budget, Charge, Ended, Verdict, check_expand_output, decide,
+    MAX_RELEASES, Action, Budget, Charge, Ended, Verdict, check_expand_output, decide, retry_reason,
 )
 from ductline.model.routing import job_spec
 from ductline.model.states import AttemptResult, HaltReason, JobStatus
@@ -72,6 +72,8 @@ class Recorded:
     paused: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()  # steps recorded skipped (a divert's routes not taken)
     deferred: tuple[str, ...] = ()  # steps whose step runs now wait for an event
+    retry_in_ms: int | None = None  # a retry: how long the job waits (database clock)
+    why: str | None = None  # a retry: why, in the words of the budgets (`retry_reason`)
 
 
 LOST = Recorded(Outcome.LOST)
@@ -175,7 +177,10 @@ def failure(tx: Tx, definition: Definition | None, a: Attempt, ended: Ended, tra
     if not _apply(tx, a, verdict):  # the job's run ended (cancel, deadline): the attempt stays closed
         return LOST
     if verdict.action is Action.RETRY:
-        return Recorded(Outcome.RETRY)
+        why = retry_reason(ended.result.value, ended.error_type, max_retry=budget.max_retry,
+                           max_crash=budget.max_crash, failures=budget.failures + (verdict.charge is Charge.FAILURE),
+                           crashes=budget.crashes + (verdict.charge is Charge.CRASH))
+        return Recorded(Outcome.RETRY, retry_in_ms=verdict.delay_ms, why=why or None)
     if verdict.action is Action.RELEASE:
         return Recorded(Outcome.RELEASED)
     if verdict.halt is None:

@@ -326,6 +326,30 @@ def shown_result(result: str | None, error_type: str | None) -> str | None:
     return result
 
 
+def retry_reason(result: str, error_type: str | None, *, failures: int, crashes: int, max_retry: int,
+                 max_crash: int) -> str:
+    """Why a job waits for its next attempt, in the words of its budgets, for the log
+    line of the attempt that ended and for the progress display while it waits:
+    ``"after crash 6 of at most 10 (max_crash; backoff doubles to 60 s)"``. A step
+    that kills its child every time spends the whole crash budget, about four minutes
+    of waits by default: this says so. ``""`` when there is nothing to add.
+
+    Args:
+        result: the result of the attempt that ended (`AttemptResult` value).
+        error_type: its error type, if any.
+        failures, crashes: the job's counts with that attempt charged.
+        max_retry, max_crash: the job's budgets.
+    """
+    if result == AttemptResult.CRASHED:
+        return (f"after crash {crashes} of at most {max_crash} (max_crash; backoff doubles to "
+                f"{CRASH_BACKOFF_CAP_MS // 1000} s)")
+    if result == AttemptResult.ERRORED and error_type == RETRY_REQUEST_TYPE:
+        return "as the step asked (ductline.Retry)"
+    if result in (AttemptResult.ERRORED, AttemptResult.TIMED_OUT) and 0 < failures <= max_retry:
+        return f"after failure {failures} of at most {max_retry} (max_attempts)"
+    return ""
+
+
 def timeout_message(attempt: int, step: str, seconds: float | None) -> str:
     """The error recorded for an attempt killed at its step timeout."""
     return f"attempt {attempt} of step {step!r} exceeded the step timeout of {seconds:g} s and was killed"

@@ -157,8 +157,8 @@ FROM ductline_runs WHERE id = :run_id;
 
 -- name: run_jobs
 SELECT id, step, scope, parent_scope, elem_index, status, output, not_before_ms, attempts, failures,
-       crashes, boundary, skip_reason, skip_root, created_ms, finished_ms, pause_expires_ms, priority,
-       limit_key, throttled, wait_event, queue, definition
+       crashes, max_retry, max_crash, boundary, skip_reason, skip_root, created_ms, finished_ms,
+       pause_expires_ms, priority, limit_key, throttled, wait_event, queue, definition
 FROM ductline_jobs WHERE run_id = :run_id
 -- The step runs created together (an expand's elements: one step, one enclosing scope)
 -- stay together in element order, the groups as they were created: not by each row's
