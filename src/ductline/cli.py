@@ -23,9 +23,16 @@ from ductline.runs_command import runs
 from ductline.schedule_command import schedules
 from ductline.schema_command import migrate, prune
 from ductline.show_command import show
+from ductline.store import notices
 from ductline.wait_command import wait
 from ductline.web.command import dashboard
 from ductline.worker_command import worker
+
+
+# Commands whose process stays up (a worker, the dashboard, a run's own worker): the
+# store's notices about the database are said there at WARNING; every other command
+# is one-shot and keeps them to DEBUG (`ductline.store.notices`).
+STAYING_COMMANDS = frozenset({"worker", "run", "dashboard"})
 
 
 @click.group()
@@ -47,6 +54,7 @@ def cli(log_level: str, log_format: str) -> None:
     retried, only triggered again.
     """
     configure(log_level, log_format)
+    notices.one_shot(click.get_current_context().invoked_subcommand not in STAYING_COMMANDS)
 
 
 runs.add_command(move)

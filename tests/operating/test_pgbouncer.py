@@ -25,7 +25,7 @@ from pgbouncer_support import free_port
 from ductline.errors import StoreError
 from ductline.operations.prune import prune
 from ductline.store import open_store
-from ductline.store.postgres import pooler
+from ductline.store import notices
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"])
 
@@ -141,26 +141,86 @@ def _hammer(store):
     return errors
 
 
-def test_without_the_setting_a_pooler_is_found_and_worked_with(db_url, pgbouncer, monkeypatch, caplog):
+def fresh_notices(monkeypatch, *, one_shot=False):
+    """No setting, and this process as yet unwarned (a process that stays up, unless
+    ``one_shot``): what a new process finds."""
     monkeypatch.delenv("DUCTLINE_DATABASE_POOLING", raising=False)
     monkeypatch.delenv("DUCTLINE_LISTEN_DATABASE_URL", raising=False)
-    monkeypatch.setattr(pooler, "_warned", False)
+    monkeypatch.setattr(notices, "_said", set())
+    monkeypatch.setattr(notices, "_one_shot", one_shot)
+
+
+def told(records):
+    return [r for r in records if "connection pooler" in r.getMessage()]
+
+
+def test_without_the_setting_a_pooler_is_found_and_worked_with(db_url, pgbouncer, monkeypatch, caplog):
+    fresh_notices(monkeypatch)
     store = open_store(pgbouncer.url(db_url.rpartition("/")[2]), max_connections=4)
     try:
         with caplog.at_level("WARNING", logger="ductline.store"):
             assert _hammer(store) == []
             # Nothing listens through the pooler (a lent session would lose it): callers poll.
             assert store.dialect.listens is False
-        warned = [r.getMessage() for r in caplog.records if "connection pooler" in r.getMessage()]
-        assert len(warned) == 1 and "DUCTLINE_DATABASE_POOLING=transaction" in warned[0]
+        warned = told(caplog.records)
+        assert len(warned) == 1 and warned[0].levelname == "WARNING"
+        assert "Set DUCTLINE_DATABASE_POOLING=transaction" in warned[0].getMessage()
     finally:
         store.close()
 
 
+def test_the_pooler_notice_is_said_once_per_process_and_quietly_by_a_one_shot_command(db_url, pgbouncer,
+                                                                                         monkeypatch, caplog):
+    url = pgbouncer.url(db_url.rpartition("/")[2])
+    fresh_notices(monkeypatch)
+    with caplog.at_level("DEBUG", logger="ductline.store"):
+        for _ in range(2):  # a second store of the process (another pool) does not say it again
+            store = open_store(url, max_connections=2)
+            try:
+                store.list_runs()
+            finally:
+                store.close()
+    assert [r.levelname for r in told(caplog.records)] == ["WARNING"]
+    caplog.clear()
+    fresh_notices(monkeypatch, one_shot=True)
+    with caplog.at_level("DEBUG", logger="ductline.store"):
+        store = open_store(url, max_connections=2)
+        try:
+            store.list_runs()
+        finally:
+            store.close()
+    assert [r.levelname for r in told(caplog.records)] == ["DEBUG"]
+
+
+def test_one_shot_commands_through_a_pooler_do_not_nag_and_a_worker_says_it_once(db_url, pgbouncer, monkeypatch,
+                                                                                 tmp_path):
+    url = pgbouncer.url(db_url.rpartition("/")[2])
+    fresh_notices(monkeypatch)
+    for args in (["runs", "--json"], ["trigger", f"{APP}:chain", "--args", "[3]"]):
+        done = cli(*args, "--database", url)
+        assert done.returncode == 0, done.stderr
+        assert "connection pooler" not in done.stderr, done.stderr
+    debug = cli("--log-level", "DEBUG", "runs", "--database", url)
+    assert debug.returncode == 0 and debug.stderr.count("connection pooler") == 1, debug.stderr
+
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "wb") as log_file:
+        worker = start_worker(url, concurrency=2, stderr=log_file)
+        try:
+            store = open_store(url)
+            try:
+                handle = rt_app.fan.trigger(4, database=store)
+                assert handle.wait(120) == "completed"  # the worker claimed, ran and recorded through it
+            finally:
+                store.close()
+        finally:
+            stop_worker(worker)
+    said = log_path.read_text(errors="replace")
+    assert said.count("connection pooler") == 1 and "WARNING" in said, said
+
+
 def test_a_direct_url_without_the_setting_keeps_listen_and_prepared_statements(db_url, monkeypatch, caplog):
-    monkeypatch.delenv("DUCTLINE_DATABASE_POOLING", raising=False)
-    monkeypatch.delenv("DUCTLINE_LISTEN_DATABASE_URL", raising=False)
-    monkeypatch.setattr(pooler, "_warned", False)
+    fresh_notices(monkeypatch)
     store = open_store(db_url, max_connections=1)
     try:
         with caplog.at_level("WARNING", logger="ductline.store"):
@@ -170,7 +230,7 @@ def test_a_direct_url_without_the_setting_keeps_listen_and_prepared_statements(d
         with store.dialect.reader() as session:  # the pool's one connection
             prepared = session._conn.execute("SELECT count(*) AS n FROM pg_prepared_statements").fetchone()
         assert prepared["n"] > 0
-        assert not [r for r in caplog.records if "connection pooler" in r.getMessage()]
+        assert not told(caplog.records)
     finally:
         store.close()
 

@@ -13,14 +13,16 @@ client's session and fail ("prepared statement ... does not exist"), and LISTEN
 listens on a session that is lent to someone else. The dialect cannot ask the
 pooler its mode, so an unset ``database_pooling`` behind a pooler is taken as
 ``"transaction"``, which is correct in every mode (a session pooler only loses
-the prepared statements and the LISTEN it could have kept), and says so once
-(`warn_detected`).
+the prepared statements and the LISTEN it could have kept), and says so once per
+process (`warn_detected`), loudly only in a process that stays up.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Any
+
+from ductline.store import notices
 
 log = logging.getLogger("ductline.store")
 
@@ -29,7 +31,8 @@ DETECT = ""                 # unset: find out at the first connection
 TRANSACTION = "transaction" # a server session lent per transaction: no prepared statements, no LISTEN
 SESSION = "session"         # a server session per client for its whole life: as direct
 
-_warned = False
+# The key of its notice (`ductline.store.notices`: said once per process).
+NOTICE = "pooler"
 
 
 def through_pooler(conn: Any) -> bool:
@@ -41,14 +44,12 @@ def through_pooler(conn: Any) -> bool:
 
 
 def warn_detected() -> None:
-    """Log, once per process, that an unset ``database_pooling`` was taken as
-    ``"transaction"`` because the URL leads to a pooler."""
-    global _warned
-    if _warned:
-        return
-    _warned = True
-    log.warning("The database URL leads to PostgreSQL through a connection pooler (the server process that runs "
-                "its statements is not the one the connection was given), and database_pooling is not set: "
-                "working as with DUCTLINE_DATABASE_POOLING=transaction (no prepared statements; LISTEN only on "
-                "DUCTLINE_LISTEN_DATABASE_URL, else polling). Set DUCTLINE_DATABASE_POOLING=transaction to say "
-                "so, or =session if the pooler keeps each client on one server session")
+    """Say, once per process, that an unset ``database_pooling`` was taken as
+    ``"transaction"`` because the URL leads to a pooler, and what to set: at
+    WARNING in a process that stays up, at DEBUG in a one-shot command
+    (`ductline.store.notices`)."""
+    notices.once(log, NOTICE,
+                 "database_pooling is not set and the database URL leads through a connection pooler: working "
+                 "as with DUCTLINE_DATABASE_POOLING=transaction (no prepared statements; LISTEN only on "
+                 "DUCTLINE_LISTEN_DATABASE_URL, else polling). Set DUCTLINE_DATABASE_POOLING=transaction (or "
+                 "=session if the pooler keeps each client on one server session) to say so and silence this line")
