@@ -7,8 +7,11 @@ import re
 import os
 import subprocess
 import signal
+import socket
 import sys
 import time
+import urllib.error
+import urllib.request
 
 from click.testing import CliRunner
 
@@ -206,8 +209,10 @@ def test_a_worker_whose_step_children_cannot_import_its_app_is_unhealthy_until_o
     app.write_text(CHILDREN_FAIL_APP)
     marker = tmp_path / "children-fail"
     marker.write_text("")
-    env = {"CHILDREN_FAIL_MARKER": str(marker), "DUCTLINE_LEASE_SECONDS": "30"}
+    port = _free_port()
+    env = {"CHILDREN_FAIL_MARKER": str(marker), "DUCTLINE_LEASE_SECONDS": "30", "DUCTLINE_METRICS_PORT": str(port)}
     worker = workers(concurrency=1, env=env, app=str(app))
+    readyz = f"http://127.0.0.1:{port}/readyz"
 
     def live() -> list[checks.WorkerHealth]:
         return [w for w in checks.worker_table(store, 30, lease_seconds=30) if w.pid == worker.pid and w.live]
@@ -227,9 +232,32 @@ def test_a_worker_whose_step_children_cannot_import_its_app_is_unhealthy_until_o
 
     shown = [w for w in DashboardReader(store).workers(lease_seconds=30) if w["pid"] == worker.pid]
     assert [(w["health"], w["problem"][:28]) for w in shown] == [("unhealthy", "step children fail to start ")]
+    code, body = wait_for(lambda: _get(readyz))
+    reason = json.loads(body)["reason"]  # the count in a row goes on as children keep failing
+    assert code == 503 and reason.startswith("worker unhealthy: step children fail to start ("), body
+    assert reason.split(" in a row)")[1] == sick.problem.split(" in a row)")[1]
 
     marker.unlink()  # the next child imports the app: the worker runs steps again
     well = wait_for(lambda: [w for w in live() if w.status == "running"])[0]
     assert (well.healthy, well.problem) == (True, None)
     out = run_cli("health", "--database", db_url, env=env)
     assert out.returncode == 0, out.stderr
+    code, body = _get(readyz)
+    assert code == 200 and json.loads(body)["status"] == "ok", body
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(url: str) -> tuple[int, str] | None:
+    """``(status, body)``, also for an error status; ``None`` while nothing listens."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except urllib.error.URLError:
+        return None

@@ -29,8 +29,9 @@ from ductline.dsl.graph import Definition
 from ductline.errors import StoreError
 from ductline.execution.enforcer import LEASE_SAFETY_SHARE, Enforcer, Reason
 from ductline.model.outcomes import GIVEN_BACK, KILLED_WITH_CHILD
-from ductline.model.states import AttemptResult
+from ductline.model.states import AttemptResult, WorkerStatus
 from ductline.model.workers import Condition, condition
+from ductline.observability import probes
 from ductline.runtime import faults, maintenance
 from ductline.runtime.ahead import Ahead
 from ductline.runtime.children import ChildEvents
@@ -206,6 +207,7 @@ class Worker:
         self.claimer.on_run_deadline = maintainer.watch
         maintainer.start()
         self.scheduler.start()
+        probes.watch(self.id, self._unhealthy)  # this process's /readyz, if it serves one
         next_stop_check = 0.0
         log.info("Worker %s started: %d slot(s), pipelines %s", self.id[:8], len(self.slots),
                  ", ".join(self.pipelines))
@@ -229,6 +231,7 @@ class Worker:
                 self._wait()
                 self._collect_undead()
         finally:
+            probes.watch(self.id, None)
             self.exit_guard.finishing()  # stopping on its own: the guard gives it time to finish
             self.outbox.close()
             self.deaths.close()
@@ -266,6 +269,13 @@ class Worker:
 
     def status(self) -> str:
         return self.condition().status.value
+
+    def _unhealthy(self) -> str | None:
+        """Why it is unhealthy (its row's words), or ``None``; read from a probe's thread."""
+        said = self.condition()
+        if said.status is not WorkerStatus.UNHEALTHY:
+            return None
+        return said.problem or f"{self.undead_count()} undead slots, more than max_undead {self.settings.max_undead}"
 
     def _register(self) -> bool:
         """Register with the database, waiting for it if it is down (a worker started
