@@ -1,6 +1,6 @@
 """An HTTP service that starts a ductline run per request and answers with its result.
 
-    pip install fastapi uvicorn "ductline[postgres]"
+    pip install fastapi uvicorn -e ".[postgres]"              # from the checkout's root
     export DUCTLINE_DATABASE_URL=postgresql://user@host/db   # or leave the SQLite default
     ductline worker --app examples/fastapi_service.py &
     uvicorn --app-dir examples fastapi_service:app

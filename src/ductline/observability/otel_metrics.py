@@ -1,4 +1,4 @@
-"""The OpenTelemetry metrics sink (the ``otel`` extra: ``pip install ductline[otel]``).
+"""The OpenTelemetry metrics sink (the ``otel`` extra: ``pip install -e 'path/to/ductline[otel]'``).
 
 Every counter increment and histogram sample of the `Registry` is recorded on an
 OpenTelemetry instrument of the same dotted name (``ductline.job.completed``,
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from ductline.extras import install_command
 from ductline.observability.metrics import (
     BUCKETS,
     COUNTER,
@@ -30,7 +31,7 @@ try:
 except ImportError:  # the otel extra is not installed
     otel_metrics = None  # type: ignore[assignment]
 
-INSTALL_HINT = "OpenTelemetry metrics need the otel extra: pip install 'ductline[otel]'"
+INSTALL_HINT = f"OpenTelemetry metrics need the otel extra: {install_command('otel')}"
 
 
 def available() -> bool:

@@ -30,10 +30,11 @@ import os
 from typing import Any
 
 from ductline.errors import ConfigurationError
+from ductline.extras import install_command
 
 log = logging.getLogger("ductline.observability")
 
-INSTALL_HINT = "OTLP export needs the otel extra: pip install 'ductline[otel]'"
+INSTALL_HINT = f"OTLP export needs the otel extra: {install_command('otel')}"
 DEFAULT_SERVICE_NAME = "ductline"
 
 

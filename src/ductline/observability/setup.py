@@ -196,7 +196,9 @@ def install(metrics_port: int | None = None, metrics_host: str = "127.0.0.1", st
             from ductline.observability import tracing
 
             if not tracing.available():
-                raise ConfigurationError("OpenTelemetry tracing needs the otel extra: pip install 'ductline[otel]'")
+                from ductline.extras import install_command
+
+                raise ConfigurationError(f"OpenTelemetry tracing needs the otel extra: {install_command('otel')}")
             obs.tracing = tracing.TracingSubscriber(store, tracer_provider)
             obs._subscribe(obs.tracing)
     except BaseException:
