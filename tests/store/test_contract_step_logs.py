@@ -32,6 +32,19 @@ def test_a_batch_is_stored_in_order_with_any_text(store):
     assert len(steplogs.of_run(store.dialect, handle.id, step="flaky")) == 6
 
 
+def test_a_level_name_with_nul_or_a_lone_surrogate_is_stored_escaped_with_its_batch(store):
+    """A step may name a level as it likes (`logging.addLevelName`): such a name
+    once cost the whole batch on PostgreSQL, and on SQLite was stored cut at the NUL
+    or as bytes that made every read of the run's records fail."""
+    handle, job = _claimed(store)
+    levels = ["WARNING", "NO\x00TE", "TR\ud800CE", "WARNING"]
+    steplogs.append(store.dialect, job.job_id, job.attempt, job.lease_token, 0,
+                    [(1_700_000_000_000 + i, level, "app", f"line {i}") for i, level in enumerate(levels)])
+    records = steplogs.of_run(store.dialect, handle.id)
+    assert [(r.level, r.message) for r in records] == [
+        ("WARNING", "line 0"), ("NO\\x00TE", "line 1"), ("TR\\ud800CE", "line 2"), ("WARNING", "line 3")]
+
+
 def test_a_batch_of_a_lost_lease_is_dropped(store):
     handle, job = _claimed(store)
     steplogs.append(store.dialect, job.job_id, job.attempt, "not-the-token", 0, [(1, "INFO", "stdout", "late")])

@@ -50,14 +50,19 @@ def append(dialect: Dialect, job_id: str, attempt: int, lease_token: str, first_
            records: Iterable[tuple[int, str, str, str]]) -> None:
     """Store records ``(at_ms, level, logger, message)`` of an attempt, numbered
     from ``first_seq``; nothing is written unless the attempt still holds
-    ``lease_token``. NUL bytes are made storable (`ductline.codec.clean_text`).
+    ``lease_token``. Every text is made storable (`ductline.codec.clean_text`): the
+    batch goes as one JSON parameter, which the database decodes itself, so the
+    escaping of bound strings does not reach it -- a NUL or a lone surrogate left in
+    any field (a level name the step gave `logging.addLevelName`, too) would cost the
+    whole batch on PostgreSQL and store a cut or undecodable text on SQLite.
 
     Raises:
         StoreError: the database failed (nothing of the batch is written).
     """
     # One statement per batch (its records as one JSON parameter): a batch of a
     # thousand short lines costs the worker's loop one round trip, not a thousand.
-    rows = [[at_ms, level, clean_text(logger), clean_text(message)] for at_ms, level, logger, message in records]
+    rows = [[at_ms, clean_text(level), clean_text(logger), clean_text(message)]
+            for at_ms, level, logger, message in records]
     if rows:
         with dialect.transaction() as s:
             s.execute("step_log_append", {"job_id": job_id, "attempt": attempt, "lease_token": lease_token,
