@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from ductline import codec
 from ductline.errors import ExecutionError
+from ductline.model import context_keys
 
 # A context variable, not a global: steps with isolation="thread" run side by side
 # in threads of one worker process, each with its own context.
@@ -49,7 +50,7 @@ class StepContext:
 
     def get(self, key: str, default: Any = None) -> Any:
         """Read a value of the run's key/value store (shared by all its steps)."""
-        _check_key(key)
+        context_keys.check_key(key)  # the store applies the same rule
         raw = self._request("context_get", (key,))
         return default if raw is None else codec.loads(raw)
 
@@ -57,18 +58,15 @@ class StepContext:
         """Store a value for the run (JSON rule applies).
 
         Raises:
-            ExecutionError: the key is already set and ``overwrite`` is false.
-            TypeError: the value does not round-trip through JSON.
+            ExecutionError: the key is already set and ``overwrite`` is false, or
+                the attempt lost its lease (nothing was stored).
+            TypeError: the value does not round-trip through JSON, or the key is
+                not a non-empty str without NUL or lone surrogates.
         """
-        _check_key(key)
+        context_keys.check_key(key)  # the store applies the same rule
         encoded = codec.dumps(value, what=f"context value {key!r}")
         if not self._request("context_set", (key, encoded, overwrite)):
             raise ExecutionError(f"context key {key!r} is already set; pass overwrite=True to replace it")
-
-
-def _check_key(key: object) -> None:
-    if not isinstance(key, str) or not key or "\x00" in key:
-        raise TypeError(f"context keys are non-empty str without NUL, got {key!r}")
 
 
 def context() -> StepContext:

@@ -267,6 +267,19 @@ def writes_context(x):
     return x
 
 
+def sets_a_key_that_would_alias(x):
+    """Sets the six characters ``k\\ud800``, then tries the key with a lone surrogate."""
+    ctx = ductline.context()
+    ctx.set("k\\ud800", "its own")
+    try:
+        ctx.set("k\ud800", "another", overwrite=True)
+    except TypeError as exc:
+        refused = str(exc)
+    else:
+        refused = None
+    return {"refused": refused, "kept": ctx.get("k\\ud800")}
+
+
 async def async_reads_context(x):
     ctx = ductline.context()
     return {"seen": ctx.get("seen"), "missing": ctx.get("nope", "default"), "step": ctx.step}

@@ -235,6 +235,15 @@ def test_context_values_are_shared_by_the_steps_of_a_run() -> None:
         ductline.context()  # nothing leaks out of the run
 
 
+@pytest.mark.parametrize("isolation", ["process", "thread"])
+def test_a_context_key_with_a_lone_surrogate_is_refused_not_stored_as_another(isolation: str) -> None:
+    pipeline = Pipeline(name()).start(s.sets_a_key_that_would_alias, isolation=isolation)
+    result = ductline.execute(pipeline, 1)
+    assert result.status == "completed", result
+    assert result.output["kept"] == "its own"
+    assert "context keys cannot contain lone surrogates" in result.output["refused"]
+
+
 def test_class_steps_and_children_are_reused() -> None:
     pipeline = (Pipeline(name()).start(s.pid_of_this_process)
                 .chain(to=s.pid_of_this_process, name="again").chain(to=s.Doubler))

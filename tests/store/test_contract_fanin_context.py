@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from contract_support import LONG_LEASE_MS, PIPELINE, WORKER, claim_one, create_run, run_threads
+from ductline.codec import safe_text
 from ductline.errors import LeaseLost
 from ductline.store import Store, open_store
 from ductline.store.store import Tx
@@ -246,3 +247,17 @@ def test_insert_jobs_accepts_an_empty_list(store: Store) -> None:
     with store.transaction() as tx:
         tx.insert_jobs([])
     assert len(store.run_jobs(run_id)) == 1
+
+
+@pytest.mark.parametrize("key", ["k\x00", "k\ud800", "\udc80", ""])
+def test_a_context_key_that_would_alias_another_is_refused_and_changes_nothing(store: Store, key: str) -> None:
+    """Stored as text, a NUL or a lone surrogate is kept as its escape: ``"k\\ud800"``
+    would name the row of the six characters ``k\\ud800`` and replace its value."""
+    run_id, lease = claimed(store)
+    escaped = safe_text(key) if key else "k"  # what the store would have made of it
+    assert store.context_set(run_id, escaped, '"its own"', overwrite=False, **lease) is True
+    with pytest.raises(TypeError, match="context keys"):
+        store.context_set(run_id, key, '"another"', overwrite=True, **lease)
+    with pytest.raises(TypeError, match="context keys"):
+        store.context_get(run_id, key)
+    assert store.context_get(run_id, escaped) == '"its own"'

@@ -30,8 +30,8 @@ def answer(store: Store, runner: Runner, job: ClaimedJob, kind: str, args: tuple
         else:
             runner.send(protocol.reply_error(f"unknown request {kind!r}", seq))
             return
-    except LeaseLost as exc:  # the step is told, as a lost boundary is; nothing was written
-        runner.send(protocol.reply_error(str(exc), seq))
+    except (LeaseLost, TypeError) as exc:  # the step is told (a lost lease, a key no value can have);
+        runner.send(protocol.reply_error(str(exc), seq))  # nothing was written
         return
     except StoreError as exc:
         runner.send(protocol.reply_error(f"database unavailable: {exc}", seq))

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 from ductline.dsl.options import DEFAULT_QUEUE
 from ductline.errors import LeaseLost
 
+from ductline.model import context_keys
 from ductline.model.outcomes import GIVEN_BACK_PATTERN
 from ductline.model.states import WorkerStatus
 from ductline.store import migrations, payloads
@@ -258,6 +259,12 @@ class Store:
 
     # -- run context ---------------------------------------------------------------
     def context_get(self, run_id: str, key: str) -> str | None:
+        """The stored value (JSON text) of ``key``, or ``None``.
+
+        Raises:
+            TypeError: a key no value can have (`ductline.model.context_keys`).
+        """
+        context_keys.check_key(key)
         with self.dialect.reader() as s:
             rows = s.fetch("context_get", {"run_id": run_id, "key": key})
         return rows[0]["value"] if rows else None
@@ -275,7 +282,10 @@ class Store:
 
         Raises:
             LeaseLost: the attempt no longer holds its lease; nothing was stored.
+            TypeError: a key with NUL or a lone surrogate (`ductline.model.context_keys`);
+                nothing was stored.
         """
+        context_keys.check_key(key)
         with self.dialect.transaction() as s:
             if not s.fetch("context_lease", {"run_id": run_id, "job_id": job_id, "lease_token": lease_token}):
                 raise LeaseLost(job_id, f"context value {key[:80]!r}")
