@@ -101,3 +101,23 @@ def test_a_context_write_racing_a_cancel_waits_for_it_and_is_refused(store, back
         writer.join(30)
     assert len(outcome) == 1 and isinstance(outcome[0], LeaseLost), outcome
     assert context_rows(store, job.run_id) == 0
+
+
+def test_a_large_output_recorded_after_cancel_and_prune_writes_no_payload(store):
+    """The chunks of an output above the inline limit are written in the transaction
+    of the fenced write that keeps the job, and only once it kept it: a completion
+    that arrives after its run was cancelled and pruned leaves no payload behind."""
+    from ductline import codec
+    from ductline.engine import record
+
+    prune_app.large.trigger(1, database=store)
+    [job] = store.claim("test-worker", ["prune_large"], 1, 60_000, queues=("default",))
+    cancel_run(store, job.run_id)
+    past_the_last_finish(store)
+    assert prune(store, 0).runs == 1
+    output = codec.dumps("x" * (3 * 1024 * 1024))
+    with store.transaction() as tx:
+        done = record.success(tx, prune_app.large.definition(), record.Attempt(
+            job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token), output, 0)
+    assert done.outcome == record.Outcome.LOST
+    assert set(rows_of(store, job.run_id).values()) == {0}  # payloads and their chunks included
