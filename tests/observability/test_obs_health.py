@@ -10,6 +10,7 @@ import signal
 import socket
 import sys
 import time
+from datetime import datetime
 import urllib.error
 import urllib.request
 
@@ -261,3 +262,26 @@ def _get(url: str) -> tuple[int, str] | None:
         return exc.code, exc.read().decode()
     except urllib.error.URLError:
         return None
+
+
+def test_children_that_keep_failing_to_start_are_restarted_ever_more_slowly(tmp_path, db_url, store, workers):
+    """Past the failures a worker tolerates, each new child waits: 1 s after the failure
+    that made the worker unhealthy, then 2 s, doubling (an import that fails in a
+    fraction of a second no longer has the worker start interpreters back to back)."""
+    app = tmp_path / "children_fail_app.py"
+    app.write_text(CHILDREN_FAIL_APP)
+    marker = tmp_path / "children-fail"
+    marker.write_text("")
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "wb") as log_file:
+        workers(concurrency=1, env={"CHILDREN_FAIL_MARKER": str(marker)}, app=str(app), stderr=log_file)
+
+        def failures() -> list[datetime]:
+            return [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") for line in log_path.read_text().splitlines()
+                    if "Child could not import the apps" in line]
+
+        seen = wait_for(lambda: failures() if len(failures()) >= 6 else None)
+    gaps = [(b - a).total_seconds() for a, b in zip(seen, seen[1:])]
+    # The 3rd failure makes the worker unhealthy: the 4th child starts 1 s after it at
+    # the earliest, the 5th 2 s after the 4th's failure, the 6th 4 s after the 5th's.
+    assert gaps[2] >= 1.0 and gaps[3] >= 2.0 and gaps[4] >= 4.0, gaps

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ductline.model.states import WorkerStatus
-from ductline.model.workers import (PROBLEM_MAX_CHARS, START_FAILURES_TOLERATED, Condition, WorkerHealth,
+from ductline.model.workers import (PROBLEM_MAX_CHARS, START_BACKOFF_CAP_SECONDS, START_FAILURES_TOLERATED,
+                                    Condition, WorkerHealth, start_backoff_seconds,
                                     condition, is_live, judge, start_problem)
 
 
@@ -52,3 +53,12 @@ def test_a_start_problem_names_the_first_and_last_lines_of_the_error_and_is_boun
         "step children fail to start (3 in a row): no error reported (the child died before it said it was ready)"
     long = start_problem(3, "x" * 10_000)
     assert len(long) == PROBLEM_MAX_CHARS and long.endswith("...")
+
+
+@pytest.mark.parametrize(("failed", "seconds"), [
+    (0, 0.0), (START_FAILURES_TOLERATED - 1, 0.0),
+    (START_FAILURES_TOLERATED, 1.0), (START_FAILURES_TOLERATED + 1, 2.0), (START_FAILURES_TOLERATED + 4, 16.0),
+    (START_FAILURES_TOLERATED + 5, START_BACKOFF_CAP_SECONDS), (10**6, START_BACKOFF_CAP_SECONDS),
+])
+def test_children_that_keep_failing_to_start_are_restarted_ever_more_slowly(failed: int, seconds: float) -> None:
+    assert start_backoff_seconds(failed) == seconds

@@ -67,6 +67,22 @@ def judge(status: str, age_ms: int, lease_ms: int) -> WorkerHealth:
 # ready since, is unhealthy: it restarts them, but runs nothing. Fewer is a
 # passing failure (a flaky import) that the next child may not repeat.
 START_FAILURES_TOLERATED = 3
+# Past that, a new child waits before it starts: 1 s after the failure that made the
+# worker unhealthy, doubling with each further failure up to this cap (seconds). A
+# child that cannot import the app fails in a fraction of a second, and each start
+# costs an interpreter and an import: unchecked, a worker spent its CPUs on them.
+START_BACKOFF_CAP_SECONDS = 30.0
+
+
+def start_backoff_seconds(failed_starts: int) -> float:
+    """How long after its last failed start a worker starts its next child (seconds):
+    0 below `START_FAILURES_TOLERATED` failures in a row, then 1 s doubling up to
+    `START_BACKOFF_CAP_SECONDS`."""
+    if failed_starts < START_FAILURES_TOLERATED:
+        return 0.0
+    return min(START_BACKOFF_CAP_SECONDS, float(2 ** min(failed_starts - START_FAILURES_TOLERATED, 16)))
+
+
 # The longest problem text a worker row holds (characters).
 PROBLEM_MAX_CHARS = 500
 

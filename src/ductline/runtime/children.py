@@ -274,7 +274,10 @@ class ChildEvents:
         return self._spares.starts
 
     def _replacement(self) -> Child | None:
-        return None if self._stopping() else self._spares.fresh()
+        """A child in place of one that ended; ``None`` while the worker stops, or while
+        children that keep failing to start wait for their next start (the worker's
+        loop starts it then: `ductline.runtime.starts.Starts.due_at`)."""
+        return None if self._stopping() or self._starts().due_at() is not None else self._spares.fresh()
 
     def _scaled_timeout(self, slot: Slot, job: ClaimedJob, runner: Runner, seconds: int, seq: int) -> None:
         """The attempt sized its input: its deadline becomes start + the scaled

@@ -2,19 +2,21 @@
 child that said it was ready, and what the last one reported.
 
 A child imports the apps before it says it is ready; one that cannot (the app
-raises in the child, or the child dies first) is replaced at once, and so is its
+raises in the child, or the child dies first) is replaced, and so is its
 replacement. The worker goes on restarting them -- a fixed file or environment
 makes the next one start -- but runs nothing meanwhile, so its heartbeat says so:
-`ductline.model.workers.condition` judges these counts.
+`ductline.model.workers.condition` judges these counts. Past a few failures the
+next start waits (`ductline.model.workers.start_backoff_seconds`): `due_at`.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Callable
 
 from ductline.execution.process import Child
-from ductline.model.workers import START_FAILURES_TOLERATED, start_problem
+from ductline.model.workers import START_FAILURES_TOLERATED, start_backoff_seconds, start_problem
 
 log = logging.getLogger("ductline.worker")
 
@@ -29,12 +31,20 @@ class Starts:
     Args:
         changed: called when the worker's health turns (unhealthy or healthy
             again), so that its row says so at once rather than at its next heartbeat.
+        clock: the monotonic clock (seconds).
     """
 
-    def __init__(self, changed: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, changed: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.monotonic) -> None:
         self.failed = 0  # new children that failed to start in a row
         self.error: str | None = None  # what the last of them reported, if it did
         self._changed = changed
+        self._clock = clock
+        self._failed_at = 0.0  # monotonic: when the last of them was found gone
+
+    def due_at(self) -> float | None:
+        """When the next child may start (monotonic seconds), if that is ahead; ``None``: now."""
+        due = self._failed_at + start_backoff_seconds(self.failed)
+        return due if due > self._clock() else None
 
     def fatal(self, child: Child, error_type: str, error: str) -> None:
         """``child`` reported that it could not import the apps (its FATAL message);
@@ -54,6 +64,7 @@ class Starts:
             return
         self.failed += 1
         self.error = child.start_error
+        self._failed_at = self._clock()
         if self.failed == START_FAILURES_TOLERATED:
             log.error("Worker unhealthy: %s; it keeps restarting them", start_problem(self.failed, self.error))
             self._changed()

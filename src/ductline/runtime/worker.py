@@ -102,7 +102,7 @@ class Worker:
         # At most one spare per slot: slots that time out together (claimed together,
         # same timeout) each get a ready child at once.
         # Children that fail to start make the worker unhealthy: its row says so at once.
-        self.starts = Starts(changed=lambda: self.heartbeat.soon())
+        self.starts = Starts(changed=lambda: self.heartbeat.soon(), clock=self.clock.now)
         self.spares = Spares(apps, sys_path or [], min(concurrency, settings.spare_children), limits.message_cap,
                              self.starts)
         for slot in self.slots:
@@ -387,7 +387,14 @@ class Worker:
         beside them: started together, they compete for the CPU with the children
         the first attempts wait for (on 2 cores, a worker with 2 slots and 2 spares
         started its first attempt about a third later). A slot child that never
-        says it is ready delays them by `SPARES_AT_THE_LATEST_SECONDS` at most."""
+        says it is ready delays them by `SPARES_AT_THE_LATEST_SECONDS` at most.
+
+        While children keep failing to start, the next start waits its turn
+        (`Starts.due_at`): a slot left without a child gets one here then."""
+        if not self.stopping and self.starts.due_at() is None:
+            for slot in self.slots:
+                if slot.child is None and not slot.undead:
+                    slot.child = self.spares.fresh()
         if self._spares_due is None:
             if not self.stopping:
                 self.spares.fill()
@@ -423,6 +430,7 @@ class Worker:
         horizon = [now + self.claimer.poll, self.heartbeat.next_at, self._next_maintenance,
                    *self.claimer.wake_times(free, self.stopping)]
         for due in (self.outbox.retry_at(), self._shutdown_deadline, self.ahead.due_at(), self.prefetcher.due_at(),
+                    None if self.stopping else self.starts.due_at(),
                     None if self.stopping else self.ahead.next_start(self.clock.passed)):
             if due is not None:
                 horizon.append(due)
