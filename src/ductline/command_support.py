@@ -18,7 +18,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from ductline import tables
+from ductline import tables, terminal
 from ductline.config import load_settings
 from ductline.durations import parse_cli_duration
 from ductline.errors import StoreUnavailable
@@ -27,7 +27,7 @@ from ductline.store import Store, open_store
 from ductline.stores import ensure_schema
 
 # Error lines are never wrapped: operators grep them and scripts parse them.
-console = Console(stderr=True, soft_wrap=True)
+console = Console(stderr=True, soft_wrap=True, _environ=terminal.environ())
 # Piped output is not cut to 80 columns (tables stay whole for grep and less),
 # unless COLUMNS gives a width: tables then fit it (`ductline.tables`).
 out = tables.output_console()

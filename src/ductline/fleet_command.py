@@ -9,9 +9,9 @@ import sys
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from ductline import tables
 from ductline.schedule_command import _database, _open
 
 
@@ -85,7 +85,7 @@ def definitions(as_json: bool, database: str | None) -> None:
     if as_json:
         print(json.dumps({"definitions": rows, "queues": queues}))
         return
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    console = tables.output_console()
     table = Table("definition", "pipeline", "steps", "live workers")
     for r in rows:
         table.add_row(r["fingerprint"], r["pipeline"], ", ".join(r["steps"]), str(r["live_workers"]))

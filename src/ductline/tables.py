@@ -19,7 +19,6 @@ Every cell that holds text a step made (errors, skip reasons) is escaped
 
 from __future__ import annotations
 
-import os
 import sys
 from datetime import datetime
 from typing import Any, Callable
@@ -30,7 +29,7 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
-from ductline import safetext, views
+from ductline import safetext, terminal, views
 from ductline.frames import where_stored
 from ductline.model.states import RunStatus
 
@@ -40,8 +39,8 @@ ERROR_CHARS = 120  # of an error in a table; `show --json` has it whole
 def output_console() -> Console:
     """The console a command prints its tables to: the terminal's width, or
     ``COLUMNS``; piped without ``COLUMNS``, 200 columns (the full forms fit)."""
-    sized = sys.stdout.isatty() or os.environ.get("COLUMNS", "").strip().isdigit()
-    return Console(width=None if sized else 200)
+    sized = sys.stdout.isatty() or terminal.size("COLUMNS") is not None
+    return Console(width=None if sized else 200, _environ=terminal.environ())
 
 
 def fits(console: Console, table: Table) -> bool:
