@@ -31,6 +31,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,7 +124,7 @@ def test_compose_migrates_once_before_the_workers_and_the_dashboard_start() -> N
     assert services["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
     for name in ("worker", "dashboard"):
         assert services[name]["depends_on"] == {"migrate": {"condition": "service_completed_successfully"}}
-        assert services[name]["build"] == "."
+        assert services[name]["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile"}
     assert all(s["environment"]["DUCTLINE_DATABASE_URL"].startswith("postgresql://ductline:ductline@postgres:")
                for n, s in services.items() if n != "postgres")
 
@@ -156,6 +157,49 @@ def test_the_image_runs_as_a_user_under_an_init() -> None:
     for container in containers():
         assert container["_pod"]["securityContext"]["runAsNonRoot"] is True
         assert container["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def copies() -> list[tuple[list[str], str]]:
+    """The Dockerfile's COPY instructions as (sources, destination)."""
+    out = []
+    for args in dockerfile()["COPY"]:
+        *sources, destination = args.split()
+        out.append((sources, destination))
+    return out
+
+
+def test_the_image_installs_ductline_from_the_checkout(tmp_path: Path) -> None:
+    """ductline is on no package index: the image builds it from the checkout, which the
+    compose file gives as the build context. Every file the image copies is in the
+    context and let through by .dockerignore, and a wheel built from those files alone
+    installs the ductline of this checkout."""
+    context = (DEPLOY / compose()["x-ductline"]["build"]["context"]).resolve()
+    assert context == REPO
+    allowed = {line[1:] for line in (REPO / ".dockerignore").read_text(encoding="utf-8").splitlines()
+               if line.startswith("!")}
+    image = tmp_path / "image"
+    for sources, destination in copies():
+        for source in sources:
+            assert (context / source).exists(), source
+            assert source in allowed, f"{source} is not let through by .dockerignore"
+            target = image / destination.lstrip("/")
+            if destination.endswith("/"):
+                target = target / Path(source).name
+            if (context / source).is_dir():
+                shutil.copytree(context / source, target, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(context / source, target)
+    installs = [run for run in dockerfile()["RUN"] if run.startswith("pip install") and "--requirement" not in run]
+    assert installs == ['pip install "/src/ductline[postgres,dashboard]"']
+    requirements = (DEPLOY / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    assert not [r for r in requirements if r.strip() and not r.startswith("#") and "ductline" in r]
+    built = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path / "dist"),
+                            str(image / "src" / "ductline")], capture_output=True, text=True)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    wheel = next((tmp_path / "dist").glob("ductline-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "ductline/pipeline.py" in names and "ductline/store/postgres/queries.sql" in names
 
 
 def test_the_probes_ask_what_the_processes_serve() -> None:
