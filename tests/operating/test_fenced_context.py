@@ -121,3 +121,43 @@ def test_a_large_output_recorded_after_cancel_and_prune_writes_no_payload(store)
             job.job_id, job.run_id, job.step, job.scope, job.attempt, job.lease_token), output, 0)
     assert done.outcome == record.Outcome.LOST
     assert set(rows_of(store, job.run_id).values()) == {0}  # payloads and their chunks included
+
+
+def test_a_log_batch_racing_a_prune_of_its_cancelled_run_leaves_no_rows(store, backend, db_url):
+    """PostgreSQL: a step's last log lines, sent as its run was cancelled, meet a prune
+    of the run under way (its jobs locked, its rows being deleted): the batch waits
+    for the prune and finds its attempt gone, instead of landing beside a deleted run."""
+    if backend != "postgres":
+        pytest.skip("SQLite serializes writes: no prune is half-done while a batch is written")
+    import psycopg
+
+    from ductline.store import steplogs
+
+    job = claimed(store)
+    cancel_run(store, job.run_id)
+    outcome: list[BaseException | None] = []
+    with psycopg.connect(db_url.replace("postgresql+psycopg", "postgresql")) as pruning:
+        # What a prune's transaction holds before it commits (prune_busy, then the deletes).
+        pruning.execute("SELECT id FROM ductline_jobs WHERE run_id = %s FOR UPDATE", (job.run_id,))
+        for table in ("ductline_step_logs", "ductline_attempts", "ductline_jobs"):
+            pruning.execute(f"DELETE FROM {table} WHERE run_id = %s", (job.run_id,))
+        pruning.execute("DELETE FROM ductline_runs WHERE id = %s", (job.run_id,))
+
+        def append() -> None:
+            try:
+                steplogs.append(store.dialect, job.job_id, job.attempt, job.lease_token, 0,
+                                [(1, "INFO", "stdout", "last words")])
+                outcome.append(None)
+            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+                outcome.append(exc)
+
+        writer = threading.Thread(target=append)
+        writer.start()
+        with psycopg.connect(db_url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as watching:
+            wait_for(lambda: bool(outcome) or watching.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' "
+                "AND query LIKE '%INTO ductline_step_logs%'").fetchone()[0] > 0)
+        pruning.commit()
+        writer.join(30)
+    assert outcome == [None]
+    assert set(rows_of(store, job.run_id).values()) == {0}, rows_of(store, job.run_id)  # no row outlives its run
