@@ -1,9 +1,10 @@
 """Durability: SIGKILL a real worker at named points of its loop (and in the middle
 of a step); a fresh worker finishes every run with each step succeeded once.
 
-Every test runs on SQLite, on PostgreSQL, and on PostgreSQL through a real PgBouncer
+Every checkpoint runs on SQLite and on PostgreSQL; PostgreSQL through a real PgBouncer
 in transaction pooling mode -- with LISTEN on a direct connection (``pgbouncer``) and
-without one, polling (``pgbouncer-poll``)."""
+without one, polling (``pgbouncer-poll``) -- runs the kill in the middle of a step and
+the SIGTERM on both routes, and a share of the checkpoints (`THROUGH_PGBOUNCER`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,26 @@ from helpers import start_worker, stop_worker, wait_for
 from ductline.views import run_view
 
 RUNS = 4
+CHECKPOINTS = ["after_claim", "after_dispatch", "before_record", "after_record"]
+BATCH_CHECKPOINTS = ["after_record", "after_claim"]
+# Every checkpoint sits between two committed transactions, so what a kill there
+# loses is the worker's own state (claimed jobs not started, a result not recorded),
+# the same whichever way its connections reach PostgreSQL: the store's SQL is the
+# same, and a killed client of PgBouncer holds no transaction the pooler must roll
+# back. What the routes through PgBouncer add is that a second worker behind it
+# finds and finishes the dead worker's jobs, woken by LISTEN or by polling: each
+# route runs one checkpoint of each test (a dispatched attempt and an unrecorded
+# result; an outcome recorded together with a claim and a claim alone), and a kill
+# at any moment, in the middle of a step, where it may hold a transaction.
+THROUGH_PGBOUNCER = [("pgbouncer", "after_dispatch"), ("pgbouncer-poll", "before_record")]
+BATCH_THROUGH_PGBOUNCER = [("pgbouncer", "after_record"), ("pgbouncer-poll", "after_claim")]
+
+
+def _cases(checkpoints, through_pgbouncer):
+    """``(backend, checkpoint)`` pairs: every checkpoint on both backends, then the
+    ones through PgBouncer."""
+    return [(backend, checkpoint) for backend in ("sqlite", "postgres") for checkpoint in checkpoints] \
+        + through_pgbouncer
 
 
 @pytest.fixture(params=["sqlite", "postgres", "pgbouncer", "pgbouncer-poll"])
@@ -51,7 +72,7 @@ def handle_input(view):
     return view["args"][0]
 
 
-@pytest.mark.parametrize("checkpoint", ["after_claim", "after_dispatch", "before_record", "after_record"])
+@pytest.mark.parametrize(("backend", "checkpoint"), _cases(CHECKPOINTS, THROUGH_PGBOUNCER))
 def test_sigkill_at_checkpoint_loses_nothing(store, db_url, checkpoint):
     env = {"DUCTLINE_LEASE_SECONDS": "2", "DUCTLINE_FAULT": checkpoint}
     first = start_worker(db_url, env=env)
@@ -66,7 +87,7 @@ def test_sigkill_at_checkpoint_loses_nothing(store, db_url, checkpoint):
     assert_each_step_succeeded_once(store, handles)
 
 
-@pytest.mark.parametrize("checkpoint", ["after_record", "after_claim"])
+@pytest.mark.parametrize(("backend", "checkpoint"), _cases(BATCH_CHECKPOINTS, BATCH_THROUGH_PGBOUNCER))
 def test_sigkill_after_a_batch_that_recorded_and_claimed_together_loses_nothing(store, db_url, checkpoint):
     # The worker claims its next jobs inside the transaction that records outcomes:
     # killed after that commit, before the claimed attempts start, the claimed jobs
