@@ -80,6 +80,8 @@ def slow_but_alive(x):
 
 
 outlives_lease = Pipeline("kill_outlives_lease").start(slow_but_alive, timeout=30)
+# Two quick steps: a run that needs the database's writes end to end, and nothing else.
+follow_up = Pipeline("kill_follow_up").start(fine).chain(to=fine, name="kill_follow_up_next")
 
 
 def fails(x):

@@ -1,5 +1,9 @@
 """Step timeouts that really kill (DESIGN.md "Step timeouts"), with real children
-and real signals, on both backends."""
+and real signals, on both backends.
+
+The tests that need a worker with the defaults share one per backend
+(`shared_worker`), and look only at the runs they trigger; those that need other
+settings, or kill their worker, start their own."""
 
 from __future__ import annotations
 
@@ -9,11 +13,13 @@ from pathlib import Path
 
 import kill_app
 import pytest
-from helpers import process_running, start_worker, stop_worker, stop_workers, wait_for
+from helpers import process_running, shared_worker_fixture, start_worker, stop_worker, stop_workers, wait_for
 
 from ductline.views import run_view
 
 KILL_APP = str(Path(__file__).parent.parent / "apps" / "kill_app.py")
+
+shared_worker = shared_worker_fixture(KILL_APP)
 
 
 @pytest.fixture
@@ -46,21 +52,19 @@ def duration_ms(store, handle):
 
 
 @pytest.mark.parametrize("pipeline", ["c_block", "spinning"])
-def test_a_stuck_child_is_killed_at_its_deadline(store, kill_worker, pipeline):
-    kill_worker()
-    handle = getattr(kill_app, pipeline).trigger(1, database=store)
-    timed_out_then_halted(store, handle)
-    elapsed, attempt = duration_ms(store, handle)
+def test_a_stuck_child_is_killed_at_its_deadline(shared_store, shared_worker, pipeline):
+    handle = getattr(kill_app, pipeline).trigger(1, database=shared_store)
+    timed_out_then_halted(shared_store, handle)
+    elapsed, attempt = duration_ms(shared_store, handle)
     assert elapsed >= 1000  # never early
     assert elapsed < 1000 + 2000  # SIGTERM works: no grace, no 5 s poll (generous: busy CI machines)
 
 
-def test_a_child_blocked_in_a_syscall_is_killed(store, kill_worker, tmp_path):
+def test_a_child_blocked_in_a_syscall_is_killed(shared_store, shared_worker, tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    kill_worker()
-    handle = kill_app.syscall_block.trigger(str(fifo), database=store)
-    timed_out_then_halted(store, handle)
+    handle = kill_app.syscall_block.trigger(str(fifo), database=shared_store)
+    timed_out_then_halted(shared_store, handle)
 
 
 def test_a_child_ignoring_sigterm_gets_sigkill_after_the_grace(store, kill_worker):
@@ -94,23 +98,21 @@ def test_a_sigkilled_worker_leaves_no_process_of_its_attempt_in_the_child_s_grou
                 pass
 
 
-def test_no_grandchild_survives(store, kill_worker, tmp_path):
+def test_no_grandchild_survives(shared_store, shared_worker, tmp_path):
     pidfile = tmp_path / "pids"
-    kill_worker()
-    handle = kill_app.grandchildren.trigger(str(pidfile), database=store)
+    handle = kill_app.grandchildren.trigger(str(pidfile), database=shared_store)
     assert handle.wait(90) == "halted"
-    [attempt] = run_view(store, handle.id)["steps"][0]["attempts"]
+    [attempt] = run_view(shared_store, handle.id)["steps"][0]["attempts"]
     assert attempt["result"] == "timed_out"
     pids = [int(p) for p in pidfile.read_text().split()]
     wait_for(lambda: not any(process_running(p) for p in pids), timeout=10)
 
 
-def test_a_killed_child_holding_a_transaction_leaves_no_lock(store, kill_worker, db_url):
-    kill_worker()
-    handle = kill_app.transaction_held.trigger(db_url, database=store)
-    timed_out_then_halted(store, handle)
+def test_a_killed_child_holding_a_transaction_leaves_no_lock(shared_store, shared_worker, shared_backend_url):
+    handle = kill_app.transaction_held.trigger(shared_backend_url, database=shared_store)
+    timed_out_then_halted(shared_store, handle)
     # the engine writes again: a new run completes end to end
-    follow = kill_app.outlives_lease.trigger(1, database=store)
+    follow = kill_app.follow_up.trigger(1, database=shared_store)
     assert follow.wait(90) == "completed"
 
 
@@ -123,11 +125,10 @@ def test_a_step_longer_than_the_lease_keeps_it(store, kill_worker):
     assert [a["result"] for a in step["attempts"]] == ["succeeded"]
 
 
-def test_retries_are_spaced_by_retry_delay_on_the_database_clock(store, kill_worker):
-    kill_worker()
-    handle = kill_app.retry_spacing.trigger(1, database=store)
+def test_retries_are_spaced_by_retry_delay_on_the_database_clock(shared_store, shared_worker):
+    handle = kill_app.retry_spacing.trigger(1, database=shared_store)
     assert handle.wait(90) == "halted"
-    attempts = sorted(store.run_attempts(handle.id), key=lambda a: a["attempt"])
+    attempts = sorted(shared_store.run_attempts(handle.id), key=lambda a: a["attempt"])
     assert [a["result"] for a in attempts] == ["errored"] * 3
     for before, after in zip(attempts, attempts[1:]):
         assert after["started_ms"] - before["finished_ms"] >= 1000
