@@ -252,6 +252,39 @@ def test_jobs_that_hand_on_nothing_queue_their_span_of_work():
     assert slowish.room(3) == 3 * DEPTH
 
 
+def test_a_backlog_claim_fills_the_queue_for_when_it_lands():
+    """In a backlog (claimed jobs hand on nothing: a drain), the children start what is
+    queued while the claim's recording runs: the claim fills the queue for when it
+    lands, counting what is queued now as started by then, up to a full queue (a worker
+    keeps at most two queues' worth). Next steps of runs under way fill it for now."""
+    from ductline.runtime.ahead import CHAIN_DEPTH, MAX_DEPTH
+    from ductline.store.records import ClaimedJob
+
+    def jobs(n):
+        return [ClaimedJob(job_id=f"j{i}", run_id=f"j{i}", pipeline="p", step="s", scope="", input="[]",
+                           attempt=1, lease_token=f"j{i}", timeout_seconds=None, boundary=None, not_before_ms=0,
+                           started_ms=0, deadline_ms=None, run_deadline_ms=None) for i in range(n)]
+
+    ahead = Ahead()
+    ahead.observe(0.0005)
+    ahead.observe_claim(60, 0)  # one claim of sixty jobs that hand on nothing: a backlog
+    ahead.observe_recording(0.01)
+    full = 2 * MAX_DEPTH
+    assert ahead.room(2) == full
+    ahead.add(jobs(full), confirmed=0.0)
+    assert ahead.room(2) == full  # a full queue now is started by the time the claim lands
+    ahead.add(jobs(full // 2), confirmed=0.0)
+    assert ahead.room(2) == full // 2
+    ahead.add(jobs(full // 2), confirmed=0.0)
+    assert ahead.room(2) == 0  # two queues' worth: the most a worker keeps
+
+    chains = Ahead()
+    chains.observe(0.0005)
+    chains.observe_recording(0.01)
+    chains.add(jobs(2 * CHAIN_DEPTH), confirmed=0.0)
+    assert chains.room(2) == 0  # next steps of runs under way: one queue's worth
+
+
 def test_which_transitions_hand_on_at_once():
     """A completion readies the next step at once, except into a combine or a collapse
     (they wait for their siblings); a last step has no next."""

@@ -39,8 +39,10 @@ recording, waits for the recording that claims it (bigger with a deeper queue) a
 queues behind what is there. So the queue goes deeper only while hardly any job the
 worker claims readies a next step as it completes -- last steps of runs (a drain of
 independent runs), elements of an expand (their collapse waits for all of them):
-then it holds up to `AHEAD_SECONDS` of work per slot, at most `MAX_DEPTH` jobs,
-which bounds what a worker keeps from the others.
+then it holds up to `AHEAD_SECONDS` of work per slot, at most `MAX_DEPTH` jobs. There
+the children outrun the recordings, so a claim fills the queue for when it lands,
+counting what is queued now as started by then (`Ahead.room`): a worker keeps at most
+two queues' worth from the others.
 
 Jobs claimed before their time: a delayed job due within a short horizon is claimed
 ahead of its not-before time (`ductline.runtime.horizon`), so that at that time it
@@ -72,7 +74,7 @@ from ductline.store.records import ClaimedJob
 # the claimed jobs ready next steps, and at most otherwise.
 DEPTH = 4
 CHAIN_DEPTH = 16
-MAX_DEPTH = 32
+MAX_DEPTH = 64
 # Work queued per usable slot while hardly any claimed job readies a next step
 # (seconds of attempts, by their moving average): no-op attempts fill `MAX_DEPTH`,
 # attempts of 10 ms queue 5.
@@ -89,6 +91,7 @@ SHORT_SECONDS = 0.1
 # A queued job not started this long after its claim is given back (seconds).
 OVERDUE_SECONDS = 5.0
 _WEIGHT = 0.2  # of the newest attempt in the moving average
+_JOB_WEIGHT = 0.05  # of each newly claimed job in the share of those that hand on
 
 
 @dataclass(slots=True)
@@ -132,7 +135,10 @@ class Ahead:
         """A claim brought ``jobs`` jobs, ``handing_on`` of which ready a next step as
         they complete (`ductline.dsl.graph.Transition.hands_on`)."""
         if jobs:
-            self._handing_on += _WEIGHT * (handing_on / jobs - self._handing_on)
+            # Each job is an observation: a claim of many weighs more than a claim of
+            # one, so a worker that starts on a backlog finds it within a few claims.
+            weight = 1 - (1 - _JOB_WEIGHT) ** jobs
+            self._handing_on += weight * (handing_on / jobs - self._handing_on)
 
     def room(self, usable_slots: int) -> int:
         """How many more jobs may be queued now."""
@@ -143,7 +149,17 @@ class Ahead:
         span = max(AHEAD_SECONDS if backlog else 0.0, self._recording or 0.0)
         depth = min(MAX_DEPTH if backlog else CHAIN_DEPTH,
                     max(self.depth, math.ceil(span / max(self._average, 1e-4)) + 1))
-        return max(0, depth * usable_slots - len(self._jobs))
+        full = depth * usable_slots
+        if backlog:
+            # The claim lands a recording from now. In a backlog the children outrun the
+            # recordings (a short attempt takes a child well under a millisecond, a
+            # recording tens of them), so by then they have started what is queued now,
+            # up to a full queue: the claim fills the queue for then. Filled for now,
+            # the queue ran dry at every claim, and each recording brought back and
+            # claimed what one queue less its leftover held: fewer jobs per transaction,
+            # and a slower drain. A worker then keeps at most two queues' worth.
+            return max(0, min(full, 2 * full - len(self._jobs)))
+        return max(0, full - len(self._jobs))
 
     def started_within(self, usable_slots: int, seconds: float) -> int:
         """How many attempts ``usable_slots`` slots start within the next ``seconds`` at
