@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 import rt_app
-from helpers import APP
+from helpers import APP, ductline_in_process
 from starlette.testclient import TestClient
 
 from ductline.model import tags as tag_rules
@@ -129,7 +128,9 @@ def test_prune_deletes_a_runs_tags(store):
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ductline", *args], capture_output=True, text=True, timeout=60)
+    # What the commands print and exit with: run by the command line's entry point in
+    # this process (no interpreter start per command).
+    return ductline_in_process(*args)
 
 
 def test_cli_trigger_runs_and_show(db_url, store):
