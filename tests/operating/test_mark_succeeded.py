@@ -14,7 +14,7 @@ import sys
 
 import pytest
 import rt_app
-from helpers import APP, start_worker, stop_worker, wait_for
+from helpers import APP, ductline_in_process, start_worker, stop_worker, wait_for
 
 from ductline.errors import InvalidStateError
 from ductline.handle import RunHandle
@@ -61,8 +61,7 @@ def test_a_paid_step_that_failed_after_paying_is_marked_and_the_run_completes(db
     # (the attempts table below keeps that error: it is the attempt's history).
     error = step["attempts"][-1]["error_type"]
     for columns in ("200", "80"):
-        shown = subprocess.run([sys.executable, "-m", "ductline", "show", run.id, "--database", db_url],
-                               capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": columns})
+        shown = ductline_in_process("show", run.id, "--database", db_url, env={"COLUMNS": columns})
         lines = shown.stdout.splitlines()
         row = next(line for line in lines if "pays_then_fails" in line)  # the steps table comes first
         assert "marked succeeded by ana" in row and error not in row, shown.stdout
@@ -133,15 +132,22 @@ def test_refusals_change_nothing(store):
     assert step_run(store, run.id, "add_one")["status"] == "skipped"  # as the cancel left it
 
 
-def cli(db_url, *args, env=None):
+def cli(db_url, *args):
+    """The command run by the command line's entry point in this process: what it prints
+    and exits with."""
+    return ductline_in_process("mark-succeeded", *args, "--app", APP, "--database", db_url)
+
+
+def cli_process(db_url, *args, env):
+    """The command in a process of its own (one a fault checkpoint can kill)."""
     return subprocess.run([sys.executable, "-m", "ductline", "mark-succeeded", *args, "--app", APP,
                            "--database", db_url], capture_output=True, text=True, timeout=60, env=env)
 
 
 def test_cli_killed_inside_the_mark_leaves_nothing_then_marks_once(db_url, store):
     run = halted(store, db_url, rt_app.unsafe, 1)
-    killed = cli(db_url, run.id, "pays_then_fails", "--output", '"paid"',
-                 env={**os.environ, "DUCTLINE_FAULT": "during_mark"})
+    killed = cli_process(db_url, run.id, "pays_then_fails", "--output", '"paid"',
+                         env={**os.environ, "DUCTLINE_FAULT": "during_mark"})
     assert killed.returncode == -signal.SIGKILL
     assert store.get_run(run.id)["status"] == "halted" and run_view(store, run.id)["operator_actions"] == []
     assert step_run(store, run.id, "pays_then_fails")["status"] == "failed"
@@ -156,8 +162,7 @@ def test_cli_killed_inside_the_mark_leaves_nothing_then_marks_once(db_url, store
     deep = cli(db_url, run.id, "pays_then_fails", "--output", "[" * 60_000)
     assert (deep.returncode, "Traceback" in deep.stderr) == (2, False), deep.stderr
     assert "--output is nested too deeply" in deep.stderr
-    shown = subprocess.run([sys.executable, "-m", "ductline", "show", run.id, "--database", db_url],
-                           capture_output=True, text=True, timeout=60)
+    shown = ductline_in_process("show", run.id, "--database", db_url)
     # the reason is the operator's text: on one line, it cannot forge a line of its own
     assert "marked pays_then_fails succeeded (it was failed): charged\\nFAKE: done" in shown.stdout
     assert not any(line.startswith("FAKE") for line in shown.stdout.splitlines())
@@ -330,8 +335,7 @@ def test_an_expanded_step_named_without_index_says_which_indexes_may_be_marked(f
     failed = fail_one_element(store, pipeline, run.id)
     assert sorted(j["status"] for j in store.run_jobs(run.id) if j["step"] == "part") == ["failed", "held", "held"]
     # Three may be marked (one failed, two held): the CLI says which, and how to choose.
-    done = subprocess.run([sys.executable, "-m", "ductline", "mark-succeeded", run.id, "part", "--output", "1",
-                           "--app", path, "--database", db_url], capture_output=True, text=True, timeout=60)
+    done = ductline_in_process("mark-succeeded", run.id, "part", "--output", "1", "--app", path, "--database", db_url)
     assert done.returncode == 2, done
     assert (f"run {run.id}: step part has 3 step runs (indexes 0-2); those that may be marked succeeded are 0-2: "
             "name one by its index (--index N on the command line, index= in Python, \"index\" in the API)"
