@@ -290,3 +290,38 @@ def test_children_that_keep_failing_to_start_are_restarted_ever_more_slowly(tmp_
     # The 3rd failure makes the worker unhealthy: the 4th child starts 1 s after it at
     # the earliest, the 5th 2 s after the 4th's failure, the 6th 4 s after the 5th's.
     assert gaps[2] >= 1.0 and gaps[3] >= 2.0 and gaps[4] >= 4.0, gaps
+
+
+def test_a_worker_with_many_slots_waits_per_round_of_failed_starts_not_per_child(tmp_path, db_url, store, workers):
+    """Children that fail together (one per slot, and the spares, started at once)
+    make one round: the next round starts 1 s after it, as with one slot. Counted per
+    child, a worker with 4 slots went past the doubling at once and waited 30 s before
+    its first new child, so a passing failure (a licence server back a second later)
+    kept it idle for half a minute."""
+    app = tmp_path / "children_fail_app.py"
+    app.write_text(CHILDREN_FAIL_APP)
+    marker = tmp_path / "children-fail"
+    marker.write_text("")
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "wb") as log_file:
+        workers(concurrency=4, env={"CHILDREN_FAIL_MARKER": str(marker)}, app=str(app), stderr=log_file)
+
+        def failures() -> list[datetime]:
+            return [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") for line in log_path.read_text().splitlines()
+                    if "Child could not import the apps" in line]
+
+        def rounds() -> list[list[datetime]]:
+            found: list[list[datetime]] = []
+            for at in failures():
+                if found and (at - found[-1][-1]).total_seconds() < 0.5:
+                    found[-1].append(at)
+                else:
+                    found.append([at])
+            return found
+
+        seen = wait_for(lambda: rounds() if len(rounds()) >= 3 else None, timeout=20)
+    assert len(seen[0]) >= 4, seen  # a child per slot failed in the first round
+    gaps = [(b[0] - a[-1]).total_seconds() for a, b in zip(seen, seen[1:])]
+    # 1 s after the first round, 2 s after the second: never more than the wait that
+    # round earned plus the child's start.
+    assert 1.0 <= gaps[0] < 5.0 and 2.0 <= gaps[1] < 8.0, gaps

@@ -77,7 +77,9 @@ START_BACKOFF_CAP_SECONDS = 30.0
 def start_backoff_seconds(failed_starts: int) -> float:
     """How long after its last failed start a worker starts its next child (seconds):
     0 below `START_FAILURES_TOLERATED` failures in a row, then 1 s doubling up to
-    `START_BACKOFF_CAP_SECONDS`."""
+    `START_BACKOFF_CAP_SECONDS`. Children that fail while the worker waits out such a
+    pause (started together with the one that began it) are not counted again
+    (`ductline.runtime.starts`)."""
     if failed_starts < START_FAILURES_TOLERATED:
         return 0.0
     return min(START_BACKOFF_CAP_SECONDS, float(2 ** min(failed_starts - START_FAILURES_TOLERATED, 16)))

@@ -40,10 +40,15 @@ class Starts:
         self._changed = changed
         self._clock = clock
         self._failed_at = 0.0  # monotonic: when the last of them was found gone
+        # The failures the wait before the next start counts (`start_backoff_seconds`):
+        # children started together (one per slot, and the spares) that fail together
+        # make one round, counted once. Counted per child, a worker with many slots
+        # went past the doubling at once and waited the cap before its first new child.
+        self._rounds = 0
 
     def due_at(self) -> float | None:
         """When the next child may start (monotonic seconds), if that is ahead; ``None``: now."""
-        due = self._failed_at + start_backoff_seconds(self.failed)
+        due = self._failed_at + start_backoff_seconds(self._rounds)
         return due if due > self._clock() else None
 
     def fatal(self, child: Child, error_type: str, error: str) -> None:
@@ -56,15 +61,18 @@ class Starts:
         if self.failed >= START_FAILURES_TOLERATED:
             log.warning("A step child started after %d that failed; the worker runs steps again", self.failed)
             self._changed()
-        self.failed, self.error = 0, None
+        self.failed, self.error, self._rounds = 0, None, 0
 
     def gone(self, child: Child) -> None:
         """``child`` ended: a failed start if it never said it was ready."""
         if child.ready:
             return
+        now = self._clock()
+        if now >= self._failed_at + start_backoff_seconds(self._rounds):
+            self._rounds += 1  # not a child of the round whose wait runs now
         self.failed += 1
         self.error = child.start_error
-        self._failed_at = self._clock()
+        self._failed_at = now
         if self.failed == START_FAILURES_TOLERATED:
             log.error("Worker unhealthy: %s; it keeps restarting them", start_problem(self.failed, self.error))
             self._changed()
