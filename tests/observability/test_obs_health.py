@@ -20,12 +20,13 @@ from click.testing import CliRunner
 from ductline.cli import cli
 from ductline.observability import health as checks
 from ductline.observability.command import health, workers
-from helpers import wait_for
+from helpers import ductline_in_process, wait_for
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ductline", *args], check=False, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **(env or {})})
+    """The command run by the command line's entry point in this process (what it prints
+    and exits with; the tests that poll it call it many times)."""
+    return ductline_in_process(*args, env=env)
 
 
 def test_commands_are_registered():
