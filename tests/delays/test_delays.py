@@ -14,7 +14,6 @@ import re
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 import delay_app
 import psycopg
 import pytest
-from helpers import stop_worker, wait_for
+from helpers import ductline_in_process, stop_worker, wait_for
 
 import ductline
 from ductline.engine import record
@@ -147,9 +146,10 @@ def require_wait(condition, timeout: float = 30.0, interval: float = 0.05) -> ob
         raise RuntimeError(str(exc)) from None
 
 
-def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ductline", *args], capture_output=True, text=True,
-                          check=False, timeout=timeout)
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command run by the command line's entry point in this process: what it
+    prints and exits with."""
+    return ductline_in_process(*args)
 
 
 def db_ms_to_datetime(ms: int, offset_hours: float = 0) -> datetime:
@@ -616,13 +616,10 @@ def test_cli_trigger_with_delay_and_delay_until(store, db_url):
     before = sql(db_url, "SELECT count(*) FROM ductline_runs")
     cases = (("--delay", "1.5m", "1.5m"), ("--delay", "-5", "-5"),
              ("--delay-until", "2099-01-01T09:00:00", "naive"), ("--delay-until", "tomorrow", "ISO 8601"))
-    procs = [subprocess.Popen([sys.executable, "-m", "ductline", "trigger", target, flag, value,
-                               "--database", db_url, "--json"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for flag, value, _ in cases]  # side by side: each is a separate interpreter start
-    for (flag, value, fragment), proc in zip(cases, procs):
-        stdout, stderr = proc.communicate(timeout=60)
-        assert proc.returncode == 2, (flag, value, stdout, stderr)
+    for flag, value, fragment in cases:
+        refused = cli("trigger", target, flag, value, "--database", db_url, "--json")
+        stdout, stderr = refused.stdout, refused.stderr
+        assert refused.returncode == 2, (flag, value, stdout, stderr)
         assert fragment in stderr and "error" in stderr, stderr
         assert "Traceback" not in stderr
         assert stdout == ""
