@@ -33,6 +33,7 @@ from ductline.errors import ConfigurationError
 
 log = logging.getLogger("ductline.config")
 from ductline.loglevels import check_level
+from ductline.logreach import logs_somewhere as _logs_somewhere
 from ductline.model.events import MAX_KEPT_EVENTS
 from ductline.model.outcomes import MAX_RELEASES
 from ductline.numerals import decimal_number, whole_number
@@ -364,17 +365,6 @@ def _warn_misspelt_variables(types: dict[str, Any]) -> None:
                 log.warning(message)
             else:  # a program that configured no logging (ductline's own handler drops records)
                 warnings.warn(message, UserWarning, stacklevel=4)
-
-
-def _logs_somewhere(logger: logging.Logger) -> bool:
-    """Whether a record of ``logger`` reaches a handler that shows it (not only
-    ductline's `logging.NullHandler`)."""
-    current: logging.Logger | None = logger
-    while current is not None:
-        if any(not isinstance(h, logging.NullHandler) for h in current.handlers):
-            return True
-        current = current.parent if current.propagate else None
-    return False
 
 
 def _did_you_mean(key: str, known: dict[str, Any]) -> str:

@@ -219,6 +219,35 @@ def test_one_shot_commands_through_a_pooler_do_not_nag_and_a_worker_says_it_once
     assert said.count("connection pooler") == 1 and "WARNING" in said, said
 
 
+PROGRAM_THROUGH_A_POOLER = """
+import logging, sys
+from ductline.store import open_store
+if sys.argv[2] == "logging":
+    logging.basicConfig(level=logging.INFO)
+for _ in range(2):  # a second store of the process does not say it again
+    store = open_store(sys.argv[1], max_connections=1)
+    try:
+        store.list_runs()
+    finally:
+        store.close()
+"""
+
+
+@pytest.mark.parametrize("configured", ["no-logging", "logging"])
+def test_an_application_through_a_pooler_is_told_once_whether_or_not_it_configured_logging(db_url, pgbouncer,
+                                                                                           configured):
+    """A program that stays up says the notice at WARNING where its operator reads it:
+    in its log if it configured logging, else as a Python warning on stderr (ductline's
+    own handler drops records where no logging is configured; the notice was lost)."""
+    url = pgbouncer.url(db_url.rpartition("/")[2])
+    done = subprocess.run([sys.executable, "-c", PROGRAM_THROUGH_A_POOLER, url, configured],
+                          capture_output=True, text=True, timeout=120, env=os.environ.copy())
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("leads through a connection pooler") == 1, done.stderr
+    assert ("UserWarning" in done.stderr) is (configured == "no-logging"), done.stderr
+    assert "Set DUCTLINE_DATABASE_POOLING=transaction" in done.stderr
+
+
 def test_a_direct_url_without_the_setting_keeps_listen_and_prepared_statements(db_url, monkeypatch, caplog):
     fresh_notices(monkeypatch)
     store = open_store(db_url, max_connections=1)

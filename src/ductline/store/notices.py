@@ -4,7 +4,8 @@ that depends on what the process is.
 
 The rule, here and nowhere else: a process that stays up -- a worker, the
 dashboard, ``ductline run`` (it runs a worker), an application that triggers runs
--- says each notice once, at WARNING, where its operator reads its log. A one-shot
+-- says each notice once, at WARNING, where its operator reads its log (as a Python
+warning on stderr in a program that configured no logging: `ductline.logreach`). A one-shot
 command of the command line (``ductline runs``, ``show``, ``trigger``, ...) says
 it at DEBUG: the store works the same either way, and a line repeated by every
 command would be noise an operator learns to skip (``--log-level DEBUG`` shows
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import logging
 import threading
+
+from ductline.logreach import warn
 
 _lock = threading.Lock()
 _said: set[str] = set()
@@ -37,11 +40,15 @@ def level() -> int:
 
 def once(logger: logging.Logger, key: str, message: str) -> bool:
     """Log ``message`` on ``logger`` at `level`, unless a notice with ``key`` was
-    logged by this process already. Returns whether it was logged now."""
+    logged by this process already; at WARNING in a program whose logging shows no
+    ductline record, a `UserWarning` instead. Returns whether it was said now."""
     with _lock:
         if key in _said:
             return False
         _said.add(key)
-    logger.log(level(), message)
+    if _one_shot:
+        logger.log(logging.DEBUG, message)
+    else:
+        warn(logger, message)
     return True
 
