@@ -76,12 +76,14 @@ def test_wait_keeps_its_timeout_and_stops_on_sigterm_while_the_database_does_not
     handle = rt_app.busy.trigger(600, database=store)
     proxies, waits = [], []
     try:
-        for args in (("--timeout", "10"), ()):
+        # The timed wait starts last, so that the database goes silent as soon as it
+        # watches: its 5 s run out while no answer comes.
+        for args in ((), ("--timeout", "5")):
             proxy, url = TcpProxy.for_url(db_url)
             proxies.append(proxy)
             waits.append(_wait(url, handle.id, *args))
             wait_for(lambda: _watching(db_url, proxy), timeout=60)
-        timed, signalled = waits
+        signalled, timed = waits
         for proxy in proxies:
             proxy.hold()
         signalled.send_signal(signal.SIGTERM)
@@ -90,7 +92,7 @@ def test_wait_keeps_its_timeout_and_stops_on_sigterm_while_the_database_does_not
         assert f"stopped waiting; run {handle.id} is still pending (the run goes on)" in err
         out, err = timed.communicate(timeout=30)
         assert timed.returncode == 124, err
-        assert f"run {handle.id} is still pending after 10 (the run goes on)" in err
+        assert f"run {handle.id} is still pending after 5 (the run goes on)" in err
     finally:
         for proc in waits:
             if proc.poll() is None:
