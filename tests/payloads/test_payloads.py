@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 
 import payload_app as pa
+from helpers import ductline_in_process
 
 from ductline import PayloadTooLarge
 from ductline.store import payloads
@@ -34,8 +33,8 @@ def _job(store, run_id, step, index=None):
 
 
 def _show_json(db_url, run_id):
-    done = subprocess.run([sys.executable, "-m", "ductline", "show", run_id, "--json", "--database", db_url],
-                          capture_output=True, text=True, timeout=60, check=True)
+    done = ductline_in_process("show", run_id, "--json", "--database", db_url)
+    assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 

@@ -89,8 +89,7 @@ def test_logs_are_captured_forwarded_stored_and_shown(store, db_url, tmp_path):
     assert [json.loads(x)["message"] for x in only] == ["error kept"]
     followed = _cli(db_url, "logs", handle.id, "--follow")  # a settled run: prints and returns
     assert followed == text
-    none = subprocess.run([sys.executable, "-m", "ductline", "logs", handle.id, "--step", "absent", "--database",
-                           db_url], capture_output=True, text=True, timeout=120)
+    none = ductline_in_process("logs", handle.id, "--step", "absent", "--database", db_url)
     # The worker recorded the definition: a step it does not have is an error naming those it has.
     assert (none.returncode, none.stdout) == (2, "")
     assert f"run {handle.id} has no step 'absent'; its steps: chatty, verbose, quiet" in none.stderr
@@ -157,7 +156,6 @@ def test_logs_follow_prints_records_as_a_running_step_writes_them(store, db_url,
 
 
 def test_logs_of_a_missing_run_is_a_clear_error(db_url):
-    done = subprocess.run([sys.executable, "-m", "ductline", "logs", "deadbeef", "--database", db_url],
-                          capture_output=True, text=True, timeout=120)
+    done = ductline_in_process("logs", "deadbeef", "--database", db_url)
     assert done.returncode == 2
     assert done.stderr.strip() == "error: RunNotFound: run 'deadbeef' not found"
