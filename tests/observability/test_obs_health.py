@@ -326,3 +326,41 @@ def test_a_worker_with_many_slots_waits_per_round_of_failed_starts_not_per_child
     # 1 s after the first round, 2 s after the second: never more than the wait that
     # round earned plus the child's start.
     assert 1.0 <= gaps[0] < 5.0 and 2.0 <= gaps[1] < 8.0, gaps
+
+
+CHILDREN_DIE_IDLE_APP = '''
+import os
+import threading
+
+from ductline import Pipeline
+
+# The worker imports this module first; each step child imports it too and says it
+# is ready, and then, while the marker file exists, exits on its own a moment later.
+if os.environ.get("CHILDREN_DIE_IMPORTED") and os.path.exists(os.environ["CHILDREN_DIE_MARKER"]):
+    threading.Timer(0.2, os._exit, (7,)).start()
+os.environ["CHILDREN_DIE_IMPORTED"] = "1"
+
+
+def one(x):
+    return x
+
+
+pipe = Pipeline("children_die").start(one)
+'''
+
+
+def test_a_step_child_that_exits_while_idle_is_said_in_the_worker_log(tmp_path, db_url, store, workers):
+    """A child that said it was ready and then exited on its own, before any attempt,
+    is replaced, and the worker says so (folded, with the exit code): a child that
+    kept dying this way had the worker start interpreters back to back without a
+    line in its log."""
+    app = tmp_path / "children_die_app.py"
+    app.write_text(CHILDREN_DIE_IDLE_APP)
+    marker = tmp_path / "children-die"
+    marker.write_text("")
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "wb") as log_file:
+        workers(concurrency=1, env={"CHILDREN_DIE_MARKER": str(marker)}, app=str(app), stderr=log_file)
+        said = wait_for(lambda: [line for line in log_path.read_text().splitlines()
+                                 if "exited on its own while idle" in line])
+    assert "WARNING" in said[0] and "exit code 7" in said[0], said

@@ -16,6 +16,7 @@ import time
 from typing import Callable
 
 from ductline.execution.process import Child
+from ductline.runtime.folding import FoldedWarning
 from ductline.model.workers import START_FAILURES_TOLERATED, start_backoff_seconds, start_problem
 
 log = logging.getLogger("ductline.worker")
@@ -23,6 +24,8 @@ log = logging.getLogger("ductline.worker")
 # The error type of a child's FATAL message whose text already names the app
 # (`ductline.apps.import_app`): the type adds nothing to the problem's text.
 _NAMED_APP_TYPE = "ductline.errors.TargetError"
+# At most one line a minute about children that exit on their own while idle (seconds).
+IDLE_EXIT_LOG_EVERY_SECONDS = 60.0
 
 
 class Starts:
@@ -32,9 +35,11 @@ class Starts:
         changed: called when the worker's health turns (unhealthy or healthy
             again), so that its row says so at once rather than at its next heartbeat.
         clock: the monotonic clock (seconds).
+        stopping: whether the worker stops (it ends its children itself then).
     """
 
-    def __init__(self, changed: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, changed: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.monotonic,
+                 stopping: Callable[[], bool] = lambda: False) -> None:
         self.failed = 0  # new children that failed to start in a row
         self.error: str | None = None  # what the last of them reported, if it did
         self._changed = changed
@@ -45,6 +50,12 @@ class Starts:
         # make one round, counted once. Counted per child, a worker with many slots
         # went past the doubling at once and waited the cap before its first new child.
         self._rounds = 0
+        self._stopping = stopping
+        # A child that said it was ready and exited before any attempt, on its own (a
+        # thread of the app that ends the process, a kill from outside), is replaced
+        # like one that failed its start; unsaid, such children restarted back to back
+        # with nothing in the worker's log.
+        self._idle_exits = FoldedWarning(log, IDLE_EXIT_LOG_EVERY_SECONDS, clock)
 
     def due_at(self) -> float | None:
         """When the next child may start (monotonic seconds), if that is ahead; ``None``: now."""
@@ -66,6 +77,9 @@ class Starts:
     def gone(self, child: Child) -> None:
         """``child`` ended: a failed start if it never said it was ready."""
         if child.ready:
+            if not child.used and not self._stopping():
+                self._idle_exits.warning("A step child exited on its own while idle, before any attempt "
+                                         "(exit code %s); it is replaced", child.process.returncode)
             return
         now = self._clock()
         if now >= self._failed_at + start_backoff_seconds(self._rounds):

@@ -102,7 +102,8 @@ class Worker:
         # At most one spare per slot: slots that time out together (claimed together,
         # same timeout) each get a ready child at once.
         # Children that fail to start make the worker unhealthy: its row says so at once.
-        self.starts = Starts(changed=lambda: self.heartbeat.soon(), clock=self.clock.now)
+        self.starts = Starts(changed=lambda: self.heartbeat.soon(), clock=self.clock.now,
+                             stopping=lambda: self.stopping)
         self.spares = Spares(apps, sys_path or [], min(concurrency, settings.spare_children), limits.message_cap,
                              self.starts)
         for slot in self.slots:
