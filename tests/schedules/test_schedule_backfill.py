@@ -14,7 +14,7 @@ from pathlib import Path
 
 import backfill_app
 import pytest
-from helpers import start_worker, stop_worker, wait_for
+from helpers import ductline_in_process, start_worker, stop_worker, wait_for
 
 from ductline import schedule
 from ductline.dsl.schedule import Schedule, latest_tick_ms, next_tick_ms, tick_iso, tick_key
@@ -117,13 +117,11 @@ def test_a_backfill_killed_inside_a_tick_leaves_nothing_and_the_next_one_finishe
 
 def test_cli_errors(db_url, store):
     hourly(store)
-    bad = subprocess.run([sys.executable, "-m", "ductline", "schedules", "backfill", "bf_hourly", "--from",
-                          "2020-01-01T00:00:00", "--to", "2020-01-02T00:00:00Z", "--app", BACKFILL_APP,
-                          "--database", db_url], capture_output=True, text=True, timeout=60)
+    bad = ductline_in_process("schedules", "backfill", "bf_hourly", "--from", "2020-01-01T00:00:00",
+                              "--to", "2020-01-02T00:00:00Z", "--app", BACKFILL_APP, "--database", db_url)
     assert bad.returncode == 2 and "UTC offset" in bad.stderr
-    missing = subprocess.run([sys.executable, "-m", "ductline", "schedules", "backfill", "nope", "--from",
-                              "2020-01-01T00:00:00Z", "--to", "2020-01-02T00:00:00Z", "--app", BACKFILL_APP,
-                              "--database", db_url], capture_output=True, text=True, timeout=60)
+    missing = ductline_in_process("schedules", "backfill", "nope", "--from", "2020-01-01T00:00:00Z",
+                                  "--to", "2020-01-02T00:00:00Z", "--app", BACKFILL_APP, "--database", db_url)
     assert missing.returncode != 0 and "no schedule named 'nope'" in missing.stderr
     assert store.list_runs() == []
 

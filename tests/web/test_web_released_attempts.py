@@ -6,12 +6,10 @@ It stays stored ``cancelled`` with error type ``Released``. Both backends."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import rt_app
 import web_support
+from helpers import ductline_in_process
 
 from ductline.engine import record
 from ductline.model.endings import SHUTDOWN_ERROR
@@ -20,6 +18,14 @@ from ductline.model.states import AttemptResult
 from ductline.store import Store
 from ductline.views import run_view
 from ductline.web import create_app
+
+
+def _show(run_id: str, *flags: str, db_url: str, columns: str | None = None) -> str:
+    """What ``ductline show`` prints, run by the command line's entry point in this process."""
+    done = ductline_in_process("show", run_id, *flags, "--database", db_url,
+                               env=None if columns is None else {"COLUMNS": columns})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def _release(store: Store, error: str, interrupted: bool) -> None:
@@ -42,8 +48,7 @@ def test_a_released_attempt_reads_released_not_cancelled(store, db_url, monkeypa
     stored = store.run_attempts(handle.id)
     assert {(a["result"], a["error_type"]) for a in stored} == {("cancelled", RELEASED_TYPE)}
 
-    shown = json.loads(subprocess.run([sys.executable, "-m", "ductline", "show", handle.id, "--json", "--database",
-                                       db_url], capture_output=True, text=True, timeout=120, check=True).stdout)
+    shown = json.loads(_show(handle.id, "--json", db_url=db_url))
     with TestClient(create_app(store, token=None), base_url="http://localhost") as client:
         page = client.get(f"/runs/{handle.id}").text
         api = client.get(f"/api/runs/{handle.id}").json()
@@ -52,9 +57,7 @@ def test_a_released_attempt_reads_released_not_cancelled(store, db_url, monkeypa
         assert first["status"] == "pending"
         assert [a["result"] for a in first["attempts"]] == ["released", "released"]
         assert [a["error_type"] for a in first["attempts"]] == [RELEASED_TYPE, RELEASED_TYPE]
-    text = subprocess.run([sys.executable, "-m", "ductline", "show", handle.id, "--database", db_url],
-                          capture_output=True, text=True, timeout=120, check=True,
-                          env={**os.environ, "COLUMNS": "250"}).stdout
+    text = _show(handle.id, db_url=db_url, columns="250")
     assert "cancelled" not in text and text.count("released") >= 2, text
     assert 'class="badge s-released">released</span>' in page
     assert "cancelled" not in page

@@ -6,18 +6,24 @@ page. Both backends."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import rt_app
 import web_support
+from helpers import ductline_in_process
 
 from ductline.engine.stop import expire
 from ductline.operations.cancel import cancel_run
 from ductline.store import Store
 from ductline.views import run_view
 from ductline.web import create_app
+
+
+def _show(run_id: str, *flags: str, db_url: str, columns: str | None = None) -> str:
+    """What ``ductline show`` prints, run by the command line's entry point in this process."""
+    done = ductline_in_process("show", run_id, *flags, "--database", db_url,
+                               env=None if columns is None else {"COLUMNS": columns})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 DEADLINE_ERROR = "stopped at the run deadline: the run exceeded its deadline of 2 s"
 
@@ -46,8 +52,7 @@ def _page_and_api(store: Store, run_id: str) -> tuple[str, dict]:
 def test_a_step_ended_by_the_run_deadline_reads_failed_with_that_error(store, db_url, monkeypatch):
     monkeypatch.delenv("DUCTLINE_DASHBOARD_TOKEN", raising=False)
     run_id = _ended_at_the_deadline(store)
-    shown = json.loads(subprocess.run([sys.executable, "-m", "ductline", "show", run_id, "--json", "--database",
-                                       db_url], capture_output=True, text=True, timeout=120, check=True).stdout)
+    shown = json.loads(_show(run_id, "--json", db_url=db_url))
     page, api = _page_and_api(store, run_id)
     for view in (run_view(store, run_id), shown, api):
         steps = _steps(view)
@@ -56,9 +61,7 @@ def test_a_step_ended_by_the_run_deadline_reads_failed_with_that_error(store, db
         last = stuck["attempts"][-1]
         assert (last["result"], last["error_type"], last["error"]) == ("timed_out", "TimeoutError", DEADLINE_ERROR)
         assert (steps["after"]["status"], steps["after"]["skip_reason"]) == ("skipped", "workflow timeout")
-    text = subprocess.run([sys.executable, "-m", "ductline", "show", run_id, "--database", db_url],
-                          capture_output=True, text=True, timeout=120, check=True,
-                          env={**os.environ, "COLUMNS": "250"}).stdout
+    text = _show(run_id, db_url=db_url, columns="250")
     [row] = [line for line in text.splitlines() if "stuck" in line and "failed" in line]
     assert f"TimeoutError: {DEADLINE_ERROR}" in row and "skipped" not in row
     # The page says it once, as the attempt's error; only "after" reads skipped.
