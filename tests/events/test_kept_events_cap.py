@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 
 import events_app
 import pytest
-from helpers import drive
+from helpers import drive, ductline_in_process
 from starlette.testclient import TestClient
 
 from ductline import InvalidStateError, TooManyKeptEvents
@@ -71,8 +68,7 @@ def test_the_cli_refuses_with_exit_2_and_says_why(store, db_url, cap_of_three):
     handle = events_app.orders.trigger(1, database=store)
     for n in range(3):
         handle.send(f"note{n}", n)
-    done = subprocess.run([sys.executable, "-m", "ductline", "send", handle.id, "paid", "--data", "1",
-                           "--database", db_url], capture_output=True, text=True, timeout=60, env=dict(os.environ))
+    done = ductline_in_process("send", handle.id, "paid", "--data", "1", "--database", db_url)
     assert done.returncode == 2, done
     assert f"error: TooManyKeptEvents: run {handle.id} keeps 3 events" in done.stderr
     assert "max_kept_events = 3" in done.stderr

@@ -12,7 +12,7 @@ from typing import Any
 import limit_app
 import psycopg
 import pytest
-from helpers import wait_for
+from helpers import ductline_in_process, wait_for
 
 from ductline.dsl.options import build_options
 from ductline.model.limits import limit_key
@@ -161,9 +161,6 @@ def test_limit_options_are_validated_at_definition_time(kwargs, error, message):
 
 
 def test_show_marks_a_throttled_step_and_gives_priorities(store, db_url):
-    import subprocess
-    import sys
-
     handles = [limit_app.capped.trigger(i, priority=7, database=store) for i in range(3)]
     limits = {("capped", "hold"): _limit(2)}
     assert len(store.claim("w", ["capped"], 5, 60_000, limits=limits)) == 2
@@ -173,8 +170,7 @@ def test_show_marks_a_throttled_step_and_gives_priorities(store, db_url):
     assert view["priority"] == 7
     assert [(s["status"], s["throttled"], s["priority"], s["limit_key"]) for s in view["steps"]] == [
         ("pending", True, 7, "capped:hold")]
-    shown = subprocess.run([sys.executable, "-m", "ductline", "show", handles[2].id, "--database", db_url],
-                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    shown = ductline_in_process("show", handles[2].id, "--database", db_url, env={"COLUMNS": "200"})
     assert shown.returncode == 0, shown.stderr
     assert "pending (throttled)" in shown.stdout
 

@@ -5,12 +5,11 @@ starvation (both backends)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import limit_app
 import pytest
+from helpers import ductline_in_process
 from test_limits import sql
 
 from ductline import Pipeline
@@ -139,8 +138,7 @@ def test_priorities_are_validated_everywhere(store, value, error, message):
 
 def test_cli_trigger_takes_a_priority_and_refuses_one_out_of_range(db_url, store):
     def trigger(*extra):
-        return subprocess.run([sys.executable, "-m", "ductline", "trigger", f"{APP}:ranked", "--args", "[1]",
-                               "--database", db_url, "--json", *extra], capture_output=True, text=True)
+        return ductline_in_process("trigger", f"{APP}:ranked", "--args", "[1]", "--database", db_url, "--json", *extra)
 
     done = trigger("--priority", "42")
     assert done.returncode == 0, done.stderr

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import rt_app
-from helpers import APP
+from helpers import APP, ductline_in_process
 
 from ductline.views import run_view
 
@@ -72,9 +72,9 @@ def test_racing_triggers_in_several_processes_start_exactly_one_run(db_url, stor
 
 def test_cli_trigger_with_key_reports_the_existing_run(db_url, store):
     def trigger() -> dict:
-        done = subprocess.run([sys.executable, "-m", "ductline", "trigger", f"{APP}:chain", "--args", "[3]",
-                               "--key", "cli-key", "--json", "--database", db_url],
-                              capture_output=True, check=True, timeout=60)
+        done = ductline_in_process("trigger", f"{APP}:chain", "--args", "[3]", "--key", "cli-key", "--json",
+                                   "--database", db_url)
+        assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
     first, second = trigger(), trigger()

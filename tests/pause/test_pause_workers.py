@@ -12,7 +12,7 @@ import sys
 import time
 
 import pause_app
-from helpers import shared_worker_fixture, wait_for
+from helpers import ductline_in_process, shared_worker_fixture, wait_for
 from pause_support import APP, drive, jobs_by_step
 
 from ductline.views import iso
@@ -26,11 +26,10 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def clis(*calls: tuple[str, ...]) -> list[tuple[int, str, str]]:
-    """Several commands side by side: ``(exit code, stdout, stderr)`` each."""
-    procs = [subprocess.Popen([sys.executable, "-m", "ductline", *args], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for args in calls]
-    outs = [p.communicate(timeout=60) for p in procs]
-    return [(p.returncode, o, e) for p, (o, e) in zip(procs, outs)]
+    """Several commands, each run by the command line's entry point in this process:
+    ``(exit code, stdout, stderr)`` each."""
+    done = [ductline_in_process(*args) for args in calls]
+    return [(d.returncode, d.stdout, d.stderr) for d in done]
 
 
 def test_a_paused_run_waits_without_a_lease_and_the_cli_resumes_it_with_a_new_input(

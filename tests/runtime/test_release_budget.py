@@ -6,13 +6,11 @@ workers, SIGTERM, both backends)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import rt_app
 from ductline.model.outcomes import RELEASED_TYPE
 from ductline.model.states import HaltReason
-from helpers import start_worker, stop_worker, wait_for
+from helpers import ductline_in_process, start_worker, stop_worker, wait_for
 
 ENV = {"DUCTLINE_SHUTDOWN_GRACE_SECONDS": "0.2", "DUCTLINE_KILL_GRACE_SECONDS": "0.2"}
 
@@ -49,8 +47,7 @@ def test_a_step_every_shutdown_interrupts_halts_its_run_after_max_releases(store
     assert (job["status"], job["failures"], job["crashes"]) == ("failed", 0, 0)
     assert "interrupted by a worker's shutdown grace 2 times in a row (at most 2)" in json.loads(run["metadata"])["error"]
     # The CLI says why, in words.
-    shown = subprocess.run([sys.executable, "-m", "ductline", "show", handle.id, "--database", db_url],
-                           capture_output=True, text=True, timeout=60)
+    shown = ductline_in_process("show", handle.id, "--database", db_url)
     assert "job_releases_exhausted" in shown.stdout
     assert "interrupted by a worker's shutdown grace 2 times in a row (at most 2)" in shown.stdout
     # So does the dashboard's run page.
