@@ -328,6 +328,30 @@ def test_a_queued_job_is_given_back_halfway_to_its_run_deadline():
     assert not ahead.overdue(11.99) and ahead.overdue(12.0)
 
 
+def test_a_queue_behind_attempts_that_turned_long_is_given_back_at_once():
+    """Claimed while attempts were short, a queue behind attempts that then stay long
+    is given back once it holds more than `BACKLOG_SECONDS` of them per slot, not
+    after `OVERDUE_SECONDS`: idle workers run it meanwhile. One long attempt among
+    short ones does not do it."""
+    from ductline.runtime.ahead import BACKLOG_SECONDS, OVERDUE_SECONDS
+    from ductline.store.records import ClaimedJob
+
+    jobs = [ClaimedJob(job_id=f"j{i}", run_id=f"j{i}", pipeline="p", step="s", scope="", input="[]", attempt=1,
+                       lease_token=f"j{i}", timeout_seconds=None, boundary=None, not_before_ms=0, started_ms=0,
+                       deadline_ms=None, run_deadline_ms=None) for i in range(20)]
+    ahead = Ahead()
+    for _ in range(10):
+        ahead.observe(0.001)
+    ahead.add(jobs, confirmed=0.0)
+    ahead.observe(0.4)  # one long attempt: the average stays short
+    assert not ahead.overdue(1.0, usable_slots=2)
+    ahead.observe(0.4)  # they stay long: 20 jobs of 0.14 s on 2 slots hold 1.4 s each
+    assert ahead.overdue(1.0, usable_slots=2)
+    assert 1.0 < OVERDUE_SECONDS
+    assert not ahead.overdue(1.0, usable_slots=4)  # 0.7 s per slot: kept
+    assert BACKLOG_SECONDS == 1.0
+
+
 def test_the_queue_keeps_the_claim_order():
     """A job of a run under way claimed later goes ahead of queued first steps; a higher
     priority ahead of both; at equal rank the older claim first."""

@@ -90,6 +90,10 @@ FRESH_SECONDS = 0.5
 SHORT_SECONDS = 0.1
 # A queued job not started this long after its claim is given back (seconds).
 OVERDUE_SECONDS = 5.0
+# Once attempts turn long, a queue holding more than this much of them per slot is
+# given back at once (seconds of attempts at their moving average), not after
+# `OVERDUE_SECONDS`.
+BACKLOG_SECONDS = 1.0
 _WEIGHT = 0.2  # of the newest attempt in the moving average
 _JOB_WEIGHT = 0.05  # of each newly claimed job in the share of those that hand on
 
@@ -275,12 +279,20 @@ class Ahead:
         """The head of the queue waits for a renewal of its lease."""
         return bool(self._jobs) and now - self._jobs[0].confirmed > FRESH_SECONDS
 
-    def overdue(self, now: float) -> bool:
+    def overdue(self, now: float, usable_slots: int = 1) -> bool:
         """A queued job waited longer than a short attempt explains (the attempts ahead
-        of it turned out long), or is halfway to its run's deadline: the
-        queue should be given back, so other workers can run what it holds."""
+        of it turned out long), or is halfway to its run's deadline, or the attempts
+        turned long (`SHORT_SECONDS`, by the moving average) while the queue holds more
+        than `BACKLOG_SECONDS` of them for each of ``usable_slots`` slots: the queue
+        should be given back, so other workers can run what it holds."""
         due = self.due_at()
-        return due is not None and now >= due
+        if due is not None and now >= due:
+            return True
+        # Not one long attempt among short ones (the average moves a fifth of the way
+        # to each): attempts that stay long, behind which the queue would wait while
+        # idle workers could run it -- up to two queues' worth in a backlog.
+        return bool(self._jobs) and self._average is not None and self._average >= SHORT_SECONDS and \
+            len(self._jobs) * self._average / max(usable_slots, 1) > BACKLOG_SECONDS
 
     def due_at(self) -> float | None:
         """When the queue is overdue if nothing of it starts (monotonic seconds)."""

@@ -315,7 +315,9 @@ class Worker:
         (nothing charged), so they need not wait for their leases to expire."""
         if self.stopping:
             self.prefetcher.take_back(self.clock.now(), stopping=True)  # to the queue, then given back
-        if not (len(self.ahead) or self.ahead.early()) or not (self.stopping or self.ahead.overdue(self.clock.now())):
+        if not (len(self.ahead) or self.ahead.early()):
+            return
+        if not self.stopping and not self.ahead.overdue(self.clock.now(), sum(1 for s in self.slots if not s.undead)):
             return
         jobs = self.ahead.drain(overdue=not self.stopping)
         why = "worker shut down" if self.stopping else "the attempts before it on its slot ran long"
