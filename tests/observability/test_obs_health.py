@@ -364,3 +364,30 @@ def test_a_step_child_that_exits_while_idle_is_said_in_the_worker_log(tmp_path, 
         said = wait_for(lambda: [line for line in log_path.read_text().splitlines()
                                  if "exited on its own while idle" in line])
     assert "WARNING" in said[0] and "exit code 7" in said[0], said
+
+
+# Which starts failed is the worker's own count (`ductline.runtime.starts`); the row it
+# writes is checked on both backends by the import failure above.
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_worker_whose_children_exit_soon_after_they_are_ready_is_unhealthy_until_one_lasts(
+        tmp_path, db_url, store, workers):
+    """Children that say they are ready and then exit on their own, before any attempt,
+    failed their starts: the worker is unhealthy, saying so, and restarts them ever more
+    slowly; once a child outlives the settling time, it is healthy again."""
+    app = tmp_path / "children_die_app.py"
+    app.write_text(CHILDREN_DIE_IDLE_APP)
+    marker = tmp_path / "children-die"
+    marker.write_text("")
+    worker = workers(concurrency=1, env={"CHILDREN_DIE_MARKER": str(marker), "DUCTLINE_LEASE_SECONDS": "30"},
+                     app=str(app))
+
+    def live() -> list[checks.WorkerHealth]:
+        return [w for w in checks.worker_table(store, 30, lease_seconds=30) if w.pid == worker.pid and w.live]
+
+    sick = wait_for(lambda: [w for w in live() if w.status == "unhealthy"])[0]
+    assert sick.problem is not None and re.fullmatch(
+        r"step children fail to start \(\d+ in a row\): a child exited on its own \(exit code 7\) "
+        r"\d+\.\d s after it said it was ready, before any attempt", sick.problem), sick.problem
+    marker.unlink()  # the next child lasts
+    well = wait_for(lambda: [w for w in live() if w.status == "running"], timeout=60)[0]
+    assert (well.healthy, well.problem) == (True, None)

@@ -79,6 +79,7 @@ class Child:
         self.reader = protocol.Reader(self.conn.fileno())  # never blocks on a partial message
         self.eof = False  # the pipe reached its end: the process is exiting
         self.ready = False  # it imported the apps and said so
+        self.ready_at = 0.0  # monotonic seconds: when it said so (`ductline.runtime.starts`)
         self.start_error: str | None = None  # what it reported when the apps did not import
         self.used = False  # it was given an attempt (a "fresh" step needs one that was not)
         self.pid: int = self.process.pid

@@ -144,7 +144,7 @@ class ChildEvents:
         if isinstance(message, Ready):
             if slot.child is not None:
                 slot.child.ready = True
-                self._starts().ready()
+                self._starts().ready(slot.child)
                 self._slot_ready()
             return
         if isinstance(message, Started):

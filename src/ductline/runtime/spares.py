@@ -72,7 +72,7 @@ class Spares:
                         self.starts.fatal(child, m.error_type, m.error)
                 if any(isinstance(m, protocol.Ready) for m in found):
                     child.ready = True
-                    self.starts.ready()
+                    self.starts.ready(child)
         except (protocol.Oversized, protocol.Garbled):
             child.eof = True  # not our protocol: never trusted with a job
             child.signal_group(signal.SIGKILL)

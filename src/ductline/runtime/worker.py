@@ -266,7 +266,7 @@ class Worker:
     def condition(self) -> Condition:
         """Its status and problem for its row (`ductline.model.workers.condition`)."""
         return condition(stopping=self.stopping, undead=self.undead_count(), max_undead=self.settings.max_undead,
-                         failed_starts=self.starts.failed, start_error=self.starts.error)
+                         failed_starts=self.starts.failures(), start_error=self.starts.error)
 
     def status(self) -> str:
         return self.condition().status.value
