@@ -38,6 +38,19 @@ def truncate(url: str) -> None:
 PATIENCE = float(os.environ.get("DUCTLINE_TEST_PATIENCE", "3"))
 
 
+def with_store(url: str, use: Callable[[Any], Any], **kwargs: Any) -> Any:
+    """``use(store)`` on a store of ``url`` (``open_store``'s ``kwargs``) closed after:
+    a store left to the garbage collector leaves its SQLite connections unclosed, which
+    Python 3.13 reports (a ResourceWarning, an error in this suite)."""
+    from ductline.store import open_store
+
+    store = open_store(url, **kwargs)
+    try:
+        return use(store)
+    finally:
+        store.close()
+
+
 def wait_for(condition: Callable[[], object], timeout: float = 30.0, interval: float = 0.02) -> object:
     """Poll until ``condition()`` is truthy; fail the test after ``timeout`` seconds
     (times `PATIENCE`)."""

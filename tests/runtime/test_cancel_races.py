@@ -14,6 +14,7 @@ import random
 import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 
 import psycopg
 import pytest
@@ -140,9 +141,9 @@ def _end_run_behind_the_claim(db_url: str, run_id: str, status: str, metadata: d
     query = "UPDATE ductline_runs SET status = %s, metadata = %s WHERE id = %s"
     params = (status, json.dumps(metadata), run_id)
     if db_url.startswith("sqlite"):
-        with sqlite3.connect(db_url[len("sqlite:///"):], timeout=30) as conn:
+        conn = sqlite3.connect(db_url[len("sqlite:///"):], timeout=30)
+        with closing(conn), conn:  # committed, then closed
             conn.execute(query.replace("%s", "?"), params)
-        conn.close()
         return
     with psycopg.connect(db_url, autocommit=True) as pg:
         pg.execute(query, params)

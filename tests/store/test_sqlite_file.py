@@ -8,12 +8,14 @@ import os
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from ductline import DatabaseReplaced, Pipeline
 from ductline.store import open_store
+from helpers import with_store
 
 HERE = Path(__file__).parent
 APP = str(HERE.parent / "apps" / "rt_app.py")
@@ -26,7 +28,7 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 def test_a_locked_database_gives_one_clear_error(tmp_path):
     url = f"sqlite:///{tmp_path}/locked.db"
-    open_store(url).migrate()
+    with_store(url, lambda s: s.migrate())
     holder = sqlite3.connect(tmp_path / "locked.db", isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another process's long write transaction
     try:
@@ -38,7 +40,7 @@ def test_a_locked_database_gives_one_clear_error(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "is locked by another process for 0.2 s" in done.stderr
     assert "Traceback" not in done.stderr and "rollback" not in done.stderr.lower()
-    assert open_store(url).list_runs() == []  # nothing was written
+    assert with_store(url, lambda s: s.list_runs()) == []  # nothing was written
 
 
 @pytest.mark.parametrize("command", [["runs"], ["show", "0" * 32], ["health"], ["workers"], ["schedules"],
@@ -56,7 +58,7 @@ def test_a_reading_command_does_not_migrate_an_old_database(tmp_path):
     sqlite3.connect(path).close()  # a file without ductline's schema
     done = cli("runs", "--database", f"sqlite:///{path}")
     assert done.returncode == 2 and "run `ductline migrate` first" in done.stderr, done.stderr
-    with sqlite3.connect(path) as conn:
+    with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
 
 
@@ -85,7 +87,8 @@ def test_a_deleted_or_replaced_database_is_detected(tmp_path, how):
         pipeline.trigger("abc", database=store)
     with pytest.raises(DatabaseReplaced):
         handle.status()
-    assert (not path.exists()) if how == "deleted" else open_store(f"sqlite:///{path}").list_runs() == []
+    assert (not path.exists()) if how == "deleted" else with_store(f"sqlite:///{path}", lambda s: s.list_runs()) == []
+    store.close()
 
 
 def test_a_malformed_database_is_refused_not_retried(tmp_path):
@@ -97,7 +100,7 @@ def test_a_malformed_database_is_refused_not_retried(tmp_path):
     store.migrate()
     for i in range(20):
         pipeline.trigger("x" * 2000 + str(i), database=store)
-    with sqlite3.connect(path) as conn:  # the pages in the file, not only in the WAL
+    with closing(sqlite3.connect(path)) as conn:  # the pages in the file, not only in the WAL
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     with open(path, "r+b") as target:  # other bytes in place of its pages, the inode stays
         target.seek(4096)
@@ -112,9 +115,9 @@ def test_a_worker_stops_when_its_database_file_is_deleted(tmp_path):
 
     path = tmp_path / "worker.db"
     url = f"sqlite:///{path}"
-    open_store(url).migrate()
+    with_store(url, lambda s: s.migrate())
     worker = start_worker(url, env={"DUCTLINE_HEALTH_CHECK_INTERVAL": "0.2"})
-    worker_row = lambda: open_store(url, create=False).list_workers()  # noqa: E731
+    worker_row = lambda: with_store(url, lambda s: s.list_workers(), create=False)  # noqa: E731
     wait_for(worker_row, 30)
     for suffix in ("", "-wal", "-shm"):
         if Path(f"{path}{suffix}").exists():

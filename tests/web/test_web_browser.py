@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from helpers import FAST_ENV, start_worker, stop_worker, wait_for
+from helpers import FAST_ENV, start_worker, stop_worker, wait_for, with_store
 from web_support import TOKEN
 
 from ductline.store import open_store
@@ -60,7 +60,7 @@ def serve(db_url: str, cwd: Path) -> Iterator[str]:
 def dashboard_url(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """A dashboard served by ``ductline dashboard`` in a subprocess: ``(url, db_url)``."""
     db_url = f"sqlite:///{tmp_path}/browser.db"
-    open_store(db_url).migrate()
+    with_store(db_url, lambda s: s.migrate())
     with serve(db_url, tmp_path) as url:
         yield url, db_url
 
