@@ -11,6 +11,7 @@ import socket
 import sys
 import time
 from datetime import datetime
+from pathlib import Path
 import urllib.error
 import urllib.request
 
@@ -266,6 +267,12 @@ def _get(url: str) -> tuple[int, str] | None:
         return None
 
 
+def _failed_starts(log_path: Path) -> list[datetime]:
+    """When the worker logged each child that could not import its apps."""
+    return [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") for line in log_path.read_text().splitlines()
+            if "Child could not import the apps" in line]
+
+
 # The gaps are the worker's own waits between child starts, read from its log: no store
 # read or write decides them (the unhealthy state they follow is checked on both
 # backends above), so the 7 s of waits run once, on SQLite.
@@ -282,11 +289,7 @@ def test_children_that_keep_failing_to_start_are_restarted_ever_more_slowly(tmp_
     with open(log_path, "wb") as log_file:
         workers(concurrency=1, env={"CHILDREN_FAIL_MARKER": str(marker)}, app=str(app), stderr=log_file)
 
-        def failures() -> list[datetime]:
-            return [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") for line in log_path.read_text().splitlines()
-                    if "Child could not import the apps" in line]
-
-        seen = wait_for(lambda: failures() if len(failures()) >= 6 else None)
+        seen = wait_for(lambda: _failed_starts(log_path) if len(_failed_starts(log_path)) >= 6 else None)
     gaps = [(b - a).total_seconds() for a, b in zip(seen, seen[1:])]
     # The 3rd failure makes the worker unhealthy: the 4th child starts 1 s after it at
     # the earliest, the 5th 2 s after the 4th's failure, the 6th 4 s after the 5th's.
@@ -307,13 +310,9 @@ def test_a_worker_with_many_slots_waits_per_round_of_failed_starts_not_per_child
     with open(log_path, "wb") as log_file:
         workers(concurrency=4, env={"CHILDREN_FAIL_MARKER": str(marker)}, app=str(app), stderr=log_file)
 
-        def failures() -> list[datetime]:
-            return [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") for line in log_path.read_text().splitlines()
-                    if "Child could not import the apps" in line]
-
         def rounds() -> list[list[datetime]]:
             found: list[list[datetime]] = []
-            for at in failures():
+            for at in _failed_starts(log_path):
                 if found and (at - found[-1][-1]).total_seconds() < 0.5:
                     found[-1].append(at)
                 else:
